@@ -1,0 +1,229 @@
+/* ir.c - building IR graphs: values, nodes, attributes and types.
+ * The text form is in ir_print.c / ir_read.c, the checks in ir_verify.c. */
+#include "ir.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const char *const DTYPE_NAMES[IR_DT_COUNT] = {
+    [IR_DT_F32] = "f32", [IR_DT_F16] = "f16", [IR_DT_BF16] = "bf16", [IR_DT_I8] = "i8",
+    [IR_DT_I32] = "i32", [IR_DT_I64] = "i64", [IR_DT_U8] = "u8",
+};
+static const size_t DTYPE_SIZES[IR_DT_COUNT] = {
+    [IR_DT_F32] = 4, [IR_DT_F16] = 2, [IR_DT_BF16] = 2, [IR_DT_I8] = 1,
+    [IR_DT_I32] = 4, [IR_DT_I64] = 8, [IR_DT_U8] = 1,
+};
+static const char *const LAYOUT_NAMES[IR_LAYOUT_COUNT] = {
+    [IR_LAYOUT_ROW] = "", [IR_LAYOUT_NCHW] = "NCHW", [IR_LAYOUT_NHWC] = "NHWC",
+    [IR_LAYOUT_KCRS] = "KCRS", [IR_LAYOUT_KRSC] = "KRSC",
+};
+
+IrGraph *ir_graph_new(Arena *a, const char *name) {
+  IrGraph *g = arena_alloc(a, sizeof *g);
+  if (!g) return NULL;
+  g->arena = a;
+  g->name = arena_strdup(a, name ? name : "net");
+  return g->name ? g : NULL;
+}
+
+#define COPY_ARRAY(a, p, n) ((n) ? arena_grow((a), (p), sizeof *(p) * (size_t)(n), sizeof *(p) * (size_t)(n)) : NULL)
+
+IrGraph *ir_graph_clone(const IrGraph *g) {
+  Arena *a = g->arena;
+  IrGraph *c = arena_alloc(a, sizeof *c);
+  if (!c) return NULL;
+  *c = *g;
+  c->val = COPY_ARRAY(a, g->val, g->nval);
+  c->node = COPY_ARRAY(a, g->node, g->nnode);
+  c->output = COPY_ARRAY(a, g->output, g->noutput);
+  c->train = COPY_ARRAY(a, g->train, g->ntrain);
+  c->capval = c->nval;
+  c->capnode = c->nnode;
+  c->capoutput = c->noutput;
+  c->captrain = c->ntrain;
+  for (int i = 0; i < c->nnode; i++) {
+    IrNode *n = &c->node[i];
+    n->in = COPY_ARRAY(a, n->in, n->nin);
+    n->out = COPY_ARRAY(a, n->out, n->nout);
+    n->attr = COPY_ARRAY(a, n->attr, n->nattr);
+    if ((n->nin && !n->in) || (n->nout && !n->out) || (n->nattr && !n->attr)) return NULL;
+  }
+  if ((g->nval && !c->val) || (g->nnode && !c->node) || (g->noutput && !c->output) ||
+      (g->ntrain && !c->train))
+    return NULL;
+  return c;
+}
+
+int ir_value_add(IrGraph *g, IrValueKind kind, IrType type, const char *name) {
+  if (!ARENA_RESERVE(g->arena, g->val, g->nval, g->capval)) return -1;
+  IrValue *v = &g->val[g->nval];
+  memset(v, 0, sizeof *v);
+  v->kind = kind;
+  v->type = type;
+  v->name = name ? arena_strdup(g->arena, name) : NULL;
+  v->def = -1;
+  v->offset = -1;
+  if (name && !v->name) return -1;
+  return g->nval++;
+}
+
+int ir_node_add(IrGraph *g, IrOp op, const char *name, SrcLoc loc, const int *in, int nin,
+                const IrType *out_types, int nout) {
+  if (!ARENA_RESERVE(g->arena, g->node, g->nnode, g->capnode)) return -1;
+  int id = g->nnode;
+  IrNode n = {.op = op, .nin = nin, .nout = nout, .loc = loc};
+  n.name = name ? arena_strdup(g->arena, name) : NULL;
+  n.in = nin ? arena_alloc(g->arena, sizeof(int) * (size_t)nin) : NULL;
+  n.out = nout ? arena_alloc(g->arena, sizeof(int) * (size_t)nout) : NULL;
+  if ((name && !n.name) || (nin && !n.in) || (nout && !n.out)) return -1;
+  if (nin) memcpy(n.in, in, sizeof(int) * (size_t)nin);
+  for (int i = 0; i < nout; i++) {
+    int v = ir_value_add(g, IR_VAL_ACT, out_types[i], NULL);
+    if (v < 0) return -1;
+    g->val[v].def = id;
+    n.out[i] = v;
+  }
+  g->node[id] = n;
+  g->nnode++;
+  return id;
+}
+
+int ir_output_add(IrGraph *g, int value) {
+  if (!ARENA_RESERVE(g->arena, g->output, g->noutput, g->capoutput)) return -1;
+  g->output[g->noutput++] = value;
+  return 0;
+}
+
+static IrAttr *attr_push(IrGraph *g, IrNode *n, const char *key, IrAttrKind kind) {
+  int cap = n->nattr; /* attribute lists are short: grow by one, exact size */
+  IrAttr *na = arena_grow(g->arena, n->attr, sizeof *na * (size_t)cap, sizeof *na * (size_t)(cap + 1));
+  if (!na) return NULL;
+  n->attr = na;
+  IrAttr *a = &na[n->nattr++];
+  memset(a, 0, sizeof *a);
+  a->key = arena_strdup(g->arena, key);
+  a->kind = kind;
+  return a->key ? a : NULL;
+}
+
+IrAttr *ir_attr_set_int(IrGraph *g, int node, const char *key, int64_t v) {
+  IrAttr *a = attr_push(g, &g->node[node], key, IR_ATTR_INT);
+  if (a) a->n = 1, a->i[0] = v;
+  return a;
+}
+
+IrAttr *ir_attr_set_ints(IrGraph *g, int node, const char *key, const int64_t *v, int n) {
+  if (n < 1 || n > IR_MAX_INTS) return NULL;
+  IrAttr *a = attr_push(g, &g->node[node], key, IR_ATTR_INTS);
+  if (a) a->n = n, memcpy(a->i, v, sizeof(int64_t) * (size_t)n);
+  return a;
+}
+
+IrAttr *ir_attr_set_float(IrGraph *g, int node, const char *key, double v) {
+  IrAttr *a = attr_push(g, &g->node[node], key, IR_ATTR_FLOAT);
+  if (a) a->f = v;
+  return a;
+}
+
+IrAttr *ir_attr_set_dtype(IrGraph *g, int node, const char *key, IrDtype v) {
+  IrAttr *a = attr_push(g, &g->node[node], key, IR_ATTR_DTYPE);
+  if (a) a->n = 1, a->i[0] = v;
+  return a;
+}
+
+IrAttr *ir_attr_set_str(IrGraph *g, int node, const char *key, const char *v) {
+  IrAttr *a = attr_push(g, &g->node[node], key, IR_ATTR_STR);
+  if (a && !(a->s = arena_strdup(g->arena, v))) return NULL;
+  return a;
+}
+
+const IrAttr *ir_attr_find(const IrNode *n, const char *key) {
+  for (int i = 0; i < n->nattr; i++)
+    if (strcmp(n->attr[i].key, key) == 0) return &n->attr[i];
+  return NULL;
+}
+
+int64_t ir_attr_int(const IrNode *n, const char *key, int64_t dflt) {
+  const IrAttr *a = ir_attr_find(n, key);
+  return a && a->kind != IR_ATTR_FLOAT && a->kind != IR_ATTR_STR ? a->i[0] : dflt;
+}
+
+double ir_attr_float(const IrNode *n, const char *key, double dflt) {
+  const IrAttr *a = ir_attr_find(n, key);
+  if (!a) return dflt;
+  return a->kind == IR_ATTR_FLOAT ? a->f : a->kind == IR_ATTR_INT ? (double)a->i[0] : dflt;
+}
+
+IrAttr *ir_train_set(IrGraph *g, const IrAttr *src) {
+  for (int i = 0; i < g->ntrain; i++)
+    if (strcmp(g->train[i].key, src->key) == 0) {
+      const char *key = g->train[i].key;
+      g->train[i] = *src;
+      g->train[i].key = key;
+      return &g->train[i];
+    }
+  if (!ARENA_RESERVE(g->arena, g->train, g->ntrain, g->captrain)) return NULL;
+  IrAttr *a = &g->train[g->ntrain];
+  *a = *src;
+  a->key = arena_strdup(g->arena, src->key);
+  if (src->s) a->s = arena_strdup(g->arena, src->s);
+  if (!a->key || (src->s && !a->s)) return NULL;
+  g->ntrain++;
+  return a;
+}
+
+const IrAttr *ir_train_find(const IrGraph *g, const char *key) {
+  for (int i = 0; i < g->ntrain; i++)
+    if (strcmp(g->train[i].key, key) == 0) return &g->train[i];
+  return NULL;
+}
+
+IrType ir_type(IrDtype dt, IrLayout layout, int rank, const int64_t *dim) {
+  IrType t = {.dtype = dt, .layout = layout, .rank = rank};
+  for (int i = 0; i < rank && i < IR_MAX_RANK; i++) t.dim[i] = dim[i];
+  return t;
+}
+
+int ir_type_equal(const IrType *a, const IrType *b) {
+  if (a->dtype != b->dtype || a->layout != b->layout || a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dim[i] != b->dim[i]) return 0;
+  return 1;
+}
+
+const char *ir_type_str(const IrType *t, char *buf, size_t len) {
+  size_t o = (size_t)snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && o < len; i++) {
+    if (t->dim[i] == IR_DIM_N)
+      o += (size_t)snprintf(buf + o, len - o, "%sN", i ? "," : "");
+    else
+      o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "," : "", t->dim[i]);
+  }
+  if (o < len) o += (size_t)snprintf(buf + o, len - o, "]");
+  if (o < len && t->layout != IR_LAYOUT_ROW) snprintf(buf + o, len - o, " %s", ir_layout_name(t->layout));
+  return buf;
+}
+
+int64_t ir_type_numel(const IrType *t, int64_t batch) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dim[i] == IR_DIM_N ? batch : t->dim[i];
+  return n;
+}
+
+size_t ir_dtype_size(IrDtype dt) { return (unsigned)dt < IR_DT_COUNT ? DTYPE_SIZES[dt] : 0; }
+
+const char *ir_dtype_name(IrDtype dt) { return (unsigned)dt < IR_DT_COUNT ? DTYPE_NAMES[dt] : "?"; }
+
+int ir_dtype_parse(const char *s) {
+  for (int i = 0; i < IR_DT_COUNT; i++)
+    if (strcmp(DTYPE_NAMES[i], s) == 0) return i;
+  return -1;
+}
+
+const char *ir_layout_name(IrLayout l) { return (unsigned)l < IR_LAYOUT_COUNT ? LAYOUT_NAMES[l] : "?"; }
+
+int ir_layout_parse(const char *s) {
+  for (int i = 1; i < IR_LAYOUT_COUNT; i++)
+    if (strcmp(LAYOUT_NAMES[i], s) == 0) return i;
+  return -1;
+}

@@ -1,0 +1,253 @@
+/* ir_infer.c - output types of every op, from input types and attributes.
+ *
+ * One function per op family; lowering calls ir_infer() to type each node it
+ * creates (its message becomes the user's error), and the verifier calls it
+ * again after every pass to check that no pass broke a type.  Activations
+ * are rank 4 in NCHW or NHWC (dims in memory order), filters KCRS or KRSC;
+ * N may be the symbolic batch size IR_DIM_N. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir.h"
+
+enum { DIM_LIMIT = 1 << 30 }; /* no attribute or size beyond this */
+
+typedef struct Ctx {
+  const IrGraph *g;
+  const IrNode *n;
+  char *err;
+  size_t errlen;
+} Ctx;
+
+static int fail(Ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(Ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, c->errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static const IrType *in_type(Ctx *c, int i) { return &c->g->val[c->n->in[i]].type; }
+
+/* Index of the channel / first spatial dim of a rank-4 activation. */
+static int act_c(const IrType *t) { return t->layout == IR_LAYOUT_NHWC ? 3 : 1; }
+static int act_h(const IrType *t) { return t->layout == IR_LAYOUT_NHWC ? 1 : 2; }
+
+static int is_act4(const IrType *t) {
+  return t->rank == 4 && (t->layout == IR_LAYOUT_NCHW || t->layout == IR_LAYOUT_NHWC);
+}
+
+static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
+
+static int need_act4(Ctx *c, int i, const char *what) {
+  const IrType *t = in_type(c, i);
+  char b[96];
+  if (!is_act4(t))
+    return fail(c, "%s expects an NCHW or NHWC image tensor, got %s", what, ir_type_str(t, b, sizeof b));
+  return 0;
+}
+
+/* Reads a 2-element spatial attribute (k, s, p, d) and checks its range. */
+static int spatial_attr(Ctx *c, const char *key, int64_t lo, int64_t v[2]) {
+  const IrAttr *a = ir_attr_find(c->n, key);
+  if (!a) return fail(c, "missing attribute '%s'", key);
+  if (a->kind == IR_ATTR_INT) {
+    v[0] = v[1] = a->i[0];
+  } else if (a->kind == IR_ATTR_INTS && a->n == 2) {
+    v[0] = a->i[0], v[1] = a->i[1];
+  } else {
+    return fail(c, "attribute '%s' must be one integer or two", key);
+  }
+  for (int i = 0; i < 2; i++)
+    if (v[i] < lo || v[i] > DIM_LIMIT)
+      return fail(c, "attribute %s=%" PRId64 " out of range (%" PRId64 "..%d)", key, v[i], lo, DIM_LIMIT);
+  return 0;
+}
+
+/* Output extent of a sliding window; -1 with a message when it does not fit. */
+static int window(Ctx *c, const char *what, int axis, int64_t in, int64_t k, int64_t s, int64_t p,
+                  int64_t d, int64_t *out) {
+  int64_t span = d * (k - 1) + 1;
+  if (in + 2 * p < span)
+    return fail(c, "%s window %" PRId64 " (dilation %" PRId64 ") with padding %" PRId64
+                   " does not fit input %s %" PRId64,
+                what, k, d, p, axis ? "width" : "height", in);
+  *out = (in + 2 * p - span) / s + 1;
+  return 0;
+}
+
+static int infer_conv2d(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "conv2d")) return -1;
+  const IrType *x = in_type(c, 0), *w = in_type(c, 1);
+  char b1[96], b2[96];
+  if (w->rank != 4 || (w->layout != IR_LAYOUT_KCRS && w->layout != IR_LAYOUT_KRSC))
+    return fail(c, "conv2d filter must be KCRS or KRSC, got %s", ir_type_str(w, b1, sizeof b1));
+  int64_t k[2], s[2], p[2], d[2], groups = ir_attr_int(c->n, "groups", 1);
+  if (spatial_attr(c, "k", 1, k) || spatial_attr(c, "s", 1, s) || spatial_attr(c, "p", 0, p) ||
+      spatial_attr(c, "d", 1, d))
+    return -1;
+  int krsc = w->layout == IR_LAYOUT_KRSC;
+  int64_t K = w->dim[0], Cg = w->dim[krsc ? 3 : 1], R = w->dim[krsc ? 1 : 2], S = w->dim[krsc ? 2 : 3];
+  int64_t C = x->dim[act_c(x)];
+  if (groups < 1 || groups > C || C % groups || K % groups)
+    return fail(c, "conv2d groups=%" PRId64 " must divide input channels %" PRId64
+                   " and output channels %" PRId64, groups, C, K);
+  if (R != k[0] || S != k[1])
+    return fail(c, "conv2d filter %s does not match kernel %" PRId64 "x%" PRId64,
+                ir_type_str(w, b1, sizeof b1), k[0], k[1]);
+  if (Cg * groups != C)
+    return fail(c, "conv2d filter %s expects %" PRId64 " input channels, input %s has %" PRId64,
+                ir_type_str(w, b1, sizeof b1), Cg * groups, ir_type_str(x, b2, sizeof b2), C);
+  if (w->dtype != x->dtype)
+    return fail(c, "conv2d filter dtype %s differs from input dtype %s", ir_dtype_name(w->dtype),
+                ir_dtype_name(x->dtype));
+  if (c->n->nin == 3) {
+    const IrType *bias = in_type(c, 2);
+    if (bias->rank != 1 || bias->dim[0] != K)
+      return fail(c, "conv2d bias %s must be [%" PRId64 "]", ir_type_str(bias, b1, sizeof b1), K);
+  }
+  int h = act_h(x);
+  *out = *x;
+  out->dim[act_c(x)] = K;
+  for (int i = 0; i < 2; i++)
+    if (window(c, "conv2d", i, x->dim[h + i], k[i], s[i], p[i], d[i], &out->dim[h + i])) return -1;
+  return 0;
+}
+
+static int infer_batchnorm(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0);
+  char b1[96], b2[96];
+  if (!is_act4(x) && !(x->rank == 2 && x->layout == IR_LAYOUT_ROW))
+    return fail(c, "batchnorm expects an NCHW/NHWC image or an [N, C] tensor, got %s",
+                ir_type_str(x, b1, sizeof b1));
+  if (!is_float(x->dtype)) return fail(c, "batchnorm of non-float tensor %s", ir_type_str(x, b1, sizeof b1));
+  int64_t C = x->dim[x->rank == 2 ? 1 : act_c(x)];
+  for (int i = 1; i < c->n->nin; i++) {
+    const IrType *t = in_type(c, i);
+    if (t->rank != 1 || t->dim[0] != C || t->dtype != IR_DT_F32)
+      return fail(c, "batchnorm statistic/parameter %d is %s, expected f32[%" PRId64 "] for input %s", i,
+                  ir_type_str(t, b1, sizeof b1), C, ir_type_str(x, b2, sizeof b2));
+  }
+  double eps = ir_attr_float(c->n, "eps", -1), mom = ir_attr_float(c->n, "momentum", -1);
+  if (!(eps > 0)) return fail(c, "batchnorm eps must be positive");
+  if (!(mom >= 0 && mom <= 1)) return fail(c, "batchnorm momentum must be in [0, 1]");
+  *out = *x;
+  return 0;
+}
+
+static int infer_same(Ctx *c, IrType *out) {
+  *out = *in_type(c, 0);
+  return 0;
+}
+
+static int infer_add(Ctx *c, IrType *out) {
+  const IrType *a = in_type(c, 0), *b = in_type(c, 1);
+  char b1[96], b2[96];
+  if (!ir_type_equal(a, b))
+    return fail(c, "add of mismatched tensors %s and %s", ir_type_str(a, b1, sizeof b1), ir_type_str(b, b2, sizeof b2));
+  *out = *a;
+  return 0;
+}
+
+static int infer_pool(Ctx *c, IrType *out) {
+  const char *what = ir_op_info(c->n->op)->name;
+  if (need_act4(c, 0, what)) return -1;
+  const IrType *x = in_type(c, 0);
+  int64_t k[2], s[2], p[2];
+  if (spatial_attr(c, "k", 1, k) || spatial_attr(c, "s", 1, s) || spatial_attr(c, "p", 0, p)) return -1;
+  for (int i = 0; i < 2; i++)
+    if (2 * p[i] > k[i])
+      return fail(c, "%s padding %" PRId64 " is more than half the window %" PRId64, what, p[i], k[i]);
+  int h = act_h(x);
+  *out = *x;
+  for (int i = 0; i < 2; i++)
+    if (window(c, what, i, x->dim[h + i], k[i], s[i], p[i], 1, &out->dim[h + i])) return -1;
+  return 0;
+}
+
+static int infer_global_avgpool(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "global_avgpool")) return -1;
+  const IrType *x = in_type(c, 0);
+  *out = *x;
+  out->dim[act_h(x)] = out->dim[act_h(x) + 1] = 1;
+  return 0;
+}
+
+static int infer_flatten(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0);
+  char b1[96];
+  if (x->rank < 2) return fail(c, "flatten needs a tensor of rank 2 or more, got %s", ir_type_str(x, b1, sizeof b1));
+  int64_t n = 1;
+  for (int i = 1; i < x->rank; i++) {
+    if (x->dim[i] == IR_DIM_N || n > INT64_MAX / 2 / x->dim[i])
+      return fail(c, "flatten of %s overflows", ir_type_str(x, b1, sizeof b1));
+    n *= x->dim[i];
+  }
+  /* Flattening NHWC orders features differently from NCHW unless H = W = 1. */
+  if (x->layout == IR_LAYOUT_NHWC && x->dim[1] * x->dim[2] != 1)
+    return fail(c, "flatten of NHWC tensor %s with spatial size > 1", ir_type_str(x, b1, sizeof b1));
+  int64_t d[2] = {x->dim[0], n};
+  *out = ir_type(x->dtype, IR_LAYOUT_ROW, 2, d);
+  return 0;
+}
+
+static int infer_linear(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0), *w = in_type(c, 1);
+  char b1[96], b2[96];
+  if (x->rank != 2) return fail(c, "linear expects an [N, features] input, got %s (use flatten)", ir_type_str(x, b1, sizeof b1));
+  if (w->rank != 2 || w->dim[1] != x->dim[1])
+    return fail(c, "linear weight %s does not match input %s", ir_type_str(w, b1, sizeof b1), ir_type_str(x, b2, sizeof b2));
+  if (w->dtype != x->dtype)
+    return fail(c, "linear weight dtype %s differs from input dtype %s", ir_dtype_name(w->dtype), ir_dtype_name(x->dtype));
+  if (c->n->nin == 3) {
+    const IrType *b = in_type(c, 2);
+    if (b->rank != 1 || b->dim[0] != w->dim[0])
+      return fail(c, "linear bias %s must be [%" PRId64 "]", ir_type_str(b, b1, sizeof b1), w->dim[0]);
+  }
+  int64_t d[2] = {x->dim[0], w->dim[0]};
+  *out = ir_type(x->dtype, IR_LAYOUT_ROW, 2, d);
+  return 0;
+}
+
+static int infer_softmax_ce(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0), *y = in_type(c, 1);
+  char b1[96], b2[96];
+  if (x->rank != 2 || !is_float(x->dtype))
+    return fail(c, "softmax_cross_entropy expects [N, classes] float logits, got %s", ir_type_str(x, b1, sizeof b1));
+  if (y->rank != 1 || (y->dtype != IR_DT_I32 && y->dtype != IR_DT_I64) || y->dim[0] != x->dim[0])
+    return fail(c, "softmax_cross_entropy labels must be i32[N] or i64[N] class indices matching logits %s, got %s",
+                ir_type_str(x, b1, sizeof b1), ir_type_str(y, b2, sizeof b2));
+  double sm = ir_attr_float(c->n, "smoothing", -1);
+  if (!(sm >= 0 && sm < 1)) return fail(c, "label smoothing must be in [0, 1)");
+  *out = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
+  return 0;
+}
+
+typedef int (*InferFn)(Ctx *, IrType *);
+
+static const InferFn INFER[IR_OP_COUNT] = {
+    [IR_OP_CONV2D] = infer_conv2d,
+    [IR_OP_BATCHNORM] = infer_batchnorm,
+    [IR_OP_RELU] = infer_same,
+    [IR_OP_ADD] = infer_add,
+    [IR_OP_MAXPOOL] = infer_pool,
+    [IR_OP_AVGPOOL] = infer_pool,
+    [IR_OP_GLOBAL_AVGPOOL] = infer_global_avgpool,
+    [IR_OP_FLATTEN] = infer_flatten,
+    [IR_OP_LINEAR] = infer_linear,
+    [IR_OP_SOFTMAX_CE] = infer_softmax_ce,
+};
+
+int ir_infer(const IrGraph *g, const IrNode *n, IrType *out, char *err, size_t errlen) {
+  Ctx c = {g, n, err, errlen};
+  const IrOpInfo *info = ir_op_info(n->op);
+  if (!info || !INFER[n->op]) return fail(&c, "no type rule for op %d", (int)n->op);
+  if (n->nin < info->min_in || n->nin > info->max_in)
+    return fail(&c, "%s takes %d to %d inputs, got %d", info->name, info->min_in, info->max_in, n->nin);
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] < 0 || n->in[i] >= g->nval) return fail(&c, "%s input %d is not a value", info->name, i);
+  return INFER[n->op](&c, out);
+}

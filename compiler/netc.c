@@ -1,0 +1,162 @@
+/* netc.c - the netc command line; the only place in the compiler that exits.
+ *
+ *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
+ *
+ * Exit status: 0 success, 1 errors in the input, 2 usage errors. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ast.h"
+#include "lower.h"
+#include "pipeline.h"
+#include "summary.h"
+
+enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
+#define MAX_SOURCE_BYTES ((size_t)256 << 20)
+
+static void usage(FILE *f) {
+  int n;
+  const Pass *passes = pipeline_passes(&n);
+  fprintf(f,
+          "usage: netc FILE.net [options]\n"
+          "\n"
+          "Compiles a network description: parses it, derives the IR, runs the passes.\n"
+          "\n"
+          "options:\n"
+          "  --summary            print the layer table and the totals 'params: N', 'macs: N'\n"
+          "  --dump-ir=DIR        write the IR after every pass to DIR/NN-PASS.ir\n"
+          "  --print-after=PASS   print the IR after PASS to stdout\n"
+          "  --no-loc             leave source locations out of IR dumps\n"
+          "  -fno-PASS            turn a pass off\n"
+          "  -h, --help           show this help\n"
+          "  -V, --version        show the version\n"
+          "\n"
+          "passes, in order:\n"
+          "  %-18s lower the source to the forward IR (always on)\n",
+          "parse");
+  for (int i = 0; i < n; i++) fprintf(f, "  %-18s %s\n", passes[i].name, passes[i].what);
+}
+
+/* Reads the whole file; NULL with a message on failure. */
+static char *read_source(const char *path, size_t *len, Diag *d) {
+  SrcLoc none = {0};
+  struct stat st;
+  if (stat(path, &st)) {
+    diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    diag_error(d, none, "'%s' is a directory, not a .net file", path);
+    return NULL;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    if (n == cap) {
+      if (cap >= MAX_SOURCE_BYTES) {
+        diag_error(d, none, "'%s' is larger than %zu MB", path, MAX_SOURCE_BYTES >> 20);
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) free(buf);
+      buf = nb;
+      if (!buf) break;
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f)) {
+        diag_error(d, none, "cannot read '%s': %s", path, strerror(errno));
+        free(buf);
+        buf = NULL;
+      }
+      break;
+    }
+  }
+  fclose(f);
+  if (!buf && !d->nerrors) diag_error(d, none, "out of memory reading '%s'", path);
+  *len = n;
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"summary", no_argument, NULL, 's'},
+      {"dump-ir", required_argument, NULL, 'D'},
+      {"print-after", required_argument, NULL, 'P'},
+      {"no-loc", no_argument, NULL, 'L'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
+  };
+  PassCtx cx = {.out = stdout};
+  int summary = 0, c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":hVf:", longopts, NULL)) != -1) {
+    switch (c) {
+    case 's': summary = 1; break;
+    case 'D': cx.dump_dir = optarg; break;
+    case 'P':
+      if (strcmp(optarg, "parse") && pipeline_find(optarg) < 0) {
+        fprintf(stderr, "netc: error: --print-after: unknown pass '%s' (see --help)\n", optarg);
+        return EXIT_USAGE;
+      }
+      cx.print_after = optarg;
+      break;
+    case 'L': cx.no_loc = 1; break;
+    case 'f': {
+      int p = strncmp(optarg, "no-", 3) == 0 ? pipeline_find(optarg + 3) : -1;
+      if (p < 0) {
+        fprintf(stderr, "netc: error: unknown flag '-f%s' (passes are turned off with -fno-PASS)\n", optarg);
+        return EXIT_USAGE;
+      }
+      cx.disabled |= 1u << p;
+      break;
+    }
+    case 'h': usage(stdout); return 0;
+    case 'V': printf("netc %s\n", NETC_VERSION); return 0;
+    case ':':
+      fprintf(stderr, "netc: error: option '%s' needs a value\n", argv[optind - 1]);
+      return EXIT_USAGE;
+    default:
+      fprintf(stderr, "netc: error: unknown option '%s' (see netc --help)\n", argv[optind - 1]);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, optind == argc ? "netc: error: no input file\n" : "netc: error: more than one input file\n");
+    usage(stderr);
+    return EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  Diag d;
+  diag_init(&d, stderr);
+  Arena arena;
+  arena_init(&arena);
+  cx.d = &d;
+  size_t len = 0;
+  char *src = read_source(path, &len, &d);
+  int ok = 0;
+  if (src) {
+    diag_set_source(&d, path, src, len);
+    AstFile *file = ast_parse(&arena, &d, path, src, len);
+    IrGraph *g = file && !d.nerrors ? lower_file(&arena, &d, file) : NULL;
+    if (g && summary) summary_print(stdout, g);
+    ok = g && pipeline_run(&g, &cx) == 0;
+  }
+  diag_finish(&d);
+  arena_free(&arena);
+  free(src);
+  return ok && !d.nerrors ? 0 : EXIT_INPUT;
+}

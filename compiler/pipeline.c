@@ -1,0 +1,65 @@
+/* pipeline.c - the pass table, read top to bottom, and the loop that runs it.
+ *
+ * After each pass: verify (a failing verifier names the pass that broke the
+ * graph), then dump to DIR/NN-name.ir and print if asked.  The lowering's
+ * output is dump 00-parse.ir. */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const Pass PIPELINE[] = {
+    {"dce", pass_dce, "remove ops whose results nothing uses"},
+};
+
+enum { NPASSES = sizeof PIPELINE / sizeof PIPELINE[0] };
+
+const Pass *pipeline_passes(int *n) {
+  *n = NPASSES;
+  return PIPELINE;
+}
+
+int pipeline_find(const char *name) {
+  for (int i = 0; i < NPASSES; i++)
+    if (strcmp(PIPELINE[i].name, name) == 0) return i;
+  return -1;
+}
+
+static int dump(const IrGraph *g, PassCtx *cx, int index, const char *name) {
+  IrPrintOpts o = {.no_loc = cx->no_loc, .pass = name};
+  if (cx->print_after && strcmp(cx->print_after, name) == 0) ir_print(cx->out, g, &o);
+  if (!cx->dump_dir) return 0;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%02d-%s.ir", cx->dump_dir, index, name);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    diag_error(cx->d, (SrcLoc){0}, "cannot write IR dump '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  ir_print(f, g, &o);
+  if (fclose(f)) {
+    diag_error(cx->d, (SrcLoc){0}, "cannot write IR dump '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int pipeline_run(IrGraph **g, PassCtx *cx) {
+  if (cx->dump_dir && mkdir(cx->dump_dir, 0777) && errno != EEXIST) {
+    diag_error(cx->d, (SrcLoc){0}, "cannot create dump directory '%s': %s", cx->dump_dir, strerror(errno));
+    return -1;
+  }
+  if (ir_verify(*g, cx->d, "parse") || dump(*g, cx, 0, "parse")) return -1;
+  for (int i = 0, k = 1; i < NPASSES; i++) {
+    if (cx->disabled & (1u << i)) continue;
+    IrGraph *next = PIPELINE[i].run(*g, cx);
+    if (!next) {
+      if (!cx->d->nerrors) diag_error(cx->d, (SrcLoc){0}, "pass '%s' failed", PIPELINE[i].name);
+      return -1;
+    }
+    *g = next;
+    if (ir_verify(*g, cx->d, PIPELINE[i].name) || dump(*g, cx, k++, PIPELINE[i].name)) return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# dev/test.sh: the whole test suite, from a fresh clone.
+#   1. install missing packages (dev/setup.sh)
+#   2. Release build with -Werror, every ctest
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build, every ctest
+#   4. clang libFuzzer build of the front end, a bounded fuzz run
+# Tests that need a GPU report themselves skipped on machines without one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash dev/setup.sh
+
+jobs=$(nproc)
+run_suite() { # name build-dir ctest-filter cmake-args...
+  local name=$1 dir=$2 filter=$3
+  shift 3
+  echo "=== $name ==="
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs" --target "${TARGET:-all}"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" -R "$filter")
+}
+
+run_suite "release build" build/release . -DCMAKE_BUILD_TYPE=Release -DNETC_WERROR=ON
+run_suite "asan+ubsan build" build/asan . -DCMAKE_BUILD_TYPE=Debug -DNETC_WERROR=ON -DNETC_SANITIZE=ON
+CC=clang TARGET=fuzz_frontend run_suite "fuzz build" build/fuzz "^fuzz_" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_FUZZ=ON \
+  -DNETC_FUZZ_SECONDS="${NETC_FUZZ_SECONDS:-60}" -DBUILD_TESTING=ON
+echo "all suites passed"

@@ -1,0 +1,195 @@
+/* rt_ref_bn.c - batch normalization over (N, H, W) per channel, PyTorch's
+ * BatchNorm2d: training forward (batch statistics, biased variance to
+ * normalize, unbiased variance into the running average), inference
+ * forward (running statistics) and backward (dx, dgamma, dbeta).
+ * Sums run in double per channel, so the result does not drift with N*H*W;
+ * both activation layouts are walked in memory order. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "rt_ref.h"
+
+static int bn_shape_ok(const RtRefAct *xs) {
+  return xs && xs->N > 0 && xs->C > 0 && xs->H > 0 && xs->W > 0 &&
+         (xs->layout == RT_REF_NCHW || xs->layout == RT_REF_NHWC);
+}
+
+/* sum[c] = per-channel sum of x (mean == NULL) or of (x - mean)^2. */
+static void channel_sums(const RtRefAct *xs, const float *x, const double *mean,
+                         double *sum) {
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W;
+  for (int c = 0; c < C; c++) sum[c] = 0;
+  if (xs->layout == RT_REF_NCHW) {
+    for (int n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++) {
+        const float *xp = x + ((int64_t)n * C + c) * hw;
+        double acc = 0, m = mean ? mean[c] : 0.0;
+        if (mean)
+          for (int64_t i = 0; i < hw; i++) acc += (xp[i] - m) * (xp[i] - m);
+        else
+          for (int64_t i = 0; i < hw; i++) acc += xp[i];
+        sum[c] += acc;
+      }
+  } else {
+    int64_t rows = (int64_t)xs->N * hw;
+    for (int64_t i = 0; i < rows; i++) {
+      const float *xr = x + i * C;
+      if (mean)
+        for (int c = 0; c < C; c++) sum[c] += (xr[c] - mean[c]) * (xr[c] - mean[c]);
+      else
+        for (int c = 0; c < C; c++) sum[c] += xr[c];
+    }
+  }
+}
+
+/* y = (x - m[c]) * a[c] + b[c]; subtracting the mean first keeps a large
+ * mean from cancelling away the precision of a small spread. */
+static void channel_affine(const RtRefAct *xs, const float *x, const float *m,
+                           const float *a, const float *b, float *y) {
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W;
+  if (xs->layout == RT_REF_NCHW) {
+    for (int n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++) {
+        int64_t o = ((int64_t)n * C + c) * hw;
+        for (int64_t i = 0; i < hw; i++) y[o + i] = (x[o + i] - m[c]) * a[c] + b[c];
+      }
+  } else {
+    int64_t rows = (int64_t)xs->N * hw;
+    for (int64_t i = 0; i < rows; i++)
+      for (int c = 0; c < C; c++)
+        y[i * C + c] = (x[i * C + c] - m[c]) * a[c] + b[c];
+  }
+}
+
+int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
+                               const float *gamma, const float *beta,
+                               float *y, float *running_mean,
+                               float *running_var, float momentum, float eps,
+                               float *save_mean, float *save_invstd) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !gamma || !beta || !y || !(eps >= 0)) return RT_REF_EARG;
+  int C = xs->C;
+  int64_t M = (int64_t)xs->N * xs->H * xs->W;
+  if (M < 2) return RT_REF_ESHAPE;
+  double *mean = malloc(sizeof(double) * 2 * (size_t)C);
+  float *ab = malloc(sizeof(float) * 3 * (size_t)C);
+  if (!mean || !ab) {
+    free(mean);
+    free(ab);
+    return RT_REF_ENOMEM;
+  }
+  double *var = mean + C;
+  channel_sums(xs, x, NULL, mean);
+  for (int c = 0; c < C; c++) mean[c] /= (double)M;
+  channel_sums(xs, x, mean, var);
+  for (int c = 0; c < C; c++) {
+    double v = var[c] / (double)M;
+    double invstd = 1.0 / sqrt(v + eps);
+    ab[c] = (float)(gamma[c] * invstd);
+    ab[C + c] = beta[c];
+    ab[2 * C + c] = (float)mean[c];
+    if (save_mean) save_mean[c] = (float)mean[c];
+    if (save_invstd) save_invstd[c] = (float)invstd;
+    if (running_mean)
+      running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
+    if (running_var)
+      running_var[c] = (1 - momentum) * running_var[c] +
+                       momentum * (float)(var[c] / (double)(M - 1));
+  }
+  channel_affine(xs, x, ab + 2 * C, ab, ab + C, y);
+  free(mean);
+  free(ab);
+  return RT_REF_OK;
+}
+
+int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x,
+                               const float *gamma, const float *beta,
+                               const float *running_mean,
+                               const float *running_var, float eps, float *y) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !gamma || !beta || !running_mean || !running_var || !y || !(eps >= 0))
+    return RT_REF_EARG;
+  int C = xs->C;
+  float *ab = malloc(sizeof(float) * 2 * (size_t)C);
+  if (!ab) return RT_REF_ENOMEM;
+  for (int c = 0; c < C; c++) {
+    double invstd = 1.0 / sqrt((double)running_var[c] + eps);
+    ab[c] = (float)(gamma[c] * invstd);
+    ab[C + c] = beta[c];
+  }
+  channel_affine(xs, x, running_mean, ab, ab + C, y);
+  free(ab);
+  return RT_REF_OK;
+}
+
+int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
+                         const float *gamma, const float *save_mean,
+                         const float *save_invstd, float *dx, float *dgamma,
+                         float *dbeta) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !dy || !gamma || !save_mean || !save_invstd) return RT_REF_EARG;
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W, M = xs->N * hw;
+  double *sdy = calloc(2 * (size_t)C, sizeof(double));
+  float *coef = malloc(sizeof(float) * 3 * (size_t)C);
+  if (!sdy || !coef) {
+    free(sdy);
+    free(coef);
+    return RT_REF_ENOMEM;
+  }
+  double *sdyx = sdy + C; /* sum dy * xhat */
+  if (xs->layout == RT_REF_NCHW) {
+    for (int n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++) {
+        int64_t o = ((int64_t)n * C + c) * hw;
+        double a = 0, b = 0, m = save_mean[c];
+        for (int64_t i = 0; i < hw; i++) {
+          a += dy[o + i];
+          b += dy[o + i] * (x[o + i] - m);
+        }
+        sdy[c] += a;
+        sdyx[c] += b * save_invstd[c];
+      }
+  } else {
+    for (int64_t i = 0; i < M; i++)
+      for (int c = 0; c < C; c++) {
+        float g = dy[i * C + c];
+        sdy[c] += g;
+        sdyx[c] += (double)g * ((x[i * C + c] - save_mean[c]) * save_invstd[c]);
+      }
+  }
+  for (int c = 0; c < C; c++) {
+    if (dbeta) dbeta[c] = (float)sdy[c];
+    if (dgamma) dgamma[c] = (float)sdyx[c];
+  }
+  if (dx) {
+    /* dx = k*dy - k*(sdy/M) - k*xhat*(sdyx/M), k = gamma*invstd, written
+     * as dx = A*dy + B*(x - mean) + D per channel */
+    for (int c = 0; c < C; c++) {
+      double k = (double)gamma[c] * save_invstd[c];
+      double xs_coef = -k * (sdyx[c] / (double)M) * save_invstd[c];
+      coef[c] = (float)k;
+      coef[C + c] = (float)xs_coef;
+      coef[2 * C + c] = (float)(-k * sdy[c] / (double)M);
+    }
+    const float *A = coef, *B = coef + C, *D = coef + 2 * C;
+    if (xs->layout == RT_REF_NCHW) {
+      for (int n = 0; n < xs->N; n++)
+        for (int c = 0; c < C; c++) {
+          int64_t o = ((int64_t)n * C + c) * hw;
+          for (int64_t i = 0; i < hw; i++)
+            dx[o + i] = A[c] * dy[o + i] + B[c] * (x[o + i] - save_mean[c]) + D[c];
+        }
+    } else {
+      for (int64_t i = 0; i < M; i++)
+        for (int c = 0; c < C; c++)
+          dx[i * C + c] =
+              A[c] * dy[i * C + c] + B[c] * (x[i * C + c] - save_mean[c]) + D[c];
+    }
+  }
+  free(sdy);
+  free(coef);
+  return RT_REF_OK;
+}

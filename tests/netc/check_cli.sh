@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# check_cli.sh NETC SOURCE_DIR WORKDIR: exit codes and messages of the CLI.
+set -uo pipefail
+netc=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+fail=0 pass=0
+expect() { # want-status grep-pattern-on-output command...
+  local want=$1 pat=$2
+  shift 2
+  local out
+  out=$(timeout 20 "$@" 2>&1)
+  local got=$?
+  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
+    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | head -5; fail=$((fail + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+expect 0 "usage: netc" "$netc" --help
+expect 0 "^netc [0-9]+\.[0-9]+" "$netc" --version
+expect 2 "no input file" "$netc"
+expect 2 "unknown option '--bogus'" "$netc" --bogus "$src/models/mlp.net"
+expect 2 "more than one input" "$netc" "$src/models/mlp.net" "$src/models/mlp.net"
+expect 2 "unknown pass 'nope'" "$netc" --print-after=nope "$src/models/mlp.net"
+expect 2 "unknown flag '-fno-nope'" "$netc" -fno-nope "$src/models/mlp.net"
+expect 2 "needs a value" "$netc" "$src/models/mlp.net" --dump-ir
+expect 1 "cannot open '$work/missing.net': No such file" "$netc" "$work/missing.net"
+expect 1 "'$work' is a directory" "$netc" "$work"
+expect 0 "^graph mlp" "$netc" --print-after=parse "$src/models/mlp.net"
+expect 0 "^params: 101770$" "$netc" --summary "$src/models/mlp.net"
+expect 0 "" "$netc" -fno-dce --dump-ir="$work/dumps" "$src/models/mlp.net"
+[ -f "$work/dumps/00-parse.ir" ] && [ ! -f "$work/dumps/01-dce.ir" ] || { echo "FAIL: -fno-dce still dumped dce"; fail=$((fail + 1)); }
+expect 1 "cannot create dump directory" "$netc" --dump-ir=/proc/nonexistent/dir "$src/models/mlp.net"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
