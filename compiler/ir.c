@@ -193,7 +193,8 @@ int ir_type_equal(const IrType *a, const IrType *b) {
 
 const char *ir_type_str(const IrType *t, char *buf, size_t len) {
   size_t o = (size_t)snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
-  for (int i = 0; i < t->rank && o < len; i++) {
+  int rank = t->rank < 0 ? 0 : t->rank > IR_MAX_RANK ? IR_MAX_RANK : t->rank;
+  for (int i = 0; i < rank && o < len; i++) {
     if (t->dim[i] == IR_DIM_N)
       o += (size_t)snprintf(buf + o, len - o, "%sN", i ? "," : "");
     else

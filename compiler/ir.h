@@ -69,7 +69,7 @@ typedef enum IrAttrKind {
   IR_ATTR_INTS,  /* i[0..n-1], printed 3x3 */
   IR_ATTR_FLOAT, /* f */
   IR_ATTR_DTYPE, /* i[0]: an IrDtype, printed f16 */
-  IR_ATTR_STR,   /* s: printed as a bare word, [A-Za-z0-9_.]+ */
+  IR_ATTR_STR,   /* s: printed double-quoted, "sgd"; [A-Za-z0-9_.-] only (docs/ir.md) */
 } IrAttrKind;
 
 typedef struct IrAttr {

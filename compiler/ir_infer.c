@@ -226,6 +226,192 @@ static int infer_softmax_ce(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* --- training forms ------------------------------------------------------ */
+
+static IrType vec_f32(int64_t C) { return ir_type(IR_DT_F32, IR_LAYOUT_ROW, 1, &C); }
+
+static int64_t chan(const IrType *t) { return t->rank == 4 ? t->dim[act_c(t)] : t->rank >= 2 ? t->dim[1] : 1; }
+
+static int infer_batchnorm_train(Ctx *c, IrType *out) {
+  if (infer_batchnorm(c, out)) return -1;
+  out[1] = out[2] = vec_f32(chan(in_type(c, 0)));
+  return 0;
+}
+
+/* Rank-4 tensor like `like` with channels C and spatial size from attribute in_hw. */
+static int with_hw(Ctx *c, const IrType *like, int64_t C, IrType *out) {
+  int64_t hw[2];
+  if (spatial_attr(c, "in_hw", 1, hw)) return -1;
+  *out = *like;
+  out->dim[act_c(like)] = C;
+  out->dim[act_h(like)] = hw[0];
+  out->dim[act_h(like) + 1] = hw[1];
+  return 0;
+}
+
+/* Checks that the forward op `fwd`, with this node's attributes, maps an input
+ * of type xt (and filter wt, for conv2d) to an output shaped like dy: the
+ * backward op's shapes are consistent with some forward op. */
+static int check_forward(Ctx *c, IrOp fwd, const IrType *xt, const IrType *wt, const IrType *dy) {
+  IrValue vals[2] = {{.type = *xt}, {.type = wt ? *wt : *xt}};
+  IrGraph g = {.val = vals, .nval = 2};
+  int in[2] = {0, 1};
+  IrNode n = *c->n;
+  n.op = fwd;
+  n.in = in;
+  n.nin = wt ? 2 : 1;
+  n.nout = 1;
+  IrType y;
+  if (ir_infer(&g, &n, &y, c->err, c->errlen)) return -1;
+  char b1[96], b2[96];
+  if (y.rank != dy->rank || memcmp(y.dim, dy->dim, sizeof y.dim[0] * (size_t)y.rank))
+    return fail(c, "gradient %s does not match the forward output %s", ir_type_str(dy, b1, sizeof b1),
+                ir_type_str(&y, b2, sizeof b2));
+  return 0;
+}
+
+static int infer_conv2d_bwd_data(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "conv2d_bwd_data")) return -1;
+  const IrType *dy = in_type(c, 0), *w = in_type(c, 1);
+  if (w->rank != 4) return fail(c, "conv2d_bwd_data filter must have rank 4");
+  int64_t groups = ir_attr_int(c->n, "groups", 1);
+  int64_t Cg = w->dim[w->layout == IR_LAYOUT_KRSC ? 3 : 1];
+  if (with_hw(c, dy, Cg * groups, out)) return -1;
+  out->dtype = dy->dtype;
+  IrType wt = *w;
+  wt.dtype = dy->dtype;
+  return check_forward(c, IR_OP_CONV2D, out, &wt, dy);
+}
+
+static int infer_conv2d_bwd_weight(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "conv2d_bwd_weight") || need_act4(c, 1, "conv2d_bwd_weight")) return -1;
+  const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
+  int64_t k[2], groups = ir_attr_int(c->n, "groups", 1);
+  if (spatial_attr(c, "k", 1, k)) return -1;
+  if (groups < 1 || x->dim[act_c(x)] % groups) return fail(c, "groups=%" PRId64 " does not divide the input channels", groups);
+  int64_t K = dy->dim[act_c(dy)], Cg = x->dim[act_c(x)] / groups;
+  int nhwc = x->layout == IR_LAYOUT_NHWC;
+  int64_t d[4] = {K, nhwc ? k[0] : Cg, nhwc ? k[1] : k[0], nhwc ? Cg : k[1]};
+  *out = ir_type(x->dtype, nhwc ? IR_LAYOUT_KRSC : IR_LAYOUT_KCRS, 4, d);
+  return check_forward(c, IR_OP_CONV2D, x, out, dy);
+}
+
+static int infer_channel_sum(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0);
+  if (!is_act4(x) && x->rank != 2) return fail(c, "channel_sum needs an image or [N, C] tensor");
+  *out = vec_f32(chan(x));
+  return 0;
+}
+
+static int infer_batchnorm_bwd(Ctx *c, IrType *out) {
+  const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
+  char b1[96], b2[96];
+  if (dy->rank != x->rank || memcmp(dy->dim, x->dim, sizeof dy->dim[0] * (size_t)dy->rank) || dy->layout != x->layout)
+    return fail(c, "batchnorm_bwd gradient %s does not match input %s", ir_type_str(dy, b1, sizeof b1),
+                ir_type_str(x, b2, sizeof b2));
+  int64_t C = chan(x);
+  for (int i = 2; i < 5; i++) {
+    const IrType *t = in_type(c, i);
+    if (t->rank != 1 || t->dim[0] != C) return fail(c, "batchnorm_bwd input %d must be f32[%" PRId64 "]", i, C);
+  }
+  out[0] = *x;
+  out[0].dtype = dy->dtype;
+  out[1] = out[2] = vec_f32(C);
+  return 0;
+}
+
+static int infer_relu_bwd(Ctx *c, IrType *out) {
+  const IrType *dy = in_type(c, 0), *y = in_type(c, 1);
+  char b1[96], b2[96];
+  if (dy->rank != y->rank || memcmp(dy->dim, y->dim, sizeof dy->dim[0] * (size_t)dy->rank) || dy->layout != y->layout)
+    return fail(c, "relu_bwd gradient %s does not match output %s", ir_type_str(dy, b1, sizeof b1),
+                ir_type_str(y, b2, sizeof b2));
+  *out = *dy;
+  return 0;
+}
+
+static int infer_maxpool_bwd(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "maxpool_bwd") || need_act4(c, 1, "maxpool_bwd")) return -1;
+  *out = *in_type(c, 1);
+  out->dtype = in_type(c, 0)->dtype;
+  return check_forward(c, IR_OP_MAXPOOL, out, NULL, in_type(c, 0));
+}
+
+static int infer_avgpool_bwd(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "avgpool_bwd")) return -1;
+  const IrType *dy = in_type(c, 0);
+  if (with_hw(c, dy, dy->dim[act_c(dy)], out)) return -1;
+  return check_forward(c, IR_OP_AVGPOOL, out, NULL, dy);
+}
+
+static int infer_global_avgpool_bwd(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "global_avgpool_bwd")) return -1;
+  const IrType *dy = in_type(c, 0);
+  if (dy->dim[act_h(dy)] != 1 || dy->dim[act_h(dy) + 1] != 1)
+    return fail(c, "global_avgpool_bwd gradient must be 1x1 spatially");
+  return with_hw(c, dy, dy->dim[act_c(dy)], out);
+}
+
+static int infer_unflatten(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0);
+  const IrAttr *a = ir_attr_find(c->n, "shape");
+  if (!a || a->kind != IR_ATTR_INTS || a->n != 3) return fail(c, "unflatten needs shape=CxHxW");
+  if (x->rank != 2) return fail(c, "unflatten needs an [N, features] tensor");
+  int64_t n = 1;
+  for (int i = 0; i < 3; i++) {
+    if (a->i[i] < 1 || a->i[i] > DIM_LIMIT) return fail(c, "unflatten shape out of range");
+    n *= a->i[i];
+    if (n > x->dim[1]) break; /* bounded before the next product can overflow */
+  }
+  if (n != x->dim[1]) return fail(c, "unflatten shape has %" PRId64 " elements, input has %" PRId64, n, x->dim[1]);
+  int64_t d[4] = {x->dim[0], a->i[0], a->i[1], a->i[2]};
+  *out = ir_type(x->dtype, IR_LAYOUT_NCHW, 4, d);
+  return 0;
+}
+
+static int infer_linear_bwd_data(Ctx *c, IrType *out) {
+  const IrType *dy = in_type(c, 0), *w = in_type(c, 1);
+  if (dy->rank != 2 || w->rank != 2 || dy->dim[1] != w->dim[0])
+    return fail(c, "linear_bwd_data gradient and weight do not match");
+  int64_t d[2] = {dy->dim[0], w->dim[1]};
+  *out = ir_type(dy->dtype, IR_LAYOUT_ROW, 2, d);
+  return 0;
+}
+
+static int infer_linear_bwd_weight(Ctx *c, IrType *out) {
+  const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
+  if (dy->rank != 2 || x->rank != 2 || dy->dim[0] != x->dim[0])
+    return fail(c, "linear_bwd_weight gradient and input do not match");
+  int64_t d[2] = {dy->dim[1], x->dim[1]};
+  *out = ir_type(x->dtype, IR_LAYOUT_ROW, 2, d);
+  return 0;
+}
+
+static int is_scalar_f32(const IrType *t) { return t->rank == 0 && t->dtype == IR_DT_F32; }
+
+static int infer_softmax_ce_bwd(Ctx *c, IrType *out) {
+  IrType loss;
+  if (infer_softmax_ce(c, &loss)) return -1;
+  if (!is_scalar_f32(in_type(c, 2))) return fail(c, "softmax_cross_entropy_bwd loss scale must be f32[]");
+  *out = *in_type(c, 0);
+  return 0;
+}
+
+static int infer_sgd_update(Ctx *c, IrType *out) {
+  const IrType *w = in_type(c, 0), *g = in_type(c, 1), *buf = in_type(c, 2);
+  char b1[96], b2[96];
+  if (w->dtype != IR_DT_F32 || !ir_type_equal(w, buf))
+    return fail(c, "sgd_update weight %s and momentum buffer %s must be the same f32 type",
+                ir_type_str(w, b1, sizeof b1), ir_type_str(buf, b2, sizeof b2));
+  if (g->rank != w->rank || memcmp(g->dim, w->dim, sizeof g->dim[0] * (size_t)g->rank))
+    return fail(c, "sgd_update gradient %s does not match weight %s", ir_type_str(g, b1, sizeof b1),
+                ir_type_str(w, b2, sizeof b2));
+  if (!is_scalar_f32(in_type(c, 3)) || !is_scalar_f32(in_type(c, 4)))
+    return fail(c, "sgd_update learning rate and loss scale must be f32[]");
+  (void)out;
+  return 0;
+}
+
 typedef int (*InferFn)(Ctx *, IrType *);
 
 static const InferFn INFER[IR_OP_COUNT] = {
@@ -239,6 +425,20 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_FLATTEN] = infer_flatten,
     [IR_OP_LINEAR] = infer_linear,
     [IR_OP_SOFTMAX_CE] = infer_softmax_ce,
+    [IR_OP_BATCHNORM_TRAIN] = infer_batchnorm_train,
+    [IR_OP_CONV2D_BWD_DATA] = infer_conv2d_bwd_data,
+    [IR_OP_CONV2D_BWD_WEIGHT] = infer_conv2d_bwd_weight,
+    [IR_OP_CHANNEL_SUM] = infer_channel_sum,
+    [IR_OP_BATCHNORM_BWD] = infer_batchnorm_bwd,
+    [IR_OP_RELU_BWD] = infer_relu_bwd,
+    [IR_OP_MAXPOOL_BWD] = infer_maxpool_bwd,
+    [IR_OP_AVGPOOL_BWD] = infer_avgpool_bwd,
+    [IR_OP_GLOBAL_AVGPOOL_BWD] = infer_global_avgpool_bwd,
+    [IR_OP_UNFLATTEN] = infer_unflatten,
+    [IR_OP_LINEAR_BWD_DATA] = infer_linear_bwd_data,
+    [IR_OP_LINEAR_BWD_WEIGHT] = infer_linear_bwd_weight,
+    [IR_OP_SOFTMAX_CE_BWD] = infer_softmax_ce_bwd,
+    [IR_OP_SGD_UPDATE] = infer_sgd_update,
 };
 
 int ir_infer(const IrGraph *g, const IrNode *n, IrType *out, char *err, size_t errlen) {

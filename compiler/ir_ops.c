@@ -18,6 +18,21 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_FLATTEN]        = {"flatten",               1, 1, 1, ""},
     [IR_OP_LINEAR]         = {"linear",                2, 3, 1, ""},
     [IR_OP_SOFTMAX_CE]     = {"softmax_cross_entropy", 2, 2, 1, "smoothing"},
+    /* training forms */
+    [IR_OP_BATCHNORM_TRAIN]    = {"batchnorm_train",           5, 5, 3, "eps momentum"},
+    [IR_OP_CONV2D_BWD_DATA]    = {"conv2d_bwd_data",           2, 2, 1, "k s p d groups in_hw"},
+    [IR_OP_CONV2D_BWD_WEIGHT]  = {"conv2d_bwd_weight",         2, 2, 1, "k s p d groups"},
+    [IR_OP_CHANNEL_SUM]        = {"channel_sum",               1, 1, 1, ""},
+    [IR_OP_BATCHNORM_BWD]      = {"batchnorm_bwd",             5, 5, 3, ""},
+    [IR_OP_RELU_BWD]           = {"relu_bwd",                  2, 2, 1, ""},
+    [IR_OP_MAXPOOL_BWD]        = {"maxpool_bwd",               2, 2, 1, "k s p"},
+    [IR_OP_AVGPOOL_BWD]        = {"avgpool_bwd",               1, 1, 1, "k s p include_pad in_hw"},
+    [IR_OP_GLOBAL_AVGPOOL_BWD] = {"global_avgpool_bwd",        1, 1, 1, "in_hw"},
+    [IR_OP_UNFLATTEN]          = {"unflatten",                 1, 1, 1, "shape"},
+    [IR_OP_LINEAR_BWD_DATA]    = {"linear_bwd_data",           2, 2, 1, ""},
+    [IR_OP_LINEAR_BWD_WEIGHT]  = {"linear_bwd_weight",         2, 2, 1, ""},
+    [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
+    [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 5, 0, "momentum nesterov weight_decay"},
 };
 
 const IrOpInfo *ir_op_info(IrOp op) {

@@ -11,7 +11,6 @@
  * skipped and reading goes on, so several are reported.  The input may be
  * any bytes: nothing here reads past len or trusts a number's size.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -75,6 +74,7 @@ static int accept(Reader *r, char c) {
 static const char *show(const Reader *r, char buf[16]) {
   int c = peek(r);
   if (c < 0) return "end of line";
+  if (c == ' ') return "a space";
   if (c > 0x20 && c < 0x7f)
     snprintf(buf, 16, "'%c'", c);
   else
@@ -85,6 +85,16 @@ static const char *show(const Reader *r, char buf[16]) {
 static int expect(Reader *r, char c, const char *what) {
   char b[16];
   if (accept(r, c)) return 0;
+  return fail_at(r, r->p, "expected '%c' %s, found %s", c, what, show(r, b));
+}
+
+/* c right here, with no space before it: "f32[", "k=", "relu(", "@w". */
+static int expect_here(Reader *r, char c, const char *what) {
+  char b[16];
+  if (peek(r) == (unsigned char)c) {
+    r->p++;
+    return 0;
+  }
   return fail_at(r, r->p, "expected '%c' %s, found %s", c, what, show(r, b));
 }
 
@@ -159,8 +169,7 @@ static int read_type(Reader *r, IrType *t) {
   if (dt < 0) return fail_at(r, s, "unknown dtype '%s'", w);
   memset(t, 0, sizeof *t);
   t->dtype = (IrDtype)dt;
-  if (peek(r) != '[') return expect(r, '[', "after the dtype");
-  r->p++;
+  if (expect_here(r, '[', "after the dtype")) return -1;
   skip_ws(r);
   if (!accept(r, ']')) {
     do {
@@ -348,7 +357,6 @@ static int read_attr_value(Reader *r, IrAttr *a) {
   if (floaty) {
     if (strpbrk(tok, "pPxX") || strstr(tok, "infinity") || strchr(tok, '(')) return fail_at(r, s, "bad number '%s'", tok);
     char *e;
-    errno = 0;
     a->kind = IR_ATTR_FLOAT;
     a->f = strtod(tok, &e);
     if (*e || e == tok) return fail_at(r, s, "bad number '%s'", tok);
@@ -368,8 +376,7 @@ static int read_attr_value(Reader *r, IrAttr *a) {
 static int read_attr(Reader *r, IrAttr *a) {
   memset(a, 0, sizeof *a);
   if (!(a->key = read_name(r, "an attribute name"))) return -1;
-  if (peek(r) != '=') return expect(r, '=', "after the attribute name");
-  r->p++;
+  if (expect_here(r, '=', "after the attribute name")) return -1;
   return read_attr_value(r, a);
 }
 
@@ -449,7 +456,7 @@ static int read_node_rest(Reader *r, const int *res, int nres);
 /* NODE: [%N (',' %N)* '='] OP '(' [REF (',' REF)*] ')' ['{' ATTR* '}']
  *       [':' TYPE (',' TYPE)*] [COMMENT]  -- one TYPE per result. */
 static int read_node(Reader *r) {
-  int res[MAX_RESULTS], nres = 0;
+  int res[MAX_RESULTS] = {0}, nres = 0;
   const char *res_at[MAX_RESULTS];
   skip_ws(r);
   if (peek(r) == '%') {
@@ -480,8 +487,7 @@ static int read_node_rest(Reader *r, const int *res, int nres) {
   int op = ir_op_parse(read_word(r, w, sizeof w));
   if (!w[0]) return fail_at(r, os, "expected an op name");
   if (op < 0) return fail_at(r, os, "unknown op '%s'", w);
-  if (peek(r) != '(') return expect(r, '(', "after the op name");
-  r->p++;
+  if (expect_here(r, '(', "after the op name")) return -1;
   int *in = NULL, nin = 0, capin = 0;
   if (!accept(r, ')')) {
     do {
@@ -539,8 +545,7 @@ static int read_input(Reader *r) {
 static int read_weight(Reader *r, IrValueKind kind) {
   skip_ws(r);
   const char *s = r->p;
-  if (peek(r) != '@') return expect(r, '@', "before the name");
-  r->p++;
+  if (expect_here(r, '@', "before the name")) return -1;
   if (at_end(r) || !is_name_char((unsigned char)*r->p)) return fail_at(r, r->p, "expected a name after '@'");
   const char *name = read_name(r, "a name");
   IrType t;

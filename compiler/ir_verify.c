@@ -81,21 +81,6 @@ static const char *ref_str(const Verifier *vf, int v, char *buf, size_t len) {
   return buf;
 }
 
-/* "f32[N,64,56,56] NCHW" into buf. */
-static const char *type_str(const IrType *t, char *buf, size_t len) {
-  int rank = t->rank < 0 ? 0 : t->rank > IR_MAX_RANK ? IR_MAX_RANK : t->rank;
-  size_t o = (size_t)snprintf(buf, len, "%s[", ir_dtype_name(t->dtype));
-  for (int i = 0; i < rank && o < len; i++) {
-    if (t->dim[i] == IR_DIM_N)
-      o += (size_t)snprintf(buf + o, len - o, "%sN", i ? "," : "");
-    else
-      o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "," : "", t->dim[i]);
-  }
-  if (o < len) o += (size_t)snprintf(buf + o, len - o, "]");
-  if (o < len && t->layout != IR_LAYOUT_ROW) snprintf(buf + o, len - o, " %s", ir_layout_name(t->layout));
-  return buf;
-}
-
 static int name_ok(const char *s) {
   if (!s || !*s) return 0;
   for (; *s; s++)
@@ -121,17 +106,17 @@ static int check_type(Verifier *vf, const IrType *t, const char *what) {
   SrcLoc none = {0};
   if ((unsigned)t->dtype >= IR_DT_COUNT) report(vf, none, what, "bad dtype %d", (int)t->dtype);
   if ((unsigned)t->layout >= IR_LAYOUT_COUNT) report(vf, none, what, "bad layout %d", (int)t->layout);
-  if (t->rank < 0 || t->rank > IR_MAX_RANK) {
+  if (t->rank < 0 || t->rank > IR_MAX_RANK) { /* nothing below may print it */
     report(vf, none, what, "rank %d is not in 0..%d", t->rank, IR_MAX_RANK);
     return vf->nerr - before;
   }
   for (int i = 0; i < t->rank; i++)
     if (!(t->dim[i] == IR_DIM_N && i == 0) && (t->dim[i] < 1 || t->dim[i] > DIM_MAX))
       report(vf, none, what, "%s has dim[%d] = %" PRId64 " (dims are 1..%d; only dim[0] may be N)",
-             type_str(t, b, sizeof b), i, t->dim[i], DIM_MAX);
+             ir_type_str(t, b, sizeof b), i, t->dim[i], DIM_MAX);
   if (t->layout != IR_LAYOUT_ROW && (unsigned)t->layout < IR_LAYOUT_COUNT && t->rank != 4)
     report(vf, none, what, "layout %s needs rank 4, type is %s", ir_layout_name(t->layout),
-           type_str(t, b, sizeof b));
+           ir_type_str(t, b, sizeof b));
   return vf->nerr - before;
 }
 
@@ -247,8 +232,8 @@ static void check_node_types(Verifier *vf, const IrNode *n, const char *what) {
       if (ir_type_equal(have, &want[k])) continue;
       char idx[16] = "";
       if (n->nout > 1) snprintf(idx, sizeof idx, " %d", k);
-      report(vf, n->loc, what, "output%s %s, expected %s", idx, type_str(have, b1, sizeof b1),
-             type_str(&want[k], b2, sizeof b2));
+      report(vf, n->loc, what, "output%s %s, expected %s", idx, ir_type_str(have, b1, sizeof b1),
+             ir_type_str(&want[k], b2, sizeof b2));
       vf->type_ok[n->out[k]] = 0;
     }
   }

@@ -31,6 +31,7 @@ static void usage(FILE *f) {
           "  --dump-ir=DIR        write the IR after every pass to DIR/NN-PASS.ir\n"
           "  --print-after=PASS   print the IR after PASS to stdout\n"
           "  --no-loc             leave source locations out of IR dumps\n"
+          "  --inference          compile for inference: no backward pass, running statistics\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -96,6 +97,7 @@ int main(int argc, char **argv) {
       {"dump-ir", required_argument, NULL, 'D'},
       {"print-after", required_argument, NULL, 'P'},
       {"no-loc", no_argument, NULL, 'L'},
+      {"inference", no_argument, NULL, 'I'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -115,6 +117,7 @@ int main(int argc, char **argv) {
       cx.print_after = optarg;
       break;
     case 'L': cx.no_loc = 1; break;
+    case 'I': cx.inference = 1; break;
     case 'f': {
       int p = strncmp(optarg, "no-", 3) == 0 ? pipeline_find(optarg + 3) : -1;
       if (p < 0) {

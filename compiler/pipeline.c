@@ -11,6 +11,7 @@
 
 static const Pass PIPELINE[] = {
     {"dce", pass_dce, "remove ops whose results nothing uses"},
+    {"autodiff", pass_autodiff, "add the backward pass and the SGD update (inference: drop the loss)"},
 };
 
 enum { NPASSES = sizeof PIPELINE / sizeof PIPELINE[0] };

@@ -39,5 +39,6 @@ int pipeline_run(IrGraph **g, PassCtx *cx);
 
 /* Passes (one file each). */
 IrGraph *pass_dce(IrGraph *g, PassCtx *cx);
+IrGraph *pass_autodiff(IrGraph *g, PassCtx *cx);
 
 #endif

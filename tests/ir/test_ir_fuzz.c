@@ -74,7 +74,7 @@ static void mutate(char *buf, size_t *len, size_t cap) {
 
 int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 4000;
-  if (argc > 2) rng_state = strtoull(argv[2], NULL, 0) | 1;
+  if (argc > 2 && strtoull(argv[2], NULL, 0)) rng_state = strtoull(argv[2], NULL, 0);
   Arena a;
   arena_init(&a);
   IrGraph *g = irtest_small_net(&a);

@@ -188,6 +188,25 @@ static void test_result_forms(void) {
   free(msgs);
   free(t);
 
+  /* A real op without results: it verifies and prints without '='. */
+  IrGraph *u = ir_graph_new(&a, "update");
+  int64_t wd[2] = {10, 8};
+  IrType wt = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 2, wd), sc = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
+  int uin[5] = {ir_value_add(u, IR_VAL_PARAM, wt, "fc.weight"), ir_value_add(u, IR_VAL_INPUT, wt, "grad"),
+                ir_value_add(u, IR_VAL_STATE, wt, "fc.weight.momentum"), ir_value_add(u, IR_VAL_STATE, sc, "lr"),
+                ir_value_add(u, IR_VAL_STATE, sc, "loss_scale")};
+  int upd = ir_node_add(u, IR_OP_SGD_UPDATE, "fc.weight", (SrcLoc){0}, uin, 5, NULL, 0);
+  ir_attr_set_float(u, upd, "momentum", 0.9);
+  ir_attr_set_int(u, upd, "nesterov", 0);
+  ir_attr_set_float(u, upd, "weight_decay", 0.0001);
+  char *tu = irtest_print(u, NULL);
+  CHECK(strstr(tu, "\n  sgd_update(@fc.weight, %0, @fc.weight.momentum, @lr, @loss_scale) "
+                   "{momentum=0.9 nesterov=0 weight_decay=0.0001}  # fc.weight\n}\n") != NULL, "sgd_update:\n%s", tu);
+  CHECK(verify_quiet(u, &msgs) == 0, "sgd_update graph verifies:\n%s", msgs);
+  free(msgs);
+  check_round_trip(u, "sgd_update");
+  free(tu);
+
   IrGraph *empty = ir_graph_new(&a, "empty");
   char *te = irtest_print(empty, NULL);
   CHECK(strcmp(te, "# netc IR\ngraph empty {\n}\n") == 0, "empty graph: %s", te);

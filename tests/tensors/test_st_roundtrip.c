@@ -7,8 +7,8 @@
  * its dtype, shape and bytes, in the order it was added, and aligned to
  * its element size.  Foreign files: one whose bytes are spelled out here
  * (unpadded header, unaligned data, keys out of offset order), and one
- * written by make_foreign.py with Python's struct and json, when python3
- * is installed.  Every prefix of a valid file is refused. */
+ * written by make_foreign.py with Python's struct and json; and netc's file
+ * read by read_netc.py -- the Python parts only when python3 is installed.  Every prefix of a valid file is refused. */
 #include <stdint.h>
 #include <string.h>
 
@@ -166,6 +166,25 @@ static void test_roundtrip(const char *dir) {
   rt_st_close(g);
   free(bytes);
   rt_st_close(f);
+
+  /* The same file as a struct + json reader (PyTorch's view) sees it. */
+  if (system("python3 -c 'import json, struct' >/dev/null 2>&1") != 0) {
+    printf("note: python3 not found; skipping the Python reader\n");
+    return;
+  }
+  char cmd[1200], out[600];
+  snprintf(out, sizeof out, "%s/py-view.txt", dir);
+  snprintf(cmd, sizeof cmd, "python3 '%s/read_netc.py' '%s' > '%s'", NETC_TENSORS_TEST_DIR, path,
+           out);
+  CHECK(system(cmd) == 0, "%s failed", cmd);
+  size_t vlen = 0;
+  char *view = (char *)file_read(out, &vlen);
+  const char *want_view = "conv1.weight F32 [2, 3] 0.5 -1.25 2.99999989e-08 1.00000002e+30 -0 7\n"
+                          "layer1.0.bn2.num_batches_tracked I64 [] 123456789012345\n"
+                          "meta pt\n";
+  CHECK(view && vlen == strlen(want_view) && memcmp(view, want_view, vlen) == 0,
+        "Python reader saw:\n%.*s", (int)vlen, view ? view : "");
+  free(view);
 }
 
 static void test_empty_file(const char *dir) {

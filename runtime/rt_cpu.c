@@ -1,0 +1,171 @@
+/* rt_cpu.c - the CPU reference executor: makes a buffer for every value of
+ * an IR graph, checks once that it can run every node, then runs the nodes
+ * in order through the op table (rt_cpu_op.c), rounding each float output to
+ * its dtype (f16, bf16) afterwards.  The arithmetic is FP32 throughout; only
+ * a value's dtype changes what is kept.  Scratch is sized for the hungriest
+ * node when the executor is made, so a run allocates nothing of its own. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_cpu_op.h"
+
+static int is_int_dtype(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* Elements of type t at this batch size, or -1 when a dim is out of range
+ * for the kernels (which index with int dims). */
+static int64_t type_numel(const IrType *t, int64_t batch) {
+  if (t->rank < 0 || t->rank > IR_MAX_RANK) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t d = t->dim[i] == IR_DIM_N ? batch : t->dim[i];
+    if (d < 0 || d > INT_MAX) return -1;
+    if (d && n > (INT64_MAX / 8) / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/* Checks node i against the op table and the type rules, and that its
+ * inputs' integer/float kinds are what its function reads. */
+static int check_node(RtCpu *x, int i) {
+  const IrGraph *g = x->g;
+  const IrNode *n = &g->node[i];
+  const IrOpInfo *info = ir_op_info(n->op);
+  const RtCpuOp *op = rt_cpu_op_find(n->op);
+  if (!info) return fail(x->err, x->errlen, "node %d: unknown op %d", i, (int)n->op);
+  if (!op) return rt_cpu_op_fail(x, n, "op %s not supported by the CPU executor", info->name);
+  if (n->nin < info->min_in || n->nin > info->max_in || (info->nout >= 0 && n->nout != info->nout))
+    return rt_cpu_op_fail(x, n, "%d inputs and %d outputs do not fit the op", n->nin, n->nout);
+  for (int k = 0; k < n->nin + n->nout; k++) {
+    int v = k < n->nin ? n->in[k] : n->out[k - n->nin];
+    if (v < 0 || v >= g->nval) return rt_cpu_op_fail(x, n, "value id %d out of range", v);
+  }
+  IrType want[IR_MAX_INTS];
+  char msg[256], b1[96], b2[96];
+  if (n->nout > IR_MAX_INTS) return rt_cpu_op_fail(x, n, "too many outputs");
+  if (ir_infer(g, n, want, msg, sizeof msg)) return rt_cpu_op_fail(x, n, "%s", msg);
+  for (int k = 0; k < n->nout; k++) {
+    const IrType *got = &g->val[n->out[k]].type;
+    if (!ir_type_equal(got, &want[k]))
+      return rt_cpu_op_fail(x, n, "output %d is %s, the type rules give %s", k, ir_type_str(got, b1, sizeof b1),
+                            ir_type_str(&want[k], b2, sizeof b2));
+    if (is_int_dtype(got->dtype)) return rt_cpu_op_fail(x, n, "integer output %d", k);
+  }
+  for (int k = 0; k < n->nin; k++) {
+    int want_int = (op->int_inputs >> k) & 1;
+    const IrType *t = &g->val[n->in[k]].type;
+    if (is_int_dtype(t->dtype) != want_int)
+      return rt_cpu_op_fail(x, n, "input %d is %s, expected %s", k, ir_type_str(t, b1, sizeof b1),
+                            want_int ? "integers" : "floats");
+  }
+  return 0;
+}
+
+int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (!g) return fail(err, errlen, "no graph");
+  if (batch < 1 || batch > INT_MAX) return fail(err, errlen, "batch size %lld out of range", (long long)batch);
+  RtCpu *x = calloc(1, sizeof *x);
+  if (!x) return fail(err, errlen, "out of memory");
+  x->g = g;
+  x->batch = batch;
+  x->err = err;
+  x->errlen = errlen;
+  x->buf = calloc((size_t)g->nval + 1, sizeof *x->buf);
+  x->numel = calloc((size_t)g->nval + 1, sizeof *x->numel);
+  if (!x->buf || !x->numel) goto oom;
+  for (int v = 0; v < g->nval; v++) {
+    const IrType *t = &g->val[v].type;
+    x->numel[v] = type_numel(t, batch);
+    if (x->numel[v] < 0) {
+      char b[96];
+      rt_cpu_free(x);
+      return fail(err, errlen, "value %d (%s) is too large", v, ir_type_str(t, b, sizeof b));
+    }
+    size_t es = is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float);
+    x->buf[v] = calloc(x->numel[v] ? (size_t)x->numel[v] : 1, es);
+    if (!x->buf[v]) goto oom;
+  }
+  size_t need = 0;
+  for (int i = 0; i < g->nnode; i++) {
+    if (check_node(x, i)) {
+      rt_cpu_free(x);
+      return -1;
+    }
+    const RtCpuOp *op = rt_cpu_op_find(g->node[i].op);
+    size_t s = op->scratch ? op->scratch(x, &g->node[i]) : 0;
+    if (s > need) need = s;
+  }
+  x->nscratch = need;
+  x->scratch = malloc(need ? need : 1);
+  if (!x->scratch) goto oom;
+  x->err = NULL;
+  x->errlen = 0;
+  *out = x;
+  return 0;
+oom:
+  rt_cpu_free(x);
+  return fail(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
+}
+
+void rt_cpu_free(RtCpu *x) {
+  if (!x) return;
+  if (x->buf)
+    for (int v = 0; v < x->g->nval; v++) free(x->buf[v]);
+  free(x->buf);
+  free(x->numel);
+  free(x->scratch);
+  free(x);
+}
+
+int rt_cpu_find(const RtCpu *x, const char *name) {
+  if (!x || !name) return -1;
+  for (int v = 0; v < x->g->nval; v++) {
+    const IrValue *val = &x->g->val[v];
+    if (val->kind != IR_VAL_ACT && val->name && strcmp(val->name, name) == 0) return v;
+  }
+  return -1;
+}
+
+static int valid(const RtCpu *x, int v) { return x && v >= 0 && v < x->g->nval; }
+
+void *rt_cpu_data(RtCpu *x, int v) { return valid(x, v) ? x->buf[v] : NULL; }
+int64_t rt_cpu_numel(const RtCpu *x, int v) { return valid(x, v) ? x->numel[v] : 0; }
+int rt_cpu_is_int(const RtCpu *x, int v) { return valid(x, v) && is_int_dtype(x->g->val[v].type.dtype); }
+
+/* Keeps only what the output's dtype can hold. */
+static void round_outputs(RtCpu *x, const IrNode *n) {
+  for (int k = 0; k < n->nout; k++) {
+    int v = n->out[k];
+    IrDtype dt = x->g->val[v].type.dtype;
+    if (dt == IR_DT_F16) rt_ref_round_f16(x->numel[v], x->buf[v], x->buf[v]);
+    if (dt == IR_DT_BF16) rt_ref_round_bf16(x->numel[v], x->buf[v], x->buf[v]);
+  }
+}
+
+int rt_cpu_run(RtCpu *x, char *err, size_t errlen) {
+  if (!x) return fail(err, errlen, "no executor");
+  x->err = err;
+  x->errlen = errlen;
+  int rc = 0;
+  for (int i = 0; i < x->g->nnode && !rc; i++) {
+    const IrNode *n = &x->g->node[i];
+    rc = rt_cpu_op_find(n->op)->run(x, n);
+    if (!rc) round_outputs(x, n);
+  }
+  x->err = NULL;
+  x->errlen = 0;
+  return rc;
+}

@@ -1,0 +1,36 @@
+/* rt_cpu.h - the CPU reference executor: runs any IR graph in plain C.
+ *
+ * It is the oracle for pass tests (a graph before and after a pass computes
+ * the same), for gradient checks, and the runtime's fallback without a GPU.
+ * Every value gets its own buffer: float dtypes (f32, f16, bf16, i8) are
+ * stored as float, with results rounded to the value's dtype after each op
+ * (f16/bf16 round to nearest even; i8 is simulated by the precision pass's
+ * scales), integer dtypes (i32, i64, u8) as int64.  The batch size N is fixed
+ * when the executor is made.  In-place ops (batchnorm_train's running
+ * statistics, sgd_update's weight and momentum buffer) write their inputs. */
+#ifndef NETC_RT_CPU_H
+#define NETC_RT_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef struct RtCpu RtCpu;
+
+/* Prepares g (which must outlive the executor) for batch size `batch`;
+ * parameters and state start at zero.  Returns 0, or -1 with a message. */
+int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen);
+void rt_cpu_free(RtCpu *x); /* takes NULL */
+/* Value id of the input, parameter or state called name, or -1. */
+int rt_cpu_find(const RtCpu *x, const char *name);
+/* Storage of value v: float* for float dtypes, int64_t* for integer dtypes;
+ * rt_cpu_numel gives its element count at this batch size. */
+void *rt_cpu_data(RtCpu *x, int v);
+int64_t rt_cpu_numel(const RtCpu *x, int v);
+int rt_cpu_is_int(const RtCpu *x, int v);
+/* Runs every node once, in order.  Returns 0, or -1 with a message naming the
+ * node (its printed name and op) that failed. */
+int rt_cpu_run(RtCpu *x, char *err, size_t errlen);
+
+#endif
