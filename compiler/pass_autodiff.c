@@ -218,7 +218,7 @@ static int grad_relu(Ad *ad, int n) {
 static int grad_add_op(Ad *ad, int n) {
   const IrNode *f = fwd_node(ad, n);
   int dy = dy_of(ad, n);
-  return grad_add(ad, f->in[0], dy) ? -1 : 0;
+  return grad_add(ad, f->in[0], dy) || grad_add(ad, f->in[1], dy) ? -1 : 0;
 }
 
 static int grad_maxpool(Ad *ad, int n) {

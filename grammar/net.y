@@ -38,6 +38,8 @@ typedef struct NetTok {
   int dotted; /* NAME: contains a '.' */
 } NetTok;
 
+enum { NET_OPEN_MAX = 64 };
+
 /* What the scanner and the parser share during one ast_parse. */
 typedef struct ParseState {
   Arena *arena;
@@ -52,6 +54,9 @@ typedef struct ParseState {
   size_t off;
   int line, col;
   int depth;        /* open ( and [: newlines inside do not end statements */
+  int braces;       /* open { */
+  size_t bad_end;   /* just past the last bad byte: a run is reported once */
+  NetTok open[NET_OPEN_MAX], brace[NET_OPEN_MAX]; /* where the innermost ones opened */
   NetTok raw;       /* the token the scanner returned last */
   /* the token stream the grammar reads (see net_yylex) */
   NetTok cur;       /* the token handed to the parser last: the lookahead on an error */
@@ -61,6 +66,8 @@ typedef struct ParseState {
   AstFile *file;
   AstBlock *block_tail;
   int oom;
+  union { AstExpr e; AstStmt s; AstArg a; AstParam p; AstBlock b; AstInput i; AstNetwork n;
+          AstTrain t; AstScope sc; } scratch; /* what node() hands out once memory ran out */
 } ParseState;
 
 typedef struct NameVal { const char *s; int dotted; } NameVal;
@@ -92,12 +99,11 @@ static SrcLoc at(const ParseState *ps, NET_YYLTYPE l) {
 /* Zeroed memory from the arena.  When the arena fails, a scratch block keeps
  * the actions running; ast_parse then throws the tree away. */
 static void *node(ParseState *ps, size_t size) {
-  static _Alignas(16) unsigned char scratch[256];
   void *p = arena_alloc(ps->arena, size);
   if (p) return p;
   ps->oom = 1;
-  memset(scratch, 0, sizeof scratch);
-  return scratch;
+  memset(&ps->scratch, 0, sizeof ps->scratch);
+  return &ps->scratch;
 }
 
 static AstExpr *expr_new(ParseState *ps, AstExprKind kind, NET_YYLTYPE l) {
@@ -179,7 +185,6 @@ static void add_train(ParseState *ps, AstTrain *t) {
   }
   f->train = t;
 }
-
 
 static NetBody netbody_add(NetBody b, NetItem it) {
   if (it.input) {
@@ -303,11 +308,11 @@ network_def:
   | NETWORK error '{' net_items '}'
   ;
 
-net_items: %empty { $$ = (NetBody){0}; } | net_seq ;
+net_items: %empty { $$ = (NetBody){0}; } | net_seq | net_seq EOS ;
 
 net_seq:
     net_item             { $$ = netbody_add((NetBody){0}, $1); }
-  | net_seq EOS net_item { $$ = netbody_add($1, $3); }
+  | net_seq EOS { yyerrok; } net_item { $$ = netbody_add($1, $4); }
   ;
 
 net_item:
@@ -338,16 +343,16 @@ train_def:
   | TRAIN error '{' train_items '}'
   ;
 
-train_items: %empty { $$ = (ArgList){0}; } | train_seq ;
+train_items: %empty { $$ = (ArgList){0}; } | train_seq | train_seq EOS ;
 
 train_seq:
     train_item                { $$ = (ArgList){0}; if ($1) $$ = (ArgList){$1, $1, 1, 1}; }
-  | train_seq EOS train_item {
+  | train_seq EOS { yyerrok; } train_item {
       $$ = $1;
-      if ($3) {
-        if ($$.tail) $$.tail->next = $3;
-        else $$.head = $3;
-        $$.tail = $3;
+      if ($4) {
+        if ($$.tail) $$.tail->next = $4;
+        else $$.head = $4;
+        $$.tail = $4;
         $$.n++;
       }
     }
@@ -360,16 +365,16 @@ train_item:
       $$->key = plain(ps, $1, @1, "train setting");
       $$->value = $3;
     }
-  | error { $$ = NULL; yyerrok; }
+  | error { $$ = NULL; }
   ;
 
 body: '{' stmts '}' { $$ = $2; } ;
 
-stmts: %empty { $$ = (StmtList){0}; } | stmt_seq ;
+stmts: %empty { $$ = (StmtList){0}; } | stmt_seq | stmt_seq EOS ;
 
 stmt_seq:
     stmt              { $$ = stmts_add((StmtList){0}, $1); }
-  | stmt_seq EOS stmt { $$ = stmts_add($1, $3); }
+  | stmt_seq EOS { yyerrok; } stmt { $$ = stmts_add($1, $4); }
   ;
 
 stmt:
@@ -392,7 +397,7 @@ stmt:
       $$ = stmt_new(ps, AST_RETURN, @1);
       $$->value = $2;
     }
-  | error { $$ = NULL; yyerrok; }
+  | error { $$ = NULL; }
   ;
 
 /* if expr { stmts } [else ({ stmts } | if ...)] */
@@ -520,9 +525,9 @@ args_opt: %empty { $$ = (ArgList){0}; } | args ;
 
 args:
     expr                   { $$ = args_add(ps, (ArgList){0}, @1, NULL, $1); }
-  | NAME '=' expr          { $$ = args_add(ps, (ArgList){0}, @1, plain(ps, $1, @1, "keyword"), $3); }
+  | NAME '=' expr          { $$ = args_add(ps, (ArgList){0}, @1, plain(ps, $1, @1, "keyword argument"), $3); }
   | args ',' expr          { $$ = args_add(ps, $1, @3, NULL, $3); }
-  | args ',' NAME '=' expr { $$ = args_add(ps, $1, @3, plain(ps, $3, @3, "keyword"), $5); }
+  | args ',' NAME '=' expr { $$ = args_add(ps, $1, @3, plain(ps, $3, @3, "keyword argument"), $5); }
   ;
 
 exprs_opt: %empty { $$ = (ArgList){0}; } | exprs ;
@@ -537,9 +542,10 @@ exprs:
 /* ---- the token stream ----------------------------------------------------
  * The grammar sees EOS only where it separates two things: runs of newlines
  * and ';' become one EOS, and an EOS is dropped at the start of the file,
- * after '{', and before '{', '}', 'else' and the end of the file.  So blank
- * lines, `}` on its own line, `} else {` across lines and a brace on the
- * next line all need no grammar rules. */
+ * after '{', and before '{', 'else' and the end of the file.  So blank lines,
+ * `} else {` across lines and a brace on the next line need no grammar
+ * rules; an EOS before '}' is kept so that `x =` then `}` is reported at the
+ * end of its own line. */
 
 static int raw_next(ParseState *ps) {
   ps->raw.kind = net_scan_lex(ps->scanner);
@@ -560,7 +566,7 @@ static int net_yylex(NET_YYSTYPE *lval, NET_YYLTYPE *lloc, ParseState *ps) {
       t = ps->raw;
       int after = ps->last_kind, before = t.kind;
       int keep = after != -1 && after != TOK_EOS && after != '{' && before != '{' &&
-                 before != '}' && before != TOK_ELSE && before != TOK_YYEOF;
+                 before != TOK_ELSE && before != TOK_YYEOF;
       if (keep) {
         ps->stash = t;
         ps->have_stash = 1;
@@ -620,7 +626,7 @@ static void describe_unexpected(Msg *m, const ParseState *ps, yysymbol_kind_t sy
   case YYSYMBOL_YYEMPTY: msg_add(m, "syntax error"); return;
   case YYSYMBOL_YYEOF: msg_add(m, "unexpected end of file"); return;
   case YYSYMBOL_EOS:
-    msg_add(m, "unexpected %s", t->len && text[0] == ';' ? "';'" : "end of line");
+    msg_add(m, "unexpected %s", text[0] == ';' ? "';'" : "end of line");
     return;
   case YYSYMBOL_NAME: msg_add(m, "unexpected name '%.*s%s'", len, text, more); return;
   case YYSYMBOL_INT:
@@ -641,66 +647,91 @@ static void add_expected(Msg *m, yysymbol_kind_t sym) {
   default: break;
   }
   const char *name = yysymbol_name(sym);
-  size_t n = strlen(name);
-  if (n >= 2 && name[0] == '"') /* "block" as bison spells it */
-    msg_add(m, "'%.*s'", (int)n - 2, name + 1);
-  else
-    msg_add(m, "%s", name);
+  msg_add(m, name[0] == '\'' ? "%s" : "'%s'", name);
 }
 
 enum { EXPECTED_SHOWN_MAX = 5 };
 
-/* Groups of tokens named as one: when the first token of a group is
- * expected, the whole group is named instead of its members. */
+/* Tokens named as one: when a group's first token (and `also`) can come
+ * next, the group's name replaces all its members in the list. */
 typedef struct TokGroup {
   const char *name;
-  int tokens[16]; /* token codes, 0-terminated; the first one decides */
+  int tokens[16]; /* token codes, ended by -1 */
   int also;       /* a second token that must be expected too, or 0 */
 } TokGroup;
 
 static const TokGroup GROUPS[] = {
+    {"'block', 'network' or 'train'", {TOK_BLOCK, TOK_NETWORK, TOK_TRAIN, TOK_EOS, TOK_YYEOF, -1}, 0},
     {"an expression",
-     {TOK_INT, TOK_FLOAT, TOK_TRUE, TOK_FALSE, TOK_DTYPE, TOK_NAME, '(', '-', '!', 0},
+     {TOK_INT, TOK_FLOAT, TOK_TRUE, TOK_FALSE, TOK_DTYPE, TOK_NAME, '(', '-', '!', -1},
      TOK_NAME},
-    {"a statement", {TOK_RETURN, TOK_IF, TOK_FOR, TOK_NAME, 0}, TOK_IF},
+    {"a statement", {TOK_RETURN, TOK_IF, TOK_FOR, TOK_NAME, -1}, TOK_IF},
     {"an operator",
-     {'+', '-', '*', '/', '%', '<', '>', TOK_LE, TOK_GE, TOK_EQ, TOK_NE, TOK_AND, TOK_OR, '?', 0},
+     {'+', '-', '*', '/', '%', '<', '>', TOK_LE, TOK_GE, TOK_EQ, TOK_NE, TOK_AND, TOK_OR, '?', '(', -1},
      0},
 };
 
-/* "unexpected X, expected A, B or C" from the tokens the parser could take
- * here (exact, thanks to LAC); the list is left out when it would be long. */
-static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
-  if (ps->oom) return 0;
-  Msg m = {.n = 0};
-  describe_unexpected(&m, ps, yypcontext_token(ctx));
-  yysymbol_kind_t exp[YYNTOKENS];
-  int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
-  int want[YYNTOKENS] = {0};
-  for (int i = 0; i < n; i++) want[exp[i]] = 1;
+/* ", expected A, B or C" from the set of tokens the parser can take (exact,
+ * thanks to LAC); nothing when the list would be long. */
+static void add_expected_list(Msg *m, int *want, yysymbol_kind_t unexpected) {
   const char *groups[sizeof GROUPS / sizeof *GROUPS];
-  int ngroups = 0, nitems = 0;
+  int ngroups = 0;
+  if (unexpected == YYSYMBOL_YYEOF && want[YYTRANSLATE('}')]) { /* say what is missing */
+    memset(want, 0, YYNTOKENS * sizeof *want);
+    want[YYTRANSLATE('}')] = 1;
+  }
   for (size_t g = 0; g < sizeof GROUPS / sizeof *GROUPS; g++) {
     const TokGroup *G = &GROUPS[g];
     if (!want[YYTRANSLATE(G->tokens[0])] || (G->also && !want[YYTRANSLATE(G->also)])) continue;
     groups[ngroups++] = G->name;
-    for (const int *t = G->tokens; *t; t++) want[YYTRANSLATE(*t)] = 0;
+    for (const int *t = G->tokens; *t != -1; t++) want[YYTRANSLATE(*t)] = 0;
   }
-  nitems = ngroups;
+  int eos = want[YYSYMBOL_EOS];
+  if (eos) want[YYTRANSLATE('}')] = 0; /* a statement ends at a newline or at '}': say the first */
+  want[YYSYMBOL_EOS] = 0;
+  int nitems = ngroups + eos;
   for (int s = 0; s < YYNTOKENS; s++) nitems += want[s];
-  if (nitems > 0 && nitems <= EXPECTED_SHOWN_MAX) {
-    msg_add(&m, ", expected ");
-    int k = 0;
-    for (int g = 0; g < ngroups; g++, k++)
-      msg_add(&m, "%s%s", k == 0 ? "" : k == nitems - 1 ? " or " : ", ", groups[g]);
-    for (int s = 0; s < YYNTOKENS; s++) {
-      if (!want[s]) continue;
-      msg_add(&m, "%s", k == 0 ? "" : k == nitems - 1 ? " or " : ", ");
-      add_expected(&m, (yysymbol_kind_t)s);
-      k++;
-    }
+  if (nitems == 0 || nitems > EXPECTED_SHOWN_MAX) return;
+  msg_add(m, ", expected ");
+  int k = 0;
+  for (int g = 0; g < ngroups; g++, k++)
+    msg_add(m, "%s%s", k == 0 ? "" : k == nitems - 1 ? " or " : ", ", groups[g]);
+  for (int s = 0; s < YYNTOKENS; s++) {
+    if (!want[s]) continue;
+    msg_add(m, "%s", k == 0 ? "" : k == nitems - 1 ? " or " : ", ");
+    add_expected(m, (yysymbol_kind_t)s);
+    k++;
   }
+  if (eos) msg_add(m, "%send of line", k == 0 ? "" : " or ");
+}
+
+/* "unexpected X, expected A, B or C", and a note on an unclosed bracket. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, ParseState *ps) {
+  if (ps->oom) return 0;
+  if (ps->d->nerrors >= DIAG_MAX_ERRORS) { /* only counted from here on */
+    diag_error(ps->d, at(ps, *yypcontext_location(ctx)), "syntax error");
+    return 0;
+  }
+  Msg m = {.n = 0};
+  yysymbol_kind_t sym = yypcontext_token(ctx);
+  describe_unexpected(&m, ps, sym);
+  yysymbol_kind_t exp[YYNTOKENS];
+  int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
+  int want[YYNTOKENS] = {0};
+  for (int i = 0; i < n; i++) want[exp[i]] = 1;
+  add_expected_list(&m, want, sym);
   diag_error(ps->d, at(ps, *yypcontext_location(ctx)), "%s", m.buf);
+  const NetTok *open = NULL;
+  if (ps->depth > 0 && ps->depth <= NET_OPEN_MAX &&
+      (ps->open[ps->depth - 1].line < ps->cur.line || sym == YYSYMBOL_YYEOF))
+    open = &ps->open[ps->depth - 1];
+  else if ((sym == YYSYMBOL_YYEOF || sym == YYSYMBOL_BLOCK || sym == YYSYMBOL_NETWORK ||
+            sym == YYSYMBOL_TRAIN) &&
+           ps->braces > 0 && ps->braces <= NET_OPEN_MAX)
+    open = &ps->brace[ps->braces - 1];
+  if (open)
+    diag_note(ps->d, (SrcLoc){ps->path, open->line, open->col}, "to match this '%c'",
+              ps->src[open->off]);
   return 0;
 }
 

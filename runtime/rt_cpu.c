@@ -55,6 +55,13 @@ static int check_node(RtCpu *x, int i) {
   IrType want[IR_MAX_INTS];
   char msg[256], b1[96], b2[96];
   if (n->nout > IR_MAX_INTS) return rt_cpu_op_fail(x, n, "too many outputs");
+  for (int k = 0; k < n->nin; k++) {
+    int want_int = (op->int_inputs >> k) & 1;
+    const IrType *t = &g->val[n->in[k]].type;
+    if (is_int_dtype(t->dtype) != want_int)
+      return rt_cpu_op_fail(x, n, "input %d is %s, expected %s", k, ir_type_str(t, b1, sizeof b1),
+                            want_int ? "integers" : "floats");
+  }
   if (ir_infer(g, n, want, msg, sizeof msg)) return rt_cpu_op_fail(x, n, "%s", msg);
   for (int k = 0; k < n->nout; k++) {
     const IrType *got = &g->val[n->out[k]].type;
@@ -62,13 +69,6 @@ static int check_node(RtCpu *x, int i) {
       return rt_cpu_op_fail(x, n, "output %d is %s, the type rules give %s", k, ir_type_str(got, b1, sizeof b1),
                             ir_type_str(&want[k], b2, sizeof b2));
     if (is_int_dtype(got->dtype)) return rt_cpu_op_fail(x, n, "integer output %d", k);
-  }
-  for (int k = 0; k < n->nin; k++) {
-    int want_int = (op->int_inputs >> k) & 1;
-    const IrType *t = &g->val[n->in[k]].type;
-    if (is_int_dtype(t->dtype) != want_int)
-      return rt_cpu_op_fail(x, n, "input %d is %s, expected %s", k, ir_type_str(t, b1, sizeof b1),
-                            want_int ? "integers" : "floats");
   }
   return 0;
 }

@@ -107,7 +107,7 @@ int rt_cpu_fwd_labels(RtCpu *x, const IrNode *n, int i, int64_t classes, int32_t
 int rt_cpu_fwd_softmax_ce(RtCpu *x, const IrNode *n) {
   const IrType *lt = rt_cpu_op_in_type(x, n, 0);
   int N = (int)rt_cpu_op_dim(x, lt, 0), classes = (int)lt->dim[1];
-  int32_t *labels;
+  int32_t *labels = NULL;
   if (rt_cpu_fwd_labels(x, n, 1, classes, &labels)) return -1;
   float eps = (float)ir_attr_float(n, "smoothing", 0);
   return rt_cpu_op_check(

@@ -138,7 +138,7 @@ int rt_cpu_train_linear_bwd_weight(RtCpu *x, const IrNode *n) {
 int rt_cpu_train_softmax_ce_bwd(RtCpu *x, const IrNode *n) {
   const IrType *lt = rt_cpu_op_in_type(x, n, 0);
   int N = (int)rt_cpu_op_dim(x, lt, 0), classes = (int)lt->dim[1];
-  int32_t *labels;
+  int32_t *labels = NULL;
   if (rt_cpu_fwd_labels(x, n, 1, classes, &labels)) return -1;
   float eps = (float)ir_attr_float(n, "smoothing", 0), scale = rt_cpu_op_in(x, n, 2)[0];
   return rt_cpu_op_check(x, n,

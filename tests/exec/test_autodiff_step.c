@@ -7,6 +7,7 @@
  * loss scale (1024) must be folded in.  Then with lr = 0.05 the first step
  * must move fc.bias by exactly PyTorch's SGD step, and ten steps on one fixed
  * batch must bring the loss down. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,9 +19,11 @@
 
 enum { BATCH = 4 };
 static const float SCALE = 1024;
-#ifndef FD_STEP
-#define FD_STEP 1e-2f
-#endif
+/* Finite-difference step: larger steps cross relu/maxpool kinks somewhere in
+ * a 28x28 network.  The loss is a float, so a difference cannot resolve
+ * gradients finer than about ulp(loss) / (2 * STEP): that much is allowed on
+ * top of the relative tolerance. */
+static const float STEP = 1e-3f;
 
 static float *node_out(RtCpu *x, const IrGraph *g, const char *name, int k) {
   for (int i = 0; i < g->nnode; i++)
@@ -45,11 +48,11 @@ static void check_fd(RtCpu *x, const IrGraph *g, const char *param, const float 
   }
   int64_t n = rt_cpu_numel(x, rt_cpu_find(x, param));
   if (count > n) count = (int)n;
-  double worst = 0, scale = 1e-3;
+  double worst = 0, scale = 1e-3, loss = loss_of(x, g);
   static float want[64], got[64];
   for (int j = 0; j < count; j++) {
     int64_t i = j * n / count;
-    float keep = p[i], h = FD_STEP;
+    float keep = p[i], h = STEP;
     p[i] = keep + h;
     double up = loss_of(x, g);
     p[i] = keep - h;
@@ -61,8 +64,10 @@ static void check_fd(RtCpu *x, const IrGraph *g, const char *param, const float 
   }
   for (int j = 0; j < count; j++)
     if (fabs(got[j] - want[j]) > worst) worst = fabs(got[j] - want[j]);
-  printf("%-14s %2d elements: max |autodiff - fd| / max |fd| = %.2e\n", param, count, worst / scale);
-  CHECK(worst / scale <= 2e-2, "%s gradient off by %.3g", param, worst / scale);
+  double noise = 2 * FLT_EPSILON * fabs(loss) / (2 * STEP);
+  printf("%-14s %2d elements: max |autodiff - fd| = %.2e, max |fd| = %.2e, resolution %.1e\n", param, count, worst,
+         scale, noise);
+  CHECK(worst <= 2e-2 * scale + noise, "%s gradient off by %.3g (max |fd| %.3g)", param, worst, scale);
 }
 
 int main(int argc, char **argv) {

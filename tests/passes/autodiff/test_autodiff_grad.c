@@ -116,7 +116,7 @@ static void check_net(const char *path) {
   }
   free(bn_scale);
   int classes = (int)g->val[g->output[1]].type.dim[1];
-  int64_t *label = rt_cpu_data(x, rt_cpu_find(x, "label"));
+  int64_t *label = rt_cpu_data(x, g->node[g->val[g->output[0]].def].in[1]); /* the loss's labels */
   for (int i = 0; i < BATCH; i++) label[i] = (i * 7 + 3) % classes;
   ((float *)rt_cpu_data(x, rt_cpu_find(x, "lr")))[0] = 0;
   ((float *)rt_cpu_data(x, rt_cpu_find(x, "loss_scale")))[0] = SCALE;
