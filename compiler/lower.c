@@ -22,7 +22,7 @@
 
 enum {
   MAX_CALL_DEPTH = 64,       /* nested block calls */
-  MAX_EXPR_DEPTH = 2000,     /* nested expressions, far beyond any real file */
+  MAX_EXPR_DEPTH = 1000,     /* nested expressions, far beyond any real file */
   MAX_NODES = 1000000,       /* ops in one network */
   MAX_CHANNELS = 1 << 20,    /* output channels / features of one layer */
   MAX_INPUT_DIM = 1 << 20,   /* one input dimension */
@@ -63,11 +63,16 @@ struct Frame {
 typedef struct NameUse {
   const char *name;
   SrcLoc loc;
+  int suffix; /* last numeric suffix handed out for this name */
 } NameUse;
 
+/* Layer names in use, hashed (open addressing; slot holds index + 1), so a
+ * network of a million layers is named in linear time. */
 typedef struct NameSet {
   NameUse *use;
   int n, cap;
+  int *slot;
+  int nslot;
 } NameSet;
 
 typedef struct Lower {
@@ -104,16 +109,40 @@ static void error(Lower *L, SrcLoc loc, const char *fmt, ...) {
 
 /* --- names ---------------------------------------------------------------- */
 
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
 static int names_find(const NameSet *s, const char *name) {
-  for (int i = s->n - 1; i >= 0; i--)
-    if (strcmp(s->use[i].name, name) == 0) return i;
-  return -1;
+  if (!s->nslot) return -1;
+  for (uint64_t i = name_hash(name) & (uint64_t)(s->nslot - 1);; i = (i + 1) & (uint64_t)(s->nslot - 1)) {
+    int k = s->slot[i] - 1;
+    if (k < 0) return -1;
+    if (strcmp(s->use[k].name, name) == 0) return k;
+  }
+}
+
+static void names_insert_slot(NameSet *s, int k) {
+  uint64_t i = name_hash(s->use[k].name) & (uint64_t)(s->nslot - 1);
+  while (s->slot[i]) i = (i + 1) & (uint64_t)(s->nslot - 1);
+  s->slot[i] = k + 1;
 }
 
 static void names_add(Lower *L, const char *name, SrcLoc loc) {
   NameSet *s = &L->names;
+  if (2 * (s->n + 1) > s->nslot) { /* keep the table at most half full */
+    int nslot = s->nslot ? 2 * s->nslot : 1024;
+    int *slot = arena_alloc(L->a, sizeof(int) * (size_t)nslot);
+    if (!slot) return;
+    s->slot = slot;
+    s->nslot = nslot;
+    for (int k = 0; k < s->n; k++) names_insert_slot(s, k);
+  }
   if (!ARENA_RESERVE(L->a, s->use, s->n, s->cap)) return;
-  s->use[s->n++] = (NameUse){name, loc};
+  s->use[s->n] = (NameUse){name, loc, 0};
+  names_insert_slot(s, s->n++);
 }
 
 static const char *join(Lower *L, const char *scope, const char *name) {
@@ -122,8 +151,15 @@ static const char *join(Lower *L, const char *scope, const char *name) {
 
 /* A unique node name: `want` itself, or want_1, want_2, ... */
 static const char *unique_name(Lower *L, const char *want, SrcLoc loc) {
+  int base = names_find(&L->names, want);
   const char *name = want;
-  for (int k = 1; name && names_find(&L->names, name) >= 0; k++) name = arena_printf(L->a, "%s_%d", want, k);
+  if (base >= 0) {
+    int k = L->names.use[base].suffix;
+    do
+      name = arena_printf(L->a, "%s_%d", want, ++k);
+    while (name && names_find(&L->names, name) >= 0);
+    L->names.use[base].suffix = k;
+  }
   if (name) names_add(L, name, loc);
   return name;
 }
@@ -474,7 +510,7 @@ typedef struct CallName {
   SrcLoc loc;
 } CallName;
 
-static Val call_op(Lower *L, Frame *f, const OpDef *def, const AstExpr *call, CallName cn) {
+__attribute__((noinline)) static Val call_op(Lower *L, Frame *f, const OpDef *def, const AstExpr *call, CallName cn) {
   ArgSpec spec[MAX_ARGS + 1];
   int ns = nspec(def);
   memcpy(spec, def->spec, sizeof(ArgSpec) * (size_t)ns);
@@ -551,7 +587,7 @@ static Val call_op(Lower *L, Frame *f, const OpDef *def, const AstExpr *call, Ca
 
 /* --- builtins: channels(x), height(x), width(x) ------------------------------------- */
 
-static int call_builtin(Lower *L, Frame *f, const AstExpr *call, Val *out) {
+__attribute__((noinline)) static int call_builtin(Lower *L, Frame *f, const AstExpr *call, Val *out) {
   static const char *const names[] = {"channels", "height", "width"};
   int which = -1;
   for (int i = 0; i < 3; i++)
@@ -580,7 +616,7 @@ static int call_builtin(Lower *L, Frame *f, const AstExpr *call, Val *out) {
 
 static void exec_stmts(Lower *L, Frame *f, const AstStmt *s);
 
-static Val call_block(Lower *L, Frame *f, const AstBlock *blk, const AstExpr *call, CallName cn) {
+__attribute__((noinline)) static Val call_block(Lower *L, Frame *f, const AstBlock *blk, const AstExpr *call, CallName cn) {
   for (const Frame *p = f; p; p = p->parent)
     if (p->block == blk) {
       error(L, call->loc, "block '%s' calls itself; recursion is not allowed", blk->name);
@@ -994,7 +1030,7 @@ static void set_train_val(Lower *L, const char *key, ArgKind kind, Val v) {
   else if (kind == A_DTYPE) train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_DTYPE, .n = 1, .i = {v.i}});
 }
 
-static void lower_train_choice(Lower *L, Frame *f, const TrainKey *tk, const AstArg *item) {
+__attribute__((noinline)) static void lower_train_choice(Lower *L, Frame *f, const TrainKey *tk, const AstArg *item) {
   const AstExpr *e = item->value;
   if (e->kind != AST_CALL) {
     if (strcmp(tk->key, "loss_scale") == 0) { /* loss_scale = 128: a static scale */
@@ -1108,9 +1144,13 @@ IrGraph *lower_file(Arena *a, Diag *d, const AstFile *file) {
                !strcmp(b->name, "width")) {
       error(&L, b->loc, "block '%s' has the name of a built-in op", b->name);
     }
-    for (const AstParam *p = b->params; p; p = p->next)
+    const AstParam *dflt = NULL;
+    for (const AstParam *p = b->params; p; p = p->next) {
       for (const AstParam *q = b->params; q != p; q = q->next)
         if (strcmp(p->name, q->name) == 0) error(&L, p->loc, "parameter '%s' appears twice", p->name);
+      if (p->dflt) dflt = p;
+      else if (dflt) error(&L, p->loc, "parameter '%s' has no default but follows '%s', which has one", p->name, dflt->name);
+    }
   }
   if (file->train) lower_train(&L, file->train); /* first: the loss reads label_smoothing */
   Frame top = {.scope = ""};
