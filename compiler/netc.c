@@ -3,20 +3,15 @@
  *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
  *
  * Exit status: 0 success, 1 errors in the input, 2 usage errors. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "ast.h"
-#include "lower.h"
-#include "pipeline.h"
+#include "compile.h"
 #include "summary.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
-#define MAX_SOURCE_BYTES ((size_t)256 << 20)
 
 static void usage(FILE *f) {
   int n;
@@ -40,55 +35,6 @@ static void usage(FILE *f) {
           "  %-18s lower the source to the forward IR (always on)\n",
           "parse");
   for (int i = 0; i < n; i++) fprintf(f, "  %-18s %s\n", passes[i].name, passes[i].what);
-}
-
-/* Reads the whole file; NULL with a message on failure. */
-static char *read_source(const char *path, size_t *len, Diag *d) {
-  SrcLoc none = {0};
-  struct stat st;
-  if (stat(path, &st)) {
-    diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    diag_error(d, none, "'%s' is a directory, not a .net file", path);
-    return NULL;
-  }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    if (n == cap) {
-      if (cap >= MAX_SOURCE_BYTES) {
-        diag_error(d, none, "'%s' is larger than %zu MB", path, MAX_SOURCE_BYTES >> 20);
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-      if (!buf) break;
-    }
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) {
-      if (ferror(f)) {
-        diag_error(d, none, "cannot read '%s': %s", path, strerror(errno));
-        free(buf);
-        buf = NULL;
-      }
-      break;
-    }
-  }
-  fclose(f);
-  if (!buf && !d->nerrors) diag_error(d, none, "out of memory reading '%s'", path);
-  *len = n;
-  return buf;
 }
 
 int main(int argc, char **argv) {
@@ -149,15 +95,10 @@ int main(int argc, char **argv) {
   arena_init(&arena);
   cx.d = &d;
   size_t len = 0;
-  char *src = read_source(path, &len, &d);
-  int ok = 0;
-  if (src) {
-    diag_set_source(&d, path, src, len);
-    AstFile *file = ast_parse(&arena, &d, path, src, len);
-    IrGraph *g = file && !d.nerrors ? lower_file(&arena, &d, file) : NULL;
-    if (g && summary) summary_print(stdout, g);
-    ok = g && pipeline_run(&g, &cx) == 0;
-  }
+  char *src = compile_read_file(path, &len, &d);
+  IrGraph *g = src ? compile_source(&arena, &d, path, src, len, NULL) : NULL;
+  if (g && summary) summary_print(stdout, g);
+  int ok = g && pipeline_run(&g, &cx) == 0;
   diag_finish(&d);
   arena_free(&arena);
   free(src);

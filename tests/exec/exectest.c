@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ast.h"
-#include "lower.h"
+#include "compile.h"
 
 IrGraph *exectest_read(Arena *a, const char *text) {
   Diag d;
@@ -21,36 +20,9 @@ IrGraph *exectest_read(Arena *a, const char *text) {
 IrGraph *exectest_model(Arena *a, const char *root, const char *rel) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", root, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "cannot open %s\n", path);
-    return NULL;
-  }
-  char *src = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len == cap) {
-      char *nb = realloc(src, cap = cap ? 2 * cap : 65536);
-      if (!nb) break;
-      src = nb;
-    }
-    size_t got = fread(src + len, 1, cap - len, f);
-    if (!got) break;
-    len += got;
-  }
-  fclose(f);
-  if (!src) return NULL;
-  /* The AST and IR keep pointers into the source: it lives as long as the arena. */
-  char *kept = arena_alloc(a, len + 1);
-  if (kept) memcpy(kept, src, len);
-  free(src);
-  if (!kept) return NULL;
   Diag d;
   diag_init(&d, stderr);
-  diag_set_source(&d, path, kept, len);
-  AstFile *file = ast_parse(a, &d, path, kept, len);
-  IrGraph *g = file && !d.nerrors ? lower_file(a, &d, file) : NULL;
-  return d.nerrors ? NULL : g;
+  return compile_file(a, &d, path, NULL);
 }
 
 RtCpu *exectest_new(const IrGraph *g, int64_t batch) {

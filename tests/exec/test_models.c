@@ -1,7 +1,7 @@
 /* test_models.c - forward of the real models on the CPU executor.
  *
  * models/smallcnn.net and models/resnet20.net go through the front end
- * (ast_parse + lower_file), get seeded random parameters (weights scaled by
+ * (compile_file, no passes), get seeded random parameters (weights scaled by
  * 1/sqrt(fan-in), batchnorm statistics around 0 and 1) and a batch of 2
  * random images; the loss must be finite and positive, the logits finite,
  * and a second run must give the same loss (inference batchnorm changes no

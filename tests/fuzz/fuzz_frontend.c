@@ -9,9 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ast.h"
-#include "lower.h"
-#include "pipeline.h"
+#include "compile.h"
 
 static char *print_graph(const IrGraph *g, size_t *len) {
   char *buf = NULL;
@@ -28,13 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!devnull) devnull = fopen("/dev/null", "w");
   Diag d;
   diag_init(&d, devnull);
-  diag_set_source(&d, "fuzz.net", (const char *)data, size);
   Arena a;
   arena_init(&a);
-  AstFile *file = ast_parse(&a, &d, "fuzz.net", (const char *)data, size);
-  IrGraph *g = file && !d.nerrors ? lower_file(&a, &d, file) : NULL;
   PassCtx cx = {.d = &d, .out = devnull};
-  if (g && pipeline_run(&g, &cx) == 0) {
+  IrGraph *g = compile_source(&a, &d, "fuzz.net", (const char *)data, size, &cx);
+  if (g) {
     size_t n1, n2;
     char *t1 = print_graph(g, &n1);
     Diag rd;

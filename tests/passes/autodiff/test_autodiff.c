@@ -12,50 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ast.h"
 #include "check.h"
-#include "lower.h"
-#include "pipeline.h"
+#include "compile.h"
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
 
 /* Parses, lowers and runs the pipeline on models/NAME.net; NULL on failure.
  * The source stays alive in *src (locations point into the path only). */
 static IrGraph *compile(Arena *a, const char *dir, const char *name, int inference) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.net", dir, name);
-  size_t len = 0;
-  char *src = slurp(path, &len);
-  if (!src) {
-    fprintf(stderr, "cannot read %s\n", path);
-    return NULL;
-  }
   Diag d;
   diag_init(&d, stderr);
-  diag_set_source(&d, path, src, len);
   PassCtx cx = {.d = &d, .out = stdout, .inference = inference};
-  const char *kept = arena_strdup(a, path); /* SrcLoc.file must outlive src */
-  AstFile *file = ast_parse(a, &d, kept, src, len);
-  IrGraph *g = file && !d.nerrors ? lower_file(a, &d, file) : NULL;
-  if (g && pipeline_run(&g, &cx)) g = NULL;
-  free(src);
-  return g;
+  return compile_file(a, &d, path, &cx);
 }
 
 static int count_op(const IrGraph *g, IrOp op) {

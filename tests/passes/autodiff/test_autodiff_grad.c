@@ -18,46 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ast.h"
 #include "check.h"
-#include "lower.h"
-#include "pipeline.h"
+#include "compile.h"
 #include "rt_cpu.h"
 
 enum { BATCH = 4, SAMPLES = 8 };
 static const float SCALE = 4;
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      char *nb = realloc(buf, cap *= 2);
-      if (!nb) free(buf);
-      buf = nb;
-    }
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
 
 static IrGraph *compile(Arena *a, const char *path) {
-  size_t len = 0;
-  char *src = slurp(path, &len);
-  if (!src) return NULL;
   Diag d;
   diag_init(&d, stderr);
-  diag_set_source(&d, path, src, len);
   PassCtx cx = {.d = &d, .out = stdout};
-  AstFile *file = ast_parse(a, &d, arena_strdup(a, path), src, len);
-  IrGraph *g = file && !d.nerrors ? lower_file(a, &d, file) : NULL;
-  if (g && pipeline_run(&g, &cx)) g = NULL;
-  free(src);
-  return g;
+  return compile_file(a, &d, path, &cx);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
