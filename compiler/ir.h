@@ -109,6 +109,8 @@ typedef struct IrGraph {
   int noutput, capoutput;
   IrAttr *train;      /* the train section: batch, optimizer, schedule, ... */
   int ntrain, captrain;
+  int64_t plan_bytes; /* memory plan: arena size in bytes for plan_batch, or 0 when unplanned */
+  int64_t plan_batch;
 } IrGraph;
 
 /* --- construction (ir.c) ------------------------------------------------ */

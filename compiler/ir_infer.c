@@ -112,6 +112,7 @@ static int infer_conv2d(Ctx *c, IrType *out) {
   int h = act_h(x);
   *out = *x;
   out->dim[act_c(x)] = K;
+  if (x->dtype == IR_DT_I8) out->dtype = IR_DT_F32; /* int8 products accumulate and dequantize to f32 */
   for (int i = 0; i < 2; i++)
     if (window(c, "conv2d", i, x->dim[h + i], k[i], s[i], p[i], d[i], &out->dim[h + i])) return -1;
   return 0;
@@ -208,7 +209,7 @@ static int infer_linear(Ctx *c, IrType *out) {
       return fail(c, "linear bias %s must be [%" PRId64 "]", ir_type_str(b, b1, sizeof b1), w->dim[0]);
   }
   int64_t d[2] = {x->dim[0], w->dim[0]};
-  *out = ir_type(x->dtype, IR_LAYOUT_ROW, 2, d);
+  *out = ir_type(x->dtype == IR_DT_I8 ? IR_DT_F32 : x->dtype, IR_LAYOUT_ROW, 2, d);
   return 0;
 }
 
@@ -412,6 +413,124 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* --- fused forms ------------------------------------------------------------ */
+
+/* Types the node's first two inputs as conv2d(x, w) with its attributes. */
+static int probe_conv(Ctx *c, IrType *z) {
+  IrNode n = *c->n;
+  n.op = IR_OP_CONV2D;
+  n.nin = 2;
+  n.nout = 1;
+  Ctx pc = {c->g, &n, c->err, c->errlen};
+  return infer_conv2d(&pc, z);
+}
+
+/* gamma, beta (and running mean, var) at inputs from..to-1 are f32[C]. */
+static int bn_vectors(Ctx *c, int from, int to, int64_t C) {
+  char b1[96];
+  for (int i = from; i < to; i++) {
+    const IrType *t = in_type(c, i);
+    if (t->rank != 1 || t->dim[0] != C || t->dtype != IR_DT_F32)
+      return fail(c, "batch-norm vector %d is %s, expected f32[%" PRId64 "]", i, ir_type_str(t, b1, sizeof b1), C);
+  }
+  return 0;
+}
+
+static int relu_flag(Ctx *c) {
+  int64_t r = ir_attr_int(c->n, "relu", -1);
+  return r == 0 || r == 1 ? 0 : fail(c, "attribute relu must be 0 or 1");
+}
+
+static int bn_attrs(Ctx *c, int with_momentum) {
+  double eps = ir_attr_float(c->n, "eps", -1), mom = ir_attr_float(c->n, "momentum", 0);
+  if (!(eps > 0)) return fail(c, "batch-norm eps must be positive");
+  if (with_momentum && !(mom >= 0 && mom <= 1)) return fail(c, "batch-norm momentum must be in [0, 1]");
+  return 0;
+}
+
+/* (x, w, gamma, beta, running_mean, running_var) -> z = conv, y = [relu](bn(z)), mean, invstd */
+static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
+  if (probe_conv(c, &out[0]) || relu_flag(c) || bn_attrs(c, 1)) return -1;
+  int64_t K = chan(&out[0]);
+  if (bn_vectors(c, 2, 6, K)) return -1;
+  out[1] = out[0];
+  out[2] = out[3] = vec_f32(K);
+  return 0;
+}
+
+/* Inference: (x, w, gamma, beta, running_mean, running_var) -> y, batch norm folded into the conv. */
+static int infer_conv2d_bn(Ctx *c, IrType *out) {
+  if (probe_conv(c, out) || relu_flag(c) || bn_attrs(c, 0)) return -1;
+  return bn_vectors(c, 2, 6, chan(out));
+}
+
+/* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
+static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
+  const IrType *dy = in_type(c, 0), *y = in_type(c, 1), *z = in_type(c, 2);
+  char b1[96], b2[96];
+  for (int i = 1; i < 3; i++) {
+    const IrType *t = in_type(c, i);
+    if (t->rank != dy->rank || memcmp(t->dim, dy->dim, sizeof dy->dim[0] * (size_t)dy->rank) || t->layout != dy->layout)
+      return fail(c, "batchnorm_relu_bwd input %s does not match gradient %s", ir_type_str(t, b1, sizeof b1),
+                  ir_type_str(dy, b2, sizeof b2));
+  }
+  int64_t C = chan(z);
+  if (bn_vectors(c, 3, 6, C)) return -1;
+  out[0] = *z;
+  out[0].dtype = dy->dtype;
+  out[1] = out[2] = vec_f32(C);
+  (void)y;
+  return 0;
+}
+
+/* (dy, w, y) -> conv2d_bwd_data(dy, w) masked by y > 0 */
+static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
+  if (infer_conv2d_bwd_data(c, out)) return -1;
+  const IrType *y = in_type(c, 2);
+  char b1[96], b2[96];
+  if (y->rank != out->rank || memcmp(y->dim, out->dim, sizeof y->dim[0] * (size_t)y->rank) || y->layout != out->layout)
+    return fail(c, "conv2d_bwd_data_relu mask %s does not match the gradient %s", ir_type_str(y, b1, sizeof b1),
+                ir_type_str(out, b2, sizeof b2));
+  return 0;
+}
+
+/* --- layout and precision ---------------------------------------------------- */
+
+/* x -> the same tensor in layout `layout` (NCHW<->NHWC, KCRS<->KRSC) with the
+ * channel dim padded with zeros, or cropped, to `c`. */
+static int infer_relayout(Ctx *c, IrType *out) {
+  const IrType *x = in_type(c, 0);
+  const IrAttr *la = ir_attr_find(c->n, "layout");
+  int64_t ch = ir_attr_int(c->n, "c", -1);
+  int to = la && la->kind == IR_ATTR_STR ? ir_layout_parse(la->s) : -1;
+  char b1[96];
+  if (x->rank != 4 || x->layout == IR_LAYOUT_ROW)
+    return fail(c, "relayout needs an image or filter tensor, got %s", ir_type_str(x, b1, sizeof b1));
+  int act = x->layout == IR_LAYOUT_NCHW || x->layout == IR_LAYOUT_NHWC;
+  if (to < 0 || (act != (to == IR_LAYOUT_NCHW || to == IR_LAYOUT_NHWC)))
+    return fail(c, "relayout of %s to layout '%s'", ir_type_str(x, b1, sizeof b1), la && la->s ? la->s : "?");
+  if (ch < 1 || ch > DIM_LIMIT) return fail(c, "relayout channel count c=%" PRId64 " out of range", ch);
+  /* Logical (N|K, C, H|R, W|S), then written out in the target order. */
+  int cx = x->layout == IR_LAYOUT_NHWC || x->layout == IR_LAYOUT_KRSC ? 3 : 1;
+  int hx = cx == 3 ? 1 : 2;
+  int64_t n = x->dim[0], h = x->dim[hx], w = x->dim[hx + 1];
+  int last = to == IR_LAYOUT_NHWC || to == IR_LAYOUT_KRSC;
+  int64_t d[4] = {n, last ? h : ch, last ? w : h, last ? ch : w};
+  *out = ir_type(x->dtype, (IrLayout)to, 4, d);
+  return 0;
+}
+
+static int infer_cast(Ctx *c, IrType *out) {
+  const IrAttr *a = ir_attr_find(c->n, "to");
+  if (!a || a->kind != IR_ATTR_DTYPE) return fail(c, "cast needs to=DTYPE");
+  IrDtype to = (IrDtype)a->i[0], from = in_type(c, 0)->dtype;
+  if (!is_float(from) && from != IR_DT_I8) return fail(c, "cast of a %s tensor", ir_dtype_name(from));
+  if (!is_float(to) && to != IR_DT_I8) return fail(c, "cast to %s", ir_dtype_name(to));
+  *out = *in_type(c, 0);
+  out->dtype = to;
+  return 0;
+}
+
 typedef int (*InferFn)(Ctx *, IrType *);
 
 static const InferFn INFER[IR_OP_COUNT] = {
@@ -439,6 +558,13 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_LINEAR_BWD_WEIGHT] = infer_linear_bwd_weight,
     [IR_OP_SOFTMAX_CE_BWD] = infer_softmax_ce_bwd,
     [IR_OP_SGD_UPDATE] = infer_sgd_update,
+    [IR_OP_CONV2D_BN_TRAIN] = infer_conv2d_bn_train,
+    [IR_OP_CONV2D_BN] = infer_conv2d_bn,
+    [IR_OP_ADD_RELU] = infer_add,
+    [IR_OP_BATCHNORM_RELU_BWD] = infer_batchnorm_relu_bwd,
+    [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,
+    [IR_OP_RELAYOUT] = infer_relayout,
+    [IR_OP_CAST] = infer_cast,
 };
 
 int ir_infer(const IrGraph *g, const IrNode *n, IrType *out, char *err, size_t errlen) {

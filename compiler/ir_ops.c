@@ -33,6 +33,15 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_LINEAR_BWD_WEIGHT]  = {"linear_bwd_weight",         2, 2, 1, ""},
     [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
     [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 5, 0, "momentum nesterov weight_decay"},
+    /* fused forms */
+    [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 6, 4, "k s p d groups eps momentum relu"},
+    [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 6, 1, "k s p d groups eps relu"},
+    [IR_OP_ADD_RELU]             = {"add_relu",             2, 2, 1, ""},
+    [IR_OP_BATCHNORM_RELU_BWD]   = {"batchnorm_relu_bwd",   6, 6, 3, ""},
+    [IR_OP_CONV2D_BWD_DATA_RELU] = {"conv2d_bwd_data_relu", 3, 3, 1, "k s p d groups in_hw"},
+    /* layout and precision */
+    [IR_OP_RELAYOUT]             = {"relayout",             1, 1, 1, "layout c"},
+    [IR_OP_CAST]                 = {"cast",                 1, 1, 1, "to"},
 };
 
 const IrOpInfo *ir_op_info(IrOp op) {

@@ -16,6 +16,10 @@
  *     %1 = conv2d(%0, @conv1.weight) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,4,8,8] NCHW  # conv1 @ tiny.net:3:9
  *     output %1
  *   }
+ *
+ * After the memory plan (pass_memplan.c) the header gains a line
+ * `plan bytes=N batch=B` and every planned value's type is followed by its
+ * arena offset, `: f32[N,4,8,8] NCHW @256`.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -153,6 +157,11 @@ static void print_comment(FILE *f, const IrNode *n, int no_loc) {
   fprintf(f, ":%d:%d", n->loc.line, n->loc.col);
 }
 
+/* " @OFFSET" after a value's type once the memory plan placed it. */
+static void print_offset(FILE *f, const IrValue *v) {
+  if (v->offset >= 0) fprintf(f, " @%" PRId64, v->offset);
+}
+
 static void print_node(Printer *p, const IrNode *n, int no_loc) {
   const IrOpInfo *info = ir_op_info(n->op);
   FILE *f = p->f;
@@ -182,9 +191,10 @@ static void print_node(Printer *p, const IrNode *n, int no_loc) {
   }
   for (int k = 0; k < n->nout; k++) {
     fputs(k ? ", " : " : ", f);
-    if (valid_id(p->g, n->out[k]))
+    if (valid_id(p->g, n->out[k])) {
       print_type(f, &p->g->val[n->out[k]].type);
-    else
+      print_offset(f, &p->g->val[n->out[k]]);
+    } else
       fputs("?[]", f);
   }
   print_comment(f, n, no_loc);
@@ -197,6 +207,7 @@ static void print_decl(Printer *p, int v) {
   print_ref(p, v);
   fputs(" : ", p->f);
   print_type(p->f, &val->type);
+  print_offset(p->f, val);
   fputc('\n', p->f);
 }
 
@@ -246,11 +257,14 @@ void ir_print(FILE *f, const IrGraph *g, const IrPrintOpts *o) {
     }
     fputc('\n', f);
   }
+  if (g->plan_bytes || g->plan_batch)
+    fprintf(f, "  plan bytes=%" PRId64 " batch=%" PRId64 "\n", g->plan_bytes, g->plan_batch);
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     if (val->kind != IR_VAL_INPUT) continue;
     fprintf(f, "  input %%%d %s : ", p.num[v], val->name ? val->name : "?");
     print_type(f, &val->type);
+    print_offset(f, val);
     fputc('\n', f);
   }
   print_weights(&p);

@@ -37,6 +37,7 @@ typedef struct Reader {
   int *label;             /* %N -> value id, -1 when undefined */
   int nlabel;
   const char *loc_file;   /* last file name seen in a node comment, interned */
+  int has_plan;           /* a 'plan' line was read */
   int nerr;
 } Reader;
 
@@ -206,6 +207,21 @@ static int read_type(Reader *r, IrType *t) {
     r->p = save;
   }
   return 0;
+}
+
+/* [ '@' INT ] after a type: the value's arena offset, or -1 when absent. */
+static int read_offset(Reader *r, int64_t *off) {
+  char b[16];
+  *off = -1;
+  const char *save = r->p;
+  skip_ws(r);
+  if (peek(r) != '@') {
+    r->p = save;
+    return 0;
+  }
+  r->p++;
+  if (peek(r) < '0' || peek(r) > '9') return fail_at(r, r->p, "expected a byte offset after '@', found %s", show(r, b));
+  return read_int(r, off);
 }
 
 /* "%N" where N is a label; returns the label number or -1. */
@@ -500,11 +516,12 @@ static int read_node_rest(Reader *r, const int *res, int nres) {
   int nattr = 0;
   if (accept(r, '{') && read_attrs(r, 1, &attr, &nattr)) return -1;
   IrType types[MAX_RESULTS];
+  int64_t offs[MAX_RESULTS];
   if (nres > 0) {
     if (expect(r, ':', "before the result types")) return -1;
     for (int k = 0; k < nres; k++) {
       if (k && expect(r, ',', "between result types")) return -1;
-      if (read_type(r, &types[k])) return -1;
+      if (read_type(r, &types[k]) || read_offset(r, &offs[k])) return -1;
     }
     skip_ws(r);
     if (peek(r) == ',') return fail_at(r, r->p, "more types than results");
@@ -518,12 +535,14 @@ static int read_node_rest(Reader *r, const int *res, int nres) {
   if (id < 0) return oom(r);
   r->g->node[id].attr = attr;
   r->g->node[id].nattr = nattr;
-  for (int k = 0; k < nres; k++)
+  for (int k = 0; k < nres; k++) {
+    r->g->val[r->g->node[id].out[k]].offset = offs[k];
     if (label_define(r, res[k], r->g->node[id].out[k])) return -1;
+  }
   return 0;
 }
 
-/* INPUT: 'input' %N NAME ':' TYPE */
+/* INPUT: 'input' %N NAME ':' TYPE [OFFSET] */
 static int read_input(Reader *r) {
   skip_ws(r);
   const char *s = r->p;
@@ -532,16 +551,18 @@ static int read_input(Reader *r) {
   if (label_value(r, lab) != -1) return fail_at(r, s, "value %%%d is defined twice", lab);
   const char *name = read_name(r, "an input name");
   IrType t;
-  if (!name || expect(r, ':', "before the type") || read_type(r, &t) || end_line(r)) {
+  int64_t off;
+  if (!name || expect(r, ':', "before the type") || read_type(r, &t) || read_offset(r, &off) || end_line(r)) {
     label_define(r, lab, POISONED);
     return -1;
   }
   int v = ir_value_add(r->g, IR_VAL_INPUT, t, name);
   if (v < 0) return oom(r);
+  r->g->val[v].offset = off;
   return label_define(r, lab, v);
 }
 
-/* PARAM: ('param' | 'state') '@' NAME ':' TYPE */
+/* PARAM: ('param' | 'state') '@' NAME ':' TYPE [OFFSET] */
 static int read_weight(Reader *r, IrValueKind kind) {
   skip_ws(r);
   const char *s = r->p;
@@ -549,9 +570,13 @@ static int read_weight(Reader *r, IrValueKind kind) {
   if (at_end(r) || !is_name_char((unsigned char)*r->p)) return fail_at(r, r->p, "expected a name after '@'");
   const char *name = read_name(r, "a name");
   IrType t;
-  if (!name || expect(r, ':', "before the type") || read_type(r, &t) || end_line(r)) return -1;
+  int64_t off;
+  if (!name || expect(r, ':', "before the type") || read_type(r, &t) || read_offset(r, &off) || end_line(r)) return -1;
   if (find_weight(r->g, name, strlen(name)) >= 0) return fail_at(r, s, "@%s is declared twice", name);
-  return ir_value_add(r->g, kind, t, name) < 0 ? oom(r) : 0;
+  int v = ir_value_add(r->g, kind, t, name);
+  if (v < 0) return oom(r);
+  r->g->val[v].offset = off;
+  return 0;
 }
 
 /* TRAIN: 'train' ATTR* ; keys must be distinct (ir_train_set would merge them). */
@@ -565,6 +590,27 @@ static int read_train(Reader *r) {
     if (!ir_train_set(r->g, &attr[i])) return oom(r);
   }
   return 0;
+}
+
+/* "KEY=INT" with this key and a non-negative integer. */
+static int read_plan_field(Reader *r, const char *key, int64_t *v) {
+  char w[16];
+  skip_ws(r);
+  const char *s = r->p;
+  if (strcmp(read_word(r, w, sizeof w), key) != 0) return fail_at(r, s, "expected '%s=' in the plan line", key);
+  if (expect_here(r, '=', "after the key")) return -1;
+  const char *n = r->p;
+  if (read_int(r, v)) return -1;
+  return *v < 0 ? fail_at(r, n, "negative %s in the plan line", key) : 0;
+}
+
+/* PLAN: 'plan' 'bytes=' INT 'batch=' INT -- the memory plan's arena size. */
+static int read_plan(Reader *r) {
+  const char *s = r->p;
+  if (r->has_plan) return fail_at(r, s, "plan given twice");
+  if (read_plan_field(r, "bytes", &r->g->plan_bytes) || read_plan_field(r, "batch", &r->g->plan_batch)) return -1;
+  r->has_plan = 1;
+  return end_line(r);
 }
 
 /* OUTPUT: 'output' REF (',' REF)* */
@@ -595,6 +641,7 @@ static int read_body_line(Reader *r, int *closed) {
   if (kw && !strcmp(w, "param")) return read_weight(r, IR_VAL_PARAM);
   if (kw && !strcmp(w, "state")) return read_weight(r, IR_VAL_STATE);
   if (kw && !strcmp(w, "output")) return read_output(r);
+  if (kw && !strcmp(w, "plan")) return read_plan(r);
   if (!strcmp(w, "train") && (kw || at_end(r))) return read_train(r);
   r->p = s;
   return read_node(r);

@@ -22,11 +22,14 @@ static void usage(FILE *f) {
           "Compiles a network description: parses it, derives the IR, runs the passes.\n"
           "\n"
           "options:\n"
-          "  --summary            print the layer table and the totals 'params: N', 'macs: N'\n"
+          "  --summary            print the layer table, the totals 'params: N', 'macs: N' and the memory plan\n"
           "  --dump-ir=DIR        write the IR after every pass to DIR/NN-PASS.ir\n"
           "  --print-after=PASS   print the IR after PASS to stdout\n"
           "  --no-loc             leave source locations out of IR dumps\n"
           "  --inference          compile for inference: no backward pass, running statistics\n"
+          "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
+          "  --int8=L1,L2,...     run these layers in int8\n"
+          "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -44,11 +47,14 @@ int main(int argc, char **argv) {
       {"print-after", required_argument, NULL, 'P'},
       {"no-loc", no_argument, NULL, 'L'},
       {"inference", no_argument, NULL, 'I'},
+      {"precision", required_argument, NULL, 'p'},
+      {"int8", required_argument, NULL, '8'},
+      {"batch", required_argument, NULL, 'b'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
-  PassCtx cx = {.out = stdout};
+  PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   int summary = 0, c;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:", longopts, NULL)) != -1) {
@@ -64,6 +70,30 @@ int main(int argc, char **argv) {
       break;
     case 'L': cx.no_loc = 1; break;
     case 'I': cx.inference = 1; break;
+    case 'p': {
+      static const struct { const char *name; IrDtype dt; } precisions[] = {
+          {"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
+      int found = 0;
+      for (int i = 0; i < 3; i++)
+        if (strcmp(optarg, precisions[i].name) == 0) cx.precision = precisions[i].dt, found = 1;
+      if (!found) {
+        fprintf(stderr, "netc: error: --precision must be fp32, fp16 or bf16, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      cx.precision_set = 1;
+      break;
+    }
+    case '8': cx.int8_layers = optarg; break;
+    case 'b': {
+      char *end;
+      long long b = strtoll(optarg, &end, 10);
+      if (*optarg == 0 || *end || b < 1 || b > (1 << 20)) {
+        fprintf(stderr, "netc: error: --batch must be an integer in 1..1048576, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      cx.batch = b;
+      break;
+    }
     case 'f': {
       int p = strncmp(optarg, "no-", 3) == 0 ? pipeline_find(optarg + 3) : -1;
       if (p < 0) {
@@ -99,6 +129,7 @@ int main(int argc, char **argv) {
   IrGraph *g = src ? compile_source(&arena, &d, path, src, len, NULL) : NULL;
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
+  if (ok && summary) summary_print_memory(stdout, g);
   diag_finish(&d);
   arena_free(&arena);
   free(src);

@@ -12,6 +12,10 @@
 static const Pass PIPELINE[] = {
     {"dce", pass_dce, "remove ops whose results nothing uses"},
     {"autodiff", pass_autodiff, "add the backward pass and the SGD update (inference: drop the loss)"},
+    {"fuse", pass_fuse, "fuse conv + batch norm (+ relu), add + relu and their backward forms"},
+    {"layout", pass_layout, "NHWC activations, KRSC filters, channels padded for tensor cores"},
+    {"precision", pass_precision, "assign each op its dtype (f32 first conv, f16/bf16/i8 elsewhere), insert casts"},
+    {"memplan", pass_memplan, "liveness and buffer reuse: every activation's offset in one arena"},
 };
 
 enum { NPASSES = sizeof PIPELINE / sizeof PIPELINE[0] };
@@ -25,6 +29,12 @@ int pipeline_find(const char *name) {
   for (int i = 0; i < NPASSES; i++)
     if (strcmp(PIPELINE[i].name, name) == 0) return i;
   return -1;
+}
+
+unsigned pipeline_mask_after(const char *name) {
+  unsigned mask = 0;
+  for (int i = pipeline_find(name) + 1; i < NPASSES; i++) mask |= 1u << i;
+  return mask;
 }
 
 static int dump(const IrGraph *g, PassCtx *cx, int index, const char *name) {

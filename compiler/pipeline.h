@@ -18,6 +18,10 @@ typedef struct PassCtx {
   int no_loc;              /* dumps without source locations */
   unsigned disabled;       /* bit i: pass i turned off */
   int inference;           /* --inference: no backward, no optimizer */
+  IrDtype precision;       /* --precision: default dtype of the precision policy (IR_DT_F16 unless set) */
+  int precision_set;       /* --precision given: it overrides the train section's `precision` */
+  const char *int8_layers; /* --int8=NAME,NAME: layers to run in i8, or NULL */
+  int64_t batch;           /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
 } PassCtx;
 
 typedef IrGraph *(*PassFn)(IrGraph *g, PassCtx *cx);
@@ -32,6 +36,9 @@ typedef struct Pass {
 const Pass *pipeline_passes(int *n);
 /* Index of the pass called name, or -1.  "parse" is the lowering itself. */
 int pipeline_find(const char *name);
+/* PassCtx.disabled bits of every pass after `name` (all passes for "parse"):
+ * to stop the pipeline there. */
+unsigned pipeline_mask_after(const char *name);
 /* Runs every enabled pass on *g (replacing it), verifying and dumping after
  * each, starting with a dump of the input as 00-parse.  Returns 0, or -1
  * after reporting errors to cx->d. */
@@ -40,5 +47,15 @@ int pipeline_run(IrGraph **g, PassCtx *cx);
 /* Passes (one file each). */
 IrGraph *pass_dce(IrGraph *g, PassCtx *cx);
 IrGraph *pass_autodiff(IrGraph *g, PassCtx *cx);
+IrGraph *pass_fuse(IrGraph *g, PassCtx *cx);
+IrGraph *pass_layout(IrGraph *g, PassCtx *cx);
+IrGraph *pass_precision(IrGraph *g, PassCtx *cx);
+/* The dtype the precision policy gives node n of g (the layout pass pads
+ * channels for it before the precision pass runs). */
+IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx);
+IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);
+/* The least any plan of g's activations can use: the largest sum of the
+ * sizes of values live at one time, at g->plan_batch. */
+int64_t pass_memplan_lower_bound(const IrGraph *g);
 
 #endif

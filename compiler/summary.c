@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "pipeline.h"
+
 int64_t summary_node_macs(const IrGraph *g, const IrNode *n) {
   if (n->nout == 0) return 0;
   const IrType *out = &g->val[n->out[0]].type;
@@ -70,4 +72,28 @@ void summary_print(FILE *f, const IrGraph *g) {
   }
   SummaryTotals t = summary_totals(g);
   fprintf(f, "params: %" PRId64 "\nmacs: %" PRId64 "\n", t.params, t.macs);
+}
+
+/* Bytes of the persistent values (weights, running statistics, optimizer
+ * buffers), which live outside the activation arena; -1 on overflow. */
+static int64_t persistent_bytes(const IrGraph *g) {
+  int64_t total = 0;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    if (val->kind != IR_VAL_PARAM && val->kind != IR_VAL_STATE) continue;
+    int64_t n = (int64_t)ir_dtype_size(val->type.dtype);
+    for (int i = 0; i < val->type.rank; i++)
+      if (__builtin_mul_overflow(n, val->type.dim[i] == IR_DIM_N ? 1 : val->type.dim[i], &n)) return -1;
+    if (__builtin_add_overflow(total, n, &total)) return -1;
+  }
+  return total;
+}
+
+void summary_print_memory(FILE *f, const IrGraph *g) {
+  if (g->plan_batch > 0)
+    fprintf(f, "activation memory: %" PRId64 " bytes (batch %" PRId64 ", lower bound %" PRId64 " bytes)\n",
+            g->plan_bytes, g->plan_batch, pass_memplan_lower_bound(g));
+  else
+    fprintf(f, "activation memory: not planned (memplan is off)\n");
+  fprintf(f, "parameter and state memory: %" PRId64 " bytes\n", persistent_bytes(g));
 }

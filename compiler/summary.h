@@ -18,5 +18,8 @@ SummaryTotals summary_totals(const IrGraph *g);
 /* Prints one row per node (layer, op, per-sample output shape, parameters,
  * MACs), then `params: N` and `macs: N`. */
 void summary_print(FILE *f, const IrGraph *g);
+/* After the pipeline: `activation memory: N bytes (batch B, lower bound M
+ * bytes)` from g's memory plan, and `parameter and state memory: N bytes`. */
+void summary_print_memory(FILE *f, const IrGraph *g);
 
 #endif

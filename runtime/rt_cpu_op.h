@@ -103,4 +103,15 @@ int rt_cpu_train_softmax_ce_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_train_sgd_update(RtCpu *x, const IrNode *n);
 size_t rt_cpu_train_sgd_scratch(const RtCpu *x, const IrNode *n);
 
+/* rt_cpu_fused.c: the fuse pass's ops */
+int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_conv2d_bn(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_add_relu(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n);
+
+/* rt_cpu_layout.c: relayout and cast */
+int rt_cpu_relayout(RtCpu *x, const IrNode *n);
+int rt_cpu_cast(RtCpu *x, const IrNode *n);
+
 #endif

@@ -31,5 +31,9 @@ expect 0 "^params: 101770$" "$netc" --summary "$src/models/mlp.net"
 expect 0 "" "$netc" -fno-dce --dump-ir="$work/dumps" "$src/models/mlp.net"
 [ -f "$work/dumps/00-parse.ir" ] && [ ! -f "$work/dumps/01-dce.ir" ] || { echo "FAIL: -fno-dce still dumped dce"; fail=$((fail + 1)); }
 expect 1 "cannot create dump directory" "$netc" --dump-ir=/proc/nonexistent/dir "$src/models/mlp.net"
+expect 2 "--precision must be fp32, fp16 or bf16" "$netc" --precision=fp8 "$src/models/mlp.net"
+expect 2 "--batch must be an integer" "$netc" --batch=0 "$src/models/mlp.net"
+expect 2 "--batch must be an integer" "$netc" --batch=12x "$src/models/mlp.net"
+expect 0 "" "$netc" --precision=bf16 --batch=8 "$src/models/mlp.net"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

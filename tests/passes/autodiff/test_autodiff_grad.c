@@ -29,7 +29,7 @@ static const float SCALE = 4;
 static IrGraph *compile(Arena *a, const char *path) {
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout};
+  PassCtx cx = {.d = &d, .out = stdout, .disabled = pipeline_mask_after("autodiff")};
   return compile_file(a, &d, path, &cx);
 }
 

@@ -1,0 +1,304 @@
+/* pass_fuse.c - operator fusion: conv + batch norm (+ relu), add + relu, and
+ * their backward forms, so that a back end runs each group as one kernel.
+ *
+ * Assumes a verified graph: the training step autodiff makes, its inference
+ * form (--inference), or the forward graph (-fno-autodiff).  Guarantees the
+ * same results computed by fewer nodes; every rewrite is one of five
+ * patterns, tried in this order (a node joins at most one fusion):
+ *
+ *   conv2d(x, w) -> batchnorm_train [-> relu]   => conv2d_bn_train {... relu}
+ *   conv2d(x, w) -> batchnorm [-> relu]         => conv2d_bn {... relu}
+ *   add -> relu                                 => add_relu
+ *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, y, z, ...)
+ *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
+ *
+ * A value that disappears (the conv output at inference, the batch norm's
+ * output before its relu, the add's output, the masked gradient, the
+ * unmasked data gradient) must have exactly one use, by the next node of the
+ * pattern, and not be a graph output; otherwise the pattern is left alone.
+ * In training the conv output z survives as conv2d_bn_train's first result,
+ * so besides the batch norm it may be read by that batch norm's backward
+ * (batchnorm_bwd with x = z and the batch mean of that batch norm).  Uses of
+ * a removed node's surviving result (relu_bwd's y, batchnorm_bwd's z and
+ * batch statistics) are rewired to the fused node's result.  The fused node
+ * stands where its first node stood, takes that node's name, SrcLoc and
+ * precision= attribute (a later node asking for a different precision keeps
+ * the pattern apart), and its attributes follow the op table.  A pattern
+ * whose later node reads a value made after the first node is left alone, so
+ * the order stays topological.
+ *
+ *   before:  %4 = conv2d(%0, @conv.weight) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,4,4,4] NCHW  # conv
+ *            %5, %6, %7 = batchnorm_train(%4, @bn.weight, @bn.bias, @bn.running_mean, @bn.running_var) {eps=1e-05 momentum=0.1} : ...  # bn
+ *            %8 = relu(%5) : f32[N,4,4,4] NCHW  # act
+ *   after:   %4, %5, %6, %7 = conv2d_bn_train(%0, @conv.weight, @bn.weight, @bn.bias, @bn.running_mean, @bn.running_var)
+ *                {k=3x3 s=1x1 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1 relu=1} : ...  # conv
+ *
+ * docs/passes/fuse.md has every pattern before and after. */
+#include <string.h>
+
+#include "pipeline.h"
+
+enum { MAX_IN = 6, MAX_OUT = 4, MAX_ATTR = 9, MAX_MEMBERS = 3 };
+enum { ROLE_COPY = -1, ROLE_ABSORBED = -2 };
+
+/* One rewrite: the node that replaces the members, in terms of old value ids. */
+typedef struct Fusion {
+  IrOp op;
+  int member[MAX_MEMBERS], nmember; /* old node indices, first one first */
+  int in[MAX_IN], nin;              /* old value ids */
+  IrAttr attr[MAX_ATTR];
+  int nattr;
+  IrType type[MAX_OUT];
+  int from[MAX_OUT]; /* the old value each result stands for */
+  int nout;
+} Fusion;
+
+typedef struct Fz {
+  const IrGraph *g;
+  int *use_at;    /* value v's uses are use_node[use_at[v] .. use_at[v+1]-1] */
+  int *use_node;  /* consuming node, once per input slot */
+  char *is_out;   /* value is a graph output */
+  int *role;      /* per node: ROLE_COPY, ROLE_ABSORBED or its fusion's index */
+  Fusion *fus;
+  int nfus;
+} Fz;
+
+static int nuses(const Fz *f, int v) { return f->use_at[v + 1] - f->use_at[v]; }
+
+/* The one node reading v, when v has exactly one use and is not an output; else -1. */
+static int sole_user(const Fz *f, int v) {
+  if (f->is_out[v] || nuses(f, v) != 1) return -1;
+  return f->use_node[f->use_at[v]];
+}
+
+static const IrNode *node(const Fz *f, int n) { return &f->g->node[n]; }
+
+static int is_free(const Fz *f, int n, IrOp op) { return f->role[n] == ROLE_COPY && node(f, n)->op == op; }
+
+/* Later members may not ask for a precision other than the first's. */
+static int same_precision(const Fz *f, int first, int later) {
+  const IrAttr *a = ir_attr_find(node(f, first), "precision"), *b = ir_attr_find(node(f, later), "precision");
+  return !b || (a && a->i[0] == b->i[0]);
+}
+
+/* v is a param, input or state, or made by a node before index `at`. */
+static int ready_before(const Fz *f, int v, int at) { return f->g->val[v].def < at; }
+
+static void add_attr(Fusion *u, const IrNode *from, const char *key) {
+  const IrAttr *a = ir_attr_find(from, key);
+  if (a && u->nattr < MAX_ATTR) u->attr[u->nattr++] = *a;
+}
+
+static void add_int(Fusion *u, const char *key, int64_t v) {
+  if (u->nattr < MAX_ATTR) u->attr[u->nattr++] = (IrAttr){.key = key, .kind = IR_ATTR_INT, .n = 1, .i = {v}};
+}
+
+/* Types u with the op's rule against the old graph and checks that every
+ * result has the type of the value it stands for; then claims the members.
+ * Returns 1 when the fusion is recorded, 0 when it is left alone. */
+static int commit(Fz *f, Fusion *u) {
+  const IrNode *first = node(f, u->member[0]);
+  add_attr(u, first, "precision");
+  const IrOpInfo *info = ir_op_info(u->op);
+  IrNode probe = {.op = u->op, .nin = u->nin, .in = u->in, .nattr = u->nattr, .attr = u->attr};
+  char err[256];
+  if (info->nout != u->nout || ir_infer(f->g, &probe, u->type, err, sizeof err)) return 0;
+  /* e.g. a hand-written graph mixing dtypes where the fused rule types differently */
+  for (int k = 0; k < u->nout; k++)
+    if (!ir_type_equal(&u->type[k], &f->g->val[u->from[k]].type)) return 0;
+  f->role[u->member[0]] = f->nfus;
+  for (int m = 1; m < u->nmember; m++) f->role[u->member[m]] = ROLE_ABSORBED;
+  f->fus[f->nfus++] = *u;
+  return 1;
+}
+
+/* --- patterns: each gets a free node and tries to make it a fusion's first -- */
+
+/* Every use of z other than batch norm b is the backward of b (x = z, its batch mean). */
+static int z_only_for(const Fz *f, int z, int b) {
+  if (f->is_out[z]) return 0;
+  for (int i = f->use_at[z]; i < f->use_at[z + 1]; i++) {
+    const IrNode *u = node(f, f->use_node[i]);
+    if (f->use_node[i] == b) continue;
+    if (u->op != IR_OP_BATCHNORM_BWD || u->in[1] != z || u->in[0] == z || u->in[3] != node(f, b)->out[1]) return 0;
+  }
+  return 1;
+}
+
+/* conv2d (no bias) -> batchnorm_train | batchnorm, then relu when the batch
+ * norm's output goes only there. */
+static int match_conv_bn(Fz *f, int c) {
+  const IrNode *conv = node(f, c);
+  if (conv->op != IR_OP_CONV2D || conv->nin != 2) return 0;
+  int z = conv->out[0], b = -1;
+  for (int i = f->use_at[z]; i < f->use_at[z + 1] && b < 0; i++) {
+    int u = f->use_node[i];
+    if ((is_free(f, u, IR_OP_BATCHNORM_TRAIN) || is_free(f, u, IR_OP_BATCHNORM)) && node(f, u)->in[0] == z) b = u;
+  }
+  if (b < 0 || !same_precision(f, c, b)) return 0;
+  const IrNode *bn = node(f, b);
+  int training = bn->op == IR_OP_BATCHNORM_TRAIN;
+  if (training ? !z_only_for(f, z, b) : sole_user(f, z) != b) return 0;
+  for (int i = 1; i < 5; i++)
+    if (!ready_before(f, bn->in[i], c)) return 0;
+  int r = sole_user(f, bn->out[0]);
+  if (r >= 0 && !(is_free(f, r, IR_OP_RELU) && same_precision(f, c, r))) r = -1;
+
+  Fusion u = {.op = training ? IR_OP_CONV2D_BN_TRAIN : IR_OP_CONV2D_BN, .member = {c, b, r},
+              .nmember = r >= 0 ? 3 : 2, .nin = 6};
+  u.in[0] = conv->in[0], u.in[1] = conv->in[1];
+  for (int i = 1; i < 5; i++) u.in[i + 1] = bn->in[i];
+  static const char *const conv_keys[] = {"k", "s", "p", "d", "groups"};
+  for (int i = 0; i < 5; i++) add_attr(&u, conv, conv_keys[i]);
+  add_attr(&u, bn, "eps");
+  if (training) add_attr(&u, bn, "momentum");
+  add_int(&u, "relu", r >= 0);
+  int y = r >= 0 ? node(f, r)->out[0] : bn->out[0];
+  if (training) {
+    u.nout = 4;
+    u.from[0] = z, u.from[1] = y, u.from[2] = bn->out[1], u.from[3] = bn->out[2];
+  } else {
+    u.nout = 1;
+    u.from[0] = y;
+  }
+  return commit(f, &u);
+}
+
+static int match_add_relu(Fz *f, int a) {
+  const IrNode *add = node(f, a);
+  if (add->op != IR_OP_ADD) return 0;
+  int r = sole_user(f, add->out[0]);
+  if (r < 0 || !is_free(f, r, IR_OP_RELU) || !same_precision(f, a, r)) return 0;
+  Fusion u = {.op = IR_OP_ADD_RELU, .member = {a, r}, .nmember = 2, .in = {add->in[0], add->in[1]}, .nin = 2,
+              .from = {node(f, r)->out[0]}, .nout = 1};
+  return commit(f, &u);
+}
+
+/* relu_bwd(dy, y) -> batchnorm_bwd(masked, z, gamma, mean, invstd) */
+static int match_bn_relu_bwd(Fz *f, int rb) {
+  const IrNode *mask = node(f, rb);
+  if (mask->op != IR_OP_RELU_BWD) return 0;
+  int b = sole_user(f, mask->out[0]);
+  if (b < 0 || !is_free(f, b, IR_OP_BATCHNORM_BWD) || node(f, b)->in[0] != mask->out[0] ||
+      !same_precision(f, rb, b))
+    return 0;
+  const IrNode *bb = node(f, b);
+  for (int i = 1; i < 5; i++)
+    if (!ready_before(f, bb->in[i], rb)) return 0;
+  Fusion u = {.op = IR_OP_BATCHNORM_RELU_BWD, .member = {rb, b}, .nmember = 2,
+              .in = {mask->in[0], mask->in[1], bb->in[1], bb->in[2], bb->in[3], bb->in[4]}, .nin = 6,
+              .from = {bb->out[0], bb->out[1], bb->out[2]}, .nout = 3};
+  return commit(f, &u);
+}
+
+/* conv2d_bwd_data(dy, w) -> relu_bwd(dx, y), after the relu_bwd was not
+ * taken by a batch norm's backward. */
+static int match_dgrad_relu(Fz *f, int d) {
+  const IrNode *dgrad = node(f, d);
+  if (dgrad->op != IR_OP_CONV2D_BWD_DATA) return 0;
+  int rb = sole_user(f, dgrad->out[0]);
+  if (rb < 0 || !is_free(f, rb, IR_OP_RELU_BWD) || node(f, rb)->in[0] != dgrad->out[0] ||
+      !same_precision(f, d, rb) || !ready_before(f, node(f, rb)->in[1], d))
+    return 0;
+  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_RELU, .member = {d, rb}, .nmember = 2,
+              .in = {dgrad->in[0], dgrad->in[1], node(f, rb)->in[1]}, .nin = 3,
+              .from = {node(f, rb)->out[0]}, .nout = 1};
+  static const char *const keys[] = {"k", "s", "p", "d", "groups", "in_hw"};
+  for (int i = 0; i < 6; i++) add_attr(&u, dgrad, keys[i]);
+  return commit(f, &u);
+}
+
+typedef int (*MatchFn)(Fz *f, int n);
+
+/* In priority order: a relu_bwd goes to its batch norm before its conv. */
+static const MatchFn PATTERNS[] = {match_conv_bn, match_add_relu, match_bn_relu_bwd, match_dgrad_relu};
+
+/* --- the pass ---------------------------------------------------------------- */
+
+static int index_uses(Fz *f, Arena *a) {
+  const IrGraph *g = f->g;
+  size_t nv = (size_t)g->nval;
+  f->use_at = arena_alloc(a, sizeof(int) * (nv + 2));
+  f->is_out = arena_alloc(a, nv + 1);
+  int total = 0;
+  for (int n = 0; n < g->nnode; n++) total += g->node[n].nin;
+  f->use_node = arena_alloc(a, sizeof(int) * ((size_t)total + 1));
+  int *fill = arena_alloc(a, sizeof(int) * (nv + 1));
+  f->role = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1));
+  f->fus = arena_alloc(a, sizeof(Fusion) * ((size_t)g->nnode / 2 + 1)); /* each takes two nodes or more */
+  if (!f->use_at || !f->is_out || !f->use_node || !fill || !f->role || !f->fus) return -1;
+  for (int n = 0; n < g->nnode; n++)
+    for (int i = 0; i < g->node[n].nin; i++) f->use_at[g->node[n].in[i] + 1]++;
+  for (size_t v = 0; v < nv; v++) f->use_at[v + 1] += f->use_at[v];
+  for (int n = 0; n < g->nnode; n++) {
+    const IrNode *nd = &g->node[n];
+    f->role[n] = ROLE_COPY;
+    for (int i = 0; i < nd->nin; i++) f->use_node[f->use_at[nd->in[i]] + fill[nd->in[i]]++] = n;
+  }
+  for (int i = 0; i < g->noutput; i++) f->is_out[g->output[i]] = 1;
+  return 0;
+}
+
+/* Adds node (op, inputs mapped from old ids, attrs shared) to out; -1 when out of memory. */
+static int emit(IrGraph *out, const int *map, IrOp op, const IrNode *like, const int *old_in, int nin,
+                const IrType *types, int nout, IrAttr *attr, int nattr) {
+  int *in = arena_alloc(out->arena, sizeof(int) * ((size_t)nin + 1));
+  if (!in) return -1;
+  for (int i = 0; i < nin; i++) in[i] = map[old_in[i]];
+  int id = ir_node_add(out, op, like->name, like->loc, in, nin, types, nout);
+  if (id < 0) return -1;
+  out->node[id].attr = attr;
+  out->node[id].nattr = nattr;
+  return id;
+}
+
+static IrGraph *rebuild(const Fz *f) {
+  const IrGraph *g = f->g;
+  Arena *a = g->arena;
+  IrGraph *out = ir_graph_new(a, g->name);
+  int *map = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
+  if (!out || !map) return NULL;
+  for (int i = 0; i < g->ntrain; i++)
+    if (!ir_train_set(out, &g->train[i])) return NULL;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    map[v] = -1;
+    if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
+  }
+  for (int n = 0; n < g->nnode; n++) {
+    const IrNode *nd = &g->node[n];
+    int id;
+    if (f->role[n] == ROLE_ABSORBED) continue;
+    if (f->role[n] == ROLE_COPY) {
+      IrType *types = arena_alloc(a, sizeof(IrType) * ((size_t)nd->nout + 1));
+      if (!types) return NULL;
+      for (int i = 0; i < nd->nout; i++) types[i] = g->val[nd->out[i]].type;
+      /* attributes are immutable once made: share them */
+      if ((id = emit(out, map, nd->op, nd, nd->in, nd->nin, types, nd->nout, nd->attr, nd->nattr)) < 0) return NULL;
+      for (int i = 0; i < nd->nout; i++) map[nd->out[i]] = out->node[id].out[i];
+      continue;
+    }
+    const Fusion *u = &f->fus[f->role[n]];
+    IrAttr *attr = u->nattr ? arena_alloc(a, sizeof(IrAttr) * (size_t)u->nattr) : NULL;
+    if (u->nattr && !attr) return NULL;
+    if (u->nattr) memcpy(attr, u->attr, sizeof(IrAttr) * (size_t)u->nattr);
+    if ((id = emit(out, map, u->op, nd, u->in, u->nin, u->type, u->nout, attr, u->nattr)) < 0) return NULL;
+    for (int k = 0; k < u->nout; k++) map[u->from[k]] = out->node[id].out[k];
+  }
+  for (int i = 0; i < g->noutput; i++)
+    if (ir_output_add(out, map[g->output[i]])) return NULL;
+  return out;
+}
+
+IrGraph *pass_fuse(IrGraph *g, PassCtx *cx) {
+  Fz f = {.g = g};
+  IrGraph *out = NULL;
+  if (!index_uses(&f, g->arena)) {
+    for (size_t p = 0; p < sizeof PATTERNS / sizeof PATTERNS[0]; p++)
+      for (int n = 0; n < g->nnode; n++)
+        if (f.role[n] == ROLE_COPY) PATTERNS[p](&f, n);
+    out = rebuild(&f);
+  }
+  if (!out) diag_error(cx->d, (SrcLoc){0}, "fuse: out of memory");
+  return out;
+}

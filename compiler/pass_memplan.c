@@ -1,0 +1,189 @@
+/* pass_memplan.c - liveness analysis and buffer reuse: one arena per step.
+ *
+ * Gives every input and activation a byte offset in one arena, sized for one
+ * batch, so that the runtime allocates it once and calls no allocator
+ * while a step runs.  Assumes a verified graph whose nodes run in list order
+ * (any pass may have run before; fused, relayout and cast nodes are values
+ * like any other).  Guarantees: every INPUT and ACT value has offset >= 0,
+ * aligned to MEMPLAN_ALIGN, with offset + size <= g->plan_bytes; two values
+ * whose lifetimes meet never share a byte; g->plan_batch is the batch the
+ * sizes were computed for.  PARAM and STATE values live in separate
+ * persistent storage and keep offset -1.
+ *
+ * Time is the node index.  An activation lives from its producer to its last
+ * consumer (a graph output to past the last node); an input lives for the
+ * whole step, so it is never overwritten while the step runs.  A node's
+ * results therefore never share memory with its inputs: no op works in place
+ * on an activation (sgd_update and batchnorm_train write PARAM/STATE).
+ * Offsets come from greedy-by-size: inputs first, then activations largest
+ * first, each placed in the smallest gap left between the already placed
+ * buffers whose lifetimes meet its own, or on top of them.
+ *
+ *   before:  %1 = relu(%0) : f32[N,64]        after:  plan bytes=768 batch=1
+ *            %2 = relu(%1) : f32[N,64]                %1 = relu(%0) : f32[N,64] @256
+ *            %3 = relu(%2) : f32[N,64]                %2 = relu(%1) : f32[N,64] @512
+ *                                                      %3 = relu(%2) : f32[N,64] @256
+ */
+#include <stdlib.h>
+
+#include "pipeline.h"
+#include "summary.h"
+
+enum { MEMPLAN_ALIGN = 256 };
+
+typedef struct Buf {
+  int value;
+  int start, end; /* inclusive node indices; -1 and nnode for the whole step */
+  int64_t size;   /* bytes, rounded up to MEMPLAN_ALIGN */
+} Buf;
+
+static int planned_kind(IrValueKind k) { return k == IR_VAL_ACT || k == IR_VAL_INPUT; }
+
+/* Bytes of t at batch, aligned; -1 when it does not fit in int64. */
+static int64_t buf_size(const IrType *t, int64_t batch) {
+  int64_t n = (int64_t)ir_dtype_size(t->dtype);
+  for (int i = 0; i < t->rank; i++)
+    if (__builtin_mul_overflow(n, t->dim[i] == IR_DIM_N ? batch : t->dim[i], &n)) return -1;
+  if (n > INT64_MAX - MEMPLAN_ALIGN) return -1;
+  return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+}
+
+/* The lifetime of every planned value of g, in value order, into a malloc'd
+ * array (*n entries).  Returns NULL when out of memory, or with *n = -1 - v
+ * when value v is too large for int64. */
+static Buf *live_ranges(const IrGraph *g, int64_t batch, int *n) {
+  int *idx = malloc(sizeof(int) * ((size_t)g->nval + 1));
+  Buf *b = malloc(sizeof(Buf) * ((size_t)g->nval + 1));
+  if (!idx || !b) {
+    free(idx), free(b);
+    return NULL;
+  }
+  *n = 0;
+  for (int v = 0; v < g->nval; v++) {
+    idx[v] = -1;
+    const IrValue *val = &g->val[v];
+    if (!planned_kind(val->kind)) continue;
+    int64_t size = buf_size(&val->type, batch);
+    if (size < 0) {
+      free(idx), free(b);
+      *n = -1 - v;
+      return NULL;
+    }
+    int whole = val->kind == IR_VAL_INPUT;
+    b[*n] = (Buf){v, whole ? -1 : val->def, whole ? g->nnode : val->def, size};
+    idx[v] = (*n)++;
+  }
+  for (int i = 0; i < g->nnode; i++)
+    for (int k = 0; k < g->node[i].nin; k++) {
+      int j = idx[g->node[i].in[k]];
+      if (j >= 0 && b[j].end < i) b[j].end = i;
+    }
+  for (int i = 0; i < g->noutput; i++)
+    if (idx[g->output[i]] >= 0) b[idx[g->output[i]]].end = g->nnode;
+  free(idx);
+  return b;
+}
+
+/* The largest sum of live sizes at any one time; -1 when it overflows int64
+ * or memory runs out. */
+static int64_t peak_live(const IrGraph *g, const Buf *b, int n) {
+  size_t steps = (size_t)g->nnode + 3; /* times -1 .. nnode, and one past */
+  int64_t *born = calloc(steps, sizeof *born), *dies = calloc(steps, sizeof *dies), cur = 0, peak = 0;
+  int bad = !born || !dies;
+  for (int i = 0; i < n && !bad; i++)
+    bad = __builtin_add_overflow(born[b[i].start + 1], b[i].size, &born[b[i].start + 1]) ||
+          __builtin_add_overflow(dies[b[i].end + 2], b[i].size, &dies[b[i].end + 2]);
+  for (size_t t = 0; t < steps && !bad; t++) {
+    bad = __builtin_add_overflow(cur, born[t], &cur);
+    cur -= dies[t];
+    if (cur > peak) peak = cur;
+  }
+  free(born), free(dies);
+  return bad ? -1 : peak;
+}
+
+/* Inputs first (in value order, so they sit at the bottom of the arena),
+ * then larger first, then earlier first. */
+static int by_placement_order(const void *pa, const void *pb) {
+  const Buf *a = pa, *b = pb;
+  int ia = a->start < 0, ib = b->start < 0;
+  if (ia != ib) return ib - ia;
+  if (!ia && a->size != b->size) return a->size > b->size ? -1 : 1;
+  if (a->start != b->start) return a->start - b->start;
+  return a->value - b->value;
+}
+
+static int by_offset(const void *pa, const void *pb) {
+  int64_t a = ((const int64_t *)pa)[0], b = ((const int64_t *)pb)[0];
+  return (a > b) - (a < b);
+}
+
+/* Offset for b[k] given b[0..k-1] placed (their offsets in off[]): the
+ * smallest gap between buffers alive at the same time that holds it, else
+ * the top of those buffers.  span is scratch for k (offset, end) pairs. */
+static int64_t best_fit(const Buf *b, const int64_t *off, int k, int64_t (*span)[2]) {
+  int m = 0;
+  for (int j = 0; j < k; j++)
+    if (b[j].start <= b[k].end && b[k].start <= b[j].end) span[m][0] = off[j], span[m][1] = off[j] + b[j].size, m++;
+  qsort(span, (size_t)m, sizeof *span, by_offset);
+  int64_t at = 0, best = -1, best_gap = INT64_MAX;
+  for (int j = 0; j < m; j++) {
+    int64_t gap = span[j][0] - at;
+    if (gap >= b[k].size && gap < best_gap) best = at, best_gap = gap;
+    if (span[j][1] > at) at = span[j][1];
+  }
+  return best >= 0 ? best : at;
+}
+
+static void report_too_large(const IrGraph *g, PassCtx *cx, int v, int64_t batch) {
+  char t[128];
+  diag_error(cx->d, (SrcLoc){0}, "memplan: a value of type %s does not fit in the arena at batch %lld",
+             ir_type_str(&g->val[v].type, t, sizeof t), (long long)batch);
+}
+
+static int64_t plan_batch(const IrGraph *g, const PassCtx *cx) {
+  if (cx->batch > 0) return cx->batch;
+  const IrAttr *a = ir_train_find(g, "batch");
+  if (a && a->kind == IR_ATTR_INT && a->i[0] > 0) return a->i[0];
+  return 1;
+}
+
+IrGraph *pass_memplan(IrGraph *g, PassCtx *cx) {
+  int64_t batch = plan_batch(g, cx);
+  int n;
+  Buf *b = live_ranges(g, batch, &n);
+  if (!b) {
+    if (n < 0) report_too_large(g, cx, -1 - n, batch);
+    return NULL;
+  }
+  qsort(b, (size_t)n, sizeof *b, by_placement_order);
+  int64_t *off = malloc(sizeof *off * ((size_t)n + 1));
+  int64_t(*span)[2] = malloc(sizeof *span * ((size_t)n + 1));
+  if (!off || !span) {
+    free(b), free(off), free(span);
+    return NULL;
+  }
+  for (int v = 0; v < g->nval; v++) g->val[v].offset = -1;
+  int64_t top = 0;
+  int k;
+  for (k = 0; k < n; k++) {
+    off[k] = best_fit(b, off, k, span);
+    if (off[k] > INT64_MAX - b[k].size) break;
+    if (off[k] + b[k].size > top) top = off[k] + b[k].size;
+    g->val[b[k].value].offset = off[k];
+  }
+  if (k < n) report_too_large(g, cx, b[k].value, batch);
+  g->plan_bytes = top;
+  g->plan_batch = batch;
+  free(b), free(off), free(span);
+  return k == n ? g : NULL;
+}
+
+int64_t pass_memplan_lower_bound(const IrGraph *g) {
+  int n;
+  Buf *b = live_ranges(g, g->plan_batch > 0 ? g->plan_batch : 1, &n);
+  if (!b) return -1;
+  int64_t peak = peak_live(g, b, n);
+  free(b);
+  return peak;
+}

@@ -1,0 +1,324 @@
+/* pass_precision.c - mixed precision: which dtype every op computes in, with
+ * each change of dtype an explicit `cast` node.
+ *
+ * The policy (docs/passes/precision.md has the whole table).  The default
+ * dtype D is --precision, else the train section's `precision`, else f16.
+ * Convolutions and the classifier (conv2d, conv2d_bn_train, conv2d_bn,
+ * linear and their backward ops) compute in D, except a convolution fed by
+ * a graph input (the first conv: f32, tiny and precision-sensitive); a
+ * layer's `precision=` attribute overrides that, and --int8=NAME,... (or
+ * precision=i8) puts a forward conv/linear in i8 (its backward ops then use
+ * D).  Their activation and weight inputs are cast to that dtype; a weight
+ * is cast from its f32 master copy once per step, and the cast is shared by
+ * the forward and backward ops.  Everything else follows its inputs: relu,
+ * pooling, add and batch norm keep whatever dtype arrives (a mixed add takes
+ * the narrower one); a backward op of relu, maxpool or batch norm casts the
+ * incoming gradient to the dtype of the forward tensor it pairs with (as
+ * autocast's cast-backward would); the loss and its backward read logits
+ * cast to f32.  Batch-norm vectors, running statistics, mean/invstd, bias,
+ * sgd_update's weight and momentum buffer stay f32; the gradient fed to
+ * sgd_update may be f16 (the executor unscales it by loss_scale).  Graph
+ * outputs keep the dtype they had.  Casts of one value to one dtype are
+ * made once, right before their first use.  With D = f32 and no layer
+ * asking otherwise the graph is returned unchanged.  When D is f16 and the
+ * train section gives no loss_scale, a dynamic one (init 65536, growth every
+ * 2000 steps) is set; bf16 gets a static scale of 1.
+ *
+ *   before:  %12 = conv2d(%11, @conv2.weight) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,14,14,16] NHWC  # conv2
+ *   after:   %12 = cast(%11) {to=f16} : f16[N,14,14,16] NHWC  # pool1.f16
+ *            %13 = cast(@conv2.weight) {to=f16} : f16[16,3,3,16] KRSC  # conv2.weight.f16
+ *            %14 = conv2d(%12, %13) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1 precision=f16} : f16[N,14,14,16] NHWC  # conv2
+ *
+ * docs/passes/precision.md has the policy table and a whole before/after. */
+#include <string.h>
+
+#include "pipeline.h"
+
+enum { MAX_OUT = 8 };
+
+/* --- the policy --------------------------------------------------------- */
+
+static IrDtype default_dtype(const IrGraph *g, const PassCtx *cx) {
+  const IrAttr *a = ir_train_find(g, "precision");
+  if (!cx->precision_set && a && a->kind == IR_ATTR_DTYPE) return (IrDtype)a->i[0];
+  return cx->precision;
+}
+
+static int is_fwd_weighted(IrOp op) {
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_LINEAR;
+}
+
+static int is_bwd_weighted(IrOp op) {
+  return op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU ||
+         op == IR_OP_LINEAR_BWD_DATA || op == IR_OP_LINEAR_BWD_WEIGHT;
+}
+
+static int is_conv(IrOp op) {
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN ||
+         op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
+}
+
+/* v is a graph input, possibly behind relayout and cast nodes. */
+static int from_input(const IrGraph *g, int v) {
+  while (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= 0) {
+    const IrNode *d = &g->node[g->val[v].def];
+    if (d->op != IR_OP_RELAYOUT && d->op != IR_OP_CAST) return 0;
+    v = d->in[0];
+  }
+  return g->val[v].kind == IR_VAL_INPUT;
+}
+
+/* The forward layer a node belongs to: its name without autodiff's suffix. */
+static int layer_is(const char *name, const char *layer, size_t len) {
+  static const char *const suffix[] = {"", ".dgrad", ".wgrad", ".bgrad", ".bwd"};
+  if (!name || strncmp(name, layer, len)) return 0;
+  for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++)
+    if (strcmp(name + len, suffix[i]) == 0) return 1;
+  return 0;
+}
+
+/* name (or its backward forms) is listed in the comma-separated --int8 list. */
+static int int8_listed(const char *list, const char *name) {
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len && layer_is(name, p, len)) return 1;
+    p = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+/* The dtype node n of g computes in when it is a convolution or linear op
+ * (forward or backward); for any other op, the default dtype.  Shared with
+ * the layout pass, which pads channels for that dtype's tensor cores. */
+IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
+  const IrNode *node = &g->node[n];
+  IrDtype def = default_dtype(g, cx);
+  int fwd = is_fwd_weighted(node->op);
+  if (!fwd && !is_bwd_weighted(node->op)) return def;
+  const IrAttr *p = ir_attr_find(node, "precision");
+  int asked_i8 = int8_listed(cx->int8_layers, node->name) || (p && p->i[0] == IR_DT_I8);
+  if (asked_i8 && fwd) return IR_DT_I8;
+  if (p && p->i[0] != IR_DT_I8) return (IrDtype)p->i[0];
+  int x = node->op == IR_OP_CONV2D_BWD_WEIGHT ? node->in[1] : node->in[0];
+  if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
+      from_input(g, x))
+    return IR_DT_F32;
+  return def;
+}
+
+/* --- the rewrite ---------------------------------------------------------- */
+
+typedef struct Pr {
+  const IrGraph *g;
+  IrGraph *out;
+  const PassCtx *cx;
+  Diag *d;
+  IrDtype def;
+  int *base; /* value of g -> its copy in out (dtype as computed there) */
+  int *ver;  /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
+} Pr;
+
+static int oom(Pr *p) {
+  diag_error(p->d, (SrcLoc){0}, "precision: out of memory");
+  return -1;
+}
+
+static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
+
+static IrDtype dtype_of(Pr *p, int v) { return p->out->val[p->base[v]].type.dtype; }
+
+/* Types a node with ir_infer and adds it to out; returns its index or -1. */
+static int emit(Pr *p, IrOp op, const char *name, SrcLoc loc, const int *in, int nin, IrAttr *attr, int nattr,
+                int nout) {
+  IrNode tmp = {.op = op, .name = name, .nin = nin, .in = (int *)in, .nattr = nattr, .attr = attr, .loc = loc};
+  IrType types[MAX_OUT];
+  char err[256];
+  if (nout > MAX_OUT || ir_infer(p->out, &tmp, types, err, sizeof err)) {
+    diag_error(p->d, loc, "precision: cannot build %s%s%s: %s", ir_op_info(op)->name, name ? " " : "",
+               name ? name : "", nout > MAX_OUT ? "too many results" : err);
+    return -1;
+  }
+  int id = ir_node_add(p->out, op, name, loc, in, nin, types, nout);
+  if (id < 0) return oom(p);
+  p->out->node[id].attr = attr;
+  p->out->node[id].nattr = nattr;
+  return id;
+}
+
+/* "<producer or value name>.<dtype>", or NULL when the value has no name. */
+static const char *cast_name(Pr *p, int v, IrDtype to) {
+  const IrValue *val = &p->g->val[v];
+  const char *base = val->name;
+  if (!base && val->def >= 0) base = p->g->node[val->def].name;
+  return base ? arena_printf(p->out->arena, "%s.%s", base, ir_dtype_name(to)) : NULL;
+}
+
+/* Value v of g in dtype `to` (the copy itself when it already is); the cast
+ * is made once, at the first use, with that use's location. */
+static int in_dtype(Pr *p, int v, int to, SrcLoc loc) {
+  if (to < 0 || dtype_of(p, v) == (IrDtype)to) return p->base[v];
+  IrDtype from = dtype_of(p, v);
+  if (!is_float(from) && from != IR_DT_I8) return p->base[v];
+  int *slot = &p->ver[(size_t)v * IR_DT_COUNT + (size_t)to];
+  if (*slot >= 0) return *slot;
+  IrAttr *a = arena_alloc(p->out->arena, sizeof *a);
+  if (!a) return oom(p);
+  *a = (IrAttr){.key = "to", .kind = IR_ATTR_DTYPE, .n = 1, .i = {to}};
+  int src = p->base[v];
+  int id = emit(p, IR_OP_CAST, cast_name(p, v, (IrDtype)to), loc, &src, 1, a, 1, 1);
+  if (id < 0) return -1;
+  return *slot = p->out->node[id].out[0];
+}
+
+/* The narrower of two float dtypes (f16 and bf16 together: the default, or f16). */
+static IrDtype narrower(Pr *p, IrDtype a, IrDtype b) {
+  if (a == b || !is_float(a) || !is_float(b)) return a;
+  if (a == IR_DT_F32) return b;
+  if (b == IR_DT_F32) return a;
+  return p->def == IR_DT_BF16 ? IR_DT_BF16 : IR_DT_F16;
+}
+
+/* The dtype input i of node n must arrive in, or -1 for as it is. */
+static int wanted(Pr *p, int n, int i, IrDtype compute) {
+  const IrNode *node = &p->g->node[n];
+  const IrAttr *pa = ir_attr_find(node, "precision");
+  int asked = pa && is_float((IrDtype)pa->i[0]) ? (int)pa->i[0] : -1;
+  switch (node->op) {
+  case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_LINEAR:
+  case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
+  case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT:
+    return i < 2 ? (int)compute : -1;
+  case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
+    return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
+  case IR_OP_BATCHNORM_RELU_BWD:
+    return i == 0 ? (int)dtype_of(p, node->in[2]) : -1;
+  case IR_OP_SOFTMAX_CE: case IR_OP_SOFTMAX_CE_BWD:
+    return i == 0 ? (asked >= 0 ? asked : IR_DT_F32) : -1;
+  case IR_OP_ADD: case IR_OP_ADD_RELU:
+    return asked >= 0 ? asked : (int)narrower(p, dtype_of(p, node->in[0]), dtype_of(p, node->in[1]));
+  case IR_OP_RELU: case IR_OP_MAXPOOL: case IR_OP_AVGPOOL: case IR_OP_GLOBAL_AVGPOOL: case IR_OP_FLATTEN:
+  case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_TRAIN:
+    return i == 0 ? asked : -1;
+  default:
+    return -1;
+  }
+}
+
+/* node's attributes with precision=dt last (replacing one it had). */
+static IrAttr *with_precision(Pr *p, const IrNode *node, IrDtype dt, int *nattr) {
+  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 1));
+  if (!a) return NULL;
+  int k = 0;
+  for (int i = 0; i < node->nattr; i++)
+    if (strcmp(node->attr[i].key, "precision")) a[k++] = node->attr[i];
+  a[k++] = (IrAttr){.key = "precision", .kind = IR_ATTR_DTYPE, .n = 1, .i = {dt}};
+  *nattr = k;
+  return a;
+}
+
+static int copy_node(Pr *p, int n) {
+  const IrNode *node = &p->g->node[n];
+  int weighted = is_fwd_weighted(node->op) || is_bwd_weighted(node->op);
+  IrDtype compute = pass_precision_policy(p->g, n, p->cx);
+  int *in = arena_alloc(p->out->arena, sizeof(int) * ((size_t)node->nin + 1));
+  if (!in) return oom(p);
+  for (int i = 0; i < node->nin; i++)
+    if ((in[i] = in_dtype(p, node->in[i], wanted(p, n, i, compute), node->loc)) < 0) return -1;
+  IrAttr *attr = node->attr; /* attributes are immutable once made: share them */
+  int nattr = node->nattr;
+  if (weighted && !(attr = with_precision(p, node, compute, &nattr))) return oom(p);
+  int id = emit(p, node->op, node->name, node->loc, in, node->nin, attr, nattr, node->nout);
+  if (id < 0) return -1;
+  for (int i = 0; i < node->nout; i++) p->base[node->out[i]] = p->out->node[id].out[i];
+  return 0;
+}
+
+/* Every --int8 name is a forward conv2d/linear layer; precision=i8 only on those. */
+static int check_requests(Pr *p) {
+  const IrGraph *g = p->g;
+  int bad = 0;
+  for (const char *s = p->cx->int8_layers; s && *s;) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    int found = 0;
+    for (int n = 0; n < g->nnode && !found; n++)
+      found = is_fwd_weighted(g->node[n].op) && g->node[n].name && strlen(g->node[n].name) == len &&
+              strncmp(g->node[n].name, s, len) == 0;
+    if (!found) {
+      diag_error(p->d, (SrcLoc){0}, "--int8: no conv2d or linear layer named '%.*s'", (int)len, s);
+      bad = 1;
+    }
+    s = end ? end + 1 : NULL;
+  }
+  static const IrOp fwd_only[] = {IR_OP_RELU, IR_OP_ADD, IR_OP_ADD_RELU, IR_OP_MAXPOOL, IR_OP_AVGPOOL,
+                                  IR_OP_GLOBAL_AVGPOOL, IR_OP_FLATTEN, IR_OP_BATCHNORM, IR_OP_BATCHNORM_TRAIN,
+                                  IR_OP_SOFTMAX_CE};
+  for (int n = 0; n < g->nnode; n++) {
+    const IrAttr *pa = ir_attr_find(&g->node[n], "precision");
+    if (!pa || pa->i[0] != IR_DT_I8) continue;
+    for (size_t k = 0; k < sizeof fwd_only / sizeof fwd_only[0]; k++)
+      if (g->node[n].op == fwd_only[k]) {
+        diag_error(p->d, g->node[n].loc, "precision=i8 applies to conv2d and linear only, not %s",
+                   ir_op_info(g->node[n].op)->name);
+        bad = 1;
+      }
+  }
+  return bad ? -1 : 0;
+}
+
+/* Nothing to do: the default is f32 and no layer asks for another dtype. */
+static int all_f32(const IrGraph *g, const PassCtx *cx, IrDtype def) {
+  if (def != IR_DT_F32 || (cx->int8_layers && *cx->int8_layers)) return 0;
+  for (int n = 0; n < g->nnode; n++) {
+    const IrAttr *pa = ir_attr_find(&g->node[n], "precision");
+    if (pa && pa->i[0] != IR_DT_F32) return 0;
+  }
+  return 1;
+}
+
+/* The loss scale the policy picks when the train section has none. */
+static int default_loss_scale(Pr *p) {
+  if (p->def == IR_DT_F32 || p->g->ntrain == 0 || ir_train_find(p->g, "loss_scale")) return 0;
+  IrAttr kind = {.key = "loss_scale", .kind = IR_ATTR_STR, .s = p->def == IR_DT_F16 ? "dynamic" : "static"};
+  IrAttr init = {.key = "loss_scale_init", .kind = IR_ATTR_FLOAT, .f = 65536};
+  IrAttr every = {.key = "loss_scale_growth_interval", .kind = IR_ATTR_INT, .n = 1, .i = {2000}};
+  IrAttr one = {.key = "loss_scale_scale", .kind = IR_ATTR_FLOAT, .f = 1};
+  if (!ir_train_set(p->out, &kind)) return oom(p);
+  if (p->def == IR_DT_F16) return ir_train_set(p->out, &init) && ir_train_set(p->out, &every) ? 0 : oom(p);
+  return ir_train_set(p->out, &one) ? 0 : oom(p);
+}
+
+IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
+  Pr p = {.g = g, .cx = cx, .d = cx->d, .def = default_dtype(g, cx)};
+  if (p.def != IR_DT_F32 && p.def != IR_DT_F16 && p.def != IR_DT_BF16) {
+    diag_error(cx->d, (SrcLoc){0}, "precision: the default precision must be f32, f16 or bf16, not %s",
+               ir_dtype_name(p.def));
+    return NULL;
+  }
+  if (check_requests(&p)) return NULL;
+  if (all_f32(g, cx, p.def)) return g;
+  Arena *a = g->arena;
+  p.out = ir_graph_new(a, g->name);
+  p.base = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
+  p.ver = arena_alloc(a, sizeof(int) * ((size_t)g->nval * IR_DT_COUNT + 1));
+  if (!p.out || !p.base || !p.ver) return oom(&p), NULL;
+  for (size_t i = 0; i < (size_t)g->nval * IR_DT_COUNT; i++) p.ver[i] = -1;
+  for (int i = 0; i < g->ntrain; i++)
+    if (!ir_train_set(p.out, &g->train[i])) return oom(&p), NULL;
+  if (default_loss_scale(&p)) return NULL;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    p.base[v] = -1;
+    if (val->kind != IR_VAL_ACT && (p.base[v] = ir_value_add(p.out, val->kind, val->type, val->name)) < 0)
+      return oom(&p), NULL;
+  }
+  for (int n = 0; n < g->nnode; n++)
+    if (copy_node(&p, n)) return NULL;
+  for (int i = 0; i < g->noutput; i++) {
+    int v = g->output[i];
+    int id = in_dtype(&p, v, (int)g->val[v].type.dtype, (SrcLoc){0});
+    if (id < 0 || ir_output_add(p.out, id)) return id < 0 ? NULL : (oom(&p), NULL);
+  }
+  return p.out;
+}

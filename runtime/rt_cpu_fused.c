@@ -1,0 +1,109 @@
+/* rt_cpu_fused.c - the executor's fused ops (made by the fuse pass), each the
+ * composition of the rt_ref kernels its unfused nodes would run, in the same
+ * order, so a graph computes the same numbers with and without fusion.
+ *
+ * The intermediate that fusion removes from the graph lives in the fused
+ * node's own output buffer: conv2d_bn's convolution is written to y and
+ * normalized there, batchnorm_relu_bwd masks dy into dz and differentiates
+ * in place, conv2d_bwd_data_relu masks dx in place.  This is safe because
+ * the batch-norm affine, its backward's final pass and relu_bwd each write
+ * element i from element i of their inputs only (rt_ref_bn.c,
+ * rt_ref_eltwise.c), after any reductions over those inputs.  Nothing is
+ * allocated here; the convolutions use the executor's scratch. */
+#include "rt_cpu_op.h"
+
+static int conv_into(RtCpu *x, const IrNode *n, float *z) {
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
+  RtRefConvParam p = rt_cpu_op_conv_param(n);
+  return rt_cpu_op_check(x, n,
+                         rt_ref_conv2d_fwd(&xs, rt_cpu_op_in(x, n, 0), &wf, rt_cpu_op_in(x, n, 1), NULL, &p, &zs, z,
+                                           x->scratch),
+                         "rt_ref_conv2d_fwd");
+}
+
+static int relu_if(RtCpu *x, const IrNode *n, int k) {
+  if (ir_attr_int(n, "relu", 0) == 0) return 0;
+  float *y = rt_cpu_op_out(x, n, k);
+  return rt_cpu_op_check(x, n, rt_ref_relu_fwd(x->numel[n->out[k]], y, y), "rt_ref_relu_fwd");
+}
+
+/* z is a result of its own: the statistics are taken from z as its dtype
+ * keeps it, as they are from an unfused conv2d's rounded output. */
+static int round_z(RtCpu *x, const IrNode *n) {
+  float *z = rt_cpu_op_out(x, n, 0);
+  int64_t count = x->numel[n->out[0]];
+  IrDtype dt = rt_cpu_op_out_type(x, n, 0)->dtype;
+  if (dt == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, z, z), "rt_ref_round_f16");
+  if (dt == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, z, z), "rt_ref_round_bf16");
+  return 0;
+}
+
+/* (x, w, gamma, beta, running_mean, running_var) -> z = conv(x, w),
+ * y = [relu] batchnorm_train(z), batch mean, invstd; running statistics
+ * updated in place. */
+int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);
+  if ((int64_t)zs.N * zs.H * zs.W < 2)
+    return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
+  if (conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_z(x, n)) return -1;
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_batchnorm_fwd_train(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2),
+                                                 rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1), rt_cpu_op_in(x, n, 4),
+                                                 rt_cpu_op_in(x, n, 5), mom, eps, rt_cpu_op_out(x, n, 2),
+                                                 rt_cpu_op_out(x, n, 3)),
+                      "rt_ref_batchnorm_fwd_train"))
+    return -1;
+  return relu_if(x, n, 1);
+}
+
+/* Inference: the convolution, then the running-statistics batch norm
+ * applied in place (the same arithmetic as folding it into w and a bias,
+ * without a per-run copy of the filter), then relu. */
+int rt_cpu_fused_conv2d_bn(RtCpu *x, const IrNode *n) {
+  RtRefAct ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  float *y = rt_cpu_op_out(x, n, 0);
+  float eps = (float)ir_attr_float(n, "eps", 1e-5);
+  if (conv_into(x, n, y)) return -1;
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_batchnorm_fwd_infer(&ys, y, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3),
+                                                 rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), eps, y),
+                      "rt_ref_batchnorm_fwd_infer"))
+    return -1;
+  return relu_if(x, n, 0);
+}
+
+int rt_cpu_fused_add_relu(RtCpu *x, const IrNode *n) {
+  return rt_cpu_op_check(x, n,
+                         rt_ref_add_relu_fwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1),
+                                             rt_cpu_op_out(x, n, 0)),
+                         "rt_ref_add_relu_fwd");
+}
+
+/* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
+ * batchnorm_bwd(relu_bwd(dy, y), z, gamma, mean, invstd). */
+int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 2));
+  float *dz = rt_cpu_op_out(x, n, 0);
+  if (rt_cpu_op_check(x, n, rt_ref_relu_bwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0), dz),
+                      "rt_ref_relu_bwd"))
+    return -1;
+  return rt_cpu_op_check(x, n,
+                         rt_ref_batchnorm_bwd(&zs, rt_cpu_op_in(x, n, 2), dz, rt_cpu_op_in(x, n, 3),
+                                              rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), dz, rt_cpu_op_out(x, n, 1),
+                                              rt_cpu_op_out(x, n, 2)),
+                         "rt_ref_batchnorm_bwd");
+}
+
+/* (dy, w, y) -> relu_bwd(conv2d_bwd_data(dy, w), y); dx's size is the output type. */
+int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n) {
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
+  RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
+  RtRefConvParam p = rt_cpu_op_conv_param(n);
+  float *dx = rt_cpu_op_out(x, n, 0);
+  if (rt_cpu_op_check(x, n, rt_ref_conv2d_bwd_data(&xs, dx, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
+                      "rt_ref_conv2d_bwd_data"))
+    return -1;
+  return rt_cpu_op_check(x, n, rt_ref_relu_bwd(x->numel[n->out[0]], rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
+}

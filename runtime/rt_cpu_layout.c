@@ -1,0 +1,59 @@
+/* rt_cpu_layout.c - the executor's layout and precision ops.
+ *
+ * relayout moves a rank-4 tensor between NCHW and NHWC (or KCRS and KRSC)
+ * and pads the channel dim with zeros or crops it; cast converts dtypes,
+ * with values kept as float: f16/bf16 round to nearest even, i8 is a
+ * symmetric per-tensor fake quantization with scale max|x| / 127. */
+#include <math.h>
+#include <string.h>
+
+#include "rt_cpu_op.h"
+
+/* Strides (in elements) of the logical axes (N|K, C, H|R, W|S) of t. */
+static void logical_strides(const RtCpu *x, const IrType *t, int64_t dims[4], int64_t stride[4]) {
+  int last = t->layout == IR_LAYOUT_NHWC || t->layout == IR_LAYOUT_KRSC;
+  int pos[4] = {0, last ? 3 : 1, last ? 1 : 2, last ? 2 : 3}; /* memory position of each logical axis */
+  int64_t mem_stride[4];
+  mem_stride[3] = 1;
+  for (int i = 2; i >= 0; i--) mem_stride[i] = mem_stride[i + 1] * rt_cpu_op_dim(x, t, i + 1);
+  for (int a = 0; a < 4; a++) {
+    dims[a] = rt_cpu_op_dim(x, t, pos[a]);
+    stride[a] = mem_stride[pos[a]];
+  }
+}
+
+int rt_cpu_relayout(RtCpu *x, const IrNode *n) {
+  int64_t sd[4], ss[4], dd[4], ds[4];
+  logical_strides(x, rt_cpu_op_in_type(x, n, 0), sd, ss);
+  logical_strides(x, rt_cpu_op_out_type(x, n, 0), dd, ds);
+  const float *src = rt_cpu_op_in(x, n, 0);
+  float *dst = rt_cpu_op_out(x, n, 0);
+  for (int64_t a = 0; a < dd[0]; a++)
+    for (int64_t c = 0; c < dd[1]; c++)
+      for (int64_t h = 0; h < dd[2]; h++)
+        for (int64_t w = 0; w < dd[3]; w++)
+          dst[a * ds[0] + c * ds[1] + h * ds[2] + w * ds[3]] =
+              c < sd[1] ? src[a * ss[0] + c * ss[1] + h * ss[2] + w * ss[3]] : 0.0f;
+  return 0;
+}
+
+int rt_cpu_cast(RtCpu *x, const IrNode *n) {
+  int64_t count = rt_cpu_op_in_numel(x, n, 0);
+  const float *src = rt_cpu_op_in(x, n, 0);
+  float *dst = rt_cpu_op_out(x, n, 0);
+  IrDtype to = rt_cpu_op_out_type(x, n, 0)->dtype;
+  if (to == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, src, dst), "rt_ref_round_f16");
+  if (to == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, src, dst), "rt_ref_round_bf16");
+  if (to != IR_DT_I8) {
+    memmove(dst, src, (size_t)count * sizeof(float));
+    return 0;
+  }
+  float amax = 0;
+  for (int64_t i = 0; i < count; i++) {
+    if (!isfinite(src[i])) return rt_cpu_op_fail(x, n, "cannot quantize a non-finite value to i8");
+    amax = fmaxf(amax, fabsf(src[i]));
+  }
+  float scale = amax > 0 ? amax / 127.0f : 1.0f;
+  for (int64_t i = 0; i < count; i++) dst[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(src[i] / scale)));
+  return 0;
+}

@@ -1,0 +1,129 @@
+/* test_precision_checks.c - what the precision policy promises, on ResNet-50.
+ *
+ *   test_precision_checks TEST_DIR MODELS_DIR
+ *
+ * Training and inference, fused and not, f16 and bf16: conv1 (and its
+ * filter gradient) computes in f32, every other convolution op and the
+ * classifier in the default dtype, with inputs of that dtype; the cast count
+ * is what the rules predict: one per-step cast of each f16 weight (52 convs
+ * and fc), the maxpool output into layer1 (shared by two convs), the
+ * logits to f32 for the loss (inference: for the output), and in training
+ * the logits' gradient to f16 and the stem's gradient back to f32: 57 and
+ * 55.  No value is cast twice to one dtype and no cast keeps its dtype.
+ * fp32 adds nothing.  Errors: --int8 naming no conv/linear layer, and
+ * precision=i8 on an op that is neither. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "compile.h"
+
+static unsigned bit(const char *pass) { return 1u << pipeline_find(pass); }
+
+static IrGraph *compile(Arena *a, Diag *d, const char *path, unsigned off, int inference, IrDtype dt,
+                        const char *int8) {
+  PassCtx cx = {.d = d, .out = stdout, .precision = dt, .precision_set = 1, .inference = inference,
+                .disabled = off | bit("memplan"), .int8_layers = int8};
+  return compile_file(a, d, path, &cx);
+}
+
+static int is_conv(IrOp op) {
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
+         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
+}
+
+static void check_resnet50(const char *path, unsigned off, int inference, IrDtype dt) {
+  Arena a;
+  arena_init(&a);
+  Diag d;
+  diag_init(&d, stderr);
+  IrGraph *g = compile(&a, &d, path, off, inference, dt, NULL);
+  char what[96];
+  snprintf(what, sizeof what, "resnet50 %s %s %s", inference ? "inference" : "training",
+           off & bit("fuse") ? "unfused" : "fused", ir_dtype_name(dt));
+  CHECK(g != NULL, "%s compiles", what);
+  if (!g) goto done;
+  int casts = 0, convs = 0, low = 0, first = 0, fc = 0;
+  for (int n = 0; n < g->nnode; n++) {
+    const IrNode *node = &g->node[n];
+    if (node->op == IR_OP_CAST) {
+      casts++;
+      CHECK(g->val[node->in[0]].type.dtype != g->val[node->out[0]].type.dtype, "%s: cast %s keeps its dtype", what,
+            node->name);
+      for (int m = 0; m < n; m++)
+        if (g->node[m].op == IR_OP_CAST && g->node[m].in[0] == node->in[0] &&
+            g->val[g->node[m].out[0]].type.dtype == g->val[node->out[0]].type.dtype)
+          CHECK(0, "%s: %s and %s cast one value to one dtype", what, g->node[m].name, node->name);
+    }
+    if (node->op == IR_OP_LINEAR || node->op == IR_OP_LINEAR_BWD_DATA || node->op == IR_OP_LINEAR_BWD_WEIGHT)
+      fc += g->val[node->in[0]].type.dtype == dt && g->val[node->in[1]].type.dtype == dt;
+    if (!is_conv(node->op)) continue;
+    convs++;
+    IrDtype x = g->val[node->in[0]].type.dtype, w = g->val[node->in[1]].type.dtype;
+    int is_first = node->name && strncmp(node->name, "conv1", 5) == 0 && (!node->name[5] || node->name[5] == '.');
+    if (is_first) first += x == IR_DT_F32 && w == IR_DT_F32;
+    else low += x == dt && w == dt;
+    if (!is_first && !(x == dt && w == dt))
+      CHECK(0, "%s: %s computes in %s/%s", what, node->name, ir_dtype_name(x), ir_dtype_name(w));
+  }
+  int want_first = inference ? 1 : 2; /* conv1 and conv1.wgrad */
+  CHECK(first == want_first, "%s: conv1 in f32 (%d of %d ops)", what, first, want_first);
+  CHECK(low == convs - want_first, "%s: %d of %d other convolution ops in %s", what, low, convs - want_first,
+        ir_dtype_name(dt));
+  CHECK(fc == (inference ? 1 : 3), "%s: fc and its backward in %s (%d)", what, ir_dtype_name(dt), fc);
+  int want = dt == IR_DT_F32 ? 0 : inference ? 55 : 57;
+  CHECK(casts == want, "%s: %d casts, the rules predict %d", what, casts, want);
+  printf("%s: %d convolution ops, %d casts\n", what, convs, casts);
+done:
+  diag_finish(&d);
+  arena_free(&a);
+}
+
+/* compile_source on text must fail with a message containing `want`. */
+static void check_error(const char *text, const char *int8, const char *want) {
+  Arena a;
+  arena_init(&a);
+  char *msg = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&msg, &len);
+  Diag d;
+  diag_init(&d, f);
+  PassCtx cx = {.d = &d, .out = stdout, .precision = IR_DT_F16, .int8_layers = int8};
+  IrGraph *g = compile_source(&a, &d, "err.net", text, strlen(text), &cx);
+  diag_finish(&d);
+  fclose(f);
+  CHECK(!g && msg && strstr(msg, want), "error '%s' expected, got: %s", want, msg ? msg : "");
+  free(msg);
+  arena_free(&a);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: test_precision_checks TEST_DIR MODELS_DIR\n");
+    return 2;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/resnet50.net", argv[2]);
+  for (int inference = 0; inference < 2; inference++) {
+    check_resnet50(path, bit("fuse"), inference, IR_DT_F16);
+    check_resnet50(path, 0, inference, IR_DT_F16);
+  }
+  check_resnet50(path, bit("fuse"), 0, IR_DT_BF16);
+  check_resnet50(path, bit("fuse"), 0, IR_DT_F32);
+  static const char net[] =
+      "network e {\n"
+      "  input image : f32[3, 8, 8]\n"
+      "  input label : i32[]\n"
+      "  conv1 = conv2d(image, 8, k=3, p=1)\n"
+      "  r = relu(conv1, precision=%s)\n"
+      "  fc = linear(flatten(global_avgpool(r)), 4)\n"
+      "  loss = softmax_cross_entropy(fc, label)\n"
+      "}\n";
+  char text[1024];
+  snprintf(text, sizeof text, net, "f16");
+  check_error(text, "conv1,nosuch", "--int8: no conv2d or linear layer named 'nosuch'");
+  check_error(text, "r", "--int8: no conv2d or linear layer named 'r'");
+  snprintf(text, sizeof text, net, "i8");
+  check_error(text, NULL, "err.net:5:7: error: precision=i8 applies to conv2d and linear only, not relu");
+  return check_report();
+}
