@@ -1,5 +1,6 @@
 /* eltwise.cu - the elementwise kernels of a training step: relu, add, the
- * fused add+relu of a residual join, and their backwards, for f32 and f16.
+ * fused add+relu of a residual join, and their backwards, for f32, f16
+ * and bf16.
  *
  * This file is a template: it is not compiled as it stands.  The runtime
  * (rt_nvrtc_instantiate) prepends one #define per parameter, and every
@@ -9,8 +10,9 @@
  *   NETC_KERNEL_NAME   the kernel's symbol, e.g. k3_relu_f16
  *   NETC_OP_<OP>       exactly one of RELU_FWD RELU_BWD ADD_FWD ADD_BWD
  *                      ADD_RELU_FWD ADD_RELU_BWD, defined to 1
- *   NETC_DTYPE_F32 or NETC_DTYPE_F16, defined to 1 (storage type)
- *   NETC_VEC           elements per vector access (f32: 4, f16: 8 make
+ *   NETC_DTYPE_F32, NETC_DTYPE_F16 or NETC_DTYPE_BF16, defined to 1
+ *                      (storage type)
+ *   NETC_VEC           elements per vector access (f32: 4, f16/bf16: 8 make
  *                      16-byte loads); 1, 2, 4 or 8
  *   NETC_N             the element count
  *
@@ -58,13 +60,24 @@ __device__ __forceinline__ netc_t netc_store(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(v) : "f"(f));
   return v;
 }
+#elif defined(NETC_DTYPE_BF16)
+typedef unsigned short netc_t; /* bfloat16 bits */
+__device__ __forceinline__ float netc_load(netc_t v) { return __uint_as_float((unsigned)v << 16); }
+__device__ __forceinline__ netc_t netc_store(float f) {
+  netc_t v;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(v) : "f"(f));
+  return v;
+}
 #else
-#error "eltwise.cu: define NETC_DTYPE_F32 or NETC_DTYPE_F16"
+#error "eltwise.cu: define NETC_DTYPE_F32, NETC_DTYPE_F16 or NETC_DTYPE_BF16"
 #endif
 
 #if NETC_VEC != 1 && NETC_VEC != 2 && NETC_VEC != 4 && NETC_VEC != 8
 #error "eltwise.cu: NETC_VEC must be 1, 2, 4 or 8"
 #endif
+
+/* NETC_NIN and NETC_NOUT are #undef'd at the end: runtime/rt_gpu_kernels.c
+ * compiles many instantiations as one program, each in its own namespace. */
 
 /* The op on one element, in f32: x[NETC_NIN] in, y[NETC_NOUT] out. */
 #if defined(NETC_OP_RELU_FWD)
@@ -148,3 +161,6 @@ NETC_KERNEL_NAME(const netc_t *__restrict__ in0, const netc_t *__restrict__ in1,
     for (int k = 0; k < NETC_NOUT; k++) (k ? out1 : out0)[i] = netc_store(y[k]);
   }
 }
+
+#undef NETC_NIN
+#undef NETC_NOUT

@@ -80,6 +80,17 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(EventDestroy, cuEventDestroy, NULL);
   LOAD(GetErrorName, cuGetErrorName, NULL);
   LOAD(GetErrorString, cuGetErrorString, NULL);
+  LOAD(MemGetInfo, cuMemGetInfo, NULL);
+  LOAD(MemsetD8Async, cuMemsetD8Async, NULL);
+  LOAD(MemcpyHtoDAsync, cuMemcpyHtoDAsync, NULL);
+  LOAD(MemcpyDtoHAsync, cuMemcpyDtoHAsync, NULL);
+  LOAD(FuncSetAttribute, cuFuncSetAttribute, NULL);
+  LOAD(StreamBeginCapture, cuStreamBeginCapture, NULL);
+  LOAD(StreamEndCapture, cuStreamEndCapture, NULL);
+  LOAD(GraphInstantiate, cuGraphInstantiate, NULL);
+  LOAD(GraphLaunch, cuGraphLaunch, NULL);
+  LOAD(GraphDestroy, cuGraphDestroy, NULL);
+  LOAD(GraphExecDestroy, cuGraphExecDestroy, NULL);
   return 1;
 }
 

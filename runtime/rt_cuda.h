@@ -39,7 +39,8 @@ typedef enum RtCudaStatus {
   RT_CUDA_ENODEVICE, /* the driver loaded but sees no usable GPU */
   RT_CUDA_ECALL,     /* a driver call failed (the message names it) */
   RT_CUDA_EARG,      /* a caller's argument is invalid */
-  RT_CUDA_ENOMEM     /* host memory ran out */
+  RT_CUDA_ENOMEM,    /* host memory ran out */
+  RT_CUDA_EDEVMEM    /* device memory ran out (the message says how much was asked and free) */
 } RtCudaStatus;
 
 /* The driver entry points netc uses, named after the driver's functions
@@ -78,6 +79,24 @@ typedef struct RtCudaApi {
   CUresult (*EventDestroy)(CUevent ev);
   CUresult (*GetErrorName)(CUresult status, const char **name);
   CUresult (*GetErrorString)(CUresult status, const char **text);
+  /* the GPU executor (rt_gpu.c): async copies on its stream, free memory
+   * for out-of-memory messages, big dynamic shared memory, CUDA graphs */
+  CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total_bytes);
+  CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n,
+                            CUstream stream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes,
+                              CUstream stream);
+  CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes,
+                              CUstream stream);
+  CUresult (*FuncSetAttribute)(CUfunction fn, CUfunction_attribute attr,
+                               int value);
+  CUresult (*StreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode);
+  CUresult (*StreamEndCapture)(CUstream stream, CUgraph *graph);
+  CUresult (*GraphInstantiate)(CUgraphExec *exec, CUgraph graph,
+                               unsigned long long flags);
+  CUresult (*GraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*GraphDestroy)(CUgraph graph);
+  CUresult (*GraphExecDestroy)(CUgraphExec exec);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is

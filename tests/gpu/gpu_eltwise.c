@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "gpu_templates.h"
+#include "rt_gpu_templates.h"
 
 static const struct {
   const char *name, *define;
@@ -34,7 +34,7 @@ RtNvrtcStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
                                  int64_t n, int vec, char *name,
                                  size_t namelen, char **src, char *err,
                                  size_t errlen) {
-  const char *text = gpu_template_text("eltwise.cu");
+  const char *text = rt_gpu_templates_text("eltwise.cu");
   if (!op_ok(op) || (dt != GPU_F32 && dt != GPU_F16) || n < 0 || index < 0 ||
       !name || namelen < 2 || !text) {
     snprintf(err, errlen, "gpu_eltwise_source: invalid argument%s",

@@ -1,0 +1,80 @@
+/* cast.cu - elementwise dtype conversion and plain copies, and the
+ * symmetric per-tensor int8 quantization of a cast to i8:
+ *
+ *   NETC_CAST       y = x converted from NETC_TX to NETC_TY (round to
+ *                   nearest even; NETC_TX == NETC_TY is a copy: flatten,
+ *                   unflatten)
+ *   NETC_CAST_AMAX  part[block] = max |x| over the block's grid-stride share
+ *   NETC_CAST_I8    scale = max(part[0..G-1]) / 127 (1 when 0), then
+ *                   q = clamp(rint(x / scale), -127, 127) as signed char
+ *
+ * The i8 result holds q only: runtime/rt_cpu_layout.c keeps scale * q as
+ * float, and whoever reads the i8 tensor must know the scale (it is not
+ * stored; see docs/codegen.md).  NaN quantizes to 0.
+ *
+ * Parameters: NETC_KERNEL_NAME, the op, NETC_TX, NETC_TY (CAST), NETC_COUNT,
+ * NETC_V (elements per vector access; CAST and CAST_I8), NETC_G (CAST_I8:
+ * the AMAX launch's grid).  Launch: 1-D, 256 threads a block; CAST and
+ * CAST_I8 any grid, AMAX grid G. */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_COUNT)
+#error "cast.cu is a template: define NETC_KERNEL_NAME, NETC_TX, NETC_COUNT and one NETC_CAST*"
+#endif
+
+typedef NETC_TX tx_t;
+static constexpr long long count = NETC_COUNT;
+
+#if defined(NETC_CAST) || defined(NETC_CAST_I8)
+#if defined(NETC_CAST)
+typedef NETC_TY ty_t;
+#else
+typedef signed char ty_t;
+#endif
+static constexpr int V = NETC_V;
+static constexpr long long nvec = NETC_COUNT / NETC_V;
+#endif
+
+extern "C" __global__ void __launch_bounds__(256)
+#if defined(NETC_CAST)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, ty_t *__restrict__ y)
+#elif defined(NETC_CAST_AMAX)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, float *__restrict__ part)
+#elif defined(NETC_CAST_I8)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_t *__restrict__ y)
+#else
+#error "cast.cu: define NETC_CAST, NETC_CAST_AMAX or NETC_CAST_I8"
+#endif
+{
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+#if defined(NETC_CAST_AMAX)
+  __shared__ float sh[32];
+  float m = 0.0f;
+  for (long long i = first; i < count; i += stride) m = fmaxf(m, fabsf(netc_ld(x[i])));
+  m = netc_block_max(m, sh);
+  if (threadIdx.x == 0) part[blockIdx.x] = m;
+#else
+#if defined(NETC_CAST_I8)
+  __shared__ float sh[32];
+  float m = 0.0f;
+  for (int g = threadIdx.x; g < NETC_G; g += blockDim.x) m = fmaxf(m, part[g]);
+  m = netc_block_max(m, sh);
+  const float scale = m > 0.0f ? m / 127.0f : 1.0f;
+#define NETC_CONVERT(f) ((signed char)fminf(127.0f, fmaxf(-127.0f, rintf((f) / scale))))
+#else
+#define NETC_CONVERT(f) netc_cv<ty_t>(f)
+#endif
+  for (long long i = first; i < nvec; i += stride) {
+    netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i);
+    netc_vec<ty_t, V> vy;
+#pragma unroll
+    for (int j = 0; j < V; j++) vy.v[j] = NETC_CONVERT(netc_ld(vx.v[j]));
+    netc_vst<ty_t, V>(y, i, vy);
+  }
+  if (count % V != 0 && first < count % V) {
+    const long long i = nvec * V + first;
+    y[i] = NETC_CONVERT(netc_ld(x[i]));
+  }
+#undef NETC_CONVERT
+#endif
+}

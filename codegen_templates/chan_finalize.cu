@@ -1,0 +1,86 @@
+/* chan_finalize.cu - per-channel results from chan_reduce.cu's partial sums
+ * (or, for inference batch norm, from the running statistics): one thread
+ * per channel adds the G partials in f64 and writes the node's per-channel
+ * outputs and the coefficients chan_apply.cu uses, coef[3][C].
+ *
+ * Parameters: NETC_KERNEL_NAME; one of NETC_FIN_TRAIN, NETC_FIN_INFER,
+ * NETC_FIN_BWD, NETC_FIN_SUM defined to 1; NETC_C; NETC_G (partials per
+ * channel); NETC_M (values per channel: N*H*W); NETC_EPS, NETC_MOM (float
+ * literals); NETC_TX (storage type of x, FIN_TRAIN).
+ * Launch: grid ceil(C/128), block 128.
+ *
+ *   TRAIN  mean = x[0,c] + S1/M, var = S2/M - (S1/M)^2 (biased),
+ *          invstd = 1/sqrt(var + eps); save_mean, save_invstd;
+ *          running_mean = (1-mom)*running_mean + mom*mean,
+ *          running_var  = (1-mom)*running_var + mom*var*M/(M-1) (in place);
+ *          coef = {gamma*invstd, beta, mean}
+ *   INFER  coef = {gamma/sqrt(running_var + eps), beta, running_mean}
+ *   BWD    dbeta = S1, dgamma = S2 (sum dy*xhat); with k = gamma*invstd:
+ *          coef = {k, -k*invstd*S2/M, -k*S1/M}  (dx = A*dy + B*(x-mean) + D)
+ *   SUM    out = S1
+ * These are runtime/rt_ref_bn.c's formulas, f64 where it uses double. */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_C)
+#error "chan_finalize.cu is a template: define NETC_KERNEL_NAME, NETC_C and one NETC_FIN_*"
+#endif
+
+static constexpr int C = NETC_C;
+
+extern "C" __global__ void __launch_bounds__(128)
+#if defined(NETC_FIN_TRAIN)
+NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const float *__restrict__ part, const float *__restrict__ gamma,
+                 const float *__restrict__ beta, float *__restrict__ running_mean, float *__restrict__ running_var,
+                 float *__restrict__ save_mean, float *__restrict__ save_invstd, float *__restrict__ coef)
+#elif defined(NETC_FIN_INFER)
+NETC_KERNEL_NAME(const float *__restrict__ gamma, const float *__restrict__ beta,
+                 const float *__restrict__ running_mean, const float *__restrict__ running_var,
+                 float *__restrict__ coef)
+#elif defined(NETC_FIN_BWD)
+NETC_KERNEL_NAME(const float *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ invstd,
+                 float *__restrict__ dgamma, float *__restrict__ dbeta, float *__restrict__ coef)
+#elif defined(NETC_FIN_SUM)
+NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
+#else
+#error "chan_finalize.cu: define NETC_FIN_TRAIN, NETC_FIN_INFER, NETC_FIN_BWD or NETC_FIN_SUM"
+#endif
+{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+#if !defined(NETC_FIN_INFER)
+  double s1 = 0.0;
+  for (int g = 0; g < NETC_G; g++) s1 += part[(long long)g * C + c];
+#if !defined(NETC_FIN_SUM)
+  double s2 = 0.0;
+  for (int g = 0; g < NETC_G; g++) s2 += part[(long long)(NETC_G + g) * C + c];
+#endif
+#endif
+#if defined(NETC_FIN_TRAIN)
+  const double M = (double)NETC_M, shift = s1 / M;
+  const double mean = (double)netc_ld(x[c]) + shift;
+  double var = s2 / M - shift * shift;
+  if (var < 0.0) var = 0.0;
+  const double inv = 1.0 / sqrt(var + (double)NETC_EPS);
+  const float mom = NETC_MOM;
+  save_mean[c] = (float)mean;
+  save_invstd[c] = (float)inv;
+  running_mean[c] = (1.0f - mom) * running_mean[c] + mom * (float)mean;
+  running_var[c] = (1.0f - mom) * running_var[c] + mom * (float)(var * M / (M - 1.0));
+  coef[c] = (float)(gamma[c] * inv);
+  coef[C + c] = beta[c];
+  coef[2 * C + c] = (float)mean;
+#elif defined(NETC_FIN_INFER)
+  const double inv = 1.0 / sqrt((double)running_var[c] + (double)NETC_EPS);
+  coef[c] = (float)(gamma[c] * inv);
+  coef[C + c] = beta[c];
+  coef[2 * C + c] = running_mean[c];
+#elif defined(NETC_FIN_BWD)
+  const double M = (double)NETC_M, k = (double)gamma[c] * invstd[c];
+  dbeta[c] = (float)s1;
+  dgamma[c] = (float)s2;
+  coef[c] = (float)k;
+  coef[C + c] = (float)(-k * (s2 / M) * invstd[c]);
+  coef[2 * C + c] = (float)(-k * s1 / M);
+#else
+  out[c] = (float)s1;
+#endif
+}

@@ -1,0 +1,87 @@
+/* common.cu - what every generated kernel source but eltwise.cu's starts
+ * with: the storage types, conversions to and from f32, vector accesses and
+ * block reductions.  The emitter (runtime/rt_gpu_kernels.c) puts this text,
+ * then the op's template, inside a namespace of its own (netc_k<node>_<i>),
+ * so the sources of all nodes can be compiled as one NVRTC program.
+ *
+ * f16 and bf16 are distinct one-member structs so that netc_ld / netc_cv
+ * pick the conversion by overloading; conversions are PTX, round to nearest
+ * even, and no header is needed (NVRTC has no toolkit include path).
+ * Tensors are f32 (float), f16 (netc_f16), bf16 (netc_bf16), i8
+ * (signed char), i32 (int) or i64 (long long). */
+
+struct netc_f16 {
+  unsigned short b;
+};
+struct netc_bf16 {
+  unsigned short b;
+};
+
+__device__ __forceinline__ float netc_ld(float v) { return v; }
+__device__ __forceinline__ float netc_ld(netc_f16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.b));
+  return f;
+}
+__device__ __forceinline__ float netc_ld(netc_bf16 v) { return __uint_as_float((unsigned)v.b << 16); }
+
+template <typename T> __device__ __forceinline__ T netc_cv(float f);
+template <> __device__ __forceinline__ float netc_cv<float>(float f) { return f; }
+template <> __device__ __forceinline__ netc_f16 netc_cv<netc_f16>(float f) {
+  netc_f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.b) : "f"(f));
+  return h;
+}
+template <> __device__ __forceinline__ netc_bf16 netc_cv<netc_bf16>(float f) {
+  netc_bf16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.b) : "f"(f));
+  return h;
+}
+
+/* V consecutive elements as one access (16 bytes when V * sizeof(T) == 16). */
+template <typename T, int V> struct alignas(sizeof(T) * V) netc_vec {
+  T v[V];
+};
+template <typename T, int V> __device__ __forceinline__ netc_vec<T, V> netc_vld(const T *p, long long i) {
+  return reinterpret_cast<const netc_vec<T, V> *>(p)[i];
+}
+template <typename T, int V> __device__ __forceinline__ void netc_vst(T *p, long long i, const netc_vec<T, V> &v) {
+  reinterpret_cast<netc_vec<T, V> *>(p)[i] = v;
+}
+
+__device__ __forceinline__ float netc_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double netc_warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float netc_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* The sum (or max) of v over a 1-D block of blockDim.x (a multiple of 32,
+ * at most 1024) threads, returned to every thread.  sh: 32 slots. */
+template <typename T> __device__ __forceinline__ T netc_block_sum(T v, T *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  v = netc_warp_sum(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  v = lane < nwarp ? sh[lane] : (T)0;
+  return netc_warp_sum(v);
+}
+__device__ __forceinline__ float netc_block_max(float v, float *sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  v = netc_warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  v = lane < nwarp ? sh[lane] : -__int_as_float(0x7f800000);
+  return netc_warp_max(v);
+}

@@ -1,0 +1,187 @@
+/* pool.cu - pooling on NHWC tensors, forward and backward: max, average
+ * and global average, runtime/rt_ref_pool.c's semantics (max: padding never
+ * wins, NaN propagates, the first maximum in row-major window order; avg:
+ * the divisor counts the padding with NETC_INCL, else only the input).
+ *
+ * Parameters: NETC_KERNEL_NAME; one of NETC_POOL_MAX, NETC_POOL_AVG,
+ * NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD defined to 1;
+ * NETC_TX (storage type); the input x: NETC_N, NETC_H, NETC_W, NETC_C; the
+ * output: NETC_HO, NETC_WO; the window NETC_R x NETC_S, stride NETC_SH x
+ * NETC_SW, padding NETC_PH x NETC_PW (both ends), NETC_INCL; NETC_V
+ * channels per vector access (C % V == 0).
+ *
+ * One thread per V channels of one output element (forward) or of one
+ * input element (backward): the backward gathers from the windows that
+ * cover its element, in the order the reference scatters (output row, then
+ * column), so sums match it without atomics; max_bwd recomputes each
+ * window's winner from x.  Global average: one thread per (n, channel
+ * vector) adds the H*W pixels in order.
+ * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_N) || !defined(NETC_H) || !defined(NETC_W) || \
+    !defined(NETC_C) || !defined(NETC_V)
+#error "pool.cu is a template: define NETC_KERNEL_NAME, NETC_TX, NETC_N, NETC_H, NETC_W, NETC_C, NETC_V and the op"
+#endif
+#if NETC_C % NETC_V != 0
+#error "pool.cu: NETC_C must be a multiple of NETC_V"
+#endif
+
+typedef NETC_TX tx_t;
+typedef netc_vec<tx_t, NETC_V> vec_t;
+static constexpr int V = NETC_V, CV = NETC_C / NETC_V, H = NETC_H, W = NETC_W;
+
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_BWD) || defined(NETC_POOL_AVG_BWD)
+static constexpr int HO = NETC_HO, WO = NETC_WO, R = NETC_R, S = NETC_S, SH = NETC_SH, SW = NETC_SW, PH = NETC_PH,
+                     PW = NETC_PW;
+
+/* Element offset of x's pixel (n, h, w), in vectors. */
+__device__ __forceinline__ long long pix(int n, int h, int w) { return (((long long)n * H + h) * W + w) * CV; }
+
+/* The divisor of one window along an axis, and its rows [*lo, *hi) in the input. */
+__device__ __forceinline__ int avg_span(int o, int st, int pad, int k, int in, int *lo, int *hi) {
+  int a = o * st - pad, b = a + k;
+  if (b > in + pad) b = in + pad;
+  const int padded = b - a;
+  if (a < 0) a = 0;
+  if (b > in) b = in;
+  *lo = a;
+  *hi = b;
+  return NETC_INCL ? padded : (b > a ? b - a : 0);
+}
+#endif
+
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_BWD)
+/* Winner h*W + w of channel j of window (n, oh, ow) for channel vector cv,
+ * or -1 when the window holds no input element; *best its value. */
+__device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow, int cv, int *arg, float *best) {
+  bool done[V];
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    arg[j] = -1;
+    best[j] = -__int_as_float(0x7f800000);
+    done[j] = false;
+  }
+  for (int r = 0; r < R; r++) {
+    const int ih = oh * SH - PH + r;
+    if (ih < 0 || ih >= H) continue;
+    for (int s = 0; s < S; s++) {
+      const int iw = ow * SW - PW + s;
+      if (iw < 0 || iw >= W) continue;
+      vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        const float f = netc_ld(v.v[j]);
+        if (!done[j] && (arg[j] < 0 || f > best[j] || f != f)) {
+          best[j] = f;
+          arg[j] = ih * W + iw;
+          done[j] = f != f;
+        }
+      }
+    }
+  }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(256)
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y)
+#elif defined(NETC_POOL_MAX_BWD)
+NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const tx_t *__restrict__ x, tx_t *__restrict__ dx)
+#elif defined(NETC_POOL_AVG_BWD) || defined(NETC_GAP_BWD)
+NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
+#else
+#error "pool.cu: define one of NETC_POOL_MAX, NETC_POOL_AVG, NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD"
+#endif
+{
+  const long long stride = (long long)gridDim.x * blockDim.x;
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG)
+  const long long total = (long long)NETC_N * HO * WO * CV;
+#elif defined(NETC_GAP)
+  const long long total = (long long)NETC_N * CV;
+#else
+  const long long total = (long long)NETC_N * H * W * CV;
+#endif
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int cv = (int)(i % CV);
+    vec_t out;
+#if defined(NETC_POOL_MAX)
+    const long long p = i / CV;
+    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
+    int arg[V];
+    float best[V];
+    window_max(x, n, oh, ow, cv, arg, best);
+#pragma unroll
+    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
+    netc_vst<tx_t, V>(y, i, out);
+#elif defined(NETC_POOL_AVG)
+    const long long p = i / CV;
+    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
+    int h0, h1, w0, w1;
+    const int dh = avg_span(oh, SH, PH, R, H, &h0, &h1), dw = avg_span(ow, SW, PW, S, W, &w0, &w1);
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) acc[j] = 0.0f;
+    for (int ih = h0; ih < h1; ih++)
+      for (int iw = w0; iw < w1; iw++) {
+        vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[j] += netc_ld(v.v[j]);
+      }
+    const long long cnt = (long long)dh * dw;
+#pragma unroll
+    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(cnt > 0 ? acc[j] / (float)cnt : 0.0f);
+    netc_vst<tx_t, V>(y, i, out);
+#elif defined(NETC_POOL_MAX_BWD) || defined(NETC_POOL_AVG_BWD)
+    const long long p = i / CV;
+    const int iw = (int)(p % W), ih = (int)(p / W % H), n = (int)(p / ((long long)W * H));
+    const int lh = ih + PH - R + 1, lw = iw + PW - S + 1;
+    const int oh0 = lh <= 0 ? 0 : (lh + SH - 1) / SH, ow0 = lw <= 0 ? 0 : (lw + SW - 1) / SW;
+    const int oh1 = min((ih + PH) / SH, HO - 1), ow1 = min((iw + PW) / SW, WO - 1);
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) acc[j] = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+      for (int ow = ow0; ow <= ow1; ow++) {
+        vec_t g = netc_vld<tx_t, V>(dy, (((long long)n * HO + oh) * WO + ow) * CV + cv);
+#if defined(NETC_POOL_MAX_BWD)
+        int arg[V];
+        float best[V];
+        window_max(x, n, oh, ow, cv, arg, best);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+          if (arg[j] == ih * W + iw) acc[j] += netc_ld(g.v[j]);
+#else
+        int h0, h1, w0, w1;
+        const long long cnt =
+            (long long)avg_span(oh, SH, PH, R, H, &h0, &h1) * avg_span(ow, SW, PW, S, W, &w0, &w1);
+        if (cnt <= 0) continue;
+#pragma unroll
+        for (int j = 0; j < V; j++) acc[j] += netc_ld(g.v[j]) / (float)cnt;
+#endif
+      }
+#pragma unroll
+    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(acc[j]);
+    netc_vst<tx_t, V>(dx, i, out);
+#elif defined(NETC_GAP)
+    const int n = (int)(i / CV);
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) acc[j] = 0.0f;
+    for (long long q = 0; q < (long long)H * W; q++) {
+      vec_t v = netc_vld<tx_t, V>(x, ((long long)n * H * W + q) * CV + cv);
+#pragma unroll
+      for (int j = 0; j < V; j++) acc[j] += netc_ld(v.v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(acc[j] / (float)(H * W));
+    netc_vst<tx_t, V>(y, i, out);
+#else
+    const int n = (int)(i / CV / ((long long)H * W));
+    const float inv = 1.0f / (float)(H * W);
+    vec_t g = netc_vld<tx_t, V>(dy, (long long)n * CV + cv);
+#pragma unroll
+    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(netc_ld(g.v[j]) * inv);
+    netc_vst<tx_t, V>(dx, i, out);
+#endif
+  }
+}

@@ -1,0 +1,38 @@
+/* relayout.cu - a rank-4 tensor moved between channels-first (NCHW, KCRS)
+ * and channels-last (NHWC, KRSC) order, with its channel dim padded with
+ * zeros or cropped: runtime/rt_cpu_layout.c's relayout.
+ *
+ * Parameters: NETC_KERNEL_NAME; NETC_TX (storage type); the logical dims
+ * NETC_A (N or K), NETC_CIN, NETC_COUT, NETC_H, NETC_W (H/R, W/S);
+ * NETC_IN_LAST, NETC_OUT_LAST (1: channels-last).
+ * One thread per output element, in output order (writes coalesced, reads
+ * gathered: the graph relayouts only its input image, small filters and
+ * [N, C, 1, 1] gradients, so no shared-memory transpose).
+ * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_A) || !defined(NETC_CIN) || \
+    !defined(NETC_COUT) || !defined(NETC_H) || !defined(NETC_W) || !defined(NETC_IN_LAST) || !defined(NETC_OUT_LAST)
+#error "relayout.cu is a template: define NETC_KERNEL_NAME, NETC_TX, NETC_A, NETC_CIN, NETC_COUT, NETC_H, NETC_W, NETC_IN_LAST, NETC_OUT_LAST"
+#endif
+
+typedef NETC_TX tx_t;
+static constexpr long long A = NETC_A, CI = NETC_CIN, CO = NETC_COUT, H = NETC_H, W = NETC_W;
+
+extern "C" __global__ void __launch_bounds__(256)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
+  const long long total = A * CO * H * W, stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    long long a, c, h, w, r = i;
+    if (NETC_OUT_LAST) {
+      c = r % CO, r /= CO;
+      w = r % W, r /= W;
+      h = r % H, a = r / H;
+    } else {
+      w = r % W, r /= W;
+      h = r % H, r /= H;
+      c = r % CO, a = r / CO;
+    }
+    const long long src = NETC_IN_LAST ? ((a * H + h) * W + w) * CI + c : ((a * CI + c) * H + h) * W + w;
+    y[i] = c < CI ? x[src] : netc_cv<tx_t>(0.0f);
+  }
+}

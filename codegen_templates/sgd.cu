@@ -1,0 +1,68 @@
+/* sgd.cu - one step of torch.optim.SGD on a parameter, in place, after
+ * undoing the loss scale: runtime/rt_cpu_train.c's sgd_update with
+ * rt_ref_sgd.c's update (dampening 0; the buffer starts at zero, so
+ * momentum * buf + d on the first step seeds it with d):
+ *
+ *   g' = g / loss_scale;  d = g' + weight_decay * w
+ *   momentum != 0: buf = momentum * buf + d;  d = nesterov ? d + momentum * buf : buf
+ *   w -= lr * d
+ *
+ * lr and loss_scale are f32[] device scalars, read by every thread (the
+ * step's graph can change them without recompiling).  A loss scale that is
+ * not a positive finite number leaves w and buf alone (the CPU executor
+ * fails the step there).
+ *
+ * Parameters: NETC_KERNEL_NAME; NETC_TW, NETC_TG, NETC_TBUF (storage types:
+ * w and buf f32, g f32/f16/bf16); NETC_COUNT; NETC_V (elements per vector
+ * access); NETC_MOMENTUM, NETC_WD (float literals), NETC_NESTEROV (0/1).
+ * Launch: 1-D, 256 threads a block, any grid (grid-stride; the
+ * COUNT % V tail one element per thread). */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TW) || !defined(NETC_TG) || !defined(NETC_COUNT) || !defined(NETC_V)
+#error "sgd.cu is a template: define NETC_KERNEL_NAME, NETC_TW, NETC_TG, NETC_TBUF, NETC_COUNT, NETC_V, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV"
+#endif
+
+static constexpr long long count = NETC_COUNT, nvec = NETC_COUNT / NETC_V;
+static constexpr int V = NETC_V;
+
+/* gs: the gradient already divided by the loss scale (a division, as the
+ * reference does it, not a multiplication by a reciprocal) */
+__device__ __forceinline__ void sgd_one(float &w, float gs, float &b, float lr) {
+  const float mu = NETC_MOMENTUM, wd = NETC_WD;
+  float d = gs + wd * w;
+  if (mu != 0.0f) {
+    b = mu * b + d;
+    d = NETC_NESTEROV ? d + mu * b : b;
+  }
+  w -= lr * d;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+NETC_KERNEL_NAME(NETC_TW *__restrict__ w, const NETC_TG *__restrict__ g, NETC_TBUF *__restrict__ buf,
+                 const float *__restrict__ lr_p, const float *__restrict__ scale_p) {
+  const float lr = *lr_p, scale = *scale_p;
+  if (!(scale > 0.0f) || scale == __int_as_float(0x7f800000)) return;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (long long i = first; i < nvec; i += stride) {
+    netc_vec<NETC_TW, V> vw = netc_vld<NETC_TW, V>(w, i);
+    netc_vec<NETC_TG, V> vg = netc_vld<NETC_TG, V>(g, i);
+    netc_vec<NETC_TBUF, V> vb = netc_vld<NETC_TBUF, V>(buf, i);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
+      sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr);
+      vw.v[j] = netc_cv<NETC_TW>(wf);
+      vb.v[j] = netc_cv<NETC_TBUF>(bf);
+    }
+    netc_vst<NETC_TW, V>(w, i, vw);
+    if (NETC_MOMENTUM != 0.0f) netc_vst<NETC_TBUF, V>(buf, i, vb);
+  }
+  if (count % V != 0 && first < count % V) {
+    const long long i = nvec * V + first;
+    float wf = netc_ld(w[i]), bf = netc_ld(buf[i]);
+    sgd_one(wf, netc_ld(g[i]) / scale, bf, lr);
+    w[i] = netc_cv<NETC_TW>(wf);
+    if (NETC_MOMENTUM != 0.0f) buf[i] = netc_cv<NETC_TBUF>(bf);
+  }
+}

@@ -1,0 +1,645 @@
+/* rt_cudnn.c - convolutions through cuDNN 9's backend (graph) API, with
+ * libcudnn loaded by dlopen (rt_cudnn.h gives the contract).
+ *
+ * A plan is one single-operation graph: three NHWC/KRSC tensors described
+ * by dims in N,C,H,W order with NHWC strides (uids 1 = x, 2 = w, 3 = y,
+ * whatever the kind), a convolution descriptor (cross-correlation, FP32
+ * compute, symmetric padding) and a forward, backward-data or
+ * backward-filter operation.  Grouped convolution is expressed as cuDNN
+ * expects it: the filter's C dim is C / groups and cuDNN infers the group
+ * count.  Heuristics (mode A, then the fallback list) rank engine
+ * configurations; configurations whose numerical notes break the contract
+ * are skipped: on f32 data any tensor-core or down-converting engine (TF32
+ * would miss the FP32 reference by 1e-3), on every dtype reduced-precision
+ * reductions (the header promises FP32 accumulation).
+ *
+ * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
+ * the plan through the *_HANDLE attributes, which 9.19's header marks
+ * deprecated in favour of DEVICEPROP descriptors (9.14 lacks those).
+ *
+ * The library table is process-wide, built once under pthread_once and
+ * read-only afterwards; libcudnn stays loaded until exit. */
+#include "rt_cudnn.h"
+
+#include <cudnn_graph.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
+
+typedef struct DnnApi {
+  cudnnStatus_t (*Create)(cudnnHandle_t *handle);
+  cudnnStatus_t (*Destroy)(cudnnHandle_t handle);
+  cudnnStatus_t (*SetStream)(cudnnHandle_t handle, cudaStream_t stream);
+  const char *(*GetErrorString)(cudnnStatus_t status);
+  void (*GetLastErrorString)(char *message, size_t max_size);
+  cudnnStatus_t (*BackendCreateDescriptor)(cudnnBackendDescriptorType_t type,
+                                           cudnnBackendDescriptor_t *desc);
+  cudnnStatus_t (*BackendDestroyDescriptor)(cudnnBackendDescriptor_t desc);
+  cudnnStatus_t (*BackendFinalize)(cudnnBackendDescriptor_t desc);
+  cudnnStatus_t (*BackendSetAttribute)(cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t name,
+                                       cudnnBackendAttributeType_t type, int64_t count, const void *values);
+  cudnnStatus_t (*BackendGetAttribute)(cudnnBackendDescriptor_t const desc, cudnnBackendAttributeName_t name,
+                                       cudnnBackendAttributeType_t type, int64_t requested, int64_t *count,
+                                       void *values);
+  cudnnStatus_t (*BackendExecute)(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
+                                  cudnnBackendDescriptor_t variant_pack);
+} DnnApi;
+
+static struct {
+  pthread_once_t once;
+  RtCudaStatus status;
+  DnnApi api;
+  char why[512];
+} loaded = {PTHREAD_ONCE_INIT, RT_CUDA_OK, {0}, ""};
+
+struct RtConvPlan {
+  RtConvDesc key; /* normalized: zeroed, then field by field */
+  cudnnBackendDescriptor_t x, w, y, conv, op, graph, cfg, plan;
+  int64_t workspace;
+  char what[256];
+};
+
+struct RtCudnn {
+  const DnnApi *dnn;
+  const RtCudaApi *cu;
+  cudnnHandle_t handle;
+  CUstream stream;
+  int tune;
+  RtConvPlan **plans;
+  int nplans, cap;
+};
+
+static void errf(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static int load_sym(void *lib, const char *libname, const char *name, void *slot, size_t slot_size) {
+  void *p = dlsym(lib, name);
+  if (!p || slot_size != sizeof p) {
+    snprintf(loaded.why, sizeof loaded.why, "no cuDNN (%s in %s is missing: cuDNN older than 9?)", name, libname);
+    return 0;
+  }
+  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
+  return 1;
+}
+
+#define LOAD(field)                                                                  \
+  if (!load_sym(lib, libname, "cudnn" #field, &a->field, sizeof a->field)) return 0
+
+static int load_table(void *lib, const char *libname, DnnApi *a) {
+  LOAD(Create);
+  LOAD(Destroy);
+  LOAD(SetStream);
+  LOAD(GetErrorString);
+  LOAD(GetLastErrorString);
+  LOAD(BackendCreateDescriptor);
+  LOAD(BackendDestroyDescriptor);
+  LOAD(BackendFinalize);
+  LOAD(BackendSetAttribute);
+  LOAD(BackendGetAttribute);
+  LOAD(BackendExecute);
+  return 1;
+}
+
+/* $NETC_CUDNN (tests name a missing file), then the two usual names. */
+static void load_once(void) {
+  const char *names[3] = {getenv("NETC_CUDNN"), "libcudnn.so.9", "libcudnn.so"};
+  int first = names[0] && *names[0] ? 0 : 1, last = first ? 2 : 0;
+  void *lib = NULL;
+  const char *libname = NULL;
+  for (int i = first; i <= last && !lib; i++) lib = dlopen(libname = names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    if (first == 0)
+      snprintf(loaded.why, sizeof loaded.why, "no cuDNN (%s not found)", names[0]);
+    else
+      snprintf(loaded.why, sizeof loaded.why, "no cuDNN (libcudnn.so.9, libcudnn.so not found)");
+    loaded.status = RT_CUDA_ENODRIVER;
+    return;
+  }
+  DnnApi a;
+  memset(&a, 0, sizeof a);
+  if (!load_table(lib, libname, &a)) {
+    loaded.status = RT_CUDA_ENODRIVER;
+    dlclose(lib);
+    return;
+  }
+  loaded.api = a;
+  loaded.status = RT_CUDA_OK;
+}
+
+/* Formats a failed cuDNN call (status name, then cuDNN's own last message
+ * on one line) and returns RT_CUDA_ECALL; RT_CUDA_OK on success. */
+static RtCudaStatus dnn_check(const DnnApi *d, cudnnStatus_t status, const char *file, int line, const char *call,
+                              const char *what, char *err, size_t errlen) {
+  if (status == CUDNN_STATUS_SUCCESS) return RT_CUDA_OK;
+  char text[512] = "";
+  d->GetLastErrorString(text, sizeof text);
+  for (char *p = text; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  size_t n = strlen(text);
+  while (n && text[n - 1] == ' ') text[--n] = 0;
+  const char *name = d->GetErrorString(status);
+  errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
+       *text ? text : "no details", what ? what : "");
+  return RT_CUDA_ECALL;
+}
+
+/* DNN(h, BackendFinalize, (plan), what) calls h->dnn->BackendFinalize(plan)
+ * and reports it as "cudnnBackendFinalize(plan)"; needs err, errlen. */
+#define DNN(h, fn, args, what) \
+  dnn_check((h)->dnn, (h)->dnn->fn args, __FILE__, __LINE__, "cudnn" #fn #args, (what), err, errlen)
+#define SET(h, d, name, type, count, values, what) DNN(h, BackendSetAttribute, (d, name, type, count, values), what)
+
+static size_t dtype_bytes(IrDtype t) { return t == IR_DT_F32 ? 4 : 2; }
+
+static const char *dtype_name(IrDtype t) {
+  return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : "bf16";
+}
+
+static const char *KIND_NAMES[] = {"fwd", "bwd-data", "bwd-filter"};
+
+RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen) {
+  if (!out) {
+    errf(err, errlen, "rt_cudnn_init: out is NULL");
+    return RT_CUDA_EARG;
+  }
+  *out = NULL;
+  const RtCudaApi *cu;
+  RtCudaStatus s = rt_cuda_api(&cu, err, errlen);
+  if (s) return s;
+  pthread_once(&loaded.once, load_once);
+  if (loaded.status) {
+    errf(err, errlen, "%s", loaded.why);
+    return loaded.status;
+  }
+  RtCudnn *h = calloc(1, sizeof *h);
+  if (!h) {
+    errf(err, errlen, "rt_cudnn_init: out of host memory");
+    return RT_CUDA_ENOMEM;
+  }
+  h->dnn = &loaded.api;
+  h->cu = cu;
+  h->stream = stream;
+  h->tune = tune;
+  if ((s = DNN(h, Create, (&h->handle), "cuDNN handle"))) {
+    free(h);
+    return s;
+  }
+  if ((s = DNN(h, SetStream, (h->handle, (cudaStream_t)stream), "cuDNN handle"))) {
+    rt_cudnn_free(h);
+    return s;
+  }
+  *out = h;
+  return RT_CUDA_OK;
+}
+
+static void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
+  if (*p) d->BackendDestroyDescriptor(*p);
+  *p = NULL;
+}
+
+static void plan_free(const DnnApi *d, RtConvPlan *p) {
+  if (!p) return;
+  cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->op, &p->conv, &p->x, &p->w, &p->y};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
+  free(p);
+}
+
+void rt_cudnn_free(RtCudnn *h) {
+  if (!h) return;
+  for (int i = 0; i < h->nplans; i++) plan_free(h->dnn, h->plans[i]);
+  free(h->plans);
+  if (h->handle) h->dnn->Destroy(h->handle);
+  free(h);
+}
+
+static int out_size(int in, int k, int stride, int pad, int dil) {
+  return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
+static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
+  const char *bad = NULL;
+  if (d->kind < RT_CONV_FWD || d->kind > RT_CONV_BWD_FILTER) bad = "kind";
+  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16) bad = "dtype";
+  else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) bad = "dims";
+  else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
+           d->pad[1] < 0)
+    bad = "stride, pad or dilation";
+  else if (d->groups < 1 || d->c % d->groups || d->k % d->groups) bad = "groups (must divide c and k)";
+  else if (d->ho != out_size(d->h, d->r, d->stride[0], d->pad[0], d->dilation[0]) ||
+           d->wo != out_size(d->w, d->s, d->stride[1], d->pad[1], d->dilation[1]) || d->ho < 1 || d->wo < 1)
+    bad = "output size";
+  if (!bad) return RT_CUDA_OK;
+  errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
+       d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
+  return RT_CUDA_EARG;
+}
+
+static RtConvDesc normalize(const RtConvDesc *d) {
+  RtConvDesc k;
+  memset(&k, 0, sizeof k);
+  k.kind = d->kind;
+  k.n = d->n, k.c = d->c, k.h = d->h, k.w = d->w;
+  k.k = d->k, k.r = d->r, k.s = d->s, k.ho = d->ho, k.wo = d->wo;
+  for (int i = 0; i < 2; i++)
+    k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
+  k.groups = d->groups;
+  k.dtype = d->dtype;
+  return k;
+}
+
+/* A dense tensor with logical dims {N, C, H, W} (filters {K, C/g, R, S})
+ * laid out channels-last. */
+static RtCudaStatus make_tensor(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t uid, IrDtype dtype, int64_t d0,
+                                int64_t d1, int64_t d2, int64_t d3, const char *what, char *err, size_t errlen) {
+  int64_t dims[4] = {d0, d1, d2, d3};
+  int64_t strides[4] = {d1 * d2 * d3, 1, d3 * d1, d1};
+  int64_t align = 16;
+  cudnnDataType_t dt = dtype == IR_DT_F32 ? CUDNN_DATA_FLOAT : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
+                                                                                   : CUDNN_DATA_BFLOAT16;
+  RtCudaStatus s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_TENSOR_DESCRIPTOR, t), what)) ||
+      (s = SET(h, *t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, what)) ||
+      (s = SET(h, *t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, what)) ||
+      (s = SET(h, *t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, what)) ||
+      (s = SET(h, *t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what)) ||
+      (s = SET(h, *t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what)) ||
+      (s = DNN(h, BackendFinalize, (*t), what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
+static RtCudaStatus make_conv(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  int64_t dims = 2;
+  int64_t dil[2] = {d->dilation[0], d->dilation[1]};
+  int64_t str[2] = {d->stride[0], d->stride[1]};
+  int64_t pad[2] = {d->pad[0], d->pad[1]};
+  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  RtCudaStatus s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &p->conv), p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, p->what)) ||
+      (s = SET(h, p->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad, p->what)) ||
+      (s = DNN(h, BackendFinalize, (p->conv), p->what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
+/* The operation's descriptor type and attribute names per kind; x, w, y
+ * name the attribute that takes the forward role's tensor (dx, dw, dy). */
+static const struct {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t alpha, beta, conv, x, w, y;
+} OPS[] = {
+    [RT_CONV_FWD] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+    [RT_CONV_BWD_DATA] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+    [RT_CONV_BWD_FILTER] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+};
+
+/* The *_HANDLE attributes: deprecated in the 9.19 header, needed by 9.14. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static const cudnnBackendAttributeName_t GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+static const cudnnBackendAttributeName_t PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  RtCudaStatus s;
+  if ((s = make_tensor(h, &p->x, UID_X, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
+      (s = make_tensor(h, &p->w, UID_W, d->dtype, d->k, d->c / d->groups, d->r, d->s, p->what, err, errlen)) ||
+      (s = make_tensor(h, &p->y, UID_Y, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen)) ||
+      (s = make_conv(h, p, err, errlen)))
+    return s;
+  float alpha = 1.0f, beta = 0.0f;
+  if ((s = DNN(h, BackendCreateDescriptor, (OPS[d->kind].type, &p->op), p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].beta, CUDNN_TYPE_FLOAT, 1, &beta, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->conv, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->x, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->w, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y, p->what)) ||
+      (s = DNN(h, BackendFinalize, (p->op), p->what)))
+    return s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
+      (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
+      (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->op, p->what)) ||
+      (s = DNN(h, BackendFinalize, (p->graph), p->what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
+/* The heuristics' engine configurations for the graph, best first; *cfgs
+ * is malloc'd, each element a descriptor the caller destroys. */
+static RtCudaStatus heuristics(RtCudnn *h, RtConvPlan *p, cudnnBackendHeurMode_t mode,
+                               cudnnBackendDescriptor_t **cfgs, int64_t *count, char *err, size_t errlen) {
+  cudnnBackendDescriptor_t heur = NULL;
+  *cfgs = NULL;
+  *count = 0;
+  int64_t n = 0;
+  RtCudaStatus s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur), p->what)) ||
+      (s = SET(h, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->graph,
+               p->what)) ||
+      (s = SET(h, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, p->what)) ||
+      (s = DNN(h, BackendFinalize, (heur), p->what)) ||
+      (s = DNN(h, BackendGetAttribute,
+               (heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL), p->what)))
+    goto done;
+  if (n <= 0) goto done;
+  cudnnBackendDescriptor_t *c = calloc((size_t)n, sizeof *c);
+  if (!c) {
+    errf(err, errlen, "rt_cudnn_conv_plan: out of host memory (%s)", p->what);
+    s = RT_CUDA_ENOMEM;
+    goto done;
+  }
+  int64_t got = 0;
+  for (int64_t i = 0; i < n && !s; i++)
+    s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c[i]), p->what);
+  if (!s)
+    s = DNN(h, BackendGetAttribute, (heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, c),
+            p->what);
+  if (s) {
+    for (int64_t i = 0; i < n; i++) destroy(h->dnn, &c[i]);
+    free(c);
+    goto done;
+  }
+  for (int64_t i = got; i < n; i++) destroy(h->dnn, &c[i]);
+  *cfgs = c;
+  *count = got < n ? got : n;
+done:
+  destroy(h->dnn, &heur);
+  return s;
+}
+
+/* Whether the configuration's engine keeps the contract (see the top).
+ * When its notes cannot be read it is taken: the accuracy tests would
+ * show a TF32 engine. */
+static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype dtype) {
+  cudnnBackendDescriptor_t eng = NULL;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t n = 0, one = 0;
+  int ok = 1;
+  if (h->dnn->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS) return 1;
+  if (h->dnn->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &one, &eng) ==
+          CUDNN_STATUS_SUCCESS &&
+      h->dnn->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
+      if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ok = 0;
+      if (dtype == IR_DT_F32 &&
+          (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+        ok = 0;
+    }
+  }
+  destroy(h->dnn, &eng);
+  return ok;
+}
+
+/* A finalized execution plan for cfg, or NULL with err set. */
+static cudnnBackendDescriptor_t make_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t cfg,
+                                          int64_t *workspace, char *err, size_t errlen) {
+  cudnnBackendDescriptor_t plan = NULL;
+  int64_t n = 0;
+  if (DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan), p->what) ||
+      SET(h, plan, PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what) ||
+      SET(h, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg, p->what) ||
+      DNN(h, BackendFinalize, (plan), p->what) ||
+      DNN(h, BackendGetAttribute,
+          (plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, workspace), p->what)) {
+    destroy(h->dnn, &plan);
+    return NULL;
+  }
+  return plan;
+}
+
+static RtCudaStatus execute(RtCudnn *h, cudnnBackendDescriptor_t plan, const char *what, CUdeviceptr x,
+                            CUdeviceptr w, CUdeviceptr y, CUdeviceptr workspace, char *err, size_t errlen) {
+  int64_t uids[3] = {UID_X, UID_W, UID_Y};
+  void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y};
+  void *ws = (void *)(uintptr_t)workspace;
+  cudnnBackendDescriptor_t pack = NULL;
+  RtCudaStatus s;
+  if (!(s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), what)) &&
+      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, what)) &&
+      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, what)) &&
+      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, what)) &&
+      !(s = DNN(h, BackendFinalize, (pack), what)))
+    s = DNN(h, BackendExecute, (h->handle, plan, pack), what);
+  destroy(h->dnn, &pack);
+  return s;
+}
+
+/* Device buffers for timing candidates (contents do not matter). */
+typedef struct TuneBufs {
+  CUdeviceptr x, w, y, ws;
+  size_t ws_bytes;
+} TuneBufs;
+
+static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
+  CUdeviceptr *all[] = {&b->x, &b->w, &b->y, &b->ws};
+  for (size_t i = 0; i < 4; i++)
+    if (*all[i]) cu->MemFree(*all[i]);
+  memset(b, 0, sizeof *b);
+}
+
+/* Milliseconds per run of plan (mean of TUNE_RUNS after one warm-up), or
+ * a negative value when it fails to run. */
+static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan, int64_t ws, TuneBufs *b,
+                       char *err, size_t errlen) {
+  const RtCudaApi *cu = h->cu;
+  if ((size_t)ws > b->ws_bytes) {
+    if (b->ws) cu->MemFree(b->ws);
+    b->ws = 0;
+    b->ws_bytes = 0;
+    if (RT_CU(cu, MemAlloc, (&b->ws, (size_t)ws), p->what, err, errlen)) return -1;
+    b->ws_bytes = (size_t)ws;
+  }
+  CUevent ev[2] = {NULL, NULL};
+  float ms = -1;
+  if (RT_CU(cu, EventCreate, (&ev[0], CU_EVENT_DEFAULT), p->what, err, errlen) ||
+      RT_CU(cu, EventCreate, (&ev[1], CU_EVENT_DEFAULT), p->what, err, errlen) ||
+      execute(h, plan, p->what, b->x, b->w, b->y, b->ws, err, errlen) ||
+      RT_CU(cu, EventRecord, (ev[0], h->stream), p->what, err, errlen))
+    goto done;
+  for (int i = 0; i < TUNE_RUNS; i++)
+    if (execute(h, plan, p->what, b->x, b->w, b->y, b->ws, err, errlen)) goto done;
+  float t = 0;
+  if (RT_CU(cu, EventRecord, (ev[1], h->stream), p->what, err, errlen) ||
+      RT_CU(cu, EventSynchronize, (ev[1]), p->what, err, errlen) ||
+      RT_CU(cu, EventElapsedTime, (&t, ev[0], ev[1]), p->what, err, errlen))
+    goto done;
+  ms = t / TUNE_RUNS;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) cu->EventDestroy(ev[i]);
+  return ms;
+}
+
+/* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
+ * the first acceptable configuration that finalizes or, when tuning, the
+ * fastest of the first TUNE_CANDIDATES that do. */
+static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *cfgs, int64_t n, TuneBufs *b,
+                           int *acceptable, char *err, size_t errlen) {
+  float best_ms = 0;
+  int tried = 0;
+  for (int64_t i = 0; i < n && tried < (h->tune ? TUNE_CANDIDATES : 1); i++) {
+    if (!engine_acceptable(h, cfgs[i], p->key.dtype)) continue;
+    ++*acceptable;
+    int64_t ws = 0;
+    cudnnBackendDescriptor_t plan = make_plan(h, p, cfgs[i], &ws, err, errlen);
+    if (!plan) continue;
+    tried++;
+    float ms = 0;
+    if (h->tune) {
+      const RtConvDesc *d = &p->key;
+      size_t eb = dtype_bytes(d->dtype);
+      const RtCudaApi *cu = h->cu;
+      if (!b->x && (RT_CU(cu, MemAlloc, (&b->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
+                    RT_CU(cu, MemAlloc, (&b->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what,
+                          err, errlen) ||
+                    RT_CU(cu, MemAlloc, (&b->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen))) {
+        destroy(h->dnn, &plan);
+        return RT_CUDA_ECALL;
+      }
+      ms = time_plan(h, p, plan, ws, b, err, errlen);
+      if (ms < 0) {
+        destroy(h->dnn, &plan);
+        continue;
+      }
+    }
+    if (!p->plan || ms < best_ms) {
+      destroy(h->dnn, &p->plan);
+      destroy(h->dnn, &p->cfg);
+      p->plan = plan;
+      p->cfg = cfgs[i];
+      cfgs[i] = NULL;
+      p->workspace = ws;
+      best_ms = ms;
+    } else {
+      destroy(h->dnn, &plan);
+    }
+  }
+  return RT_CUDA_OK;
+}
+
+static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  RtCudaStatus s = make_graph(h, p, err, errlen);
+  if (s) return s;
+  static const cudnnBackendHeurMode_t MODES[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  TuneBufs b;
+  memset(&b, 0, sizeof b);
+  int64_t total = 0;
+  int acceptable = 0;
+  RtCudaStatus heur = RT_CUDA_OK;
+  for (size_t m = 0; m < 2 && !p->plan && !s; m++) {
+    cudnnBackendDescriptor_t *cfgs = NULL;
+    int64_t n = 0;
+    /* a mode that fails (not every mode covers every graph) leaves the next */
+    if ((heur = heuristics(h, p, MODES[m], &cfgs, &n, err, errlen))) continue;
+    total += n;
+    s = choose(h, p, cfgs, n, &b, &acceptable, err, errlen);
+    for (int64_t i = 0; i < n; i++) destroy(h->dnn, &cfgs[i]);
+    free(cfgs);
+  }
+  tune_bufs_free(h->cu, &b);
+  if (s) return s;
+  if (!p->plan) {
+    if (!total && heur) return heur;
+    if (!total)
+      errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
+    else if (!acceptable)
+      errf(err, errlen,
+           "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
+           "reductions) (%s)",
+           __FILE__, __LINE__, (long long)total, p->what);
+    /* otherwise err holds the last configuration's failure */
+    return RT_CUDA_ECALL;
+  }
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
+                                size_t errlen) {
+  if (!h || !d || !plan || !workspace) {
+    errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
+    return RT_CUDA_EARG;
+  }
+  RtCudaStatus s = check_desc(d, err, errlen);
+  if (s) return s;
+  RtConvDesc key = normalize(d);
+  for (int i = 0; i < h->nplans; i++)
+    if (!memcmp(&h->plans[i]->key, &key, sizeof key)) {
+      *plan = h->plans[i];
+      *workspace = (size_t)h->plans[i]->workspace;
+      return RT_CUDA_OK;
+    }
+  if (h->nplans == h->cap) {
+    int cap = h->cap ? 2 * h->cap : 16;
+    RtConvPlan **grown = realloc(h->plans, sizeof *grown * (size_t)cap);
+    if (!grown) {
+      errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+      return RT_CUDA_ENOMEM;
+    }
+    h->plans = grown;
+    h->cap = cap;
+  }
+  RtConvPlan *p = calloc(1, sizeof *p);
+  if (!p) {
+    errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+    return RT_CUDA_ENOMEM;
+  }
+  p->key = key;
+  snprintf(p->what, sizeof p->what, "conv %s %s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d",
+           KIND_NAMES[key.kind], dtype_name(key.dtype), key.n, key.h, key.w, key.c, key.k, key.r, key.s,
+           key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1],
+           key.dilation[0], key.dilation[1], key.groups);
+  if ((s = build(h, p, err, errlen))) {
+    plan_free(h->dnn, p);
+    return s;
+  }
+  h->plans[h->nplans++] = p;
+  *plan = p;
+  *workspace = (size_t)p->workspace;
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
+                               CUdeviceptr workspace, char *err, size_t errlen) {
+  if (!h || !plan || !x || !w || !y || (plan->workspace > 0 && !workspace)) {
+    errf(err, errlen, "rt_cudnn_conv_run: NULL argument%s", plan ? "" : " (plan)");
+    return RT_CUDA_EARG;
+  }
+  return execute(h, plan->plan, plan->what, x, w, y, workspace, err, errlen);
+}

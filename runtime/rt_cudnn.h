@@ -1,0 +1,51 @@
+/* rt_cudnn.h - convolutions through cuDNN 9's graph (backend) API, from C.
+ *
+ * libcudnn.so.9 is loaded with dlopen at run time (like the driver: the
+ * tools start on machines without a GPU).  A convolution is described by
+ * RtConvDesc; rt_cudnn_conv_plan() builds (once per distinct description:
+ * plans are cached in the RtCudnn handle) the operation graph, asks the
+ * heuristics for engine configurations, and keeps the first that
+ * finalizes (or, with tune set, the fastest of them, timed once).
+ * Activations are NHWC, filters KRSC, all dense; FP32 accumulation.
+ *
+ * Tensor roles are those of the forward convolution y = conv(x, w) in every
+ * kind: RT_CONV_FWD reads x, w and writes y; RT_CONV_BWD_DATA reads y (dy)
+ * and w and writes x (dx); RT_CONV_BWD_FILTER reads x and y (dy) and
+ * writes w (dw).  Status codes and messages as in rt_cuda.h: a failed cuDNN
+ * call is reported as `file:line: cudnnX(...): STATUS: text (what)`. */
+#ifndef NETC_RT_CUDNN_H
+#define NETC_RT_CUDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+#include "rt_cuda.h"
+
+typedef enum RtConvKind { RT_CONV_FWD, RT_CONV_BWD_DATA, RT_CONV_BWD_FILTER } RtConvKind;
+
+typedef struct RtConvDesc {
+  RtConvKind kind;
+  int n, c, h, w;         /* x: N x H x W x C (C = all input channels) */
+  int k, r, s;            /* w: K x R x S x (C / groups) */
+  int ho, wo;             /* y: N x Ho x Wo x K */
+  int stride[2], pad[2], dilation[2], groups;
+  IrDtype dtype;          /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16 */
+} RtConvDesc;
+
+typedef struct RtCudnn RtCudnn;
+typedef struct RtConvPlan RtConvPlan; /* owned by the RtCudnn handle */
+
+/* A cuDNN handle on `stream` (of the current context).  RT_CUDA_ENODRIVER
+ * when libcudnn.so.9 cannot be loaded. */
+RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen);
+void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
+/* The plan for d (cached); *workspace receives the bytes it needs. */
+RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace,
+                                char *err, size_t errlen);
+/* Runs a plan on the handle's stream: no host synchronization, so it can be
+ * captured in a CUDA graph. */
+RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
+                               CUdeviceptr workspace, char *err, size_t errlen);
+
+#endif

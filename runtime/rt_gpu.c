@@ -1,0 +1,508 @@
+/* rt_gpu.c - the GPU executor (rt_gpu.h gives the contract).
+ *
+ * Device memory is three allocations made once: the activation arena
+ * (g->plan_bytes: every ACT and INPUT value at its IrValue.offset), the
+ * persistent storage (every PARAM and STATE value, packed at 256-byte
+ * boundaries) and the scratch (the largest node scratch, then the largest
+ * cuDNN workspace: nodes run one after another on one stream, so they share
+ * it).  Every address a step uses is therefore fixed when the executor is
+ * made: the kernel parameters are resolved once into each launch's argument
+ * block, and a CUDA graph captured from one step stays valid for every
+ * later step; per-step inputs are rewritten in place with rt_gpu_write.
+ *
+ * A step is, for each node in order, its cuDNN convolution (when it has
+ * one) and then its launches, all on the executor's stream with no host
+ * synchronization.  Host copies go through a staging buffer that converts
+ * float <-> f16/bf16/i8 and int64 <-> i32/u8 and synchronize the stream, so
+ * they see (and are seen by) the steps in order. */
+#include "rt_gpu.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_cudnn.h"
+#include "rt_gpu_prog.h"
+#include "rt_ref.h"
+
+enum { ALIGN = 256, SMEM_DEFAULT = 48 * 1024 };
+
+typedef struct GpuLaunch {
+  CUfunction fn;
+  const RtKLaunch *l;
+  CUdeviceptr arg[RT_K_MAX_ARGS];
+  void *argp[RT_K_MAX_ARGS]; /* argp[i] = &arg[i]: cuLaunchKernel's parameter block */
+} GpuLaunch;
+
+typedef struct GpuConv {
+  RtConvPlan *plan;
+  CUdeviceptr x, w, y;
+} GpuConv;
+
+struct RtGpu {
+  const IrGraph *g;
+  int64_t batch;
+  RtCudaCtx *ctx;
+  const RtCudaApi *api;
+  CUstream stream;
+  RtCudnn *dnn;
+  RtGpuProg prog;
+  RtCudaModule *mod;
+  CUdeviceptr arena, persist, scratch, workspace;
+  size_t arena_bytes, persist_bytes, scratch_bytes;
+  CUdeviceptr *addr; /* per value: its device address, 0 when it has none */
+  int64_t *numel;
+  GpuConv *conv;     /* per node (plan NULL when none) */
+  GpuLaunch *launch; /* every launch of every node, in step order */
+  int *first;        /* per node: index of its first launch; first[nnode] = total */
+  CUgraphExec exec;
+  void *stage;       /* host staging buffer for conversions */
+  size_t stage_bytes;
+};
+
+static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return s;
+}
+
+static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int64_t type_numel(const IrType *t, int64_t batch) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t d = t->dim[i] == IR_DIM_N ? batch : t->dim[i];
+    if (d < 0 || (d && n > INT64_MAX / 16 / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/* cuMemAlloc with an out-of-memory message that says what was asked and
+ * what is free. */
+static RtCudaStatus dev_alloc(RtGpu *x, CUdeviceptr *p, size_t bytes, const char *what, char *err, size_t errlen) {
+  CUresult r = x->api->MemAlloc(p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free_b = 0, total = 0;
+    x->api->MemGetInfo(&free_b, &total);
+    return fail(RT_CUDA_EDEVMEM, err, errlen,
+                "out of GPU memory: the %s needs %zu bytes (%.2f GiB) at batch %lld, but only %zu bytes "
+                "(%.2f GiB) of %.2f GiB are free (try a smaller batch)",
+                what, bytes, bytes / 1073741824.0, (long long)x->batch, free_b, free_b / 1073741824.0,
+                total / 1073741824.0);
+  }
+  *p = r == CUDA_SUCCESS ? *p : 0;
+  return rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuMemAlloc(p, bytes)", what, err, errlen);
+}
+
+/* Addresses of every value: ACT/INPUT in the arena, the rest packed in the
+ * persistent storage (allocated here). */
+static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  size_t persist = 0;
+  size_t *poff = calloc((size_t)g->nval + 1, sizeof *poff);
+  if (!poff) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    x->numel[v] = type_numel(&val->type, x->batch);
+    size_t bytes = (size_t)x->numel[v] * ir_dtype_size(val->type.dtype);
+    if (x->numel[v] < 0 || ir_dtype_size(val->type.dtype) == 0) {
+      free(poff);
+      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has a shape or dtype the GPU cannot hold", v);
+    }
+    if (val->kind == IR_VAL_ACT || (val->kind == IR_VAL_INPUT && val->offset >= 0)) {
+      if (val->offset < 0) continue; /* never read: the plan gave it no place */
+      if ((uint64_t)val->offset + bytes > (uint64_t)g->plan_bytes) {
+        free(poff);
+        return fail(RT_CUDA_EARG, err, errlen,
+                    "rt_gpu: value %%%d (%zu bytes at offset %lld) lies outside the %lld-byte arena", v, bytes,
+                    (long long)val->offset, (long long)g->plan_bytes);
+      }
+    } else {
+      poff[v] = persist;
+      persist += align_up(bytes ? bytes : 1);
+    }
+  }
+  x->persist_bytes = persist ? persist : ALIGN;
+  RtCudaStatus s = dev_alloc(x, &x->persist, x->persist_bytes, "parameter and state storage", err, errlen);
+  if (!s) s = RT_CU(x->api, MemsetD8Async, (x->persist, 0, x->persist_bytes, x->stream), "zeroing the parameters",
+                    err, errlen);
+  for (int v = 0; !s && v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    if (val->kind == IR_VAL_ACT || (val->kind == IR_VAL_INPUT && val->offset >= 0))
+      x->addr[v] = val->offset >= 0 ? x->arena + (CUdeviceptr)val->offset : 0;
+    else
+      x->addr[v] = x->persist + poff[v];
+  }
+  free(poff);
+  return s;
+}
+
+/* Device address of a kernel argument of node i. */
+static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *out, char *err, size_t errlen) {
+  const IrNode *n = &x->g->node[i];
+  const char *nm = n->name ? n->name : "";
+  const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
+  if (a->kind == RT_KARG_SCRATCH) {
+    if (a->offset >= x->prog.kn[i].scratch_bytes)
+      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
+                  op, nm, a->offset, x->prog.kn[i].scratch_bytes);
+    *out = x->scratch + a->offset;
+    return RT_CUDA_OK;
+  }
+  int count = a->kind == RT_KARG_IN ? n->nin : n->nout;
+  if ((a->kind != RT_KARG_IN && a->kind != RT_KARG_OUT) || a->index < 0 || a->index >= count)
+    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): argument %s %d does not exist", i, op, nm,
+                a->kind == RT_KARG_IN ? "input" : "output", a->index);
+  int v = a->kind == RT_KARG_IN ? n->in[a->index] : n->out[a->index];
+  *out = x->addr[v];
+  if (!*out) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
+  return RT_CUDA_OK;
+}
+
+/* Kernels from the module, argument blocks and convolution plans for every node. */
+static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  int total = 0;
+  for (int i = 0; i < g->nnode; i++) {
+    if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > RT_K_MAX_LAUNCH)
+      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
+    x->first[i] = total;
+    total += x->prog.kn[i].nlaunch;
+  }
+  x->first[g->nnode] = total;
+  x->launch = calloc((size_t)(total ? total : 1), sizeof *x->launch);
+  if (!x->launch) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int i = 0; !s && i < g->nnode; i++) {
+    const RtKNode *k = &x->prog.kn[i];
+    if (k->has_conv) {
+      size_t ws = 0;
+      if ((s = rt_cudnn_conv_plan(x->dnn, &k->conv, &x->conv[i].plan, &ws, err, errlen)) ||
+          (s = resolve_arg(x, i, &k->conv_x, &x->conv[i].x, err, errlen)) ||
+          (s = resolve_arg(x, i, &k->conv_w, &x->conv[i].w, err, errlen)) ||
+          (s = resolve_arg(x, i, &k->conv_y, &x->conv[i].y, err, errlen)))
+        break;
+    }
+    for (int j = 0; !s && j < k->nlaunch; j++) {
+      GpuLaunch *L = &x->launch[x->first[i] + j];
+      L->l = &k->launch[j];
+      if (L->l->nargs < 0 || L->l->nargs > RT_K_MAX_ARGS)
+        return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
+      if (!x->mod) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", L->l->name);
+      if ((s = rt_cuda_module_function(x->mod, L->l->name, &L->fn, err, errlen))) break;
+      if (L->l->smem > SMEM_DEFAULT &&
+          (s = RT_CU(x->api, FuncSetAttribute,
+                     (L->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)L->l->smem), L->l->name, err,
+                     errlen)))
+        break;
+      for (int a = 0; !s && a < L->l->nargs; a++) {
+        s = resolve_arg(x, i, &L->l->args[a], &L->arg[a], err, errlen);
+        L->argp[a] = &L->arg[a];
+      }
+    }
+  }
+  return s;
+}
+
+/* Largest cuDNN workspace of any convolution (plans are cached, so
+ * prepare_nodes gets the same plans back). */
+static RtCudaStatus max_workspace(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
+  *ws_max = 0;
+  for (int i = 0; i < x->g->nnode; i++) {
+    if (!x->prog.kn[i].has_conv) continue;
+    RtConvPlan *plan;
+    size_t ws = 0;
+    RtCudaStatus s = rt_cudnn_conv_plan(x->dnn, &x->prog.kn[i].conv, &plan, &ws, err, errlen);
+    if (s) return s;
+    if (ws > *ws_max) *ws_max = ws;
+  }
+  return RT_CUDA_OK;
+}
+
+static RtCudaStatus device_of(RtGpu *x, RtGpuDevice *d, char *err, size_t errlen) {
+  CUdevice dev = rt_cuda_ctx_device(x->ctx);
+  const struct {
+    CUdevice_attribute attr;
+    int *v;
+  } A[] = {
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sm_count},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &d->max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &d->max_shared_per_block},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
+  };
+  for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) {
+    RtCudaStatus s = RT_CU(x->api, DeviceGetAttribute, (A[i].v, A[i].attr, dev), "device attributes", err, errlen);
+    if (s) return s;
+  }
+  return RT_CUDA_OK;
+}
+
+static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  RtCudaStatus s;
+  if ((s = rt_cuda_ctx_init(&x->ctx, o ? o->device : 0, err, errlen))) return s;
+  x->api = rt_cuda_ctx_api(x->ctx);
+  x->stream = rt_cuda_ctx_stream(x->ctx);
+  x->arena_bytes = (size_t)g->plan_bytes;
+  /* the big allocation first: a batch too large fails before any compile */
+  if ((s = dev_alloc(x, &x->arena, x->arena_bytes, "activation arena", err, errlen)) ||
+      (s = RT_CU(x->api, MemsetD8Async, (x->arena, 0, x->arena_bytes, x->stream), "zeroing the arena", err,
+                 errlen)) ||
+      (s = place_values(x, err, errlen)))
+    return s;
+  RtGpuDevice dev;
+  if ((s = device_of(x, &dev, err, errlen)) ||
+      (s = rt_gpu_prog_build(g, x->batch, &dev, o ? o->cache_dir : NULL, &x->prog, err, errlen)))
+    return s;
+  if (x->prog.cubin &&
+      (s = rt_cuda_module_init(&x->mod, x->ctx, x->prog.cubin, "the step's kernels", err, errlen)))
+    return s;
+  if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
+  size_t node_scratch = 0, ws = 0;
+  for (int i = 0; i < g->nnode; i++)
+    if (x->prog.kn[i].scratch_bytes > node_scratch) node_scratch = x->prog.kn[i].scratch_bytes;
+  if ((s = max_workspace(x, &ws, err, errlen))) return s;
+  x->scratch_bytes = align_up(node_scratch) + align_up(ws) + ALIGN;
+  if ((s = dev_alloc(x, &x->scratch, x->scratch_bytes, "kernel scratch and cuDNN workspace", err, errlen)) ||
+      (s = RT_CU(x->api, MemsetD8Async, (x->scratch, 0, x->scratch_bytes, x->stream), "zeroing the scratch", err,
+                 errlen)))
+    return s;
+  x->workspace = x->scratch + align_up(node_scratch);
+  if ((s = prepare_nodes(x, err, errlen))) return s;
+  return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
+}
+
+RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err,
+                        size_t errlen) {
+  if (!out) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: out is NULL");
+  *out = NULL;
+  if (!g) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: no graph");
+  if (g->plan_bytes <= 0)
+    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: graph %s has no memory plan (run the memplan pass)",
+                g->name ? g->name : "?");
+  if (batch < 1 || batch > INT_MAX || g->plan_batch != batch)
+    return fail(RT_CUDA_EARG, err, errlen,
+                "rt_gpu_new: plan made for batch %lld, not %lld (compile with --batch=%lld)",
+                (long long)g->plan_batch, (long long)batch, (long long)batch);
+  RtGpu *x = calloc(1, sizeof *x);
+  if (x) {
+    x->g = g, x->batch = batch;
+    x->addr = calloc((size_t)g->nval + 1, sizeof *x->addr);
+    x->numel = calloc((size_t)g->nval + 1, sizeof *x->numel);
+    x->conv = calloc((size_t)g->nnode + 1, sizeof *x->conv);
+    x->first = calloc((size_t)g->nnode + 1, sizeof *x->first);
+  }
+  if (!x || !x->addr || !x->numel || !x->conv || !x->first) {
+    rt_gpu_free(x);
+    return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_new: out of host memory");
+  }
+  RtCudaStatus s = build(x, o, err, errlen);
+  if (s) {
+    rt_gpu_free(x);
+    return s;
+  }
+  *out = x;
+  return RT_CUDA_OK;
+}
+
+void rt_gpu_free(RtGpu *x) {
+  if (!x) return;
+  if (x->ctx) {
+    /* teardown errors have nobody to report to */
+    rt_cuda_ctx_bind(x->ctx, NULL, 0);
+    x->api->StreamSynchronize(x->stream);
+    if (x->exec) x->api->GraphExecDestroy(x->exec);
+    rt_cudnn_free(x->dnn);
+    rt_cuda_module_free(x->mod);
+    if (x->arena) x->api->MemFree(x->arena);
+    if (x->persist) x->api->MemFree(x->persist);
+    if (x->scratch) x->api->MemFree(x->scratch);
+  }
+  rt_gpu_prog_free(&x->prog);
+  rt_cuda_ctx_free(x->ctx);
+  free(x->addr);
+  free(x->numel);
+  free(x->conv);
+  free(x->first);
+  free(x->launch);
+  free(x->stage);
+  free(x);
+}
+
+int rt_gpu_find(const RtGpu *x, const char *name) {
+  if (!x || !name) return -1;
+  for (int v = 0; v < x->g->nval; v++)
+    if (x->g->val[v].kind != IR_VAL_ACT && x->g->val[v].name && strcmp(x->g->val[v].name, name) == 0) return v;
+  return -1;
+}
+
+int64_t rt_gpu_numel(const RtGpu *x, int v) { return x && v >= 0 && v < x->g->nval ? x->numel[v] : -1; }
+size_t rt_gpu_device_bytes(const RtGpu *x) { return x ? x->arena_bytes + x->persist_bytes + x->scratch_bytes : 0; }
+int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
+
+/* Checks v and makes the staging buffer hold it; *bytes = its device size. */
+static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, char *err, size_t errlen) {
+  if (!x || !host || v < 0 || v >= x->g->nval)
+    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %d does not exist (or a NULL argument)", v);
+  if (!x->addr[v]) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has no memory", v);
+  *bytes = (size_t)x->numel[v] * ir_dtype_size(x->g->val[v].type.dtype);
+  if (*bytes > x->stage_bytes) {
+    void *p = realloc(x->stage, *bytes);
+    if (!p) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu bytes staging)", *bytes);
+    x->stage = p, x->stage_bytes = *bytes;
+  }
+  return rt_cuda_ctx_bind(x->ctx, err, errlen);
+}
+
+RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen) {
+  size_t bytes;
+  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
+  if (s) return s;
+  int64_t n = x->numel[v];
+  const float *f = host;
+  const int64_t *q = host;
+  IrDtype dt = x->g->val[v].type.dtype;
+  for (int64_t i = 0; i < n; i++) {
+    switch (dt) {
+    case IR_DT_F32: ((float *)x->stage)[i] = f[i]; break;
+    case IR_DT_F16: ((uint16_t *)x->stage)[i] = rt_ref_f32_to_f16(f[i]); break;
+    case IR_DT_BF16: ((uint16_t *)x->stage)[i] = rt_ref_f32_to_bf16(f[i]); break;
+    case IR_DT_I8: ((int8_t *)x->stage)[i] = (int8_t)(isnan(f[i]) ? 0 : fmaxf(-128, fminf(127, rintf(f[i])))); break;
+    case IR_DT_I64: ((int64_t *)x->stage)[i] = q[i]; break;
+    case IR_DT_I32:
+    case IR_DT_U8:
+      if (dt == IR_DT_I32 ? q[i] < INT32_MIN || q[i] > INT32_MAX : q[i] < 0 || q[i] > 255)
+        return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: %s[%lld] = %lld does not fit %s",
+                    x->g->val[v].name ? x->g->val[v].name : "value", (long long)i, (long long)q[i],
+                    ir_dtype_name(dt));
+      if (dt == IR_DT_I32)
+        ((int32_t *)x->stage)[i] = (int32_t)q[i];
+      else
+        ((uint8_t *)x->stage)[i] = (uint8_t)q[i];
+      break;
+    default: return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: dtype %s", ir_dtype_name(dt));
+    }
+  }
+  if ((s = RT_CU(x->api, MemcpyHtoDAsync, (x->addr[v], x->stage, bytes, x->stream), "writing a value", err, errlen)))
+    return s;
+  return RT_CU(x->api, StreamSynchronize, (x->stream), "writing a value", err, errlen);
+}
+
+RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) {
+  size_t bytes;
+  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
+  if (s || (s = RT_CU(x->api, MemcpyDtoHAsync, (x->stage, x->addr[v], bytes, x->stream), "reading a value", err,
+                      errlen)) ||
+      (s = RT_CU(x->api, StreamSynchronize, (x->stream), "reading a value", err, errlen)))
+    return s;
+  int64_t n = x->numel[v];
+  float *f = host;
+  int64_t *q = host;
+  IrDtype dt = x->g->val[v].type.dtype;
+  for (int64_t i = 0; i < n; i++) {
+    switch (dt) {
+    case IR_DT_F32: f[i] = ((float *)x->stage)[i]; break;
+    case IR_DT_F16: f[i] = rt_ref_f16_to_f32(((uint16_t *)x->stage)[i]); break;
+    case IR_DT_BF16: f[i] = rt_ref_bf16_to_f32(((uint16_t *)x->stage)[i]); break;
+    case IR_DT_I8: f[i] = ((int8_t *)x->stage)[i]; break;
+    case IR_DT_I64: q[i] = ((int64_t *)x->stage)[i]; break;
+    case IR_DT_I32: q[i] = ((int32_t *)x->stage)[i]; break;
+    case IR_DT_U8: q[i] = ((uint8_t *)x->stage)[i]; break;
+    default: return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_read: dtype %s", ir_dtype_name(dt));
+    }
+  }
+  return RT_CUDA_OK;
+}
+
+/* Every node's convolution and launches, on the stream. */
+static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
+  for (int i = 0; i < x->g->nnode; i++) {
+    RtCudaStatus s;
+    const GpuConv *c = &x->conv[i];
+    if (c->plan && (s = rt_cudnn_conv_run(x->dnn, c->plan, c->x, c->w, c->y, x->workspace, err, errlen)))
+      return s;
+    for (int j = x->first[i]; j < x->first[i + 1]; j++) {
+      GpuLaunch *L = &x->launch[j];
+      const RtKLaunch *l = L->l;
+      if ((s = RT_CU(x->api, LaunchKernel,
+                     (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem,
+                      x->stream, L->argp, NULL),
+                     l->name, err, errlen)))
+        return s;
+    }
+  }
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
+  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (s) return s;
+  if (x->exec) return RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
+  return launch_all(x, err, errlen);
+}
+
+RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
+  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_capture: no executor");
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (s || (s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing the step", err, errlen))) return s;
+  if (x->exec) {
+    x->api->GraphExecDestroy(x->exec);
+    x->exec = NULL;
+  }
+  if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
+                 err, errlen)))
+    return s;
+  RtCudaStatus ls = launch_all(x, err, errlen);
+  CUgraph graph = NULL;
+  /* capture must end even after a failed launch, or the stream stays unusable */
+  CUresult r = x->api->StreamEndCapture(x->stream, &graph);
+  if (ls) {
+    if (graph) x->api->GraphDestroy(graph);
+    return ls;
+  }
+  if ((s = rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuStreamEndCapture(stream, &graph)", "capturing the step",
+                         err, errlen)))
+    return s;
+  s = RT_CU(x->api, GraphInstantiate, (&x->exec, graph, 0), "instantiating the step graph", err, errlen);
+  if (s) x->exec = NULL;
+  x->api->GraphDestroy(graph);
+  return s;
+}
+
+RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen) {
+  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_sync: no executor");
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  return s ? s : RT_CU(x->api, StreamSynchronize, (x->stream), "finishing the step", err, errlen);
+}
+
+RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errlen) {
+  if (!x || !ms || steps < 1) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_time: bad arguments");
+  *ms = 0;
+  CUevent ev[2] = {NULL, NULL};
+  RtCudaStatus s = rt_gpu_run(x, err, errlen);
+  if (!s) s = rt_gpu_sync(x, err, errlen);
+  for (int i = 0; !s && i < 2; i++)
+    s = RT_CU(x->api, EventCreate, (&ev[i], CU_EVENT_DEFAULT), "timing events", err, errlen);
+  if (!s) s = RT_CU(x->api, EventRecord, (ev[0], x->stream), "timing the steps", err, errlen);
+  for (int i = 0; !s && i < steps; i++) s = rt_gpu_run(x, err, errlen);
+  if (!s) s = RT_CU(x->api, EventRecord, (ev[1], x->stream), "timing the steps", err, errlen);
+  if (!s) s = RT_CU(x->api, EventSynchronize, (ev[1]), "timing the steps", err, errlen);
+  float t = 0;
+  if (!s) s = RT_CU(x->api, EventElapsedTime, (&t, ev[0], ev[1]), "timing the steps", err, errlen);
+  *ms = t;
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) x->api->EventDestroy(ev[i]);
+  return s;
+}

@@ -1,0 +1,63 @@
+/* rt_gpu.h - the GPU executor: runs a final IR graph on one NVIDIA GPU.
+ *
+ * rt_gpu_new() takes a graph that went through the whole pipeline (its
+ * memory plan gives every activation an offset in one arena), allocates the
+ * arena and the persistent parameter/state storage on the device, emits and
+ * compiles every node's kernels with NVRTC in one program (rt_gpu_kernels.h),
+ * and builds the cuDNN plans of its convolutions (rt_cudnn.h).  rt_gpu_run()
+ * launches the whole step on the executor's stream with no host
+ * synchronization inside; rt_gpu_capture() records that step once as a CUDA
+ * graph, and rt_gpu_run() replays it from then on.
+ *
+ * Values are read and written by name or id from the host as float (or
+ * int64 for integer values), in the IR's layout, with conversion to and
+ * from the value's dtype (f16/bf16) done here.  Same error conventions as
+ * rt_cuda.h; nothing prints or exits. */
+#ifndef NETC_RT_GPU_H
+#define NETC_RT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+#include "rt_cuda.h"
+#include "rt_gpu_kernels.h"
+
+typedef struct RtGpu RtGpu;
+
+typedef struct RtGpuOpts {
+  int device;       /* ordinal */
+  int tune;         /* time cuDNN engine candidates once */
+  const char *cache_dir; /* NVRTC/cuDNN caches, or NULL */
+} RtGpuOpts;
+
+/* g must outlive the executor and be planned (g->plan_bytes > 0) for `batch`. */
+RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err, size_t errlen);
+void rt_gpu_free(RtGpu *x); /* takes NULL */
+int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
+int64_t rt_gpu_numel(const RtGpu *x, int v);
+/* Host <-> device copies of value v (float for float dtypes, int64 for integer ones). */
+RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen);
+RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen);
+/* One training (or inference) step: launches every node, or replays the graph once captured. */
+RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
+RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
+RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
+/* Milliseconds of `steps` runs back to back, timed with events (after one warm-up run). */
+RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errlen);
+
+/* --- the program without a GPU, and what an executor holds --- */
+
+/* What rt_gpu_new compiles, done without a GPU: every node's kernels emitted
+ * for dev, one NVRTC program for sm_<cc_major><cc_minor>, its cubin stored
+ * in the cache (cache_dir, or the default below).  A later rt_gpu_new on a
+ * device with the same attributes then loads the cubin without compiling.
+ * The default cache is $XDG_CACHE_HOME/netc, else ~/.cache/netc. */
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
+                               char *err, size_t errlen);
+/* Bytes of device memory the executor holds (arena, parameters, scratch). */
+size_t rt_gpu_device_bytes(const RtGpu *x);
+/* 1 when the last rt_gpu_new found its cubin in the cache. */
+int rt_gpu_cache_hit(const RtGpu *x);
+
+#endif

@@ -1,0 +1,748 @@
+/* rt_gpu_kernels.c - the generated CUDA kernels of one node of a final
+ * graph (rt_gpu_kernels.h gives the contract; docs/codegen.md the kernel
+ * list).  Each op maps onto one to three instantiations of the templates in
+ * codegen_templates/, with every shape (batch included), dtype, attribute
+ * and vector width baked in as #defines, plus the launch geometry and which
+ * of the node's tensors (or scratch) each kernel parameter is.
+ *
+ * A node's source may be compiled together with every other node's in one
+ * NVRTC program, so each instantiation is wrapped in a namespace of its own
+ * (netc_k<node>_<i>: helpers do not collide; the kernels are extern "C" and
+ * named k<node>_...) and followed by an #undef of every #define it got.
+ * Templates other than eltwise.cu are preceded by common.cu (storage types,
+ * conversions, reductions).
+ *
+ * Vector widths: a flat elementwise kernel moves 16 bytes per access with
+ * a scalar tail; a per-channel kernel on a channels-last tensor uses the
+ * widest vector (at most 16 bytes) whose width divides C.  Every tensor's
+ * base must be 16-byte aligned (the memory plan's offsets are multiples of
+ * 256).  Grids of grid-stride kernels are capped at 8 blocks of 256 per SM
+ * (one full wave). */
+#include "rt_gpu_kernels.h"
+#include "rt_gpu_templates.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_nvrtc.h"
+
+/* The embedded codegen_templates/ files (rt_gpu_templates.c, generated at
+ * build time): the text of "name", or NULL. */
+
+enum { BLOCK = 256, FIN_BLOCK = 128, MAX_DEFS = 40, DEF_LEN = 96 };
+
+typedef struct Emit {
+  const IrGraph *g;
+  const IrNode *n;
+  int node;
+  int64_t batch;
+  const RtGpuDevice *dev;
+  RtKNode *k;
+  char *err;
+  size_t errlen;
+  const char *dtype;  /* of the node's main tensor, for kernel names */
+  const char *layout; /* "nhwc", "nchw", "krsc", "kcrs" or "row" */
+  size_t cap, len;    /* of k->source */
+  /* the launch being built */
+  RtKLaunch *cur;
+  int ndefs;
+  char defs[MAX_DEFS][2][DEF_LEN];
+} Emit;
+
+static int fail(Emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(Emit *e, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (e->err && e->errlen)
+    snprintf(e->err, e->errlen, "node %d (%s, op %s): %s", e->node, e->n->name ? e->n->name : "unnamed",
+             ir_op_info(e->n->op)->name, msg);
+  return -1;
+}
+
+/* --- types and shapes ------------------------------------------------------ */
+
+static const IrType *in_type(const Emit *e, int i) { return &e->g->val[e->n->in[i]].type; }
+static const IrType *out_type(const Emit *e, int i) { return &e->g->val[e->n->out[i]].type; }
+
+static int64_t dim(const Emit *e, const IrType *t, int i) { return t->dim[i] == IR_DIM_N ? e->batch : t->dim[i]; }
+
+static int64_t numel(const Emit *e, const IrType *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= dim(e, t, i);
+  return n;
+}
+
+static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
+
+/* The C type a template stores dt as. */
+static const char *ctype(IrDtype dt) {
+  switch (dt) {
+  case IR_DT_F32: return "float";
+  case IR_DT_F16: return "netc_f16";
+  case IR_DT_BF16: return "netc_bf16";
+  case IR_DT_I8: return "signed char";
+  case IR_DT_I32: return "int";
+  case IR_DT_I64: return "long long";
+  default: return NULL;
+  }
+}
+
+static const char *layout_tag(const IrType *t) {
+  switch (t->layout) {
+  case IR_LAYOUT_NCHW: return "nchw";
+  case IR_LAYOUT_NHWC: return "nhwc";
+  case IR_LAYOUT_KCRS: return "kcrs";
+  case IR_LAYOUT_KRSC: return "krsc";
+  default: return "row";
+  }
+}
+
+/* A tensor as [rows, C] with channels innermost: NHWC (rows = N*H*W) or a
+ * row-major [N, C] matrix.  -1 (after fail) for anything else. */
+static int chan_view(Emit *e, const IrType *t, int64_t *rows, int *C) {
+  if (!((t->rank == 4 && t->layout == IR_LAYOUT_NHWC) || (t->rank == 2 && t->layout == IR_LAYOUT_ROW))) {
+    char b[96];
+    return fail(e, "per-channel kernels need NHWC or [N, C] tensors, not %s", ir_type_str(t, b, sizeof b));
+  }
+  *C = (int)dim(e, t, t->rank - 1);
+  *rows = numel(e, t) / *C;
+  return 0;
+}
+
+/* Elements per 16-byte access of dt. */
+static int flat_vec(IrDtype dt) { return (int)(16 / ir_dtype_size(dt)); }
+
+/* The widest vector (<= 16 bytes) whose width divides C. */
+static int chan_vec(IrDtype dt, int C) {
+  int v = flat_vec(dt);
+  while (v > 1 && C % v != 0) v /= 2;
+  return v;
+}
+
+static unsigned grid_1d(const Emit *e, int64_t units) {
+  int64_t cap = (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1) * 8;
+  int64_t b = (units + BLOCK - 1) / BLOCK;
+  if (b < 1) b = 1;
+  return (unsigned)(b < cap ? b : cap);
+}
+
+static void attr2(const IrNode *n, const char *key, int dflt, int v[2]) {
+  const IrAttr *a = ir_attr_find(n, key);
+  v[0] = v[1] = dflt;
+  if (a && a->n >= 1) v[0] = v[1] = (int)a->i[0];
+  if (a && a->n >= 2) v[1] = (int)a->i[1];
+}
+
+/* A float attribute as a float literal with every bit of the f32 value. */
+static void float_lit(char *buf, size_t len, double v) { snprintf(buf, len, "%.9ef", (double)(float)v); }
+
+/* --- building launches ------------------------------------------------------ */
+
+static RtKArg in(int i) { return (RtKArg){RT_KARG_IN, i, 0}; }
+static RtKArg out(int i) { return (RtKArg){RT_KARG_OUT, i, 0}; }
+static RtKArg scratch(size_t offset) { return (RtKArg){RT_KARG_SCRATCH, 0, offset}; }
+
+static void def(Emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void def(Emit *e, const char *name, const char *fmt, ...) {
+  if (e->ndefs >= MAX_DEFS) return;
+  snprintf(e->defs[e->ndefs][0], DEF_LEN, "%s", name);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->defs[e->ndefs][1], DEF_LEN, fmt, ap);
+  va_end(ap);
+  e->ndefs++;
+}
+
+static void def_float(Emit *e, const char *name, double v) {
+  char b[48];
+  float_lit(b, sizeof b, v);
+  def(e, name, "%s", b);
+}
+
+/* Starts launch `stage` ("" for a node's only kernel):
+ * k<node>_<op>[_<stage>]_<dtype>_<layout>. */
+static int begin(Emit *e, const char *stage) {
+  if (e->k->nlaunch >= RT_K_MAX_LAUNCH) return fail(e, "more than %d launches", RT_K_MAX_LAUNCH);
+  e->cur = &e->k->launch[e->k->nlaunch];
+  memset(e->cur, 0, sizeof *e->cur);
+  int len = snprintf(e->cur->name, sizeof e->cur->name, "k%d_%s%s%s_%s_%s", e->node, ir_op_info(e->n->op)->name,
+                     *stage ? "_" : "", stage, e->dtype, e->layout);
+  if (len < 0 || (size_t)len >= sizeof e->cur->name) return fail(e, "kernel name too long");
+  e->ndefs = 0;
+  def(e, "NETC_KERNEL_NAME", "%s", e->cur->name);
+  return 0;
+}
+
+static void args(Emit *e, int nargs, const RtKArg *a) {
+  e->cur->nargs = nargs;
+  for (int i = 0; i < nargs; i++) e->cur->args[i] = a[i];
+}
+#define ARGS(e, ...) args((e), (int)(sizeof((RtKArg[]){__VA_ARGS__}) / sizeof(RtKArg)), (RtKArg[]){__VA_ARGS__})
+
+static int append(Emit *e, const char *s) {
+  size_t n = strlen(s);
+  if (e->len + n + 1 > e->cap) {
+    size_t cap = e->cap ? e->cap : 4096;
+    while (cap < e->len + n + 1) cap *= 2;
+    char *p = realloc(e->k->source, cap);
+    if (!p) return fail(e, "out of memory");
+    e->k->source = p;
+    e->cap = cap;
+  }
+  memcpy(e->k->source + e->len, s, n + 1);
+  e->len += n;
+  return 0;
+}
+
+/* Instantiates template tmpl with the defines gathered since begin(),
+ * appends it to the node's source and completes the launch. */
+static int end(Emit *e, const char *tmpl, unsigned gx, unsigned gy, unsigned bx, unsigned by) {
+  const char *text = rt_gpu_templates_text(tmpl), *common = rt_gpu_templates_text("common.cu");
+  if (!text || !common) return fail(e, "template %s is not embedded", text ? "common.cu" : tmpl);
+  if (e->ndefs >= MAX_DEFS) return fail(e, "too many template parameters");
+  int eltwise = strcmp(tmpl, "eltwise.cu") == 0;
+  size_t lc = eltwise ? 0 : strlen(common), lt = strlen(text);
+  char *joined = malloc(lc + lt + 2);
+  if (!joined) return fail(e, "out of memory");
+  if (lc) memcpy(joined, common, lc);
+  joined[lc] = '\n';
+  memcpy(joined + lc + 1, text, lt + 1);
+  RtNvrtcDefine d[MAX_DEFS];
+  for (int i = 0; i < e->ndefs; i++) d[i] = (RtNvrtcDefine){e->defs[i][0], e->defs[i][1]};
+  char name[64], *src = NULL, msg[512];
+  snprintf(name, sizeof name, "codegen_templates/%s", tmpl);
+  RtNvrtcStatus s = rt_nvrtc_instantiate(name, joined, d, e->ndefs, &src, msg, sizeof msg);
+  free(joined);
+  if (s != RT_NVRTC_OK) return fail(e, "%s", msg);
+  char open[64];
+  snprintf(open, sizeof open, "namespace netc_k%d_%d {\n", e->node, e->k->nlaunch);
+  int rc = append(e, open) || append(e, src) || append(e, "} /* namespace */\n");
+  free(src);
+  for (int i = 0; i < e->ndefs && !rc; i++) {
+    char u[DEF_LEN + 16];
+    snprintf(u, sizeof u, "#undef %s\n", e->defs[i][0]);
+    rc = append(e, u);
+  }
+  if (rc) return -1;
+  RtKLaunch *l = e->cur;
+  l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = 1;
+  l->block[0] = bx, l->block[1] = by, l->block[2] = 1;
+  e->k->nlaunch++;
+  return 0;
+}
+
+static void need_scratch(Emit *e, size_t bytes) {
+  if (bytes > e->k->scratch_bytes) e->k->scratch_bytes = bytes;
+}
+
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* --- elementwise (eltwise.cu) ----------------------------------------------- */
+
+static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, RtKArg a0, RtKArg a1,
+                   RtKArg o0) {
+  if (!is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
+  int v = flat_vec(dt);
+  if (begin(e, stage)) return -1;
+  def(e, op, "1");
+  def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
+  def(e, "NETC_VEC", "%d", v);
+  def(e, "NETC_N", "%lldLL", (long long)count);
+  ARGS(e, a0, a1, o0, o0); /* out1 is unused by these ops */
+  int64_t units = count / v > count % v ? count / v : count % v;
+  return end(e, "eltwise.cu", grid_1d(e, units), 1, BLOCK, 1);
+}
+
+static int emit_eltwise(Emit *e) {
+  const IrType *t = in_type(e, 0);
+  int64_t n = numel(e, t);
+  for (int i = 1; i < e->n->nin; i++)
+    if (in_type(e, i)->dtype != t->dtype) return fail(e, "inputs of different dtypes");
+  switch (e->n->op) {
+  case IR_OP_RELU: return eltwise(e, "", "NETC_OP_RELU_FWD", t->dtype, n, in(0), in(0), out(0));
+  case IR_OP_ADD: return eltwise(e, "", "NETC_OP_ADD_FWD", t->dtype, n, in(0), in(1), out(0));
+  case IR_OP_ADD_RELU: return eltwise(e, "", "NETC_OP_ADD_RELU_FWD", t->dtype, n, in(0), in(1), out(0));
+  default: /* relu_bwd (dy, y): the template takes (y, dy) */
+    return eltwise(e, "", "NETC_OP_RELU_BWD", t->dtype, n, in(1), in(0), out(0));
+  }
+}
+
+/* --- per-channel ops (chan_reduce.cu, chan_finalize.cu, chan_apply.cu) ----- */
+
+typedef struct Chan {
+  int64_t rows;
+  int C, V, bx, by, G, gy;
+  IrDtype dt;
+  size_t coef; /* scratch offset of coef[3][C] */
+} Chan;
+
+/* Shape and reduction geometry of per-channel work on tensor t. */
+static int chan_plan(Emit *e, const IrType *t, Chan *c) {
+  if (chan_view(e, t, &c->rows, &c->C)) return -1;
+  if (!is_float(t->dtype)) return fail(e, "per-channel kernels need a float tensor");
+  c->dt = t->dtype;
+  c->V = chan_vec(t->dtype, c->C);
+  int cv = c->C / c->V;
+  c->bx = cv < 16 ? cv : 16;
+  c->by = BLOCK / c->bx;
+  c->gy = (cv + c->bx - 1) / c->bx;
+  int64_t want = (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1) * 4 / c->gy;
+  int64_t chunks = (c->rows + c->by - 1) / c->by;
+  if (want < 1) want = 1;
+  c->G = (int)(chunks < want ? chunks : want);
+  c->coef = align256((size_t)2 * c->G * c->C * sizeof(float));
+  return 0;
+}
+
+static void chan_defs(Emit *e, const Chan *c) {
+  def(e, "NETC_TX", "%s", ctype(c->dt));
+  def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
+  def(e, "NETC_C", "%d", c->C);
+  def(e, "NETC_V", "%d", c->V);
+}
+
+/* The partial sums: op is NETC_RED_STATS, NETC_RED_BWD or NETC_RED_SUM. */
+static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
+  if (begin(e, strcmp(op, "NETC_RED_STATS") == 0 ? "stats" : "sums")) return -1;
+  def(e, op, "1");
+  def(e, "NETC_RELU", "%d", relu);
+  chan_defs(e, c);
+  def(e, "NETC_BX", "%d", c->bx);
+  def(e, "NETC_BY", "%d", c->by);
+  need_scratch(e, c->coef + (size_t)3 * c->C * sizeof(float));
+  return end(e, "chan_reduce.cu", (unsigned)c->G, (unsigned)c->gy, (unsigned)c->bx, (unsigned)c->by);
+}
+
+static int chan_finalize(Emit *e, const Chan *c, const char *op) {
+  if (begin(e, "finalize")) return -1;
+  def(e, op, "1");
+  def(e, "NETC_TX", "%s", ctype(c->dt));
+  def(e, "NETC_C", "%d", c->C);
+  def(e, "NETC_G", "%d", c->G);
+  def(e, "NETC_M", "%lldLL", (long long)c->rows);
+  def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
+  def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
+  need_scratch(e, c->coef + (size_t)3 * c->C * sizeof(float));
+  return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_BLOCK - 1) / FIN_BLOCK), 1, FIN_BLOCK, 1);
+}
+
+static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const char *tb) {
+  if (begin(e, strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias" : "apply")) return -1;
+  def(e, op, "1");
+  def(e, "NETC_RELU", "%d", relu);
+  def(e, "NETC_TB", "%s", tb);
+  chan_defs(e, c);
+  return end(e, "chan_apply.cu", grid_1d(e, c->rows * (c->C / c->V)), 1, BLOCK, 1);
+}
+
+/* The f32 per-channel vectors batch norm reads and writes. */
+static int check_f32(Emit *e, int first_in, int last_in, int first_out, int last_out) {
+  for (int i = first_in; i <= last_in; i++)
+    if (in_type(e, i)->dtype != IR_DT_F32) return fail(e, "input %d is not f32", i);
+  for (int i = first_out; i <= last_out; i++)
+    if (out_type(e, i)->dtype != IR_DT_F32) return fail(e, "output %d is not f32", i);
+  return 0;
+}
+
+/* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
+ * mean, var) into coef, then the affine on tensor x into y. */
+static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int relu) {
+  Chan c;
+  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0) || chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
+  ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
+  if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
+  ARGS(e, x, scratch(c.coef), y);
+  return 0;
+}
+
+/* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
+ * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd. */
+static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu) {
+  Chan c;
+  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
+  if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
+  if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
+  ARGS(e, x, scratch(0));
+  if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
+  ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+  if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
+  ARGS(e, x, scratch(c.coef), y);
+  return 0;
+}
+
+/* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
+ * (dy, y, z, gamma, mean, invstd) -> dx, dgamma, dbeta. */
+static int bn_bwd(Emit *e, int relu) {
+  int xi = relu ? 2 : 1, p = relu ? 3 : 2;
+  RtKArg dy = in(0), x = in(xi), mask = relu ? in(1) : in(0);
+  Chan c;
+  if (chan_plan(e, in_type(e, xi), &c) || check_f32(e, p, p + 2, 1, 2)) return -1;
+  if (in_type(e, 0)->dtype != c.dt || (relu && in_type(e, 1)->dtype != c.dt))
+    return fail(e, "dy, y and x must share a dtype");
+  if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
+  ARGS(e, dy, x, mask, in(p + 1), in(p + 2), scratch(0));
+  if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
+  ARGS(e, scratch(0), in(p), in(p + 2), out(1), out(2), scratch(c.coef));
+  if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
+  ARGS(e, dy, x, mask, in(p + 1), scratch(c.coef), out(0));
+  return 0;
+}
+
+static int emit_channel_sum(Emit *e) {
+  Chan c;
+  if (chan_plan(e, in_type(e, 0), &c) || check_f32(e, 1, 0, 0, 0)) return -1;
+  if (chan_reduce(e, &c, "NETC_RED_SUM", 0)) return -1;
+  ARGS(e, in(0), scratch(0));
+  if (chan_finalize(e, &c, "NETC_FIN_SUM")) return -1;
+  ARGS(e, scratch(0), out(0));
+  return 0;
+}
+
+/* --- convolutions (cuDNN) and what follows them ----------------------------- */
+
+/* The node's convolution: x, w, y are the forward roles' tensors. */
+static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
+  const IrNode *n = e->n;
+  const IrType *tx = x.kind == RT_KARG_IN ? in_type(e, x.index) : out_type(e, x.index);
+  const IrType *tw = w.kind == RT_KARG_IN ? in_type(e, w.index) : out_type(e, w.index);
+  const IrType *ty = y.kind == RT_KARG_IN ? in_type(e, y.index) : out_type(e, y.index);
+  if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
+    return fail(e, "convolutions run on NHWC activations and KRSC filters");
+  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !is_float(tx->dtype))
+    return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
+                ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
+  RtConvDesc *d = &e->k->conv;
+  memset(d, 0, sizeof *d);
+  d->kind = kind;
+  d->n = (int)dim(e, tx, 0), d->h = (int)tx->dim[1], d->w = (int)tx->dim[2], d->c = (int)tx->dim[3];
+  d->k = (int)tw->dim[0], d->r = (int)tw->dim[1], d->s = (int)tw->dim[2];
+  d->ho = (int)ty->dim[1], d->wo = (int)ty->dim[2];
+  attr2(n, "s", 1, d->stride);
+  attr2(n, "p", 0, d->pad);
+  attr2(n, "d", 1, d->dilation);
+  d->groups = (int)ir_attr_int(n, "groups", 1);
+  d->dtype = tx->dtype;
+  e->k->has_conv = 1;
+  e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;
+  return 0;
+}
+
+static int emit_conv(Emit *e) {
+  switch (e->n->op) {
+  case IR_OP_CONV2D: {
+    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (e->n->nin < 3) return 0;
+    Chan c;
+    if (chan_plan(e, out_type(e, 0), &c)) return -1;
+    const char *tb = ctype(in_type(e, 2)->dtype);
+    if (!is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    if (chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
+    ARGS(e, out(0), in(2), out(0));
+    return 0;
+  }
+  case IR_OP_CONV2D_BWD_DATA: return conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0));
+  case IR_OP_CONV2D_BWD_WEIGHT: return conv(e, RT_CONV_BWD_FILTER, in(1), out(0), in(0));
+  case IR_OP_CONV2D_BWD_DATA_RELU:
+    if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
+    return eltwise(e, "mask", "NETC_OP_RELU_BWD", out_type(e, 0)->dtype, numel(e, out_type(e, 0)), in(2), out(0),
+                   out(0));
+  case IR_OP_CONV2D_BN:
+    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
+  default: /* conv2d_bn_train: z = out 0, y = out 1 */
+    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    return bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0));
+  }
+}
+
+/* --- pooling (pool.cu) ------------------------------------------------------- */
+
+static int emit_pool(Emit *e) {
+  IrOp op = e->n->op;
+  int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD;
+  const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
+  if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
+    return fail(e, "pooling runs on NHWC tensors");
+  if (!is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
+  int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
+  const char *which = op == IR_OP_MAXPOOL           ? "NETC_POOL_MAX"
+                      : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
+                      : op == IR_OP_MAXPOOL_BWD     ? "NETC_POOL_MAX_BWD"
+                      : op == IR_OP_AVGPOOL_BWD     ? "NETC_POOL_AVG_BWD"
+                      : op == IR_OP_GLOBAL_AVGPOOL  ? "NETC_GAP"
+                                                    : "NETC_GAP_BWD";
+  if (begin(e, "")) return -1;
+  def(e, which, "1");
+  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
+  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
+  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
+  def(e, "NETC_C", "%d", C);
+  def(e, "NETC_V", "%d", V);
+  int64_t units = numel(e, bwd ? tx : ty) / V;
+  if (op != IR_OP_GLOBAL_AVGPOOL && op != IR_OP_GLOBAL_AVGPOOL_BWD) {
+    int k[2], s[2], p[2];
+    attr2(e->n, "k", 1, k);
+    attr2(e->n, "s", 1, s);
+    attr2(e->n, "p", 0, p);
+    def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
+    def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
+    def(e, "NETC_R", "%d", k[0]);
+    def(e, "NETC_S", "%d", k[1]);
+    def(e, "NETC_SH", "%d", s[0]);
+    def(e, "NETC_SW", "%d", s[1]);
+    def(e, "NETC_PH", "%d", p[0]);
+    def(e, "NETC_PW", "%d", p[1]);
+    def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
+  }
+  if (op == IR_OP_MAXPOOL_BWD) {
+    if (in_type(e, 1)->dtype != tx->dtype) return fail(e, "dy and x must share a dtype");
+    ARGS(e, in(0), in(1), out(0));
+  } else {
+    ARGS(e, in(0), out(0));
+  }
+  return end(e, "pool.cu", grid_1d(e, units), 1, BLOCK, 1);
+}
+
+/* --- copies and casts (cast.cu) ---------------------------------------------- */
+
+static int emit_cast(Emit *e) {
+  const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
+  int64_t count = numel(e, tx);
+  int i8 = ty->dtype == IR_DT_I8;
+  if (!is_float(tx->dtype) || !(is_float(ty->dtype) || i8))
+    return fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype), ir_dtype_name(ty->dtype));
+  /* 16-byte accesses on the wider side (f32 -> f16 reads 16 bytes, writes 8):
+   * no access wider than the 16-byte alignment every tensor has */
+  int v = flat_vec(tx->dtype);
+  if (!i8 && flat_vec(ty->dtype) < v) v = flat_vec(ty->dtype);
+  unsigned G = grid_1d(e, count);
+  if (i8) {
+    if (begin(e, "amax")) return -1;
+    def(e, "NETC_CAST_AMAX", "1");
+    def(e, "NETC_TX", "%s", ctype(tx->dtype));
+    def(e, "NETC_COUNT", "%lldLL", (long long)count);
+    ARGS(e, in(0), scratch(0));
+    need_scratch(e, G * sizeof(float));
+    if (end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
+  }
+  if (begin(e, i8 ? "quant" : "")) return -1;
+  def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
+  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", ctype(ty->dtype));
+  def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  def(e, "NETC_V", "%d", v);
+  def(e, "NETC_G", "%u", G);
+  if (i8)
+    ARGS(e, in(0), scratch(0), out(0));
+  else
+    ARGS(e, in(0), out(0));
+  return end(e, "cast.cu", grid_1d(e, count / v + 1), 1, BLOCK, 1);
+}
+
+/* flatten / unflatten keep the memory order: a copy. */
+static int emit_copy(Emit *e) {
+  const IrType *tx = in_type(e, 0);
+  if (!is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
+  if (begin(e, "")) return -1;
+  def(e, "NETC_CAST", "1");
+  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", ctype(tx->dtype));
+  def(e, "NETC_V", "%d", flat_vec(tx->dtype));
+  def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
+  ARGS(e, in(0), out(0));
+  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
+}
+
+/* --- relayout (relayout.cu) -------------------------------------------------- */
+
+static int emit_relayout(Emit *e) {
+  const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
+  if (tx->rank != 4 || ty->rank != 4 || tx->layout == IR_LAYOUT_ROW || ty->layout == IR_LAYOUT_ROW)
+    return fail(e, "relayout needs rank-4 tensors with named layouts");
+  int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
+  int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
+  if (begin(e, "")) return -1;
+  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
+  def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
+  def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
+  def(e, "NETC_H", "%lld", (long long)ty->dim[out_last ? 1 : 2]);
+  def(e, "NETC_W", "%lld", (long long)ty->dim[out_last ? 2 : 3]);
+  def(e, "NETC_IN_LAST", "%d", in_last);
+  def(e, "NETC_OUT_LAST", "%d", out_last);
+  ARGS(e, in(0), out(0));
+  return end(e, "relayout.cu", grid_1d(e, numel(e, ty)), 1, BLOCK, 1);
+}
+
+/* --- linear (linear.cu) ------------------------------------------------------ */
+
+static int emit_linear(Emit *e) {
+  IrOp op = e->n->op;
+  const IrType *t0 = in_type(e, 0), *t1 = in_type(e, 1), *to = out_type(e, 0);
+  if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return fail(e, "linear needs [N, C] matrices");
+  if (!is_float(t0->dtype) || !is_float(t1->dtype) || !is_float(to->dtype))
+    return fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
+  int64_t M, N, K, sam, sak, sbk, sbn;
+  int64_t batch = dim(e, t0, 0);
+  if (op == IR_OP_LINEAR) { /* x [M, K], W [N, K] */
+    M = batch, K = t0->dim[1], N = t1->dim[0];
+    sam = K, sak = 1, sbk = 1, sbn = K;
+  } else if (op == IR_OP_LINEAR_BWD_DATA) { /* dy [M, K=out], W [out, N=in] */
+    M = batch, K = t0->dim[1], N = t1->dim[1];
+    sam = K, sak = 1, sbk = N, sbn = 1;
+  } else { /* dy [batch, M=out], x [batch, N=in] */
+    M = t0->dim[1], N = t1->dim[1], K = batch;
+    sam = 1, sak = M, sbk = N, sbn = 1;
+  }
+  int bias = op == IR_OP_LINEAR && e->n->nin == 3;
+  if (begin(e, "")) return -1;
+  def(e, "NETC_M", "%lld", (long long)M);
+  def(e, "NETC_N", "%lld", (long long)N);
+  def(e, "NETC_K", "%lld", (long long)K);
+  def(e, "NETC_SAM", "%lld", (long long)sam);
+  def(e, "NETC_SAK", "%lld", (long long)sak);
+  def(e, "NETC_SBK", "%lld", (long long)sbk);
+  def(e, "NETC_SBN", "%lld", (long long)sbn);
+  def(e, "NETC_TA", "%s", ctype(t0->dtype));
+  def(e, "NETC_TB", "%s", ctype(t1->dtype));
+  def(e, "NETC_TO", "%s", ctype(to->dtype));
+  def(e, "NETC_BIAS", "%d", bias);
+  if (bias) {
+    if (!is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    def(e, "NETC_TBIAS", "%s", ctype(in_type(e, 2)->dtype));
+    ARGS(e, in(0), in(1), in(2), out(0));
+  } else {
+    ARGS(e, in(0), in(1), out(0));
+  }
+  return end(e, "linear.cu", (unsigned)((N + 63) / 64), (unsigned)((M + 63) / 64), BLOCK, 1);
+}
+
+/* --- softmax cross-entropy (softmax_ce.cu) ---------------------------------- */
+
+static int emit_softmax_ce(Emit *e) {
+  const IrType *tz = in_type(e, 0), *tl = in_type(e, 1);
+  if (tz->rank != 2 || !is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
+  if (tl->dtype != IR_DT_I32 && tl->dtype != IR_DT_I64) return fail(e, "labels must be i32 or i64");
+  int64_t N = dim(e, tz, 0), classes = tz->dim[1];
+  int bwd = e->n->op == IR_OP_SOFTMAX_CE_BWD;
+  if (begin(e, bwd ? "" : "rows")) return -1;
+  def(e, bwd ? "NETC_SCE_BWD" : "NETC_SCE_ROWS", "1");
+  def(e, "NETC_N", "%lld", (long long)N);
+  def(e, "NETC_CLASSES", "%lld", (long long)classes);
+  def_float(e, "NETC_EPS", ir_attr_float(e->n, "smoothing", 0));
+  def(e, "NETC_TZ", "%s", ctype(tz->dtype));
+  def(e, "NETC_TL", "%s", ctype(tl->dtype));
+  if (bwd) {
+    if (in_type(e, 2)->dtype != IR_DT_F32) return fail(e, "the loss scale must be f32");
+    def(e, "NETC_TD", "%s", ctype(out_type(e, 0)->dtype));
+    ARGS(e, in(0), in(1), in(2), out(0));
+    return end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1);
+  }
+  ARGS(e, in(0), in(1), scratch(0));
+  need_scratch(e, (size_t)N * sizeof(double));
+  if (end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1) || begin(e, "mean")) return -1;
+  def(e, "NETC_SCE_MEAN", "1");
+  def(e, "NETC_N", "%lld", (long long)N);
+  def(e, "NETC_CLASSES", "%lld", (long long)classes);
+  ARGS(e, scratch(0), out(0));
+  return end(e, "softmax_ce.cu", 1, 1, BLOCK, 1);
+}
+
+/* --- sgd_update (sgd.cu) ------------------------------------------------------ */
+
+static int emit_sgd(Emit *e) {
+  const IrType *tw = in_type(e, 0), *tg = in_type(e, 1), *tb = in_type(e, 2);
+  if (!is_float(tw->dtype) || !is_float(tg->dtype) || !is_float(tb->dtype) || in_type(e, 3)->dtype != IR_DT_F32 ||
+      in_type(e, 4)->dtype != IR_DT_F32)
+    return fail(e, "sgd_update needs float tensors and f32 lr and loss scale");
+  int64_t count = numel(e, tw);
+  int v = flat_vec(tw->dtype);
+  if (flat_vec(tg->dtype) < v) v = flat_vec(tg->dtype);
+  if (flat_vec(tb->dtype) < v) v = flat_vec(tb->dtype);
+  if (begin(e, "")) return -1;
+  def(e, "NETC_TW", "%s", ctype(tw->dtype));
+  def(e, "NETC_TG", "%s", ctype(tg->dtype));
+  def(e, "NETC_TBUF", "%s", ctype(tb->dtype));
+  def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  def(e, "NETC_V", "%d", v);
+  def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
+  def_float(e, "NETC_WD", ir_attr_float(e->n, "weight_decay", 0));
+  def(e, "NETC_NESTEROV", "%d", ir_attr_int(e->n, "nesterov", 0) != 0);
+  ARGS(e, in(0), in(1), in(2), in(3), in(4));
+  int64_t units = count / v > count % v ? count / v : count % v;
+  return end(e, "sgd.cu", grid_1d(e, units), 1, BLOCK, 1);
+}
+
+/* --- the entry points ----------------------------------------------------------- */
+
+static int emit_node(Emit *e) {
+  switch (e->n->op) {
+  case IR_OP_RELU:
+  case IR_OP_ADD:
+  case IR_OP_ADD_RELU:
+  case IR_OP_RELU_BWD: return emit_eltwise(e);
+  case IR_OP_CONV2D:
+  case IR_OP_CONV2D_BWD_DATA:
+  case IR_OP_CONV2D_BWD_WEIGHT:
+  case IR_OP_CONV2D_BWD_DATA_RELU:
+  case IR_OP_CONV2D_BN:
+  case IR_OP_CONV2D_BN_TRAIN: return emit_conv(e);
+  case IR_OP_BATCHNORM: return bn_infer(e, in_type(e, 0), 1, in(0), out(0), 0);
+  case IR_OP_BATCHNORM_TRAIN: return bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0);
+  case IR_OP_BATCHNORM_BWD: return bn_bwd(e, 0);
+  case IR_OP_BATCHNORM_RELU_BWD: return bn_bwd(e, 1);
+  case IR_OP_CHANNEL_SUM: return emit_channel_sum(e);
+  case IR_OP_MAXPOOL:
+  case IR_OP_AVGPOOL:
+  case IR_OP_GLOBAL_AVGPOOL:
+  case IR_OP_MAXPOOL_BWD:
+  case IR_OP_AVGPOOL_BWD:
+  case IR_OP_GLOBAL_AVGPOOL_BWD: return emit_pool(e);
+  case IR_OP_FLATTEN:
+  case IR_OP_UNFLATTEN: return emit_copy(e);
+  case IR_OP_LINEAR:
+  case IR_OP_LINEAR_BWD_DATA:
+  case IR_OP_LINEAR_BWD_WEIGHT: return emit_linear(e);
+  case IR_OP_SOFTMAX_CE:
+  case IR_OP_SOFTMAX_CE_BWD: return emit_softmax_ce(e);
+  case IR_OP_SGD_UPDATE: return emit_sgd(e);
+  case IR_OP_CAST: return emit_cast(e);
+  case IR_OP_RELAYOUT: return emit_relayout(e);
+  default: return fail(e, "op %s has no GPU kernel yet", ir_op_info(e->n->op)->name);
+  }
+}
+
+int rt_gpu_kernels_emit(const IrGraph *g, int node, int64_t batch, const RtGpuDevice *dev, RtKNode *out,
+                        char *err, size_t errlen) {
+  if (!out) return -1;
+  memset(out, 0, sizeof *out);
+  if (!g || !dev || node < 0 || node >= g->nnode || batch < 1) {
+    if (err && errlen) snprintf(err, errlen, "rt_gpu_kernels_emit: invalid argument");
+    return -1;
+  }
+  const IrNode *n = &g->node[node];
+  Emit e = {.g = g, .n = n, .node = node, .batch = batch, .dev = dev, .k = out, .err = err, .errlen = errlen};
+  const IrType *mt = n->op == IR_OP_CAST ? &g->val[n->out[0]].type
+                     : n->nin > 0        ? &g->val[n->in[0]].type
+                                         : &g->val[n->out[0]].type;
+  e.dtype = ir_dtype_name(mt->dtype);
+  e.layout = layout_tag(mt);
+  if (emit_node(&e)) {
+    rt_gpu_kernels_free(out);
+    memset(out, 0, sizeof *out);
+    return -1;
+  }
+  return 0;
+}
+
+void rt_gpu_kernels_free(RtKNode *k) {
+  if (!k) return;
+  free(k->source);
+  k->source = NULL;
+}

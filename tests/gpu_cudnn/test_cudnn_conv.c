@@ -1,0 +1,386 @@
+/* test_cudnn_conv.c - cuDNN convolutions (rt_cudnn.c) against the CPU
+ * reference (rt_ref_conv.c), then the ResNet-50 conv timing table.
+ *
+ * Accuracy: ResNet-50 shapes (the 7x7 s2 stem on C=4, 1x1 s1, 3x3 s1 p1,
+ * 3x3 s2 p1, the 1x1 s2 downsample) at batch 2..8, plus a dilated and a
+ * grouped 3x3, each forward, backward-data and backward-filter in f32 and
+ * f16, on random data (f16-rounded for f16).  The output buffer starts as
+ * all-ones bytes (NaN), so an element cuDNN skips fails.  Passes when
+ * norm(gpu - ref) / norm(ref) is below 1e-4 (f32: no TF32 engines) or
+ * 1e-2 (f16).  A grouped case cuDNN reports as CUDNN_STATUS_NOT_SUPPORTED*
+ * is printed as unsupported, not failed.
+ *
+ * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
+ * 256 in f16 (and the stem in f32), each kind planned twice (heuristics'
+ * first choice; tuned: fastest of the first candidates), timed with events
+ * over 10 runs after 2 warm-ups; TFLOP/s counts 2*N*Ho*Wo*K*C/g*R*S.  The
+ * last lines weigh each shape by how often ResNet-50 uses it.
+ *
+ * Without a driver, a GPU or libcudnn it prints "skipped: <why>", exits 77. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "rt_cudnn.h"
+#include "rt_ref.h"
+
+enum { BENCH_WARMUP = 2, BENCH_RUNS = 10, BENCH_BATCH = 256, BENCH_BUDGET_S = 150 };
+
+static char err[4096];
+
+typedef struct Shape {
+  const char *name;
+  int n, c, h, w, k, r, s, stride, pad, dil, groups;
+  int count; /* uses in ResNet-50 (timing table) */
+} Shape;
+
+typedef struct Gpu {
+  RtCudaCtx *ctx;
+  const RtCudaApi *api;
+  CUstream stream;
+  RtCudnn *dnn;       /* heuristics' first choice */
+  RtCudnn *dnn_tuned; /* tuned */
+} Gpu;
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static float rand_value(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (float)((rng_state >> 40) & 0xffffff) * 0x1p-23f - 1.0f;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static RtConvDesc shape_desc(const Shape *sh, RtConvKind kind, IrDtype dt) {
+  RtConvDesc d;
+  memset(&d, 0, sizeof d);
+  d.kind = kind;
+  d.n = sh->n, d.c = sh->c, d.h = sh->h, d.w = sh->w;
+  d.k = sh->k, d.r = sh->r, d.s = sh->s;
+  d.ho = (sh->h + 2 * sh->pad - sh->dil * (sh->r - 1) - 1) / sh->stride + 1;
+  d.wo = (sh->w + 2 * sh->pad - sh->dil * (sh->s - 1) - 1) / sh->stride + 1;
+  d.stride[0] = d.stride[1] = sh->stride;
+  d.pad[0] = d.pad[1] = sh->pad;
+  d.dilation[0] = d.dilation[1] = sh->dil;
+  d.groups = sh->groups;
+  d.dtype = dt;
+  return d;
+}
+
+static size_t elem_bytes(IrDtype dt) { return dt == IR_DT_F32 ? 4 : 2; }
+
+/* Host floats -> a new device buffer in dt's storage format. */
+static int upload(Gpu *g, const float *x, int64_t n, IrDtype dt, CUdeviceptr *out) {
+  size_t bytes = elem_bytes(dt) * (size_t)n;
+  void *host = malloc(bytes);
+  if (!host) return 0;
+  if (dt == IR_DT_F32) {
+    memcpy(host, x, bytes);
+  } else {
+    uint16_t *hh = host;
+    for (int64_t i = 0; i < n; i++) hh[i] = rt_ref_f32_to_f16(x[i]);
+  }
+  int ok = !RT_CU(g->api, MemAlloc, (out, bytes), "test buffer", err, sizeof err) &&
+           !RT_CU(g->api, MemcpyHtoD, (*out, host, bytes), "test upload", err, sizeof err);
+  free(host);
+  return ok;
+}
+
+/* A device buffer of n elements filled with all-ones bytes (NaN in f32/f16). */
+static int alloc_nan(Gpu *g, int64_t n, IrDtype dt, CUdeviceptr *out) {
+  size_t bytes = elem_bytes(dt) * (size_t)n;
+  void *host = malloc(bytes);
+  if (!host) return 0;
+  memset(host, 0xff, bytes);
+  int ok = !RT_CU(g->api, MemAlloc, (out, bytes), "test buffer", err, sizeof err) &&
+           !RT_CU(g->api, MemcpyHtoD, (*out, host, bytes), "test fill", err, sizeof err);
+  free(host);
+  return ok;
+}
+
+static int download(Gpu *g, CUdeviceptr p, int64_t n, IrDtype dt, float *x) {
+  size_t bytes = elem_bytes(dt) * (size_t)n;
+  void *host = malloc(bytes);
+  if (!host) return 0;
+  int ok = !RT_CU(g->api, MemcpyDtoH, (host, p, bytes), "test download", err, sizeof err);
+  if (ok && dt == IR_DT_F32) memcpy(x, host, bytes);
+  if (ok && dt != IR_DT_F32)
+    for (int64_t i = 0; i < n; i++) x[i] = rt_ref_f16_to_f32(((uint16_t *)host)[i]);
+  free(host);
+  return ok;
+}
+
+static float *rand_array(int64_t n, IrDtype dt) {
+  float *x = malloc(sizeof *x * (size_t)n);
+  if (!x) return NULL;
+  for (int64_t i = 0; i < n; i++) x[i] = rand_value();
+  if (dt == IR_DT_F16) rt_ref_round_f16(n, x, x);
+  return x;
+}
+
+static const char *KIND_NAMES[] = {"fwd", "bwd-data", "bwd-filter"};
+
+/* One shape, dtype and kind: GPU against the reference; prints one row. */
+static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
+  RtConvDesc d = shape_desc(sh, kind, dt);
+  RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
+  RtRefFilter wf = {d.k, d.c / d.groups, d.r, d.s, RT_REF_KRSC};
+  RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1],
+                      d.dilation[0], d.dilation[1], d.groups};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)wf.K * wf.C * wf.R * wf.S;
+  int64_t nout = kind == RT_CONV_FWD ? ny : kind == RT_CONV_BWD_DATA ? nx : nw;
+  const char *dtn = dt == IR_DT_F32 ? "f32" : "f16";
+  float *x = rand_array(nx, dt), *w = rand_array(nw, dt), *y = rand_array(ny, dt);
+  float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
+  CUdeviceptr bx = 0, bw = 0, by = 0, ws = 0;
+  CHECK(x && w && y && ref && got, "out of host memory");
+  if (!x || !w || !y || !ref || !got) goto done;
+
+  int rc = kind == RT_CONV_FWD        ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
+           : kind == RT_CONV_BWD_DATA ? rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, y, NULL)
+                                      : rt_ref_conv2d_bwd_weight(&xs, x, &wf, ref, NULL, &p, &ys, y, NULL);
+  CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
+  if (rc) goto done;
+
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
+  if (s && sh->groups > 1 && strstr(err, "CUDNN_STATUS_NOT_SUPPORTED")) {
+    printf("%-22s %-4s %-10s unsupported: %s\n", sh->name, dtn, KIND_NAMES[kind], err);
+    goto done;
+  }
+  CHECK(!s, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
+  if (s) goto done;
+  int ok = (kind == RT_CONV_BWD_DATA ? alloc_nan(g, nx, dt, &bx) : upload(g, x, nx, dt, &bx)) &&
+           (kind == RT_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
+           (kind == RT_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
+           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
+           !rt_cudnn_conv_run(g->dnn, plan, bx, bw, by, ws, err, sizeof err) &&
+           !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+           download(g, kind == RT_CONV_FWD ? by : kind == RT_CONV_BWD_DATA ? bx : bw, nout, dt, got);
+  CHECK(ok, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
+  if (!ok) goto done;
+
+  double num = 0, den = 0, worst = 0;
+  int64_t at = 0;
+  for (int64_t i = 0; i < nout; i++) {
+    double diff = (double)got[i] - (double)ref[i];
+    num += diff * diff;
+    den += (double)ref[i] * ref[i];
+    if (!(fabs(diff) <= worst)) worst = fabs(diff), at = i;
+  }
+  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+  double tol = dt == IR_DT_F32 ? 1e-4 : 1e-2;
+  int pass = rel < tol; /* false for NaN */
+  printf("%-22s %-4s %-10s rel err %.3e  (tol %.0e) %s  ws %zu B\n", sh->name, dtn, KIND_NAMES[kind], rel, tol,
+         pass ? "ok" : "FAIL", ws_bytes);
+  CHECK(pass, "%s %s %s: relative error %.3e >= %.0e; largest diff %.4g at %" PRId64 " (got %.6g want %.6g)",
+        sh->name, dtn, KIND_NAMES[kind], rel, tol, worst, at, got[at], ref[at]);
+done:
+  if (bx) g->api->MemFree(bx);
+  if (bw) g->api->MemFree(bw);
+  if (by) g->api->MemFree(by);
+  if (ws) g->api->MemFree(ws);
+  free(x), free(w), free(y), free(ref), free(got);
+}
+
+static const Shape CHECKED[] = {
+    {"stem 7x7 s2 C=4", 2, 4, 112, 112, 64, 7, 7, 2, 3, 1, 1, 0},
+    {"1x1 s1", 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 0},
+    {"3x3 s1 p1", 2, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 0},
+    {"3x3 s2 p1", 2, 128, 56, 56, 128, 3, 3, 2, 1, 1, 1, 0},
+    {"1x1 s2 downsample", 8, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1, 0},
+    {"3x3 p2 dilation 2", 3, 64, 28, 28, 64, 3, 3, 1, 2, 2, 1, 0},
+    {"3x3 p1 groups 4", 2, 64, 28, 28, 128, 3, 3, 1, 1, 1, 4, 0},
+};
+
+/* ResNet-50 (torchvision v1.5: stride on the 3x3) at batch 256; count is
+ * how many convolutions of the network have the shape. */
+static const Shape RESNET50[] = {
+    {"stem 7x7/2 4>64", BENCH_BATCH, 4, 224, 224, 64, 7, 7, 2, 3, 1, 1, 1},
+    {"l1 1x1 64>64", BENCH_BATCH, 64, 56, 56, 64, 1, 1, 1, 0, 1, 1, 1},
+    {"l1 3x3 64>64", BENCH_BATCH, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 3},
+    {"l1 1x1 64>256", BENCH_BATCH, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 4},
+    {"l1 1x1 256>64", BENCH_BATCH, 256, 56, 56, 64, 1, 1, 1, 0, 1, 1, 2},
+    {"l2 1x1 256>128", BENCH_BATCH, 256, 56, 56, 128, 1, 1, 1, 0, 1, 1, 1},
+    {"l2 3x3/2 128>128", BENCH_BATCH, 128, 56, 56, 128, 3, 3, 2, 1, 1, 1, 1},
+    {"l2 ds 1x1/2 256>512", BENCH_BATCH, 256, 56, 56, 512, 1, 1, 2, 0, 1, 1, 1},
+    {"l2 1x1 128>512", BENCH_BATCH, 128, 28, 28, 512, 1, 1, 1, 0, 1, 1, 4},
+    {"l2 1x1 512>128", BENCH_BATCH, 512, 28, 28, 128, 1, 1, 1, 0, 1, 1, 3},
+    {"l2 3x3 128>128", BENCH_BATCH, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 3},
+    {"l3 1x1 512>256", BENCH_BATCH, 512, 28, 28, 256, 1, 1, 1, 0, 1, 1, 1},
+    {"l3 3x3/2 256>256", BENCH_BATCH, 256, 28, 28, 256, 3, 3, 2, 1, 1, 1, 1},
+    {"l3 ds 1x1/2 512>1024", BENCH_BATCH, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1, 1},
+    {"l3 1x1 256>1024", BENCH_BATCH, 256, 14, 14, 1024, 1, 1, 1, 0, 1, 1, 6},
+    {"l3 1x1 1024>256", BENCH_BATCH, 1024, 14, 14, 256, 1, 1, 1, 0, 1, 1, 5},
+    {"l3 3x3 256>256", BENCH_BATCH, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 5},
+    {"l4 1x1 1024>512", BENCH_BATCH, 1024, 14, 14, 512, 1, 1, 1, 0, 1, 1, 1},
+    {"l4 3x3/2 512>512", BENCH_BATCH, 512, 14, 14, 512, 3, 3, 2, 1, 1, 1, 1},
+    {"l4 ds 1x1/2 1024>2048", BENCH_BATCH, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1, 1},
+    {"l4 1x1 512>2048", BENCH_BATCH, 512, 7, 7, 2048, 1, 1, 1, 0, 1, 1, 3},
+    {"l4 1x1 2048>512", BENCH_BATCH, 2048, 7, 7, 512, 1, 1, 1, 0, 1, 1, 2},
+    {"l4 3x3 512>512", BENCH_BATCH, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 2},
+};
+enum { NSHAPES = sizeof RESNET50 / sizeof RESNET50[0] };
+
+typedef struct Bench {
+  CUdeviceptr x, w, y, ws;
+  size_t ws_bytes;
+  CUevent ev[2];
+} Bench;
+
+/* Milliseconds per run of d planned on dnn, or -1 (err says why). */
+static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const RtConvDesc *d) {
+  RtConvPlan *plan;
+  size_t ws_bytes;
+  if (rt_cudnn_conv_plan(dnn, d, &plan, &ws_bytes, err, sizeof err)) return -1;
+  if (ws_bytes > b->ws_bytes) {
+    if (b->ws) g->api->MemFree(b->ws);
+    b->ws = 0, b->ws_bytes = 0;
+    if (RT_CU(g->api, MemAlloc, (&b->ws, ws_bytes), "bench workspace", err, sizeof err)) return -1;
+    b->ws_bytes = ws_bytes;
+  }
+  float ms = 0;
+  for (int i = 0; i < BENCH_WARMUP; i++)
+    if (rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err)) return -1;
+  if (RT_CU(g->api, EventRecord, (b->ev[0], g->stream), "bench", err, sizeof err)) return -1;
+  for (int i = 0; i < BENCH_RUNS; i++)
+    if (rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err)) return -1;
+  if (RT_CU(g->api, EventRecord, (b->ev[1], g->stream), "bench", err, sizeof err) ||
+      RT_CU(g->api, EventSynchronize, (b->ev[1]), "bench", err, sizeof err) ||
+      RT_CU(g->api, EventElapsedTime, (&ms, b->ev[0], b->ev[1]), "bench", err, sizeof err))
+    return -1;
+  return ms / BENCH_RUNS;
+}
+
+/* Device buffer of bytes, filled with small random f16 values (a random
+ * f32 bit pattern pair never forms a NaN from them either). */
+static int bench_buffer(Gpu *g, size_t bytes, CUdeviceptr *out) {
+  enum { CHUNK = 1 << 22 };
+  uint16_t *host = malloc(sizeof *host * CHUNK);
+  if (!host) return 0;
+  for (int i = 0; i < CHUNK; i++) host[i] = rt_ref_f32_to_f16(rand_value());
+  int ok = !RT_CU(g->api, MemAlloc, (out, bytes), "bench buffer", err, sizeof err);
+  for (size_t at = 0; ok && at < bytes; at += sizeof *host * CHUNK) {
+    size_t n = bytes - at < sizeof *host * CHUNK ? bytes - at : sizeof *host * CHUNK;
+    ok = !RT_CU(g->api, MemcpyHtoD, (*out + at, host, n), "bench fill", err, sizeof err);
+  }
+  free(host);
+  return ok;
+}
+
+static void bench(Gpu *g, double started) {
+  size_t maxx = 0, maxw = 0, maxy = 0;
+  for (int i = 0; i < NSHAPES; i++) {
+    RtConvDesc d = shape_desc(&RESNET50[i], RT_CONV_FWD, IR_DT_F32);
+    size_t nx = (size_t)d.n * d.h * d.w * d.c, nw = (size_t)d.k * d.r * d.s * d.c, ny = (size_t)d.n * d.ho * d.wo * d.k;
+    maxx = nx > maxx ? nx : maxx, maxw = nw > maxw ? nw : maxw, maxy = ny > maxy ? ny : maxy;
+  }
+  Bench b;
+  memset(&b, 0, sizeof b);
+  int ok = bench_buffer(g, 4 * maxx, &b.x) && bench_buffer(g, 4 * maxw, &b.w) && bench_buffer(g, 4 * maxy, &b.y) &&
+           !RT_CU(g->api, EventCreate, (&b.ev[0], CU_EVENT_DEFAULT), "bench", err, sizeof err) &&
+           !RT_CU(g->api, EventCreate, (&b.ev[1], CU_EVENT_DEFAULT), "bench", err, sizeof err);
+  CHECK(ok, "bench setup: %s", err);
+  double total_ms[3] = {0, 0, 0}, total_flop[3] = {0, 0, 0};
+  char table[NSHAPES + 1][200];
+  int rows = 0;
+  for (int i = 0; ok && i <= NSHAPES; i++) {
+    if (now_s() - started > BENCH_BUDGET_S) {
+      printf("bench: stopped after %d of %d shapes (time budget)\n", i, NSHAPES + 1);
+      break;
+    }
+    /* the last row is the stem again in f32 (the network's first conv) */
+    const Shape *sh = &RESNET50[i < NSHAPES ? i : 0];
+    IrDtype dt = i < NSHAPES ? IR_DT_F16 : IR_DT_F32;
+    double ms[3], ms_heur[3];
+    int n = snprintf(table[rows], sizeof table[rows], "%-22s %-3s %2d", sh->name, dt == IR_DT_F16 ? "f16" : "f32",
+                     sh->count);
+    for (int k = 0; k < 3; k++) {
+      RtConvDesc d = shape_desc(sh, (RtConvKind)k, dt);
+      double flop = 2.0 * d.n * d.ho * d.wo * d.k * (d.c / d.groups) * d.r * d.s;
+      ms_heur[k] = time_conv(g, &b, g->dnn, &d);
+      CHECK(ms_heur[k] > 0, "bench %s %s: %s", sh->name, KIND_NAMES[k], err);
+      ms[k] = time_conv(g, &b, g->dnn_tuned, &d);
+      CHECK(ms[k] > 0, "bench %s %s (tuned): %s", sh->name, KIND_NAMES[k], err);
+      if (ms[k] > 0 && i < NSHAPES) total_ms[k] += sh->count * ms[k], total_flop[k] += sh->count * flop;
+      n += snprintf(table[rows] + n, sizeof table[rows] - (size_t)n, " | %7.3f %6.1f %7.3f", ms[k],
+                    ms[k] > 0 ? flop / ms[k] * 1e-9 : 0.0, ms_heur[k]);
+    }
+    rows++;
+  }
+  if (b.ev[0]) g->api->EventDestroy(b.ev[0]);
+  if (b.ev[1]) g->api->EventDestroy(b.ev[1]);
+  CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.ws};
+  for (int i = 0; i < 4; i++)
+    if (*bufs[i]) g->api->MemFree(*bufs[i]);
+
+  printf("\nResNet-50 convs, batch %d, NHWC, FP32 accumulation; ms per run (tuned), TFLOP/s, ms (heuristics' "
+         "first)\n",
+         BENCH_BATCH);
+  printf("%-22s %-3s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur", "dgrad ms TF/s heur",
+         "wgrad ms TF/s heur");
+  for (int i = 0; i < rows; i++) printf("%s\n", table[i]);
+  double all_ms = total_ms[0] + total_ms[1] + total_ms[2], all_flop = total_flop[0] + total_flop[1] + total_flop[2];
+  printf("weighted by use (f16 rows): fwd %.2f ms %.1f TF/s, dgrad %.2f ms %.1f TF/s, wgrad %.2f ms %.1f TF/s; "
+         "all convs %.2f ms per step, %.1f TF/s\n",
+         total_ms[0], total_ms[0] > 0 ? total_flop[0] / total_ms[0] * 1e-9 : 0, total_ms[1],
+         total_ms[1] > 0 ? total_flop[1] / total_ms[1] * 1e-9 : 0, total_ms[2],
+         total_ms[2] > 0 ? total_flop[2] / total_ms[2] * 1e-9 : 0, all_ms, all_ms > 0 ? all_flop / all_ms * 1e-9 : 0);
+}
+
+int main(int argc, char **argv) {
+  int run_bench = !(argc > 1 && !strcmp(argv[1], "--no-bench"));
+  double started = now_s();
+  Gpu g;
+  memset(&g, 0, sizeof g);
+  int count = 0;
+  RtCudaStatus s = rt_cuda_device_count(&count, err, sizeof err);
+  if (s == RT_CUDA_ENODRIVER || s == RT_CUDA_ENODEVICE) return check_skip(err);
+  if (!s && count == 0) return check_skip("no GPU (the driver sees no device)");
+  if (s || rt_cuda_ctx_init(&g.ctx, 0, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  g.api = rt_cuda_ctx_api(g.ctx);
+  g.stream = rt_cuda_ctx_stream(g.ctx);
+  s = rt_cudnn_init(&g.dnn, g.stream, 0, err, sizeof err);
+  if (s == RT_CUDA_ENODRIVER) {
+    rt_cuda_ctx_free(g.ctx);
+    return check_skip(err);
+  }
+  CHECK(!s, "rt_cudnn_init: %s", err);
+  if (!s) s = rt_cudnn_init(&g.dnn_tuned, g.stream, 1, err, sizeof err);
+  CHECK(!s, "rt_cudnn_init(tune): %s", err);
+
+  if (!s) {
+    RtConvDesc bad = shape_desc(&CHECKED[1], RT_CONV_FWD, IR_DT_F32);
+    bad.ho++;
+    RtConvPlan *plan;
+    size_t ws;
+    CHECK(rt_cudnn_conv_plan(g.dnn, &bad, &plan, &ws, err, sizeof err) == RT_CUDA_EARG, "bad ho accepted");
+    RtConvDesc d = shape_desc(&CHECKED[1], RT_CONV_FWD, IR_DT_F32);
+    RtConvPlan *p1 = NULL, *p2 = NULL;
+    CHECK(!rt_cudnn_conv_plan(g.dnn, &d, &p1, &ws, err, sizeof err) &&
+              !rt_cudnn_conv_plan(g.dnn, &d, &p2, &ws, err, sizeof err) && p1 == p2,
+          "plan not cached: %s", err);
+  }
+  for (size_t i = 0; !s && i < sizeof CHECKED / sizeof CHECKED[0]; i++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int k = 0; k < 3; k++) check_case(&g, &CHECKED[i], dt ? IR_DT_F16 : IR_DT_F32, (RtConvKind)k);
+  if (!s && run_bench) bench(&g, started);
+  rt_cudnn_free(g.dnn_tuned);
+  rt_cudnn_free(g.dnn);
+  rt_cuda_ctx_free(g.ctx);
+  return check_report();
+}

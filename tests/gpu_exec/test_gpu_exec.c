@@ -1,0 +1,296 @@
+/* test_gpu_exec.c - the GPU executor against the CPU executor, whole models.
+ *
+ * models/smallcnn.net and models/resnet20.net, compiled through the whole
+ * pipeline at batch 8 (training and inference, fp32 and fp16), get the same
+ * seeded parameters, state and inputs in both executors (one graph object);
+ * after one step the loss, the logits and every parameter and state value
+ * must agree: relative to the largest magnitude of each tensor, 1e-4 at
+ * fp32 (cuDNN picks its own algorithms) and 2e-2 at fp16, or at fp16 twice
+ * what the CPU step itself moves when the image is perturbed by f16
+ * rounding (resnet20's gradients move 10-20% that way: a deep net amplifies
+ * rounding, and cuDNN rounds in other places than the CPU).  Then the step
+ * is captured as a CUDA graph and replayed from the same start state,
+ * twice: each replay must give what the launched step gave (1e-4 at
+ * fp32, 1e-3 at fp16: steps are not bitwise deterministic).
+ *
+ * Without a GPU, only the checks that need none run (a graph planned for
+ * another batch is refused with the batch it was planned for), then the
+ * test exits 77.  `test_gpu_exec --precompile ROOT CACHE` compiles every
+ * configuration's kernels for an H200 into CACHE without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gexec.h"
+#include "rt_cpu.h"
+
+enum { BATCH = 8 };
+
+typedef struct Config {
+  const char *model;
+  int inference;
+  IrDtype precision;
+} Config;
+
+static const Config CONFIGS[] = {
+    {"models/smallcnn.net", 0, IR_DT_F32}, {"models/smallcnn.net", 0, IR_DT_F16},
+    {"models/smallcnn.net", 1, IR_DT_F32}, {"models/smallcnn.net", 1, IR_DT_F16},
+    {"models/resnet20.net", 0, IR_DT_F32}, {"models/resnet20.net", 0, IR_DT_F16},
+    {"models/resnet20.net", 1, IR_DT_F32}, {"models/resnet20.net", 1, IR_DT_F16},
+};
+enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
+
+static const char *cache_dir;
+static char table[NCONFIG][160];
+
+/* Values a step changes and the test compares: the outputs, params, state. */
+static int compared(const IrGraph *g, int v) {
+  for (int k = 0; k < g->noutput; k++)
+    if (g->output[k] == v) return 1;
+  return g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE;
+}
+
+/* Reads every compared value of x into fresh float buffers (NULL elsewhere). */
+static float **read_all(RtGpu *x, const IrGraph *g) {
+  float **out = calloc((size_t)g->nval, sizeof *out);
+  char err[1024];
+  for (int v = 0; out && v < g->nval; v++) {
+    if (!compared(g, v) || gexec_is_int(g->val[v].type.dtype)) continue;
+    out[v] = malloc((size_t)(gexec_numel(g, v, BATCH) + 1) * sizeof(float));
+    if (!out[v] || rt_gpu_read(x, v, out[v], err, sizeof err)) {
+      fprintf(stderr, "reading %%%d: %s\n", v, out[v] ? err : "out of memory");
+      CHECK(0, "read value %d", v);
+    }
+  }
+  return out;
+}
+
+static void free_all(const IrGraph *g, float **a) {
+  for (int v = 0; a && v < g->nval; v++) free(a[v]);
+  free(a);
+}
+
+static const char *vname(const IrGraph *g, int v, char *buf, size_t len) {
+  if (g->val[v].name)
+    snprintf(buf, len, "%s", g->val[v].name);
+  else
+    snprintf(buf, len, "output %%%d", v);
+  return buf;
+}
+
+/* Worst relative difference over every compared value of a against b.  The
+ * tolerance of value v is tol, or twice the model's own sensitivity when
+ * that is larger: how far `near` (the CPU's result from an image perturbed
+ * by f16 rounding) lies from b (NULL: no such allowance). */
+static double compare_all(const IrGraph *g, float **a, float **b, float **near, double tol, const char *what,
+                          int *bitwise, double *worst_tol) {
+  double worst = 0;
+  char buf[160];
+  *bitwise = 1;
+  if (worst_tol) *worst_tol = tol;
+  for (int v = 0; v < g->nval; v++) {
+    if (!a[v] || !b[v]) continue;
+    int64_t n = gexec_numel(g, v, BATCH);
+    double t = tol;
+    if (near && near[v]) t = fmax(tol, 2 * gexec_compare("sensitivity", near[v], b[v], n, INFINITY));
+    if (worst_tol && t > *worst_tol) *worst_tol = t;
+    double e = gexec_compare(vname(g, v, buf, sizeof buf), a[v], b[v], n, t);
+    if (e > worst) worst = e;
+    if (memcmp(a[v], b[v], (size_t)n * sizeof(float)) != 0) *bitwise = 0;
+    CHECK(e <= t, "%s: %s differs by %.3g (tolerance %.3g)", what, buf, e, t);
+  }
+  return worst;
+}
+
+/* The CPU step again from init with the image scaled by 1 + u, |u| <= 2^-11
+ * (f16 rounding): how much the model itself amplifies rounding.  Fills
+ * near[v] with the other executor's buffers for every value of want. */
+static RtCpu *cpu_near(const IrGraph *g, void **init, float **want, float **near) {
+  RtCpu *y = NULL;
+  char err[1024];
+  if (rt_cpu_new(g, BATCH, &y, err, sizeof err)) return NULL;
+  for (int v = 0; v < g->nval; v++)
+    if (init[v]) memcpy(rt_cpu_data(y, v), init[v], (size_t)rt_cpu_numel(y, v) * (rt_cpu_is_int(y, v) ? 8 : 4));
+  int img = rt_cpu_find(y, "image");
+  uint64_t s = 12345;
+  for (int64_t i = 0; img >= 0 && i < rt_cpu_numel(y, img); i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    ((float *)rt_cpu_data(y, img))[i] *= 1.0f + (float)(((double)(s >> 40) / 16777216.0 - 0.5) * (1.0 / 1024));
+  }
+  if (rt_cpu_run(y, err, sizeof err)) {
+    rt_cpu_free(y);
+    return NULL;
+  }
+  for (int v = 0; v < g->nval; v++)
+    if (want[v]) near[v] = rt_cpu_data(y, v);
+  return y;
+}
+
+static void run_config(const char *root, int ci) {
+  const Config *c = &CONFIGS[ci];
+  const char *prec = c->precision == IR_DT_F16 ? "fp16" : "fp32";
+  const char *mode = c->inference ? "inference" : "training";
+  /* a replay is held to the launched step's own run-to-run spread: reductions
+   * with atomics and cuDNN's weight gradients are not bitwise deterministic
+   * (resnet20 fp32: up to 1.05e-5 seen on the H200) */
+  double tol = c->precision == IR_DT_F16 ? 2e-2 : 1e-4, tol_replay = c->precision == IR_DT_F16 ? 1e-3 : 1e-4;
+  snprintf(table[ci], sizeof table[ci], "%-22s %-9s %s  FAILED before the comparison", c->model, mode, prec);
+  Arena arena;
+  arena_init(&arena);
+  IrGraph *g = gexec_compile(&arena, root, c->model, BATCH, c->inference, c->precision);
+  CHECK(g != NULL, "%s %s %s compiles", c->model, mode, prec);
+  RtCpu *cpu = NULL, *cpu2 = NULL;
+  RtGpu *gpu = NULL;
+  void **init = NULL;
+  float **launched = NULL, **replayed = NULL, **again = NULL, **want = NULL, **near = NULL;
+  char err[4096];
+  if (!g) goto done;
+  if (rt_cpu_new(g, BATCH, &cpu, err, sizeof err)) {
+    CHECK(0, "rt_cpu_new: %s", err);
+    goto done;
+  }
+  RtGpuOpts o = {.device = 0, .cache_dir = cache_dir};
+  if (rt_gpu_new(g, BATCH, &o, &gpu, err, sizeof err)) {
+    CHECK(0, "%s %s %s: rt_gpu_new: %s", c->model, mode, prec, err);
+    goto done;
+  }
+  init = gexec_values(g, BATCH, 7 + (uint64_t)ci, c->precision == IR_DT_F16 ? 1024.0f : 8.0f);
+  CHECK(init != NULL, "values");
+  if (!init) goto done;
+  for (int v = 0; v < g->nval; v++)
+    if (init[v])
+      memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+  int ok = gexec_write_all(gpu, g, init) == 0;
+  CHECK(ok, "seeding the GPU");
+  if (!ok) goto done;
+  if (rt_cpu_run(cpu, err, sizeof err)) {
+    CHECK(0, "rt_cpu_run: %s", err);
+    goto done;
+  }
+  if (rt_gpu_run(gpu, err, sizeof err) || rt_gpu_sync(gpu, err, sizeof err)) {
+    CHECK(0, "%s %s %s: rt_gpu_run: %s", c->model, mode, prec, err);
+    goto done;
+  }
+  launched = read_all(gpu, g);
+  want = calloc((size_t)g->nval, sizeof *want);
+  for (int v = 0; want && v < g->nval; v++)
+    if (launched[v]) want[v] = rt_cpu_data(cpu, v);
+  int bitwise;
+  char what[200];
+  snprintf(what, sizeof what, "%s %s %s GPU vs CPU", c->model, mode, prec);
+  /* f16 rounds each op's result where the CPU and cuDNN sum in different
+   * orders; a deep net amplifies that as it amplifies any perturbation */
+  if (c->precision != IR_DT_F32 && (near = calloc((size_t)g->nval, sizeof *near)))
+    cpu2 = cpu_near(g, init, want, near);
+  CHECK(c->precision == IR_DT_F32 || cpu2, "the perturbed CPU step runs");
+  double tol_used = tol;
+  double e_cpu = compare_all(g, launched, want, cpu2 ? near : NULL, tol, what, &bitwise, &tol_used);
+  if (!c->inference)
+    printf("%s %s %s: loss GPU %.6f CPU %.6f\n", c->model, mode, prec, launched[g->output[0]][0],
+           want[g->output[0]][0]);
+  /* the same start state, then the captured graph, replayed twice */
+  ok = gexec_write_all(gpu, g, init) == 0 && !rt_gpu_capture(gpu, err, sizeof err);
+  CHECK(ok, "%s %s %s: capture: %s", c->model, mode, prec, err);
+  if (!ok) goto done;
+  ok = !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err);
+  CHECK(ok, "%s %s %s: replay: %s", c->model, mode, prec, err);
+  if (!ok) goto done;
+  replayed = read_all(gpu, g);
+  snprintf(what, sizeof what, "%s %s %s replay vs launch", c->model, mode, prec);
+  int bit1 = 0, bit2 = 0;
+  double e_replay = compare_all(g, replayed, launched, NULL, tol_replay, what, &bit1, NULL);
+  ok = gexec_write_all(gpu, g, init) == 0 && !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err);
+  CHECK(ok, "%s %s %s: second replay: %s", c->model, mode, prec, err);
+  if (!ok) goto done;
+  again = read_all(gpu, g);
+  snprintf(what, sizeof what, "%s %s %s second replay", c->model, mode, prec);
+  double e_again = compare_all(g, again, replayed, NULL, tol_replay, what, &bit2, NULL);
+  snprintf(table[ci], sizeof table[ci], "%-22s %-9s %s  vs CPU %.2e (tol %.2g)  replay %.2e%s  again %.2e%s  %s",
+           c->model, mode, prec, e_cpu, tol_used, e_replay, bit1 ? " (bitwise)" : "", e_again, bit2 ? " (bitwise)" : "",
+           rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
+done:
+  if (init) gexec_values_free(g, init);
+  free(want);
+  free(near);
+  rt_cpu_free(cpu2);
+  if (g) {
+    free_all(g, launched);
+    free_all(g, replayed);
+    free_all(g, again);
+  }
+  rt_gpu_free(gpu);
+  rt_cpu_free(cpu);
+  arena_free(&arena);
+}
+
+/* Refusals that need no GPU. */
+static void test_refusals(const char *root) {
+  Arena arena;
+  arena_init(&arena);
+  IrGraph *g = gexec_compile(&arena, root, "models/smallcnn.net", BATCH, 0, IR_DT_F16);
+  CHECK(g != NULL, "smallcnn compiles");
+  if (g) {
+    static char sentinel;
+    RtGpu *x = (RtGpu *)(void *)&sentinel;
+    char err[512] = "";
+    CHECK(rt_gpu_new(g, 16, NULL, &x, err, sizeof err) == RT_CUDA_EARG && x == NULL, "batch 16 refused");
+    CHECK(strstr(err, "plan made for batch 8") != NULL, "message names the plan's batch: %s", err);
+    RtGpuDevice d = gexec_h200();
+    CHECK(rt_gpu_precompile(g, 4, &d, NULL, err, sizeof err) == RT_CUDA_EARG, "precompile for batch 4 refused");
+  }
+  arena_free(&arena);
+}
+
+/* A batch that cannot fit: a clear message, no crash. */
+static void test_oom(const char *root) {
+  Arena arena;
+  arena_init(&arena);
+  IrGraph *g = gexec_compile(&arena, root, "models/resnet50.net", 4096, 0, IR_DT_F16);
+  CHECK(g != NULL, "resnet50 at batch 4096 compiles");
+  if (g) {
+    RtGpu *x = NULL;
+    char err[1024] = "";
+    RtCudaStatus s = rt_gpu_new(g, 4096, NULL, &x, err, sizeof err);
+    printf("resnet50 batch 4096 (%.1f GiB of activations): %s\n", g->plan_bytes / 1073741824.0, err);
+    CHECK(s == RT_CUDA_EDEVMEM && x == NULL, "out of memory reported as such (status %d)", (int)s);
+    CHECK(strstr(err, "out of GPU memory") && strstr(err, "free") && strstr(err, "batch 4096"),
+          "message names the bytes and the free memory");
+    rt_gpu_free(x);
+  }
+  arena_free(&arena);
+}
+
+static int precompile(const char *root) {
+  RtGpuDevice d = gexec_h200();
+  int bad = 0;
+  for (int ci = 0; ci < NCONFIG; ci++) {
+    Arena arena;
+    arena_init(&arena);
+    const Config *c = &CONFIGS[ci];
+    IrGraph *g = gexec_compile(&arena, root, c->model, BATCH, c->inference, c->precision);
+    char err[8192] = "";
+    if (!g || rt_gpu_precompile(g, BATCH, &d, cache_dir, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", c->model, err);
+      bad = 1;
+    }
+    arena_free(&arena);
+  }
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  int pre = argc > 1 && strcmp(argv[1], "--precompile") == 0;
+  if (argc < 2 + pre) return check_skip("usage: test_gpu_exec [--precompile] SOURCE_DIR [CACHE_DIR]");
+  const char *root = argv[1 + pre];
+  cache_dir = argc > 2 + pre ? argv[2 + pre] : NULL;
+  if (pre) return precompile(root);
+  test_refusals(root);
+  if (!gexec_have_gpu()) return check_nfail ? check_report() : 77;
+  test_oom(root);
+  for (int ci = 0; ci < NCONFIG; ci++) run_config(root, ci);
+  printf("\n%-22s %-9s prec  result\n", "model", "mode");
+  for (int ci = 0; ci < NCONFIG; ci++) printf("%s\n", table[ci]);
+  return check_report();
+}

@@ -1,0 +1,58 @@
+/* kerntest.c - the graphs of the generated-kernel tests (kerntest.h). */
+#include "kerntest.h"
+
+#include <stdio.h>
+
+#include "compile.h"
+
+static const KerntestGraph GRAPHS[] = {
+    {"smallcnn-train", "models/smallcnn.net", 0, 0, IR_DT_F16},
+    {"smallcnn-infer", "models/smallcnn.net", 1, 0, IR_DT_F16},
+    {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, 1, IR_DT_BF16},
+    {"smallcnn-unfused-infer", "models/smallcnn.net", 1, 1, IR_DT_F16},
+    {"resnet20-train", "models/resnet20.net", 0, 0, IR_DT_F16},
+    {"resnet20-infer", "models/resnet20.net", 1, 0, IR_DT_F16},
+};
+
+const KerntestGraph *kerntest_graphs(int *n) {
+  *n = (int)(sizeof GRAPHS / sizeof GRAPHS[0]);
+  return GRAPHS;
+}
+
+IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", root, kg->model);
+  Diag d;
+  diag_init(&d, stderr);
+  PassCtx cx = {.d = &d, .inference = kg->inference, .precision = kg->precision, .precision_set = 1};
+  if (kg->no_fuse) cx.disabled |= 1u << pipeline_find("fuse");
+  IrGraph *g = compile_file(a, &d, path, &cx);
+  if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
+  return g;
+}
+
+RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0}; }
+
+static const char EXTRA[] = "graph extra {\n"
+                            "  input %0 x : f32[N,5,7,67] NHWC\n"
+                            "  input %1 h : f16[N,5,7,67] NHWC\n"
+                            "  input %2 g : bf16[1001]\n"
+                            "  input %3 lr : f32[]\n"
+                            "  input %4 loss_scale : f32[]\n"
+                            "  param @w : f32[1001]\n"
+                            "  state @b : f32[1001]\n"
+                            "  %5 = cast(%0) {to=i8} : i8[N,5,7,67] NHWC\n"
+                            "  %6 = cast(%1) {to=bf16} : bf16[N,5,7,67] NHWC\n"
+                            "  %7 = cast(%6) {to=f32} : f32[N,5,7,67] NHWC\n"
+                            "  sgd_update(@w, %2, @b, %3, %4) {momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
+                            "  output %7\n"
+                            "}\n";
+
+IrGraph *kerntest_extra(Arena *a) {
+  Diag d;
+  diag_init(&d, stderr);
+  IrGraph *g = ir_read(a, &d, "extra.ir", EXTRA, sizeof EXTRA - 1);
+  if (g && ir_verify(g, &d, NULL)) g = NULL;
+  if (!g) fprintf(stderr, "the extra graph does not read\n");
+  return g;
+}

@@ -1,0 +1,29 @@
+/* kerntest.h - what the generated-kernel tests share: the final graphs
+ * they emit kernels for (real models through the whole pipeline) and the
+ * device description used when no GPU is asked. */
+#ifndef NETC_KERNTEST_H
+#define NETC_KERNTEST_H
+
+#include "arena.h"
+#include "ir.h"
+#include "rt_gpu_kernels.h"
+
+typedef struct KerntestGraph {
+  const char *name;  /* "smallcnn-train" */
+  const char *model; /* path below the source root */
+  int inference, no_fuse;
+  IrDtype precision;
+} KerntestGraph;
+
+/* The graphs every test walks; *n receives the count. */
+const KerntestGraph *kerntest_graphs(int *n);
+/* Compiles root/model with the variant's options (the memory plan at its
+ * train batch); NULL after printing the diagnostics. */
+IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
+/* A hand-written graph of what the models lack: f32 -> i8 (with a tail),
+ * f16 -> bf16 -> f32 casts, nesterov SGD with a bf16 gradient. */
+IrGraph *kerntest_extra(Arena *a);
+/* An H200: 132 SMs, 1024 threads and 48 KiB shared memory a block, sm_90. */
+RtGpuDevice kerntest_h200(void);
+
+#endif

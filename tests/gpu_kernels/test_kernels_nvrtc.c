@@ -1,0 +1,158 @@
+/* test_kernels_nvrtc.c - every node of real final graphs (kerntest.h:
+ * smallcnn and resnet20, training and inference, fused and not, f16 and
+ * bf16) gets its kernels from rt_gpu_kernels_emit, with launches that make
+ * sense (names k<node>_..., grids and blocks in range, arguments naming
+ * existing tensors or scratch inside scratch_bytes, a convolution exactly
+ * on conv nodes), and each graph's sources, concatenated as the executor
+ * does, compile as one NVRTC program for sm_90 without a warning, holding
+ * every kernel.  Needs libnvrtc, not a GPU: without it, skipped (77).
+ * Usage: test_kernels_nvrtc SOURCE_ROOT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kerntest.h"
+#include "rt_nvrtc.h"
+
+static char err[1 << 16];
+
+static int is_conv(IrOp op) {
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
+         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
+}
+
+static int contains(const char *hay, size_t n, const char *needle) {
+  size_t k = strlen(needle);
+  for (size_t i = 0; i + k <= n; i++)
+    if (memcmp(hay + i, needle, k) == 0) return 1;
+  return 0;
+}
+
+static void check_arg(const IrNode *n, const RtKNode *k, const char *what, const RtKArg *a) {
+  if (a->kind == RT_KARG_IN)
+    CHECK(a->index >= 0 && a->index < n->nin, "%s: input %d of %d", what, a->index, n->nin);
+  else if (a->kind == RT_KARG_OUT)
+    CHECK(a->index >= 0 && a->index < n->nout, "%s: output %d of %d", what, a->index, n->nout);
+  else
+    CHECK(a->kind == RT_KARG_SCRATCH && a->offset < k->scratch_bytes && a->offset % 256 == 0,
+          "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
+}
+
+/* Structure of node i's kernels; appends its source to *all. */
+static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, size_t *len, const char *gname) {
+  const IrNode *n = &g->node[i];
+  const char *op = ir_op_info(n->op)->name;
+  CHECK(k->has_conv == is_conv(n->op), "%s node %d (%s): has_conv %d", gname, i, op, k->has_conv);
+  if (k->has_conv) {
+    check_arg(n, k, "conv x", &k->conv_x);
+    check_arg(n, k, "conv w", &k->conv_w);
+    check_arg(n, k, "conv y", &k->conv_y);
+    CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
+          "%s node %d: conv shape", gname, i);
+  }
+  int none = n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
+             (n->op == IR_OP_CONV2D && n->nin == 2);
+  CHECK(none ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
+  CHECK((k->nlaunch > 0) == (k->source != NULL), "%s node %d: source without launches or back", gname, i);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
+  for (int l = 0; l < k->nlaunch; l++) {
+    const RtKLaunch *L = &k->launch[l];
+    unsigned threads = L->block[0] * L->block[1] * L->block[2];
+    CHECK(strncmp(L->name, prefix, strlen(prefix)) == 0, "%s: kernel %s is not named %s...", gname, L->name, prefix);
+    CHECK(k->source && strstr(k->source, L->name), "%s: %s not in the node's source", gname, L->name);
+    CHECK(L->grid[0] >= 1 && L->grid[1] >= 1 && L->grid[2] >= 1 && L->grid[1] < 65536, "%s: %s grid", gname, L->name);
+    CHECK(threads >= 1 && threads <= 1024 && L->smem == 0, "%s: %s block of %u", gname, L->name, threads);
+    CHECK(L->nargs >= 1 && L->nargs <= RT_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
+    for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
+  }
+  if (!k->source) return;
+  size_t add = strlen(k->source);
+  char *p = realloc(*all, *len + add + 1);
+  if (!p) abort();
+  memcpy(p + *len, k->source, add + 1);
+  *all = p;
+  *len += add;
+}
+
+static void check_graph(IrGraph *g, const char *name, RtGpuDevice dev) {
+  CHECK(g != NULL, "%s does not compile", name);
+  if (!g) return;
+  char *all = NULL;
+  size_t len = 0;
+  int nkernels = 0, ok = 1;
+  RtKNode *k = calloc((size_t)g->nnode, sizeof *k);
+  if (!k) abort();
+  for (int i = 0; i < g->nnode; i++) {
+    int rc = rt_gpu_kernels_emit(g, i, g->plan_batch > 0 ? g->plan_batch : 3, &dev, &k[i], err, sizeof err);
+    CHECK(rc == 0, "%s node %d: %s", name, i, err);
+    if (rc) {
+      ok = 0;
+      continue;
+    }
+    check_node(g, i, &k[i], &all, &len, name);
+    nkernels += k[i].nlaunch;
+  }
+  if (ok && all) {
+    RtNvrtcOut o;
+    RtNvrtcStatus s = rt_nvrtc_compile(all, name, "sm_90", RT_NVRTC_CUBIN, NULL, 0, &o, err, sizeof err);
+    CHECK(s == RT_NVRTC_OK, "%s: %s", name, err);
+    if (s == RT_NVRTC_OK) {
+      CHECK(o.log && o.log[0] == 0, "%s: NVRTC warned:\n%s", name, o.log ? o.log : "");
+      for (int i = 0; i < g->nnode; i++)
+        for (int l = 0; l < k[i].nlaunch; l++)
+          CHECK(contains(o.image, o.size, k[i].launch[l].name), "%s: cubin lacks %s", name, k[i].launch[l].name);
+      printf("%-28s %4d nodes %4d kernels  %7zu bytes of source  %8zu bytes of cubin\n", name, g->nnode,
+             nkernels, len, o.size);
+    }
+    rt_nvrtc_out_free(&o);
+  }
+  for (int i = 0; i < g->nnode; i++) rt_gpu_kernels_free(&k[i]);
+  free(k);
+  free(all);
+}
+
+/* Errors name the node and op. */
+static void check_errors(RtGpuDevice dev) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = ir_graph_new(&a, "bad");
+  int64_t d[4] = {IR_DIM_N, 4, 4, 8};
+  int x = ir_value_add(g, IR_VAL_INPUT, ir_type(IR_DT_F32, IR_LAYOUT_NCHW, 4, d), "x");
+  IrType t = ir_type(IR_DT_F32, IR_LAYOUT_NCHW, 4, d);
+  int n = ir_node_add(g, IR_OP_MAXPOOL, "pool", (SrcLoc){0}, &x, 1, &t, 1);
+  int64_t k2[2] = {1, 1};
+  ir_attr_set_ints(g, n, "k", k2, 2);
+  RtKNode k;
+  CHECK(rt_gpu_kernels_emit(g, n, 2, &dev, &k, err, sizeof err) == -1, "NCHW maxpool emitted");
+  CHECK(strstr(err, "node 0 (pool, op maxpool)") && strstr(err, "NHWC"), "message: %s", err);
+  CHECK(k.source == NULL && k.nlaunch == 0, "failed emit left a source");
+  CHECK(rt_gpu_kernels_emit(g, 5, 2, &dev, &k, err, sizeof err) == -1, "node 5 of 1 emitted");
+  rt_gpu_kernels_free(NULL);
+  arena_free(&a);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: test_kernels_nvrtc SOURCE_ROOT\n");
+    return 2;
+  }
+  int major = 0, minor = 0;
+  if (rt_nvrtc_version(&major, &minor, err, sizeof err) != RT_NVRTC_OK) return check_skip(err);
+  printf("NVRTC %d.%d\n", major, minor);
+  RtGpuDevice dev = kerntest_h200();
+  int ng;
+  const KerntestGraph *gs = kerntest_graphs(&ng);
+  for (int i = 0; i <= ng; i++) {
+    Arena a;
+    arena_init(&a);
+    if (i < ng)
+      check_graph(kerntest_compile(&a, argv[1], &gs[i]), gs[i].name, dev);
+    else
+      check_graph(kerntest_extra(&a), "extra", dev);
+    arena_free(&a);
+  }
+  check_errors(dev);
+  return check_report();
+}
