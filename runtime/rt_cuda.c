@@ -23,12 +23,22 @@ static struct {
   char why[512];
 } loaded = {PTHREAD_ONCE_INIT, RT_CUDA_OK, {0}, ""};
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
+void rt_cuda_errf(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || !errlen) return;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
+}
+
+RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return s;
 }
 
 /* Resolves name (or, when that is missing, fallback) into *slot. */
@@ -128,12 +138,12 @@ static void load_once(void) {
 
 RtCudaStatus rt_cuda_api(const RtCudaApi **api, char *err, size_t errlen) {
   if (!api) {
-    errf(err, errlen, "rt_cuda_api: api is NULL");
+    rt_cuda_errf(err, errlen, "rt_cuda_api: api is NULL");
     return RT_CUDA_EARG;
   }
   pthread_once(&loaded.once, load_once);
   *api = loaded.status == RT_CUDA_OK ? &loaded.api : NULL;
-  if (loaded.status != RT_CUDA_OK) errf(err, errlen, "%s", loaded.why);
+  if (loaded.status != RT_CUDA_OK) rt_cuda_errf(err, errlen, "%s", loaded.why);
   return loaded.status;
 }
 
@@ -148,7 +158,7 @@ RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
   }
   char code[32];
   snprintf(code, sizeof code, "CUresult %d", (int)status);
-  errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
+  rt_cuda_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
        name ? name : code, text ? text : "unknown status", what ? what : "");
   return RT_CUDA_ECALL;
 }
@@ -158,7 +168,7 @@ RtCudaStatus rt_cuda_device_count(int *count, char *err, size_t errlen) {
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
   if (!count) {
-    errf(err, errlen, "rt_cuda_device_count: count is NULL");
+    rt_cuda_errf(err, errlen, "rt_cuda_device_count: count is NULL");
     return RT_CUDA_EARG;
   }
   return RT_CU(api, DeviceGetCount, (count), "counting devices", err, errlen);
@@ -170,7 +180,7 @@ RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info,
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
   if (!info) {
-    errf(err, errlen, "rt_cuda_device_info: info is NULL");
+    rt_cuda_errf(err, errlen, "rt_cuda_device_info: info is NULL");
     return RT_CUDA_EARG;
   }
   memset(info, 0, sizeof *info);
@@ -224,7 +234,7 @@ struct RtCudaCtx {
 RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
                               size_t errlen) {
   if (!out) {
-    errf(err, errlen, "rt_cuda_ctx_init: out is NULL");
+    rt_cuda_errf(err, errlen, "rt_cuda_ctx_init: out is NULL");
     return RT_CUDA_EARG;
   }
   *out = NULL;
@@ -235,12 +245,12 @@ RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
   if ((s = RT_CU(api, DeviceGetCount, (&count), "context", err, errlen)))
     return s;
   if (ordinal < 0 || ordinal >= count) {
-    errf(err, errlen, "no GPU %d (the driver sees %d)", ordinal, count);
+    rt_cuda_errf(err, errlen, "no GPU %d (the driver sees %d)", ordinal, count);
     return count ? RT_CUDA_EARG : RT_CUDA_ENODEVICE;
   }
   RtCudaCtx *c = calloc(1, sizeof *c);
   if (!c) {
-    errf(err, errlen, "rt_cuda_ctx_init: out of host memory");
+    rt_cuda_errf(err, errlen, "rt_cuda_ctx_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   c->api = api;
@@ -275,7 +285,7 @@ void rt_cuda_ctx_free(RtCudaCtx *c) {
 
 RtCudaStatus rt_cuda_ctx_bind(RtCudaCtx *c, char *err, size_t errlen) {
   if (!c) {
-    errf(err, errlen, "rt_cuda_ctx_bind: context is NULL");
+    rt_cuda_errf(err, errlen, "rt_cuda_ctx_bind: context is NULL");
     return RT_CUDA_EARG;
   }
   return RT_CU(c->api, CtxSetCurrent, (c->ctx), "binding the context", err,
@@ -296,13 +306,13 @@ RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c,
                                  const void *image, const char *what,
                                  char *err, size_t errlen) {
   if (!out || !c || !image) {
-    errf(err, errlen, "rt_cuda_module_init: NULL argument");
+    rt_cuda_errf(err, errlen, "rt_cuda_module_init: NULL argument");
     return RT_CUDA_EARG;
   }
   *out = NULL;
   RtCudaModule *m = calloc(1, sizeof *m);
   if (!m) {
-    errf(err, errlen, "rt_cuda_module_init: out of host memory");
+    rt_cuda_errf(err, errlen, "rt_cuda_module_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   m->ctx = c;
@@ -330,7 +340,7 @@ RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name,
                                      CUfunction *fn, char *err,
                                      size_t errlen) {
   if (!m || !name || !fn) {
-    errf(err, errlen, "rt_cuda_module_function: NULL argument");
+    rt_cuda_errf(err, errlen, "rt_cuda_module_function: NULL argument");
     return RT_CUDA_EARG;
   }
   char buf[256];

@@ -45,6 +45,12 @@ typedef enum RtCudaStatus {
 
 /* The driver entry points netc uses, named after the driver's functions
  * without their "cu" prefix (api->MemAlloc is cuMemAlloc_v2). */
+/* The GPU runtime's one failure path: writes a one-line message to the
+ * caller's err buffer (errlen bytes, may be 0); rt_cuda_fail also returns s. */
+void rt_cuda_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 typedef struct RtCudaApi {
   CUresult (*Init)(unsigned int flags);
   CUresult (*DriverGetVersion)(int *version);

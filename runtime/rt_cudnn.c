@@ -76,13 +76,6 @@ struct RtCudnn {
   int nplans, cap;
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 static int load_sym(void *lib, const char *libname, const char *name, void *slot, size_t slot_size) {
   void *p = dlsym(lib, name);
@@ -150,7 +143,7 @@ static RtCudaStatus dnn_check(const DnnApi *d, cudnnStatus_t status, const char 
   size_t n = strlen(text);
   while (n && text[n - 1] == ' ') text[--n] = 0;
   const char *name = d->GetErrorString(status);
-  errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
+  rt_cuda_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
        *text ? text : "no details", what ? what : "");
   return RT_CUDA_ECALL;
 }
@@ -171,7 +164,7 @@ static const char *KIND_NAMES[] = {"fwd", "bwd-data", "bwd-filter"};
 
 RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen) {
   if (!out) {
-    errf(err, errlen, "rt_cudnn_init: out is NULL");
+    rt_cuda_errf(err, errlen, "rt_cudnn_init: out is NULL");
     return RT_CUDA_EARG;
   }
   *out = NULL;
@@ -180,12 +173,12 @@ RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, 
   if (s) return s;
   pthread_once(&loaded.once, load_once);
   if (loaded.status) {
-    errf(err, errlen, "%s", loaded.why);
+    rt_cuda_errf(err, errlen, "%s", loaded.why);
     return loaded.status;
   }
   RtCudnn *h = calloc(1, sizeof *h);
   if (!h) {
-    errf(err, errlen, "rt_cudnn_init: out of host memory");
+    rt_cuda_errf(err, errlen, "rt_cudnn_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   h->dnn = &loaded.api;
@@ -241,7 +234,7 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
            d->wo != out_size(d->w, d->s, d->stride[1], d->pad[1], d->dilation[1]) || d->ho < 1 || d->wo < 1)
     bad = "output size";
   if (!bad) return RT_CUDA_OK;
-  errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
+  rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
        d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
   return RT_CUDA_EARG;
 }
@@ -380,7 +373,7 @@ static RtCudaStatus heuristics(RtCudnn *h, RtConvPlan *p, cudnnBackendHeurMode_t
   if (n <= 0) goto done;
   cudnnBackendDescriptor_t *c = calloc((size_t)n, sizeof *c);
   if (!c) {
-    errf(err, errlen, "rt_cudnn_conv_plan: out of host memory (%s)", p->what);
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory (%s)", p->what);
     s = RT_CUDA_ENOMEM;
     goto done;
   }
@@ -578,9 +571,9 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   if (!p->plan) {
     if (!total && heur) return heur;
     if (!total)
-      errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
+      rt_cuda_errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
     else if (!acceptable)
-      errf(err, errlen,
+      rt_cuda_errf(err, errlen,
            "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
            "reductions) (%s)",
            __FILE__, __LINE__, (long long)total, p->what);
@@ -593,7 +586,7 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
                                 size_t errlen) {
   if (!h || !d || !plan || !workspace) {
-    errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
     return RT_CUDA_EARG;
   }
   RtCudaStatus s = check_desc(d, err, errlen);
@@ -609,7 +602,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     int cap = h->cap ? 2 * h->cap : 16;
     RtConvPlan **grown = realloc(h->plans, sizeof *grown * (size_t)cap);
     if (!grown) {
-      errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+      rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
       return RT_CUDA_ENOMEM;
     }
     h->plans = grown;
@@ -617,7 +610,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   }
   RtConvPlan *p = calloc(1, sizeof *p);
   if (!p) {
-    errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
@@ -638,7 +631,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
 RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
                                CUdeviceptr workspace, char *err, size_t errlen) {
   if (!h || !plan || !x || !w || !y || (plan->workspace > 0 && !workspace)) {
-    errf(err, errlen, "rt_cudnn_conv_run: NULL argument%s", plan ? "" : " (plan)");
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run: NULL argument%s", plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
   return execute(h, plan->plan, plan->what, x, w, y, workspace, err, errlen);

@@ -63,17 +63,6 @@ struct RtGpu {
   size_t stage_bytes;
 };
 
-static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return s;
-}
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -94,7 +83,7 @@ static RtCudaStatus dev_alloc(RtGpu *x, CUdeviceptr *p, size_t bytes, const char
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     size_t free_b = 0, total = 0;
     x->api->MemGetInfo(&free_b, &total);
-    return fail(RT_CUDA_EDEVMEM, err, errlen,
+    return rt_cuda_fail(RT_CUDA_EDEVMEM, err, errlen,
                 "out of GPU memory: the %s needs %zu bytes (%.2f GiB) at batch %lld, but only %zu bytes "
                 "(%.2f GiB) of %.2f GiB are free (try a smaller batch)",
                 what, bytes, bytes / 1073741824.0, (long long)x->batch, free_b, free_b / 1073741824.0,
@@ -110,20 +99,20 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
   const IrGraph *g = x->g;
   size_t persist = 0;
   size_t *poff = calloc((size_t)g->nval + 1, sizeof *poff);
-  if (!poff) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  if (!poff) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     x->numel[v] = type_numel(&val->type, x->batch);
     size_t bytes = (size_t)x->numel[v] * ir_dtype_size(val->type.dtype);
     if (x->numel[v] < 0 || ir_dtype_size(val->type.dtype) == 0) {
       free(poff);
-      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has a shape or dtype the GPU cannot hold", v);
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has a shape or dtype the GPU cannot hold", v);
     }
     if (val->kind == IR_VAL_ACT || (val->kind == IR_VAL_INPUT && val->offset >= 0)) {
       if (val->offset < 0) continue; /* never read: the plan gave it no place */
       if ((uint64_t)val->offset + bytes > (uint64_t)g->plan_bytes) {
         free(poff);
-        return fail(RT_CUDA_EARG, err, errlen,
+        return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
                     "rt_gpu: value %%%d (%zu bytes at offset %lld) lies outside the %lld-byte arena", v, bytes,
                     (long long)val->offset, (long long)g->plan_bytes);
       }
@@ -154,18 +143,18 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
   const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
   if (a->kind == RT_KARG_SCRATCH) {
     if (a->offset >= x->prog.kn[i].scratch_bytes)
-      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
                   op, nm, a->offset, x->prog.kn[i].scratch_bytes);
     *out = x->scratch + a->offset;
     return RT_CUDA_OK;
   }
   int count = a->kind == RT_KARG_IN ? n->nin : n->nout;
   if ((a->kind != RT_KARG_IN && a->kind != RT_KARG_OUT) || a->index < 0 || a->index >= count)
-    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): argument %s %d does not exist", i, op, nm,
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): argument %s %d does not exist", i, op, nm,
                 a->kind == RT_KARG_IN ? "input" : "output", a->index);
   int v = a->kind == RT_KARG_IN ? n->in[a->index] : n->out[a->index];
   *out = x->addr[v];
-  if (!*out) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
+  if (!*out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
   return RT_CUDA_OK;
 }
 
@@ -175,13 +164,13 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   int total = 0;
   for (int i = 0; i < g->nnode; i++) {
     if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > RT_K_MAX_LAUNCH)
-      return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
     x->first[i] = total;
     total += x->prog.kn[i].nlaunch;
   }
   x->first[g->nnode] = total;
   x->launch = calloc((size_t)(total ? total : 1), sizeof *x->launch);
-  if (!x->launch) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  if (!x->launch) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   RtCudaStatus s = RT_CUDA_OK;
   for (int i = 0; !s && i < g->nnode; i++) {
     const RtKNode *k = &x->prog.kn[i];
@@ -197,8 +186,8 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
       GpuLaunch *L = &x->launch[x->first[i] + j];
       L->l = &k->launch[j];
       if (L->l->nargs < 0 || L->l->nargs > RT_K_MAX_ARGS)
-        return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
-      if (!x->mod) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", L->l->name);
+        return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
+      if (!x->mod) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", L->l->name);
       if ((s = rt_cuda_module_function(x->mod, L->l->name, &L->fn, err, errlen))) break;
       if (L->l->smem > SMEM_DEFAULT &&
           (s = RT_CU(x->api, FuncSetAttribute,
@@ -285,14 +274,14 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
 
 RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err,
                         size_t errlen) {
-  if (!out) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: out is NULL");
+  if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: out is NULL");
   *out = NULL;
-  if (!g) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: no graph");
+  if (!g) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: no graph");
   if (g->plan_bytes <= 0)
-    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: graph %s has no memory plan (run the memplan pass)",
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: graph %s has no memory plan (run the memplan pass)",
                 g->name ? g->name : "?");
   if (batch < 1 || batch > INT_MAX || g->plan_batch != batch)
-    return fail(RT_CUDA_EARG, err, errlen,
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
                 "rt_gpu_new: plan made for batch %lld, not %lld (compile with --batch=%lld)",
                 (long long)g->plan_batch, (long long)batch, (long long)batch);
   RtGpu *x = calloc(1, sizeof *x);
@@ -305,7 +294,7 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
   }
   if (!x || !x->addr || !x->numel || !x->conv || !x->first) {
     rt_gpu_free(x);
-    return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_new: out of host memory");
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_new: out of host memory");
   }
   RtCudaStatus s = build(x, o, err, errlen);
   if (s) {
@@ -354,12 +343,12 @@ int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
 /* Checks v and makes the staging buffer hold it; *bytes = its device size. */
 static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, char *err, size_t errlen) {
   if (!x || !host || v < 0 || v >= x->g->nval)
-    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %d does not exist (or a NULL argument)", v);
-  if (!x->addr[v]) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has no memory", v);
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %d does not exist (or a NULL argument)", v);
+  if (!x->addr[v]) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has no memory", v);
   *bytes = (size_t)x->numel[v] * ir_dtype_size(x->g->val[v].type.dtype);
   if (*bytes > x->stage_bytes) {
     void *p = realloc(x->stage, *bytes);
-    if (!p) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu bytes staging)", *bytes);
+    if (!p) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu bytes staging)", *bytes);
     x->stage = p, x->stage_bytes = *bytes;
   }
   return rt_cuda_ctx_bind(x->ctx, err, errlen);
@@ -383,7 +372,7 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
     case IR_DT_I32:
     case IR_DT_U8:
       if (dt == IR_DT_I32 ? q[i] < INT32_MIN || q[i] > INT32_MAX : q[i] < 0 || q[i] > 255)
-        return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: %s[%lld] = %lld does not fit %s",
+        return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: %s[%lld] = %lld does not fit %s",
                     x->g->val[v].name ? x->g->val[v].name : "value", (long long)i, (long long)q[i],
                     ir_dtype_name(dt));
       if (dt == IR_DT_I32)
@@ -391,7 +380,7 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
       else
         ((uint8_t *)x->stage)[i] = (uint8_t)q[i];
       break;
-    default: return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: dtype %s", ir_dtype_name(dt));
+    default: return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: dtype %s", ir_dtype_name(dt));
     }
   }
   if ((s = RT_CU(x->api, MemcpyHtoDAsync, (x->addr[v], x->stage, bytes, x->stream), "writing a value", err, errlen)))
@@ -419,7 +408,7 @@ RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) 
     case IR_DT_I64: q[i] = ((int64_t *)x->stage)[i]; break;
     case IR_DT_I32: q[i] = ((int32_t *)x->stage)[i]; break;
     case IR_DT_U8: q[i] = ((uint8_t *)x->stage)[i]; break;
-    default: return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_read: dtype %s", ir_dtype_name(dt));
+    default: return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_read: dtype %s", ir_dtype_name(dt));
     }
   }
   return RT_CUDA_OK;
@@ -446,7 +435,7 @@ static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
 }
 
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
-  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
+  if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s) return s;
   if (x->exec) return RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
@@ -454,7 +443,7 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
 }
 
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
-  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_capture: no executor");
+  if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_capture: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s || (s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing the step", err, errlen))) return s;
   if (x->exec) {
@@ -482,13 +471,13 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
 }
 
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen) {
-  if (!x) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_sync: no executor");
+  if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_sync: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   return s ? s : RT_CU(x->api, StreamSynchronize, (x->stream), "finishing the step", err, errlen);
 }
 
 RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errlen) {
-  if (!x || !ms || steps < 1) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu_time: bad arguments");
+  if (!x || !ms || steps < 1) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_time: bad arguments");
   *ms = 0;
   CUevent ev[2] = {NULL, NULL};
   RtCudaStatus s = rt_gpu_run(x, err, errlen);

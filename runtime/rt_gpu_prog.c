@@ -24,17 +24,6 @@
 
 #include "rt_nvrtc.h"
 
-static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static RtCudaStatus fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return s;
-}
 
 typedef struct Buf {
   char *p;
@@ -143,7 +132,7 @@ static void file_write(const char *path, const void *data, size_t size) {
 static RtCudaStatus assemble(const IrGraph *g, int64_t batch, RtGpuProg *p, Buf *b, char *err, size_t errlen) {
   if (buf_printf(b, "/* netc: graph %s at batch %lld, %d nodes */\n", g->name ? g->name : "?", (long long)batch,
                  g->nnode))
-    return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
   for (int i = 0; i < p->nnode; i++) {
     const char *src = p->kn[i].source;
     if (!src || !*src) continue;
@@ -152,7 +141,7 @@ static RtCudaStatus assemble(const IrGraph *g, int64_t batch, RtGpuProg *p, Buf 
                    g->node[i].name ? g->node[i].name : "", i) ||
         buf_add(b, src, strlen(src)) || buf_printf(b, "\n} /* namespace netc_node%d */\n", i) ||
         undef_macros(b, src))
-      return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
+      return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
   }
   return RT_CUDA_OK;
 }
@@ -189,9 +178,9 @@ static RtCudaStatus compile(const IrGraph *g, int64_t batch, const RtGpuDevice *
 RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
                                RtGpuProg *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
-  if (!g || !dev) return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: no graph or device");
+  if (!g || !dev) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: no graph or device");
   p->kn = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof *p->kn);
-  if (!p->kn) return fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%d nodes)", g->nnode);
+  if (!p->kn) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%d nodes)", g->nnode);
   int any = 0;
   for (int i = 0; i < g->nnode; i++) {
     if (rt_gpu_kernels_emit(g, i, batch, dev, &p->kn[i], err, errlen)) {
@@ -221,7 +210,7 @@ void rt_gpu_prog_free(RtGpuProg *p) {
 RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
                                char *err, size_t errlen) {
   if (g && g->plan_batch != batch)
-    return fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld", (long long)g->plan_batch,
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld", (long long)g->plan_batch,
                 (long long)batch);
   RtGpuProg p;
   RtCudaStatus s = rt_gpu_prog_build(g, batch, dev, cache_dir, &p, err, errlen);
