@@ -409,6 +409,8 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
                 ir_type_str(w, b2, sizeof b2));
   if (!is_scalar_f32(in_type(c, 3)) || !is_scalar_f32(in_type(c, 4)))
     return fail(c, "sgd_update learning rate and loss scale must be f32[]");
+  if (c->n->nin > 5 && !is_scalar_f32(in_type(c, 5)))
+    return fail(c, "sgd_update skip flag must be f32[]");
   (void)out;
   return 0;
 }
@@ -531,6 +533,34 @@ static int infer_cast(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* --- dynamic loss scaling ---------------------------------------------------- */
+
+/* (tensors of any float types) -> f32[] flag: 1 when any element is inf or nan */
+static int infer_nonfinite_check(Ctx *c, IrType *out) {
+  char b1[96];
+  for (int i = 0; i < c->n->nin; i++)
+    if (!is_float(in_type(c, i)->dtype))
+      return fail(c, "nonfinite_check input %d is %s, not a float tensor", i, ir_type_str(in_type(c, i), b1, sizeof b1));
+  *out = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
+  return 0;
+}
+
+/* (flag f32[], @scale f32[] state, @good_steps f32[] state): updated in place */
+static int infer_loss_scale_update(Ctx *c, IrType *out) {
+  if (!is_scalar_f32(in_type(c, 0))) return fail(c, "loss_scale_update flag must be f32[]");
+  for (int i = 1; i < 3; i++)
+    if (!is_scalar_f32(in_type(c, i)) || c->g->val[c->n->in[i]].kind != IR_VAL_STATE)
+      return fail(c, "loss_scale_update %s must be an f32[] state", i == 1 ? "scale" : "good-step count");
+  const IrAttr *gi = ir_attr_find(c->n, "growth_interval");
+  if (!gi || gi->kind != IR_ATTR_INT || gi->i[0] < 1 || gi->i[0] > DIM_LIMIT)
+    return fail(c, "loss_scale_update needs an integer growth_interval in 1..%d", DIM_LIMIT);
+  double backoff = ir_attr_float(c->n, "backoff", -1), growth = ir_attr_float(c->n, "growth", -1);
+  if (!(backoff > 0 && backoff < 1)) return fail(c, "loss_scale_update backoff must be in (0, 1)");
+  if (!(growth > 1 && growth < 1e30)) return fail(c, "loss_scale_update growth must be above 1");
+  (void)out;
+  return 0;
+}
+
 typedef int (*InferFn)(Ctx *, IrType *);
 
 static const InferFn INFER[IR_OP_COUNT] = {
@@ -565,6 +595,8 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
+    [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,
+    [IR_OP_LOSS_SCALE_UPDATE] = infer_loss_scale_update,
 };
 
 int ir_infer(const IrGraph *g, const IrNode *n, IrType *out, char *err, size_t errlen) {

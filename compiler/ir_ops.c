@@ -32,7 +32,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_LINEAR_BWD_DATA]    = {"linear_bwd_data",           2, 2, 1, ""},
     [IR_OP_LINEAR_BWD_WEIGHT]  = {"linear_bwd_weight",         2, 2, 1, ""},
     [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
-    [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 5, 0, "momentum nesterov weight_decay"},
+    [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 6, 0, "momentum nesterov weight_decay"},
     /* fused forms */
     [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 6, 4, "k s p d groups eps momentum relu"},
     [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 6, 1, "k s p d groups eps relu"},
@@ -42,6 +42,10 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     /* layout and precision */
     [IR_OP_RELAYOUT]             = {"relayout",             1, 1, 1, "layout c"},
     [IR_OP_CAST]                 = {"cast",                 1, 1, 1, "to"},
+    /* dynamic loss scaling; at most 15 tensors a check, so that a generated
+     * kernel takes each as a parameter (RT_K_MAX_ARGS, with the flag) */
+    [IR_OP_NONFINITE_CHECK]      = {"nonfinite_check",      1, 15, 1, ""},
+    [IR_OP_LOSS_SCALE_UPDATE]    = {"loss_scale_update",    3, 3, 0, "growth_interval backoff growth"},
 };
 
 const IrOpInfo *ir_op_info(IrOp op) {

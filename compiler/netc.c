@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cg_model.h"
 #include "compile.h"
 #include "summary.h"
 
@@ -30,6 +31,9 @@ static void usage(FILE *f) {
           "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
           "  --int8=L1,L2,...     run these layers in int8\n"
           "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
+          "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
+          "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
+          "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -50,14 +54,17 @@ int main(int argc, char **argv) {
       {"precision", required_argument, NULL, 'p'},
       {"int8", required_argument, NULL, '8'},
       {"batch", required_argument, NULL, 'b'},
+      {"arch", required_argument, NULL, 'A'},
+      {"emit-cuda", required_argument, NULL, 'E'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
+  CgModelOpts model = {0};
   int summary = 0, c;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":hVf:", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
     case 's': summary = 1; break;
     case 'D': cx.dump_dir = optarg; break;
@@ -103,6 +110,17 @@ int main(int argc, char **argv) {
       cx.disabled |= 1u << p;
       break;
     }
+    case 'o': model.out = optarg; break;
+    case 'E': model.emit_cuda = optarg; break;
+    case 'A': {
+      CgModelTarget t;
+      if (cg_model_target(optarg, &t)) {
+        fprintf(stderr, "netc: error: --arch must be one of %s, not '%s'\n", cg_model_arches(), optarg);
+        return EXIT_USAGE;
+      }
+      model.arch = optarg;
+      break;
+    }
     case 'h': usage(stdout); return 0;
     case 'V': printf("netc %s\n", NETC_VERSION); return 0;
     case ':':
@@ -130,6 +148,7 @@ int main(int argc, char **argv) {
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
+  if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
   diag_finish(&d);
   arena_free(&arena);
   free(src);

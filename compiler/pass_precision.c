@@ -22,7 +22,11 @@
  * made once, right before their first use.  With D = f32 and no layer
  * asking otherwise the graph is returned unchanged.  When D is f16 and the
  * train section gives no loss_scale, a dynamic one (init 65536, growth every
- * 2000 steps) is set; bf16 gets a static scale of 1.
+ * 2000 steps) is set; bf16 gets a static scale of 1.  A dynamic scale of a
+ * training step becomes state updated by the step itself (the input
+ * loss_scale turns into @loss_scale, nonfinite_check gates every
+ * sgd_update, loss_scale_update ends the step; see "dynamic loss scaling"
+ * below).
  *
  *   before:  %12 = conv2d(%11, @conv2.weight) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,14,14,16] NHWC  # conv2
  *   after:   %12 = cast(%11) {to=f16} : f16[N,14,14,16] NHWC  # pool1.f16
@@ -115,8 +119,10 @@ typedef struct Pr {
   const PassCtx *cx;
   Diag *d;
   IrDtype def;
-  int *base; /* value of g -> its copy in out (dtype as computed there) */
-  int *ver;  /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
+  int *base;   /* value of g -> its copy in out (dtype as computed there) */
+  int *ver;    /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
+  int dynamic; /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
+  int steps;   /* STATE @loss_scale_good_steps in out, or -1 */
 } Pr;
 
 static int oom(Pr *p) {
@@ -289,8 +295,112 @@ static int default_loss_scale(Pr *p) {
   return ir_train_set(p->out, &one) ? 0 : oom(p);
 }
 
+/* --- dynamic loss scaling ---------------------------------------------------
+ * With loss_scale="dynamic" the scale lives on the device: INPUT loss_scale
+ * becomes STATE @loss_scale (rt_init sets it to loss_scale_init) beside a
+ * new STATE @loss_scale_good_steps (0).  The sgd_update nodes move to the
+ * end, after nonfinite_check over every gradient they read (at most 15 a
+ * check; the flags of several checks are summed with add), each taking the
+ * flag as its skip input, and a loss_scale_update closes the step. */
+
+enum { CHECK_MAX_IN = 15 }; /* nonfinite_check's arity in the op table */
+
+/* The INPUT loss_scale of g when the train section asks for a dynamic scale; else -1. */
+static int dynamic_input(const Pr *p) {
+  const IrAttr *a = ir_train_find(p->out, "loss_scale");
+  if (!a || a->kind != IR_ATTR_STR || !a->s || strcmp(a->s, "dynamic")) return -1;
+  for (int v = 0; v < p->g->nval; v++)
+    if (p->g->val[v].kind == IR_VAL_INPUT && strcmp(p->g->val[v].name, "loss_scale") == 0) return v;
+  return -1;
+}
+
+/* No node after an sgd_update reads the weight or buffer it wrote: moving
+ * the updates to the end keeps what every node reads. */
+static int updates_movable(Pr *p) {
+  const IrGraph *g = p->g;
+  for (int n = 0; n < g->nnode; n++) {
+    if (g->node[n].op != IR_OP_SGD_UPDATE) continue;
+    int w = g->node[n].in[0], b = g->node[n].in[2];
+    for (int m = n + 1; m < g->nnode; m++) {
+      const IrNode *r = &g->node[m];
+      for (int i = 0; i < r->nin && r->op != IR_OP_SGD_UPDATE; i++)
+        if (r->in[i] == w || r->in[i] == b) {
+          diag_error(p->d, r->loc, "precision: %s reads @%s after its sgd_update; dynamic loss scaling needs the "
+                     "updates last", r->name ? r->name : ir_op_info(r->op)->name, g->val[r->in[i]].name);
+          return -1;
+        }
+    }
+  }
+  return 0;
+}
+
+/* The overflow flag of every gradient fed to an sgd_update of g: nonzero
+ * when one holds an inf or a nan.  Returns its id in out, or -1. */
+static int overflow_flag(Pr *p, SrcLoc loc) {
+  const IrGraph *g = p->g;
+  int *grads = arena_alloc(p->out->arena, sizeof(int) * ((size_t)g->nnode + 1)), n = 0, flag = -1;
+  if (!grads) return oom(p);
+  for (int k = 0; k < g->nnode; k++)
+    if (g->node[k].op == IR_OP_SGD_UPDATE) grads[n++] = p->base[g->node[k].in[1]];
+  for (int at = 0; at < n; at += CHECK_MAX_IN) {
+    const char *name = arena_printf(p->out->arena, "loss_scale.check%d", at / CHECK_MAX_IN);
+    int id = name ? emit(p, IR_OP_NONFINITE_CHECK, name, loc, grads + at, n - at < CHECK_MAX_IN ? n - at : CHECK_MAX_IN,
+                         NULL, 0, 1)
+                  : oom(p);
+    if (id < 0) return -1;
+    int f = p->out->node[id].out[0];
+    if (flag >= 0) {
+      int both[2] = {flag, f};
+      if ((id = emit(p, IR_OP_ADD, "loss_scale.any", loc, both, 2, NULL, 0, 1)) < 0) return -1;
+      f = p->out->node[id].out[0];
+    }
+    flag = f;
+  }
+  return flag;
+}
+
+static int emit_loss_scale_update(Pr *p, int flag, SrcLoc loc) {
+  const IrAttr *every = ir_train_find(p->g, "loss_scale_growth_interval");
+  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * 3);
+  if (!a) return oom(p);
+  a[0] = (IrAttr){.key = "growth_interval", .kind = IR_ATTR_INT, .n = 1,
+                  .i = {every && every->kind == IR_ATTR_INT ? every->i[0] : 2000}};
+  a[1] = (IrAttr){.key = "backoff", .kind = IR_ATTR_FLOAT, .f = 0.5};
+  a[2] = (IrAttr){.key = "growth", .kind = IR_ATTR_FLOAT, .f = 2.0};
+  int in[3] = {flag, p->base[p->dynamic], p->steps};
+  return emit(p, IR_OP_LOSS_SCALE_UPDATE, "loss_scale.update", loc, in, 3, a, 3, 0) < 0 ? -1 : 0;
+}
+
+/* The nodes of g with the sgd_updates last, skipped on overflow, then the scale's update. */
+static int copy_dynamic(Pr *p) {
+  const IrGraph *g = p->g;
+  int first = -1, last = -1;
+  if (updates_movable(p)) return -1;
+  for (int n = 0; n < g->nnode; n++) {
+    if (g->node[n].op == IR_OP_SGD_UPDATE) {
+      last = n;
+      if (first < 0) first = n;
+    } else if (copy_node(p, n)) {
+      return -1;
+    }
+  }
+  if (first < 0) return 0;
+  int flag = overflow_flag(p, g->node[first].loc);
+  if (flag < 0) return -1;
+  for (int n = first; n <= last; n++) {
+    const IrNode *node = &g->node[n];
+    if (node->op != IR_OP_SGD_UPDATE) continue;
+    int *in = arena_alloc(p->out->arena, sizeof(int) * 6);
+    if (!in) return oom(p);
+    for (int i = 0; i < 5; i++) in[i] = p->base[node->in[i]];
+    in[5] = flag;
+    if (emit(p, node->op, node->name, node->loc, in, 6, node->attr, node->nattr, 0) < 0) return -1;
+  }
+  return emit_loss_scale_update(p, flag, g->node[last].loc);
+}
+
 IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
-  Pr p = {.g = g, .cx = cx, .d = cx->d, .def = default_dtype(g, cx)};
+  Pr p = {.g = g, .cx = cx, .d = cx->d, .def = default_dtype(g, cx), .dynamic = -1, .steps = -1};
   if (p.def != IR_DT_F32 && p.def != IR_DT_F16 && p.def != IR_DT_BF16) {
     diag_error(cx->d, (SrcLoc){0}, "precision: the default precision must be f32, f16 or bf16, not %s",
                ir_dtype_name(p.def));
@@ -307,13 +417,20 @@ IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
   for (int i = 0; i < g->ntrain; i++)
     if (!ir_train_set(p.out, &g->train[i])) return oom(&p), NULL;
   if (default_loss_scale(&p)) return NULL;
+  p.dynamic = dynamic_input(&p);
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
+    IrValueKind kind = v == p.dynamic ? IR_VAL_STATE : val->kind;
     p.base[v] = -1;
-    if (val->kind != IR_VAL_ACT && (p.base[v] = ir_value_add(p.out, val->kind, val->type, val->name)) < 0)
+    if (val->kind != IR_VAL_ACT && (p.base[v] = ir_value_add(p.out, kind, val->type, val->name)) < 0)
       return oom(&p), NULL;
   }
-  for (int n = 0; n < g->nnode; n++)
+  if (p.dynamic >= 0 &&
+      (p.steps = ir_value_add(p.out, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL),
+                              "loss_scale_good_steps")) < 0)
+    return oom(&p), NULL;
+  if (p.dynamic >= 0 ? copy_dynamic(&p) : 0) return NULL;
+  for (int n = 0; n < g->nnode && p.dynamic < 0; n++)
     if (copy_node(&p, n)) return NULL;
   for (int i = 0; i < g->noutput; i++) {
     int v = g->output[i];

@@ -102,6 +102,8 @@ int rt_cpu_train_linear_bwd_weight(RtCpu *x, const IrNode *n);
 int rt_cpu_train_softmax_ce_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_train_sgd_update(RtCpu *x, const IrNode *n);
 size_t rt_cpu_train_sgd_scratch(const RtCpu *x, const IrNode *n);
+int rt_cpu_train_nonfinite_check(RtCpu *x, const IrNode *n);
+int rt_cpu_train_loss_scale_update(RtCpu *x, const IrNode *n);
 
 /* rt_cpu_fused.c: the fuse pass's ops */
 int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n);

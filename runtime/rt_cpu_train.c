@@ -3,7 +3,10 @@
  * op, and the SGD update.  Each maps one node onto rt_ref kernels; backward
  * kernels overwrite their outputs, so gradient fan-in is the graph's own
  * add nodes.  In-place ops (batchnorm_train's running statistics,
- * sgd_update's weight and momentum buffer) write their input buffers. */
+ * sgd_update's weight and momentum buffer, loss_scale_update's scale and
+ * good-step count) write their input buffers.  Dynamic loss scaling (the
+ * precision pass) adds nonfinite_check, sgd_update's skip flag and
+ * loss_scale_update, all here. */
 #include <math.h>
 
 #include "rt_cpu_op.h"
@@ -151,10 +154,12 @@ size_t rt_cpu_train_sgd_scratch(const RtCpu *x, const IrNode *n) {
   return (size_t)x->numel[n->in[1]] * sizeof(float);
 }
 
-/* (w, g, buf, lr f32[], loss_scale f32[]): g / loss_scale, then PyTorch's
- * SGD on w and buf in place.  buf starts at zero, so momentum * buf + d on
- * the first step is PyTorch's seeding of buf with d. */
+/* (w, g, buf, lr f32[], loss_scale f32[] [, skip f32[]]): g / loss_scale,
+ * then PyTorch's SGD on w and buf in place; nothing at all when skip is
+ * nonzero (an overflow seen by nonfinite_check).  buf starts at zero, so
+ * momentum * buf + d on the first step is PyTorch's seeding of buf with d. */
 int rt_cpu_train_sgd_update(RtCpu *x, const IrNode *n) {
+  if (n->nin > 5 && rt_cpu_op_in(x, n, 5)[0] != 0) return 0;
   int64_t count = rt_cpu_op_in_numel(x, n, 0);
   const float *g = rt_cpu_op_in(x, n, 1);
   float lr = rt_cpu_op_in(x, n, 3)[0], scale = rt_cpu_op_in(x, n, 4)[0];
@@ -167,4 +172,39 @@ int rt_cpu_train_sgd_update(RtCpu *x, const IrNode *n) {
                 .nesterov = ir_attr_int(n, "nesterov", 0) != 0};
   return rt_cpu_op_check(x, n, rt_ref_sgd_update(count, rt_cpu_op_in(x, n, 0), gs, rt_cpu_op_in(x, n, 2), &o, 0),
                          "rt_ref_sgd_update");
+}
+
+/* (tensors...) -> f32[] 1 when any element of any input is inf or nan, else 0.
+ * f16/bf16 values are held as floats, so an overflow shows as inf here too. */
+int rt_cpu_train_nonfinite_check(RtCpu *x, const IrNode *n) {
+  float found = 0;
+  for (int i = 0; i < n->nin && !found; i++) {
+    const float *v = rt_cpu_op_in(x, n, i);
+    int64_t count = rt_cpu_op_in_numel(x, n, i);
+    for (int64_t k = 0; k < count && !found; k++) found = isfinite(v[k]) ? 0.0f : 1.0f;
+  }
+  rt_cpu_op_out(x, n, 0)[0] = found;
+  return 0;
+}
+
+/* (flag, @scale, @good_steps) in place, as PyTorch's GradScaler.update():
+ * flag nonzero: scale *= backoff, good_steps = 0; else good_steps += 1, and
+ * at growth_interval scale *= growth (kept when that is not finite in f32)
+ * and good_steps = 0. */
+int rt_cpu_train_loss_scale_update(RtCpu *x, const IrNode *n) {
+  float flag = rt_cpu_op_in(x, n, 0)[0], *scale = rt_cpu_op_in(x, n, 1), *steps = rt_cpu_op_in(x, n, 2);
+  float backoff = (float)ir_attr_float(n, "backoff", 0.5), growth = (float)ir_attr_float(n, "growth", 2.0);
+  float every = (float)ir_attr_int(n, "growth_interval", 2000);
+  if (flag != 0) {
+    *scale *= backoff;
+    *steps = 0;
+    return 0;
+  }
+  *steps += 1;
+  if (*steps >= every) {
+    float grown = *scale * growth;
+    if (isfinite(grown)) *scale = grown;
+    *steps = 0;
+  }
+  return 0;
 }

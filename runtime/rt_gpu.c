@@ -252,7 +252,8 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
     return s;
   RtGpuDevice dev;
   if ((s = device_of(x, &dev, err, errlen)) ||
-      (s = rt_gpu_prog_build(g, x->batch, &dev, o ? o->cache_dir : NULL, &x->prog, err, errlen)))
+      (s = rt_gpu_prog_build_prebuilt(g, x->batch, &dev, o ? o->cache_dir : NULL, o ? o->prebuilt : NULL,
+                                       o ? o->prebuilt_arch : NULL, &x->prog, err, errlen)))
     return s;
   if (x->prog.cubin &&
       (s = rt_cuda_module_init(&x->mod, x->ctx, x->prog.cubin, "the step's kernels", err, errlen)))
@@ -339,6 +340,7 @@ int rt_gpu_find(const RtGpu *x, const char *name) {
 int64_t rt_gpu_numel(const RtGpu *x, int v) { return x && v >= 0 && v < x->g->nval ? x->numel[v] : -1; }
 size_t rt_gpu_device_bytes(const RtGpu *x) { return x ? x->arena_bytes + x->persist_bytes + x->scratch_bytes : 0; }
 int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
+int rt_gpu_prebuilt_hit(const RtGpu *x) { return x ? x->prog.prebuilt : 0; }
 
 /* Checks v and makes the staging buffer hold it; *bytes = its device size. */
 static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, char *err, size_t errlen) {

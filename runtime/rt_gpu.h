@@ -22,6 +22,7 @@
 #include "ir.h"
 #include "rt_cuda.h"
 #include "rt_gpu_kernels.h"
+#include "rt_model.h"
 
 typedef struct RtGpu RtGpu;
 
@@ -29,6 +30,12 @@ typedef struct RtGpuOpts {
   int device;       /* ordinal */
   int tune;         /* time cuDNN engine candidates once */
   const char *cache_dir; /* NVRTC/cuDNN caches, or NULL */
+  /* A program made ahead of time (a model.so's, rt_model.h), or NULL: its
+   * cubin is loaded without compiling when its source is exactly the text
+   * this executor emits and prebuilt_arch is the device's sm_XX; otherwise
+   * the executor compiles as without it. */
+  const RtModelProgram *prebuilt;
+  const char *prebuilt_arch;
 } RtGpuOpts;
 
 /* g must outlive the executor and be planned (g->plan_bytes > 0) for `batch`. */
@@ -59,5 +66,7 @@ RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevic
 size_t rt_gpu_device_bytes(const RtGpu *x);
 /* 1 when the last rt_gpu_new found its cubin in the cache. */
 int rt_gpu_cache_hit(const RtGpu *x);
+/* 1 when the last rt_gpu_new took RtGpuOpts.prebuilt's cubin (no NVRTC call). */
+int rt_gpu_prebuilt_hit(const RtGpu *x);
 
 #endif

@@ -658,9 +658,10 @@ static int emit_softmax_ce(Emit *e) {
 
 static int emit_sgd(Emit *e) {
   const IrType *tw = in_type(e, 0), *tg = in_type(e, 1), *tb = in_type(e, 2);
+  int skip = e->n->nin > 5;
   if (!is_float(tw->dtype) || !is_float(tg->dtype) || !is_float(tb->dtype) || in_type(e, 3)->dtype != IR_DT_F32 ||
-      in_type(e, 4)->dtype != IR_DT_F32)
-    return fail(e, "sgd_update needs float tensors and f32 lr and loss scale");
+      in_type(e, 4)->dtype != IR_DT_F32 || (skip && in_type(e, 5)->dtype != IR_DT_F32))
+    return fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
   int64_t count = numel(e, tw);
   int v = flat_vec(tw->dtype);
   if (flat_vec(tg->dtype) < v) v = flat_vec(tg->dtype);
@@ -674,9 +675,59 @@ static int emit_sgd(Emit *e) {
   def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
   def_float(e, "NETC_WD", ir_attr_float(e->n, "weight_decay", 0));
   def(e, "NETC_NESTEROV", "%d", ir_attr_int(e->n, "nesterov", 0) != 0);
-  ARGS(e, in(0), in(1), in(2), in(3), in(4));
+  def(e, "NETC_SKIP", "%d", skip);
+  if (skip)
+    ARGS(e, in(0), in(1), in(2), in(3), in(4), in(5));
+  else
+    ARGS(e, in(0), in(1), in(2), in(3), in(4));
   int64_t units = count / v > count % v ? count / v : count % v;
   return end(e, "sgd.cu", grid_1d(e, units), 1, BLOCK, 1);
+}
+
+/* --- dynamic loss scaling (loss_scale.cu) --------------------------------------- */
+
+/* nonfinite_check: zero the flag, then one grid-stride scan of every input
+ * (each a kernel parameter: at most RT_K_MAX_ARGS - 1 of them). */
+static int emit_nonfinite_check(Emit *e) {
+  enum { SLOTS = RT_K_MAX_ARGS - 1 };
+  int nin = e->n->nin;
+  if (nin > SLOTS) return fail(e, "%d inputs; a kernel takes at most %d", nin, SLOTS);
+  if (out_type(e, 0)->dtype != IR_DT_F32) return fail(e, "the flag must be f32");
+  if (begin(e, "zero")) return -1;
+  def(e, "NETC_NONFINITE_ZERO", "1");
+  ARGS(e, out(0));
+  if (end(e, "loss_scale.cu", 1, 1, 32, 1) || begin(e, "scan")) return -1;
+  def(e, "NETC_NONFINITE_SCAN", "1");
+  RtKArg a[RT_K_MAX_ARGS];
+  a[0] = out(0);
+  int64_t units = 1;
+  for (int i = 0; i < SLOTS; i++) {
+    char tn[24], cn[24];
+    snprintf(tn, sizeof tn, "NETC_T%d", i);
+    snprintf(cn, sizeof cn, "NETC_COUNT%d", i);
+    IrDtype dt = i < nin ? in_type(e, i)->dtype : IR_DT_F32;
+    if (!is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
+    int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = flat_vec(dt);
+    def(e, tn, "%s", ctype(dt));
+    def(e, cn, "%lldLL", (long long)count);
+    a[i + 1] = in(i < nin ? i : 0); /* an unused slot's pointer is never read */
+    if (count / v + count % v > units) units = count / v + count % v;
+  }
+  args(e, RT_K_MAX_ARGS, a);
+  return end(e, "loss_scale.cu", grid_1d(e, units), 1, BLOCK, 1);
+}
+
+static int emit_loss_scale_update(Emit *e) {
+  for (int i = 0; i < 3; i++)
+    if (in_type(e, i)->dtype != IR_DT_F32 || numel(e, in_type(e, i)) != 1)
+      return fail(e, "flag, scale and good-step count must be f32[]");
+  if (begin(e, "")) return -1;
+  def(e, "NETC_LS_UPDATE", "1");
+  def_float(e, "NETC_GROWTH_INTERVAL", (double)ir_attr_int(e->n, "growth_interval", 2000));
+  def_float(e, "NETC_BACKOFF", ir_attr_float(e->n, "backoff", 0.5));
+  def_float(e, "NETC_GROWTH", ir_attr_float(e->n, "growth", 2.0));
+  ARGS(e, in(0), in(1), in(2));
+  return end(e, "loss_scale.cu", 1, 1, 32, 1);
 }
 
 /* --- the entry points ----------------------------------------------------------- */
@@ -712,6 +763,8 @@ static int emit_node(Emit *e) {
   case IR_OP_SOFTMAX_CE:
   case IR_OP_SOFTMAX_CE_BWD: return emit_softmax_ce(e);
   case IR_OP_SGD_UPDATE: return emit_sgd(e);
+  case IR_OP_NONFINITE_CHECK: return emit_nonfinite_check(e);
+  case IR_OP_LOSS_SCALE_UPDATE: return emit_loss_scale_update(e);
   case IR_OP_CAST: return emit_cast(e);
   case IR_OP_RELAYOUT: return emit_relayout(e);
   default: return fail(e, "op %s has no GPU kernel yet", ir_op_info(e->n->op)->name);

@@ -175,8 +175,8 @@ static RtCudaStatus compile(const IrGraph *g, int64_t batch, const RtGpuDevice *
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
-                               RtGpuProg *p, char *err, size_t errlen) {
+RtCudaStatus rt_gpu_prog_emit(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, RtGpuProg *p, char *err,
+                              size_t errlen) {
   memset(p, 0, sizeof *p);
   if (!g || !dev) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: no graph or device");
   p->kn = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof *p->kn);
@@ -193,10 +193,49 @@ RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevic
   if (!any) return RT_CUDA_OK;
   Buf b = {0};
   RtCudaStatus s = assemble(g, batch, p, &b, err, errlen);
-  if (!s) s = compile(g, batch, dev, cache_dir, &b, p, err, errlen);
-  free(b.p);
+  if (s) {
+    free(b.p);
+    rt_gpu_prog_free(p);
+    return s;
+  }
+  p->source = b.p, p->source_len = b.len;
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_prog_compile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
+                                 RtGpuProg *p, char *err, size_t errlen) {
+  if (!p->source || p->cubin) return RT_CUDA_OK;
+  Buf b = {.p = p->source, .len = p->source_len, .cap = p->source_len + 1};
+  return compile(g, batch, dev, cache_dir, &b, p, err, errlen);
+}
+
+RtCudaStatus rt_gpu_prog_build_prebuilt(const IrGraph *g, int64_t batch, const RtGpuDevice *dev,
+                                        const char *cache_dir, const RtModelProgram *pre, const char *pre_arch,
+                                        RtGpuProg *p, char *err, size_t errlen) {
+  RtCudaStatus s = rt_gpu_prog_emit(g, batch, dev, p, err, errlen);
+  if (s || !p->source) return s;
+  char arch[32];
+  snprintf(arch, sizeof arch, "sm_%d%d", dev->cc_major, dev->cc_minor);
+  /* the launches come from this emission, so a cubin is only usable when it
+   * was made from exactly this text, for this device's arch */
+  if (pre && pre->source && pre->cubin && pre->cubin_size > 16 && pre_arch && strcmp(pre_arch, arch) == 0 &&
+      strcmp(pre->source, p->source) == 0) {
+    if (!(p->cubin = malloc(pre->cubin_size))) {
+      rt_gpu_prog_free(p);
+      return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu-byte cubin)", pre->cubin_size);
+    }
+    memcpy(p->cubin, pre->cubin, pre->cubin_size);
+    p->size = pre->cubin_size, p->prebuilt = 1;
+    return RT_CUDA_OK;
+  }
+  s = rt_gpu_prog_compile(g, batch, dev, cache_dir, p, err, errlen);
   if (s) rt_gpu_prog_free(p);
   return s;
+}
+
+RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
+                               RtGpuProg *p, char *err, size_t errlen) {
+  return rt_gpu_prog_build_prebuilt(g, batch, dev, cache_dir, NULL, NULL, p, err, errlen);
 }
 
 void rt_gpu_prog_free(RtGpuProg *p) {
@@ -204,6 +243,7 @@ void rt_gpu_prog_free(RtGpuProg *p) {
   for (int i = 0; i < p->nnode; i++) rt_gpu_kernels_free(&p->kn[i]);
   free(p->kn);
   free(p->cubin);
+  free(p->source);
   memset(p, 0, sizeof *p);
 }
 

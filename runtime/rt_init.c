@@ -5,7 +5,12 @@
  * says what the value is decides, later ones must agree (a weight read by
  * conv2d and conv2d_bwd_data is one role; backward readers and sgd_update's
  * first input say nothing).  Each value draws from its own generator seeded
- * by the run's seed and a hash of its name. */
+ * by the run's seed and a hash of its name.
+ *
+ * Dynamic loss scaling's two states (read by loss_scale_update, made by
+ * the precision pass) have no torchvision role: @loss_scale starts at the
+ * train section's loss_scale_init (65536 when absent) and
+ * @loss_scale_good_steps at 0. */
 #include "rt_init.h"
 
 #include <math.h>
@@ -207,7 +212,30 @@ static RtInitStatus bad_shape(const IrValue *val, const char *what, char *err, s
   return RT_INIT_ERR_SHAPE;
 }
 
+/* 1 when v is loss_scale_update's scale, 2 its good-step count, else 0. */
+static int loss_scale_slot(const IrGraph *g, int v) {
+  for (int i = 0; i < g->nnode; i++) {
+    const IrNode *n = &g->node[i];
+    if (n->op != IR_OP_LOSS_SCALE_UPDATE || n->nin != 3) continue;
+    if (n->in[1] == v) return 1;
+    if (n->in[2] == v) return 2;
+  }
+  return 0;
+}
+
+static float loss_scale_init(const IrGraph *g) {
+  const IrAttr *a = ir_train_find(g, "loss_scale_init");
+  return a && a->kind == IR_ATTR_FLOAT && a->f > 0 ? (float)a->f : 65536.0f;
+}
+
 RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, char *err, size_t errlen) {
+  int ls = v >= 0 && v < g->nval && g->val[v].kind == IR_VAL_STATE ? loss_scale_slot(g, v) : 0;
+  if (ls) {
+    if (ir_type_numel(&g->val[v].type, 1) != 1)
+      return bad_shape(&g->val[v], ls == 1 ? "loss scale" : "good-step count", err, errlen);
+    dst[0] = ls == 1 ? loss_scale_init(g) : 0.0f;
+    return RT_INIT_OK;
+  }
   RtInitRole role;
   int owner;
   RtInitStatus st = rt_init_role(g, v, &role, &owner, err, errlen);

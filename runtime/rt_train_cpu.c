@@ -20,7 +20,8 @@
 
 /* The values a run touches, found once. */
 typedef struct Io {
-  int image, label, lr, scale; /* inputs; label, lr, scale -1 when the graph has none */
+  int image, label, lr, scale; /* inputs; label, lr, scale -1 when the graph has none (scale: also
+                                * when the graph keeps a dynamic one as state @loss_scale) */
   int loss, logits;            /* outputs; loss -1 for the inference graph */
   int64_t sample;              /* image elements per sample */
   int64_t classes;
@@ -74,6 +75,13 @@ static int input_named(const IrGraph *g, const char *name) {
   return -1;
 }
 
+/* The precision pass's dynamic loss scaling keeps the scale in the graph. */
+static int state_named(const IrGraph *g, const char *name) {
+  for (int v = 0; v < g->nval; v++)
+    if (g->val[v].kind == IR_VAL_STATE && strcmp(g->val[v].name, name) == 0) return 1;
+  return 0;
+}
+
 static int is_int_dtype(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
 
 /* Finds and checks the image, label, lr and loss_scale inputs and the
@@ -90,13 +98,13 @@ static RtTrainStatus find_io(Run *r, const IrGraph *g, int training, Io *io) {
     return fail(r, RT_TRAIN_ERR_GRAPH, "%s: input 'image' must be a float tensor with the batch first", which);
   io->sample = ir_type_numel(ti, 1);
   if (training) {
-    if (io->label < 0 || io->lr < 0 || io->scale < 0)
+    if (io->label < 0 || io->lr < 0 || (io->scale < 0 && !state_named(g, "loss_scale")))
       return fail(r, RT_TRAIN_ERR_GRAPH, "%s: needs inputs 'label', 'lr' and 'loss_scale' (is it compiled with autodiff?)",
                   which);
     const IrType *tl = &g->val[io->label].type;
     if (tl->rank != 1 || tl->dim[0] != IR_DIM_N || !is_int_dtype(tl->dtype))
       return fail(r, RT_TRAIN_ERR_GRAPH, "%s: input 'label' must be an integer [N]", which);
-    if (ir_type_numel(&g->val[io->lr].type, 1) != 1 || ir_type_numel(&g->val[io->scale].type, 1) != 1)
+    if (ir_type_numel(&g->val[io->lr].type, 1) != 1 || (io->scale >= 0 && ir_type_numel(&g->val[io->scale].type, 1) != 1))
       return fail(r, RT_TRAIN_ERR_GRAPH, "%s: 'lr' and 'loss_scale' must be scalars", which);
     if (g->noutput < 2) return fail(r, RT_TRAIN_ERR_GRAPH, "%s: outputs must be [loss, logits]", which);
     io->loss = g->output[0];
@@ -253,7 +261,7 @@ static RtTrainStatus train(Run *r, const RtTrainData *data, const RtTrainData *t
   float *img = rt_cpu_data(r->xt, r->it.image);
   int64_t *lab = rt_cpu_data(r->xt, r->it.label);
   float *lr = rt_cpu_data(r->xt, r->it.lr);
-  *(float *)rt_cpu_data(r->xt, r->it.scale) = loss_scale_of(r->gt);
+  if (r->it.scale >= 0) *(float *)rt_cpu_data(r->xt, r->it.scale) = loss_scale_of(r->gt);
   const float *loss = rt_cpu_data(r->xt, r->it.loss);
   float scale = 1.0f / (255.0f * cfg->std), shift = -cfg->mean / cfg->std;
   uint64_t rng = cfg->seed ^ 0x5f3759df2545f491ull;

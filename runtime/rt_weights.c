@@ -17,9 +17,17 @@
 static const char NUM_BATCHES_TRACKED[] = ".num_batches_tracked";
 static const char MOMENTUM_BUFFER[] = ".momentum_buffer";
 
+
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Training state that PyTorch keeps outside the state_dict: optimizer
+ * momentum and the dynamic loss scaler (netc keeps both as graph state). */
+static int is_optimizer_state(const char *name) {
+  return ends_with(name, MOMENTUM_BUFFER) || strcmp(name, "loss_scale") == 0 ||
+         strcmp(name, "loss_scale_good_steps") == 0;
 }
 
 static int channels_last(const IrType *t) {
@@ -131,7 +139,7 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
     if (!is_weight(val)) continue;
     const RtStTensor *t = rt_st_find(f, val->name);
     if (!t) {
-      if (!((flags & RT_WEIGHTS_OPTIM_OPTIONAL) && ends_with(val->name, MOMENTUM_BUFFER)))
+      if (!((flags & RT_WEIGHTS_OPTIM_OPTIONAL) && is_optimizer_state(val->name)))
         problem(p, "missing '%s'", val->name);
       continue;
     }

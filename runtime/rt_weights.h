@@ -41,7 +41,8 @@ typedef enum RtWeightsStatus {
 enum {
   RT_WEIGHTS_ERRMAX = 2048,
   /* Load flags. */
-  RT_WEIGHTS_OPTIM_OPTIONAL = 1, /* absent `*.momentum_buffer` values are left as they are */
+  RT_WEIGHTS_OPTIM_OPTIONAL = 1, /* absent optimizer state (`*.momentum_buffer`, `loss_scale`,
+                                    `loss_scale_good_steps`) is left as it is */
   RT_WEIGHTS_EXTRA_OK = 2,       /* tensors the graph does not have are ignored */
 };
 

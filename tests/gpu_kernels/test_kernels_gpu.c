@@ -186,6 +186,7 @@ static int in_place(IrOp op, int i) {
   if (op == IR_OP_SGD_UPDATE) return i == 0 || i == 2;
   if (op == IR_OP_BATCHNORM_TRAIN) return i == 3 || i == 4;
   if (op == IR_OP_CONV2D_BN_TRAIN) return i == 4 || i == 5;
+  if (op == IR_OP_LOSS_SCALE_UPDATE) return i == 1 || i == 2;
   return 0;
 }
 

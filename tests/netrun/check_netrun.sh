@@ -21,10 +21,46 @@ expect() { # want-status grep-pattern command...
 expect 0 "usage: netrun train" "$netrun" --help
 expect 2 "usage: netrun" "$netrun"
 expect 2 "unknown command 'fly'" "$netrun" fly
-expect 2 "train takes one MODEL.net" "$netrun" train
+expect 2 "train takes one MODEL" "$netrun" train
 expect 2 "--epochs must be an integer" "$netrun" train "$src/models/mlp.net" --epochs 0
 expect 2 "--device must be cpu or gpu" "$netrun" train "$src/models/mlp.net" --device tpu
-expect 1 "GPU back end is not built yet" "$netrun" train "$src/models/mlp.net" --device gpu
+# forced GPU with a driver that cannot exist: a clear "no GPU" and exit 1; auto falls back to the CPU
+nodrv=/nonexistent/libcuda-netc-test.so.1
+expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/mlp.net" --device gpu
+expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --device gpu
+expect 0 "on the CPU.*images/s" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 --steps 3
+expect 2 "bench does not take '--epochs'" "$netrun" bench "$src/models/mlp.net" --epochs 2
+expect 2 "give --data or --synthetic" "$netrun" train "$src/models/mlp.net" --synthetic --data /tmp
+expect 2 "--every needs --checkpoint" "$netrun" train "$src/models/mlp.net" --every 3
+expect 2 "infer takes one MODEL and --weights" "$netrun" infer "$src/models/mlp.net"
+# synthetic training with a log, a checkpoint, then inference and a step from it
+expect 0 "test accuracy [0-9.]+%$" env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/smallcnn.net" --synthetic \
+  --batch 16 --steps 12 --train-images 320 --log "$work/log.jsonl" --checkpoint "$work/ck.safetensors" --every 5
+if [ "$(grep -c '"step"' "$work/log.jsonl" 2>/dev/null)" = 12 ] && grep -q '"test_accuracy"' "$work/log.jsonl"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: log.jsonl lacks 12 step lines and an epoch line"
+fi
+python3 - "$work" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: could not write the batch file"; }
+import json, struct, sys
+work = sys.argv[1]
+n = 4
+img = struct.pack("<%df" % (n * 784), *[((i * 37) % 255) / 255.0 - 0.5 for i in range(n * 784)])
+lab = struct.pack("<%dq" % n, *[i % 10 for i in range(n)])
+hdr = {"image": {"dtype": "F32", "shape": [n, 1, 28, 28], "data_offsets": [0, len(img)]},
+       "label": {"dtype": "I64", "shape": [n], "data_offsets": [len(img), len(img) + len(lab)]}}
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(work + "/batch.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + img + lab)
+PY
+expect 0 "logits of 4 images" "$netrun" infer "$src/models/smallcnn.net" --device cpu --weights "$work/ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/logits.safetensors"
+expect 0 "one step of .* on the CPU \(batch 4" "$netrun" step "$src/models/smallcnn.net" --device cpu \
+  --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/step.safetensors"
+expect 1 "does not fit the model's input" "$netrun" infer "$src/models/resnet20.net" --device cpu \
+  --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+expect 1 "missing.safetensors" "$netrun" infer "$src/models/smallcnn.net" --device cpu \
+  --weights "$work/missing.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
 expect 1 "cannot open '$work/missing.net'" "$netrun" train "$work/missing.net"
 printf 'network n {\n  input x : f32[4]\n  a = relu(y)\n}\n' >"$work/bad.net"
 expect 1 "bad.net:3:12: error: undefined name 'y'" "$netrun" train "$work/bad.net"

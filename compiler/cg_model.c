@@ -1,0 +1,354 @@
+/* cg_model.c - writes model.so (cg_model.h gives the format and contract).
+ *
+ * The two graphs are compiled here rather than taken from the caller so
+ * that both come from one set of options.  Kernel programs come from the
+ * GPU executor's own code (rt_gpu_prog_emit/rt_gpu_prog_compile) for the
+ * target's attributes, so on a device with those attributes the executor
+ * emits the same text and takes the embedded cubin.  When NVRTC cannot be
+ * loaded the model is written with sources only (a warning): the executor
+ * then compiles them when it starts.
+ *
+ * The library is made from one generated C file holding the blob as a
+ * string literal (printable bytes as themselves, the rest as 3-digit octal
+ * escapes: about 1.5 source bytes per blob byte, quick for cc to read),
+ * compiled with $CC (else `cc`) -shared -fPIC.  Both the C file and the
+ * library are written beside the output under temporary names; the library
+ * is renamed into place only when cc succeeded, and the C file is always
+ * removed.  Built without the CUDA toolkit (no NETC_HAVE_CUDA), -o and
+ * --emit-cuda fail with a message saying so. */
+#include "cg_model.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compile.h"
+
+#ifdef NETC_HAVE_CUDA
+#include "rt_gpu_prog.h"
+#endif
+
+extern char **environ;
+
+/* The SM count is that of the arch's reference data-center part (sm_90:
+ * H100 SXM and H200).  It only sizes grids of reductions, which are correct
+ * for any count; a device with another count emits other text and compiles
+ * it itself instead of taking the embedded cubin. */
+static const struct {
+  const char *arch;
+  int sm_count;
+} TARGETS[] = {
+    {"sm_75", 40}, {"sm_80", 108}, {"sm_86", 72}, {"sm_89", 58}, {"sm_90", 132}, {"sm_100", 148}, {"sm_120", 170},
+};
+enum { NTARGET = sizeof TARGETS / sizeof TARGETS[0] };
+
+int cg_model_target(const char *arch, CgModelTarget *t) {
+  for (int i = 0; arch && i < NTARGET; i++) {
+    if (strcmp(arch, TARGETS[i].arch) != 0)
+      continue;
+    int cc = atoi(arch + 3);
+    memset(t, 0, sizeof *t);
+    snprintf(t->arch, sizeof t->arch, "%s", arch);
+    t->cc_major = cc / 10, t->cc_minor = cc % 10;
+    t->sm_count = TARGETS[i].sm_count;
+    t->max_threads_per_block = 1024;
+    t->max_shared_per_block = 48 * 1024;
+    return 0;
+  }
+  return -1;
+}
+
+const char *cg_model_arches(void) { return "sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_120"; }
+
+/* One graph's contributions to the blob. */
+typedef struct Part {
+  char *ir;
+  size_t ir_len;
+  char *cu; /* NULL when the graph has no generated kernel */
+  size_t cu_len;
+  void *cubin;
+  size_t cubin_size;
+} Part;
+
+static const SrcLoc NOLOC = {0};
+
+static int print_ir(const IrGraph *g, Part *p, Diag *d) {
+  FILE *f = open_memstream(&p->ir, &p->ir_len);
+  if (!f) {
+    diag_error(d, NOLOC, "out of memory printing the IR of graph %s", g->name ? g->name : "?");
+    return -1;
+  }
+  IrPrintOpts po = {.no_loc = 0, .pass = NULL};
+  ir_print(f, g, &po);
+  if (fclose(f) != 0) {
+    diag_error(d, NOLOC, "out of memory printing the IR of graph %s", g->name ? g->name : "?");
+    return -1;
+  }
+  return 0;
+}
+
+/* The kernel program of g for t, and its cubin when *nvrtc is still 1
+ * (set to 0, with one warning, when NVRTC cannot be loaded).  A graph with
+ * an op that has no GPU kernel gets no program, with a warning. */
+static int program(const IrGraph *g, const char *what, const CgModelTarget *t, int want_cubin, int *nvrtc, Part *part,
+                   Diag *d) {
+#ifdef NETC_HAVE_CUDA
+  RtGpuDevice dev = {.sm_count = t->sm_count,
+                     .max_threads_per_block = t->max_threads_per_block,
+                     .max_shared_per_block = t->max_shared_per_block,
+                     .cc_major = t->cc_major,
+                     .cc_minor = t->cc_minor};
+  RtGpuProg p;
+  char err[8192];
+  if (rt_gpu_prog_emit(g, g->plan_batch, &dev, &p, err, sizeof err)) {
+    /* the CPU executor still runs the graph; the GPU executor will refuse it with this same message */
+    diag_warning(d, NOLOC, "the %s graph gets no GPU program: %s", what, err);
+    return 0;
+  }
+  if (want_cubin && *nvrtc && p.source) {
+    RtCudaStatus s = rt_gpu_prog_compile(g, g->plan_batch, &dev, NULL, &p, err, sizeof err);
+    if (s == RT_CUDA_ENODRIVER) {
+      diag_warning(d, NOLOC,
+                   "NVRTC cannot be loaded, so the model holds CUDA sources only (compiled when it "
+                   "starts on a GPU): %s",
+                   err);
+      *nvrtc = 0;
+    } else if (s) {
+      diag_error(d, NOLOC, "compiling the kernels of graph %s for %s: %s", g->name ? g->name : "?", t->arch, err);
+      rt_gpu_prog_free(&p);
+      return -1;
+    }
+  }
+  part->cu = p.source, part->cu_len = p.source_len;
+  part->cubin = p.cubin, part->cubin_size = p.cubin ? p.size : 0;
+  p.source = NULL, p.cubin = NULL;
+  rt_gpu_prog_free(&p);
+  return 0;
+#else
+  (void)g, (void)what, (void)t, (void)want_cubin, (void)nvrtc, (void)part;
+  diag_error(d, NOLOC,
+             "this netc was built without the CUDA toolkit, so it cannot generate kernels (-o, "
+             "--emit-cuda): rebuild it where CMake finds the toolkit");
+  return -1;
+#endif
+}
+
+static int write_file(const char *path, const char *data, size_t len, Diag *d) {
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    diag_error(d, NOLOC, "cannot write '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  int ok = fwrite(data, 1, len, f) == len;
+  ok = fclose(f) == 0 && ok;
+  if (!ok) {
+    diag_error(d, NOLOC, "cannot write '%s': %s", path, strerror(errno));
+    remove(path);
+  }
+  return ok ? 0 : -1;
+}
+
+static int emit_cuda(const char *dir, const Part parts[2], Diag *d) {
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    diag_error(d, NOLOC, "cannot create directory '%s': %s", dir, strerror(errno));
+    return -1;
+  }
+  static const char *names[2] = {"train.cu", "infer.cu"};
+  for (int i = 0; i < 2; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if (write_file(path, parts[i].cu ? parts[i].cu : "", parts[i].cu ? parts[i].cu_len : 0, d))
+      return -1;
+  }
+  return 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* The blob of cg_model.h (malloc'd), or NULL when out of memory. */
+static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, size_t *size) {
+  const void *data[CG_MODEL_NSECTION] = {parts[0].ir, parts[1].ir,    parts[0].cu,
+                                         parts[1].cu, parts[0].cubin, parts[1].cubin};
+  size_t len[CG_MODEL_NSECTION] = {
+      parts[0].ir_len,     parts[1].ir_len,    parts[0].cu ? parts[0].cu_len : 0, parts[1].cu ? parts[1].cu_len : 0,
+      parts[0].cubin_size, parts[1].cubin_size};
+  size_t off[CG_MODEL_NSECTION], total = align64(CG_MODEL_HEADER);
+  for (int i = 0; i < CG_MODEL_NSECTION; i++) {
+    int text = i < CG_MODEL_TRAIN_CUBIN;
+    off[i] = len[i] ? total : 0;
+    if (len[i])
+      total = align64(total + len[i] + (size_t)text);
+  }
+  unsigned char *b = calloc(1, total);
+  if (!b)
+    return NULL;
+  memcpy(b, CG_MODEL_MAGIC, 8);
+  put_u32(b + 8, CG_MODEL_VERSION);
+  put_u32(b + 12, CG_MODEL_HEADER);
+  put_u64(b + 16, (uint64_t)batch);
+  snprintf((char *)b + 24, CG_MODEL_ARCH_LEN, "%s", (parts[0].cubin || parts[1].cubin) ? arch : "");
+  for (int i = 0; i < CG_MODEL_NSECTION; i++) {
+    put_u64(b + 40 + 16 * i, off[i]);
+    put_u64(b + 48 + 16 * i, len[i]);
+    if (len[i])
+      memcpy(b + off[i], data[i], len[i]);
+  }
+  *size = total;
+  return b;
+}
+
+/* The blob as a C file defining the two exported symbols. */
+static int write_c(const char *path, const char *out, const char *net, const unsigned char *b, size_t n, Diag *d) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    diag_error(d, NOLOC, "cannot write '%s': %s (writing its temporary '%s')", out, strerror(errno), path);
+    return -1;
+  }
+  fprintf(f, "/* model.so of %s, written by netc %s (docs/model_so.md); do not edit. */\n", net, NETC_VERSION);
+  fprintf(f, "__attribute__((visibility(\"default\"), aligned(64)))\nconst unsigned char %s[%zu] =\n\"",
+          CG_MODEL_SYMBOL, n);
+  size_t col = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned c = b[i];
+    /* '?' is escaped too: no trigraphs whatever the compiler's mode */
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '?') {
+      putc((int)c, f);
+      col++;
+    } else {
+      fprintf(f, "\\%03o", c);
+      col += 4;
+    }
+    if ((c == '\n' || col >= 120) && i + 1 < n) {
+      fputs("\"\n\"", f);
+      col = 0;
+    }
+  }
+  fprintf(f, "\";\n__attribute__((visibility(\"default\")))\nconst unsigned long long %s = %zuull;\n",
+          CG_MODEL_SIZE_SYMBOL, n);
+  if (ferror(f) | (fclose(f) != 0)) {
+    diag_error(d, NOLOC, "cannot write '%s': %s (writing its temporary '%s')", out, strerror(errno), path);
+    return -1;
+  }
+  return 0;
+}
+
+/* $CC (split at blanks) -shared -fPIC -o so c.  0, or -1 after a message. */
+static int run_cc(const char *c_path, const char *so_path, Diag *d) {
+  const char *cc = getenv("CC");
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", cc && *cc ? cc : "cc");
+  char *argv[40];
+  int argc = 0;
+  for (char *tok = strtok(buf, " \t"); tok && argc < 32; tok = strtok(NULL, " \t"))
+    argv[argc++] = tok;
+  if (!argc)
+    argv[argc++] = "cc";
+  const char *name = argv[0];
+  static char shared[] = "-shared", fpic[] = "-fPIC", o0[] = "-O0", dash_o[] = "-o";
+  argv[argc++] = shared, argv[argc++] = fpic, argv[argc++] = o0;
+  argv[argc++] = dash_o, argv[argc++] = (char *)so_path, argv[argc++] = (char *)c_path;
+  argv[argc] = NULL;
+  pid_t pid;
+  int e = posix_spawnp(&pid, name, NULL, NULL, argv, environ);
+  if (e) {
+    diag_error(d, NOLOC,
+               "cannot run the C compiler '%s' (%s): netc -o links model.so with it; install cc or "
+               "set $CC",
+               name, strerror(e));
+    return -1;
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) {
+      diag_error(d, NOLOC, "waiting for the C compiler '%s': %s", name, strerror(errno));
+      return -1;
+    }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    diag_error(d, NOLOC, "the C compiler '%s' failed (%s %d) building '%s' from '%s'", name,
+               WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), so_path,
+               c_path);
+    return -1;
+  }
+  return 0;
+}
+
+static int write_so(const char *out, const char *net, const Part parts[2], int64_t batch, const char *arch, Diag *d) {
+  size_t n = 0;
+  unsigned char *blob = make_blob(parts, batch, arch, &n);
+  if (!blob) {
+    diag_error(d, NOLOC, "out of memory writing '%s'", out);
+    return -1;
+  }
+  char c_path[4200], so_path[4200];
+  snprintf(c_path, sizeof c_path, "%s.%ld.tmp.c", out, (long)getpid());
+  snprintf(so_path, sizeof so_path, "%s.%ld.tmp", out, (long)getpid());
+  int rc = write_c(c_path, out, net, blob, n, d);
+  free(blob);
+  if (!rc)
+    rc = run_cc(c_path, so_path, d);
+  remove(c_path);
+  if (!rc && rename(so_path, out) != 0) {
+    diag_error(d, NOLOC, "cannot write '%s': %s", out, strerror(errno));
+    rc = -1;
+  }
+  if (rc)
+    remove(so_path);
+  return rc;
+}
+
+int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
+  Diag *d = cx->d;
+  CgModelTarget t;
+  const char *arch = o->arch ? o->arch : "sm_90";
+  if (cg_model_target(arch, &t)) {
+    diag_error(d, NOLOC, "unknown --arch '%s' (known: %s)", arch, cg_model_arches());
+    return -1;
+  }
+  if (!o->out && !o->emit_cuda)
+    return 0;
+  Arena arena;
+  arena_init(&arena);
+  Part parts[2];
+  memset(parts, 0, sizeof parts);
+  IrGraph *g[2] = {NULL, NULL};
+  int rc = 0, nvrtc = 1;
+  for (int i = 0; i < 2 && !rc; i++) {
+    PassCtx c = *cx;
+    c.inference = i, c.print_after = NULL, c.dump_dir = NULL;
+    g[i] = compile_file(&arena, d, path, &c);
+    rc = !g[i] || print_ir(g[i], &parts[i], d) ||
+                 program(g[i], i ? "inference" : "training", &t, o->out != NULL, &nvrtc, &parts[i], d)
+             ? -1
+             : 0;
+  }
+  if (!rc && g[0]->plan_batch != g[1]->plan_batch) {
+    diag_error(d, NOLOC, "the training plan is for batch %lld but the inference plan for %lld",
+               (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
+    rc = -1;
+  }
+  if (!rc && o->emit_cuda)
+    rc = emit_cuda(o->emit_cuda, parts, d);
+  if (!rc && o->out)
+    rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, d);
+  for (int i = 0; i < 2; i++) {
+    free(parts[i].ir);
+    free(parts[i].cu);
+    free(parts[i].cubin);
+  }
+  arena_free(&arena);
+  return rc;
+}

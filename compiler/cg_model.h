@@ -1,0 +1,74 @@
+/* cg_model.h - the model writer: `netc FILE.net -o model.so`.
+ *
+ * cg_model_write() compiles a network twice with the caller's options (the
+ * training step, and the same with --inference), generates each graph's
+ * whole kernel program exactly as the GPU executor would for the target
+ * (runtime/rt_gpu_prog.h), compiles it with NVRTC to a cubin for that
+ * target, and links everything into a shared library with the system C
+ * compiler.  runtime/rt_model.c reads it back (rt_model.h).
+ *
+ * The library exports two symbols: `netc_model`, one byte blob, and
+ * `netc_model_size`, its length.  The blob is the format below, every
+ * integer little-endian:
+ *
+ *   0   "NETCMODL"                       8 bytes of magic
+ *   8   u32 format version (CG_MODEL_VERSION)
+ *   12  u32 header bytes (CG_MODEL_HEADER)
+ *   16  i64 batch both plans were made for
+ *   24  char arch[16]: "sm_90", or "" when no cubin is embedded
+ *   40  CG_MODEL_NSECTION x {u64 offset, u64 size} in CgModelSection order
+ *
+ * A section of size 0 is absent.  The text sections (IR, CUDA source) are
+ * followed by a NUL byte not counted in their size; every section starts at
+ * a multiple of 64 bytes. */
+#ifndef NETC_CG_MODEL_H
+#define NETC_CG_MODEL_H
+
+#include <stdint.h>
+
+#include "pipeline.h"
+
+#define CG_MODEL_MAGIC "NETCMODL"
+#define CG_MODEL_SYMBOL "netc_model"
+#define CG_MODEL_SIZE_SYMBOL "netc_model_size"
+
+enum { CG_MODEL_VERSION = 1, CG_MODEL_ARCH_LEN = 16 };
+
+typedef enum CgModelSection {
+  CG_MODEL_TRAIN_IR, /* ir_print of the training graph, locations included */
+  CG_MODEL_INFER_IR, /* the same for the --inference graph */
+  CG_MODEL_TRAIN_CU, /* the training graph's kernel program (CUDA C) */
+  CG_MODEL_INFER_CU,
+  CG_MODEL_TRAIN_CUBIN, /* that program compiled for arch */
+  CG_MODEL_INFER_CUBIN,
+  CG_MODEL_NSECTION
+} CgModelSection;
+
+enum { CG_MODEL_HEADER = 40 + 16 * CG_MODEL_NSECTION };
+
+/* What the kernels are generated for: the attributes the GPU executor
+ * reads from its device (rt_gpu_kernels.h's RtGpuDevice). */
+typedef struct CgModelTarget {
+  char arch[CG_MODEL_ARCH_LEN]; /* "sm_90" */
+  int cc_major, cc_minor, sm_count, max_threads_per_block, max_shared_per_block;
+} CgModelTarget;
+
+/* The target of "sm_NN" (see docs/model_so.md for the table and the SM
+ * count assumed per arch).  0, or -1 when netc does not know the arch. */
+int cg_model_target(const char *arch, CgModelTarget *t);
+/* The arches cg_model_target knows, comma-separated, for messages. */
+const char *cg_model_arches(void);
+
+typedef struct CgModelOpts {
+  const char *out;       /* the model.so to write, or NULL */
+  const char *emit_cuda; /* directory for train.cu and infer.cu, or NULL */
+  const char *arch;      /* "sm_90" when NULL */
+} CgModelOpts;
+
+/* Compiles `path` for training and for inference with cx's options (its
+ * inference, print_after and dump_dir are overridden) and writes what o
+ * asks for.  Errors and warnings go to cx->d.  Returns 0, or -1 with
+ * nothing left at o->out (the library appears there whole or not at all). */
+int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o);
+
+#endif

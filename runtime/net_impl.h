@@ -1,0 +1,70 @@
+/* net_impl.h - the NetModel behind net.h's opaque handle, shared by the
+ * API's files (net_api.c: load, weights, step, inference, bench;
+ * net_train.c: the training loop).  Internal to libnetrt_api. */
+#ifndef NETC_NET_IMPL_H
+#define NETC_NET_IMPL_H
+
+#include <stdint.h>
+
+#include "arena.h"
+#include "ir.h"
+#include "net.h"
+#include "net_exec.h"
+#include "net_model.h"
+
+enum { NET_ERRMAX = 4096 };
+
+/* The values a step touches in one executor (-1 when absent). */
+typedef struct NetIo {
+  int image, label, lr, scale, loss, logits;
+  int scale_state;   /* STATE @loss_scale of a dynamically scaled graph (then scale is -1) */
+  int nhwc;          /* the image input is stored NHWC (the API takes NCHW) */
+  int64_t c, h, w;   /* image dims, NCHW */
+} NetIo;
+
+struct NetModel {
+  Arena arena;
+  NetGraphs graphs;
+  IrGraph *gt, *gi;      /* training (NULL when inference_only) and inference graphs */
+  int gpu, ordinal;
+  char *cache_dir;
+  int keep_grads;
+  int64_t batch;         /* of the training executor (and the inference one) */
+  int64_t classes, sample;
+  NetExec *xt, *xi;      /* xi made on first use */
+  NetIo it, ii;
+  int *pairs, npairs;    /* (inference value, training value) of every param and state */
+  int infer_stale;       /* the training executor stepped since the last copy */
+  int stepped;           /* a net_step ran (net_step_save has something to save) */
+  float last_scale;
+  float *img;            /* one batch of images in the executor's layout */
+  int64_t *lab;
+};
+
+/* Records a failure for net_last_error() and returns s. */
+NetStatus net_fail(NetStatus s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The calling thread's message buffer (NET_ERRMAX bytes), for calls that
+ * fill it themselves; then return net_failed(s). */
+char *net_err_buf(void);
+NetStatus net_failed(NetStatus s);
+
+/* One step of the training executor on m->img/m->lab (already filled for
+ * n = m->batch images): writes inputs, runs, reads the loss.  A graph that
+ * scales dynamically ignores `scale`: *scale_used (may be NULL) is the
+ * scale of its STATE @loss_scale before the step. */
+NetStatus net_step_run(NetModel *m, float lr, float scale, float *loss, float *scale_used);
+/* Top-1 accuracy of the inference graph over n u8 images. */
+NetStatus net_evaluate_u8(NetModel *m, const uint8_t *images, const uint8_t *labels, int64_t n, float mean, float std,
+                          double *accuracy);
+/* Converts n NCHW u8/f32 samples into dst in the image input's layout. */
+void net_put_images(const NetIo *io, float *dst, const float *f32, const uint8_t *u8, int64_t n, float scale,
+                    float shift);
+/* Rebuilds the executors for batch n, keeping the parameters. */
+NetStatus net_rebatch(NetModel *m, int64_t n);
+/* Makes the inference executor and copies the trained parameters into it
+ * when the training executor stepped since the last copy. */
+NetStatus net_infer_ready(NetModel *m);
+double net_train_lr(const IrGraph *g);
+float net_train_loss_scale(const IrGraph *g);
+
+#endif

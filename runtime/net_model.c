@@ -1,0 +1,174 @@
+/* net_model.c - the API's graphs from a .net file or a model.so (see
+ * net_model.h).  This file is the one place that knows how a model is
+ * opened; swap it when model.so grows new ways in. */
+#include "net_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile.h"
+#include "pipeline.h"
+#ifdef NET_HAVE_RT_MODEL
+#include "rt_model.h"
+#endif
+
+/* Diagnostics into memory: the compiler writes to a FILE*. */
+typedef struct Catch {
+  Diag d;
+  char *buf;
+  size_t size;
+} Catch;
+
+static int catch_open(Catch *c) {
+  c->buf = NULL, c->size = 0;
+  FILE *f = open_memstream(&c->buf, &c->size);
+  if (!f) return -1;
+  diag_init(&c->d, f);
+  return 0;
+}
+
+/* Closes the stream; copies what was written (without the last newline) to err. */
+static void catch_close(Catch *c, char *err, size_t len, const char *fallback) {
+  diag_finish(&c->d);
+  fclose(c->d.out);
+  size_t n = c->buf ? strlen(c->buf) : 0;
+  while (n && (c->buf[n - 1] == '\n')) c->buf[--n] = 0;
+  if (len) snprintf(err, len, "%s", n ? c->buf : fallback);
+  free(c->buf);
+}
+
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), m = strlen(tail);
+  return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, int64_t batch, Catch *c) {
+  PassCtx cx = {.d = &c->d, .out = c->d.out, .inference = inference, .batch = batch,
+                .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16, .precision_set = precision >= 0};
+  return compile_file(a, &c->d, path, &cx);
+}
+
+static NetStatus open_net(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
+                          NetGraphs *out, char *err, size_t len) {
+  int dt = -1;
+  if (precision) {
+    static const struct { const char *name; IrDtype dt; } P[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16},
+                                                                   {"bf16", IR_DT_BF16}};
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++)
+      if (strcmp(precision, P[i].name) == 0) dt = (int)P[i].dt;
+    if (dt < 0) {
+      snprintf(err, len, "precision must be fp32, fp16 or bf16, not '%s'", precision);
+      return NET_ERR_ARG;
+    }
+  }
+  FILE *probe = fopen(path, "rb");
+  if (!probe) {
+    Catch c;
+    if (catch_open(&c)) return NET_ERR_NOMEM;
+    size_t n;
+    free(compile_read_file(path, &n, &c.d));
+    catch_close(&c, err, len, "cannot open the model");
+    return NET_ERR_IO;
+  }
+  fclose(probe);
+  Catch c;
+  if (catch_open(&c)) return NET_ERR_NOMEM;
+  if (want_train) out->train = compile_one(a, path, 0, dt, batch, &c);
+  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, batch, &c);
+  int ok = out->infer != NULL;
+  catch_close(&c, err, len, "compile failed");
+  if (!ok) return NET_ERR_MODEL;
+  out->batch = out->infer->plan_batch;
+  if (out->train && out->train->plan_batch != out->batch) {
+    snprintf(err, len, "%s: training and inference plans made for different batches", path);
+    return NET_ERR_MODEL;
+  }
+  return NET_OK;
+}
+
+NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
+                         NetGraphs *out, char *err, size_t len) {
+  memset(out, 0, sizeof *out);
+  if (ends_with(path, ".net")) return open_net(path, a, precision, batch, want_train, out, err, len);
+  if (precision) {
+    snprintf(err, len, "%s: the precision is chosen when a model.so is compiled (netc --precision)", path);
+    return NET_ERR_ARG;
+  }
+#ifdef NET_HAVE_RT_MODEL
+  RtModel *m = calloc(1, sizeof *m);
+  if (!m) return NET_ERR_NOMEM;
+  if (rt_model_open(path, a, m, err, len)) {
+    free(m);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f ? NET_ERR_MODEL : NET_ERR_IO;
+  }
+  out->handle = m;
+  out->train = want_train ? m->train : NULL;
+  out->infer = m->infer;
+  out->batch = m->batch;
+  if (!out->infer || (want_train && !out->train)) {
+    snprintf(err, len, "%s: the model lacks its %s graph", path, out->infer ? "training" : "inference");
+    return NET_ERR_MODEL;
+  }
+  if (batch > 0 && batch != out->batch) {
+    NetStatus s = NET_OK;
+    if (out->train) s = net_model_plan(out->train, batch, err, len);
+    if (!s) s = net_model_plan(out->infer, batch, err, len);
+    if (s) return s;
+    out->batch = batch;
+  }
+  return NET_OK;
+#else
+  (void)a, (void)want_train, (void)batch;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, len, "cannot open '%s'", path);
+    return NET_ERR_IO;
+  }
+  fclose(f);
+  snprintf(err, len, "%s: this netrt reads .net files only (built without rt_model.c, the model.so loader)", path);
+  return NET_ERR_MODEL;
+#endif
+}
+
+void net_model_close(NetGraphs *m) {
+  if (!m) return;
+#ifdef NET_HAVE_RT_MODEL
+  if (m->handle) {
+    rt_model_close(m->handle);
+    free(m->handle);
+  }
+#endif
+  m->handle = NULL;
+}
+
+NetStatus net_model_plan(IrGraph *g, int64_t batch, char *err, size_t len) {
+  if (g->plan_bytes > 0 && g->plan_batch == batch) return NET_OK;
+  Catch c;
+  if (catch_open(&c)) return NET_ERR_NOMEM;
+  PassCtx cx = {.d = &c.d, .out = c.d.out, .batch = batch};
+  int ok = pass_memplan(g, &cx) != NULL;
+  char msg[1024];
+  catch_close(&c, msg, sizeof msg, "memory plan failed");
+  if (!ok) {
+    snprintf(err, len, "batch %lld: %s", (long long)batch, msg);
+    return NET_ERR_ARG;
+  }
+  return NET_OK;
+}
+
+NetStatus net_model_keep_grads(IrGraph *g, char *err, size_t len) {
+  for (int n = 0; n < g->nnode; n++) {
+    if (g->node[n].op != IR_OP_SGD_UPDATE) continue;
+    int gv = g->node[n].in[1], seen = 0;
+    for (int k = 0; k < g->noutput; k++) seen |= g->output[k] == gv;
+    if (!seen && ir_output_add(g, gv) < 0) {
+      snprintf(err, len, "out of memory");
+      return NET_ERR_NOMEM;
+    }
+  }
+  g->plan_bytes = 0; /* the next net_model_plan makes it again */
+  return NET_OK;
+}

@@ -1,0 +1,38 @@
+/* net_model.h - where the API's graphs come from: a model.so through
+ * rt_model_open (when the build has rt_model.c: NET_HAVE_RT_MODEL), or a
+ * .net file compiled in-process with the netc pipeline, and the memory plan
+ * made again for another batch.  Internal to libnetrt_api; compiler
+ * diagnostics are caught into the caller's buffer, never printed. */
+#ifndef NETC_NET_MODEL_H
+#define NETC_NET_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "ir.h"
+#include "net.h"
+
+typedef struct NetGraphs {
+  IrGraph *train;   /* NULL when not asked for */
+  IrGraph *infer;
+  int64_t batch;    /* what the plans were made for */
+  void *handle;     /* the open model.so, or NULL */
+} NetGraphs;
+
+/* Opens path into a.  precision ("fp32", "fp16", "bf16" or NULL) and batch
+ * (0: the model's) apply to .net files, which are compiled for that batch;
+ * a model.so keeps its own.  NET_ERR_IO, NET_ERR_MODEL or NET_ERR_ARG with
+ * the compiler's messages in err. */
+NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
+                         NetGraphs *out, char *err, size_t len);
+void net_model_close(NetGraphs *m);
+
+/* Makes g's memory plan again for batch (no-op when it already is). */
+NetStatus net_model_plan(IrGraph *g, int64_t batch, char *err, size_t len);
+
+/* Makes every sgd_update's gradient a graph output, so that the memory plan
+ * keeps it to the end of the step (then plan again). */
+NetStatus net_model_keep_grads(IrGraph *g, char *err, size_t len);
+
+#endif

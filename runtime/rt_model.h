@@ -1,0 +1,48 @@
+/* rt_model.h - model.so: what `netc FILE.net -o model.so` writes and the
+ * runtime loads.
+ *
+ * A model.so is an ordinary shared library (made by netc with the system C
+ * compiler from generated C arrays) whose exported symbols hold, for the
+ * training graph and for the inference graph of one network: the final IR
+ * text (the plan: every op, type and arena offset), the CUDA C source of all
+ * its generated kernels, and that source compiled by NVRTC at compile time
+ * into a cubin for one architecture (--arch, default sm_90), plus the batch
+ * size the plans were made for.  netc needs no GPU to write it.
+ *
+ * rt_model_open() dlopens a model.so (or, for convenience, compiles a .net
+ * file in-process) and reads both graphs back with ir_read into the
+ * caller's arena.  The GPU executor takes the embedded cubin when it matches
+ * the GPU and the batch, and JIT-compiles the embedded source with NVRTC
+ * otherwise (then cached on disk by a hash of source and options). */
+#ifndef NETC_RT_MODEL_H
+#define NETC_RT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "ir.h"
+
+typedef struct RtModelProgram {
+  const char *source;  /* CUDA C of every kernel, or NULL */
+  const void *cubin;   /* compiled for `arch`, or NULL */
+  size_t cubin_size;
+} RtModelProgram;
+
+typedef struct RtModel {
+  IrGraph *train;      /* the training step (autodiff, passes, memory plan) */
+  IrGraph *infer;      /* the same network compiled with --inference */
+  int64_t batch;       /* the batch both plans and programs were made for */
+  char arch[16];       /* "sm_90", or "" when no cubin is embedded */
+  RtModelProgram train_prog, infer_prog;
+  void *dl;            /* dlopen handle (NULL for an in-process compile) */
+} RtModel;
+
+/* Opens a model.so (or compiles a .net file with netc's defaults when path
+ * ends in ".net").  Graphs live in *a.  0, or -1 with a message naming the
+ * file and what is wrong (not a netc model, version mismatch, IR that does
+ * not read or verify, ...). */
+int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t errlen);
+void rt_model_close(RtModel *m); /* takes NULL; unloads the library */
+
+#endif

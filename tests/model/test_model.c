@@ -1,0 +1,225 @@
+/* test_model.c - model.so written by netc and read by rt_model_open.
+ *
+ *   test_model --write NETC FILE.net DIR [NETC-OPTION...]
+ *     netc FILE.net -o DIR/model.so --emit-cuda=DIR/cu [NETC-OPTION...], then:
+ *     both graphs read back and print exactly as netc's own
+ *     --print-after=memplan --no-loc dump with the same options (training,
+ *     and with --inference);
+ *     the batch is the plans'; both cubins are ELF images for CUDA (EM_CUDA)
+ *     made for sm_90 (the arch in the ELF flags; cuobjdump reads them when
+ *     it is installed); DIR/cu/{train,infer}.cu are the embedded sources;
+ *     and (with the GPU runtime) the executor's code emits the very same
+ *     text for an H200 from the read-back graphs and so takes the embedded
+ *     cubin (rt_gpu_prog_build_prebuilt) without NVRTC, but not for another
+ *     arch.  No GPU is needed.
+ *   test_model --open FILE                 rt_model_open(FILE): "ok ..." and 0,
+ *     or "error: MESSAGE" on stderr and 1 (for check_errors.sh). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "rt_model.h"
+
+#ifdef NETC_HAVE_CUDA
+#include "rt_gpu_prog.h"
+#endif
+
+enum { EM_CUDA_MACHINE = 190 };
+
+/* stdout of a shell command, malloc'd; NULL when it fails. */
+static char *run_capture(const char *cmd) {
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return NULL;
+  size_t len = 0, cap = 1 << 16;
+  char *buf = malloc(cap);
+  size_t n;
+  while (buf && (n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += n;
+    if (cap - len < 2) {
+      char *q = realloc(buf, cap *= 2);
+      if (!q)
+        free(buf);
+      buf = q;
+    }
+  }
+  int st = pclose(p);
+  if (!buf || st != 0) {
+    free(buf);
+    return NULL;
+  }
+  buf[len] = 0;
+  return buf;
+}
+
+static char *print_graph(const IrGraph *g) {
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  if (!f)
+    return NULL;
+  IrPrintOpts o = {.no_loc = 1, .pass = "memplan"};
+  ir_print(f, g, &o);
+  fclose(f);
+  return s;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  if (s)
+    s[n] = 0;
+  fclose(f);
+  return s;
+}
+
+/* Where two texts first differ, for the failure message. */
+static void show_diff(const char *what, const char *a, const char *b) {
+  size_t i = 0, line = 1;
+  while (a[i] && a[i] == b[i])
+    line += a[i++] == '\n';
+  fprintf(stderr, "  %s: first difference at line %zu:\n    model: %.100s\n    netc:  %.100s\n", what, line, a + i,
+          b + i);
+}
+
+static void check_cubin(const char *what, const RtModelProgram *p, const char *dir) {
+  CHECK(p->cubin && p->cubin_size > 64, "%s: a cubin is embedded (%zu bytes)", what, p->cubin_size);
+  if (!p->cubin || p->cubin_size <= 64)
+    return;
+  const unsigned char *e = p->cubin;
+  CHECK(memcmp(e, "\177ELF", 4) == 0 && e[4] == 2 && e[5] == 1, "%s: the cubin is a 64-bit little-endian ELF", what);
+  unsigned machine = e[18] | (unsigned)e[19] << 8;
+  CHECK(machine == EM_CUDA_MACHINE, "%s: the cubin is for EM_CUDA (190), not %u", what, machine);
+  unsigned flags = e[48] | (unsigned)e[49] << 8 | (unsigned)e[50] << 16 | (unsigned)e[51] << 24;
+  /* the SM version sits in e_flags: bits 0-7 in older cubins, 8-15 in newer */
+  CHECK((flags & 0xff) == 90 || ((flags >> 8) & 0xff) == 90, "%s: the cubin is for sm_90 (e_flags 0x%x)", what, flags);
+  if (system("command -v cuobjdump >/dev/null 2>&1") != 0)
+    return;
+  char path[4200], cmd[8600];
+  snprintf(path, sizeof path, "%s/%s.cubin", dir, what);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(p->cubin, 1, p->cubin_size, f) == p->cubin_size, "writing %s", path);
+  if (f)
+    fclose(f);
+  snprintf(cmd, sizeof cmd, "cuobjdump -sass '%s' | grep -q 'arch = sm_90'", path);
+  CHECK(system(cmd) == 0, "%s: cuobjdump says the cubin is for sm_90", what);
+}
+
+#ifdef NETC_HAVE_CUDA
+/* The executor's own emission for an H200 reproduces the embedded text,
+ * and rt_gpu_prog_build_prebuilt takes the embedded cubin for sm_90 only. */
+static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *p) {
+  RtGpuDevice h200 = {
+      .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
+  RtGpuProg prog;
+  char err[4096];
+  int ok = !rt_gpu_prog_emit(g, batch, &h200, &prog, err, sizeof err);
+  CHECK(ok, "%s: emitting: %s", what, err);
+  if (!ok)
+    return;
+  CHECK(prog.source && p->source && strcmp(prog.source, p->source) == 0,
+        "%s: the read-back graph emits the embedded program text", what);
+  if (prog.source && p->source && strcmp(prog.source, p->source))
+    show_diff(what, p->source, prog.source);
+  rt_gpu_prog_free(&prog);
+  ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_90", &prog, err, sizeof err);
+  CHECK(ok && prog.prebuilt && prog.size == p->cubin_size && !memcmp(prog.cubin, p->cubin, p->cubin_size),
+        "%s: the prebuilt cubin is taken for sm_90 (%s)", what, ok ? "" : err);
+  rt_gpu_prog_free(&prog);
+  /* same text, another arch: compiled (from the cache netc filled) instead */
+  ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_80", &prog, err, sizeof err);
+  CHECK(ok && !prog.prebuilt && prog.cubin, "%s: a cubin for another arch is not taken (%s)", what, ok ? "" : err);
+  rt_gpu_prog_free(&prog);
+}
+#endif
+
+static int do_write(const char *netc, const char *net, const char *dir, char **opt, int nopt) {
+  char so[4200], cu[4200], cmd[17000], opts[4096] = "";
+  for (int i = 0; i < nopt; i++) {
+    size_t n = strlen(opts);
+    snprintf(opts + n, sizeof opts - n, " '%s'", opt[i]);
+  }
+  mkdir(dir, 0755);
+  snprintf(so, sizeof so, "%s/model.so", dir);
+  snprintf(cu, sizeof cu, "%s/cu", dir);
+  remove(so);
+  snprintf(cmd, sizeof cmd, "'%s' '%s' -o '%s' --emit-cuda='%s'%s", netc, net, so, cu, opts);
+  CHECK(system(cmd) == 0, "%s", cmd);
+  struct stat st;
+  CHECK(stat(so, &st) == 0 && st.st_size > 0, "%s exists", so);
+  Arena a;
+  arena_init(&a);
+  RtModel m;
+  char err[4096];
+  int ok = rt_model_open(so, &a, &m, err, sizeof err) == 0;
+  CHECK(ok, "rt_model_open: %s", err);
+  if (!ok) {
+    arena_free(&a);
+    return check_report();
+  }
+  CHECK(strcmp(m.arch, "sm_90") == 0, "arch is sm_90, not '%s'", m.arch);
+  CHECK(m.dl != NULL, "the library stays loaded");
+  const IrGraph *g[2] = {m.train, m.infer};
+  const RtModelProgram *p[2] = {&m.train_prog, &m.infer_prog};
+  const char *what[2] = {"train", "infer"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --print-after=memplan --no-loc%s%s", netc, net, opts, i ? " --inference" : "");
+    char *want = run_capture(cmd), *got = print_graph(g[i]);
+    CHECK(want && got && strcmp(want, got) == 0, "%s: the model's graph prints as `%s`", what[i], cmd);
+    if (want && got && strcmp(want, got))
+      show_diff(what[i], got, want);
+    CHECK(g[i]->plan_batch == m.batch, "%s: planned for the model's batch %lld", what[i], (long long)m.batch);
+    free(want);
+    free(got);
+    CHECK(p[i]->source && strlen(p[i]->source) > 100, "%s: the CUDA source is embedded", what[i]);
+    check_cubin(what[i], p[i], dir);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s.cu", cu, what[i]);
+    char *file = read_file(path);
+    CHECK(file && p[i]->source && strcmp(file, p[i]->source) == 0, "%s is the embedded source", path);
+    free(file);
+#ifdef NETC_HAVE_CUDA
+    check_prebuilt(what[i], g[i], m.batch, p[i]);
+#endif
+  }
+  rt_model_close(&m);
+  rt_model_close(NULL);
+  arena_free(&a);
+  return check_report();
+}
+
+static int do_open(const char *path) {
+  Arena a;
+  arena_init(&a);
+  RtModel m;
+  char err[4096] = "";
+  int rc = rt_model_open(path, &a, &m, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "error: %s\n", err);
+  else
+    printf("ok batch=%lld arch=%s train=%d nodes infer=%d nodes cubin=%zu\n", (long long)m.batch,
+           m.arch[0] ? m.arch : "-", m.train->nnode, m.infer->nnode, m.train_prog.cubin_size);
+  rt_model_close(&m);
+  arena_free(&a);
+  return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 5 && strcmp(argv[1], "--write") == 0)
+    return do_write(argv[2], argv[3], argv[4], argv + 5, argc - 5);
+  if (argc == 3 && strcmp(argv[1], "--open") == 0)
+    return do_open(argv[2]);
+  fprintf(stderr, "usage: test_model --write NETC FILE.net DIR [NETC-OPTION...] | --open FILE\n");
+  return 2;
+}
