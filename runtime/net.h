@@ -159,6 +159,8 @@ typedef struct NetStepInfo {
 typedef struct NetEpochInfo {
   int64_t epoch, steps;       /* 0-based; steps run in it */
   double loss_mean;
+  double loss_first, loss_last; /* mean of the epoch's first and last min(10, steps) steps */
+  double lr_last;             /* the rate of its last step */
   double test_accuracy;       /* top-1, 0..1; -1 when the run has no test set */
   int64_t test_n;
   double train_seconds, eval_seconds, images_per_s;
@@ -185,7 +187,8 @@ typedef struct NetTrainConfig {
   int64_t n;
   const uint8_t *test_images, *test_labels; /* may be NULL: no evaluation */
   int64_t test_n;
-  float mean, std;                  /* normalization of x/255 (std 0: Fashion-MNIST's for IDX, else 0.5, 0.5) */
+  float mean, std;                  /* normalization of x/255 (std 0: Fashion-MNIST's for IDX, else 0.5, 0.5;
+                                     * a negative or non-finite std or mean is an error) */
   int64_t epochs;                   /* 0: the train section's (or as many as `steps` needs) */
   int64_t steps;                    /* 0: every full batch of every epoch; else stop after this many */
   uint64_t seed;                    /* shuffling and synthetic data (parameters were seeded at load) */

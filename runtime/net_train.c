@@ -164,7 +164,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   res->test_accuracy = -1;
   for (int64_t e = 0; e < epochs && t < total && !s; e++) {
     NetEpochInfo ep = {.epoch = e, .test_accuracy = -1};
-    double t0 = now_s(), sum = 0;
+    double t0 = now_s(), sum = 0, ehead[10], etail[10];
     for (int64_t i = d->train.n - 1; i > 0; i--) {
       int64_t j = (int64_t)(mix(&rng) % (uint64_t)(i + 1)), tmp = order[i];
       order[i] = order[j], order[j] = tmp;
@@ -181,6 +181,9 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
       if ((s = net_step_run(m, (float)lr, loss_scale, &loss, NULL))) break;
       if (t < 10) head[t] = loss;
       tail[t % 10] = loss;
+      if (ep.steps < 10) ehead[ep.steps] = loss;
+      etail[ep.steps % 10] = loss;
+      ep.lr_last = lr;
       sum += loss;
       t++, ep.steps++;
       double el = now_s() - t_start;
@@ -208,6 +211,8 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     res->loss_last = window_mean(tl, k);
     if (s) break;
     ep.loss_mean = ep.steps ? sum / (double)ep.steps : 0;
+    ep.loss_first = window_mean(ehead, ep.steps);
+    ep.loss_last = window_mean(etail, ep.steps);
     ep.images_per_s = ep.train_seconds > 0 ? (double)(ep.steps * B) / ep.train_seconds : 0;
     if (d->test.n > 0) {
       double t1 = now_s();
@@ -234,6 +239,9 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   if (!m->xt) return net_fail(NET_ERR_ARG, "net_train: the model was loaded for inference only");
   if (cfg->epochs < 0 || cfg->steps < 0 || cfg->checkpoint_every < 0)
     return net_fail(NET_ERR_ARG, "net_train: epochs, steps and checkpoint_every must not be negative");
+  if (!(cfg->std >= 0) || !isfinite(cfg->std) || !isfinite(cfg->mean))
+    return net_fail(NET_ERR_ARG, "net_train: normalization std %g, mean %g (std must be positive, 0: the default)",
+                    (double)cfg->std, (double)cfg->mean);
   NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
   memset(res, 0, sizeof *res);
   Data d = {0};

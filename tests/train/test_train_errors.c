@@ -1,19 +1,22 @@
-/* test_train_errors.c - the training loop on synthetic data: it learns,
- * it is deterministic, and every misuse returns its status and a message.
+/* test_train_errors.c - the training loop of the public API (net_train on
+ * the CPU) on synthetic data: it learns, it is deterministic, and every
+ * misuse returns its status and a message.  Usage: train_test_train_errors WORKDIR
  *
  * The data: 4x4 images whose class (0..2) is the row lit at 200 over a
- * dim noisy background.  A conv + batchnorm + linear net must classify a
- * separate test set almost perfectly after two epochs -- which also shows
- * that the inference graph received the trained parameters and running
- * statistics (left at zero it would predict one class for everything). */
+ * dim noisy background, handed over as NET_DATA_MEMORY.  A conv +
+ * batchnorm + linear net must classify a separate test set almost
+ * perfectly after two epochs -- which also shows that the inference graph
+ * received the trained parameters and running statistics (left at their
+ * initial values it would predict one class for everything).  The nets are
+ * written as .net files into WORKDIR and loaded with net_load. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
-#include "rt_train_cpu.h"
-#include "traintest.h"
+#include "net.h"
 
-enum { SIDE = 4, NTRAIN = 240, NTEST = 60, CLASSES = 3 };
+enum { SIDE = 4, NTRAIN = 240, NTEST = 60, CLASSES = 3, BATCH = 8 };
 
 static const char *const NET =
     "network syn {\n"
@@ -33,6 +36,7 @@ static const char *const NET =
     "  schedule  = cosine()\n"
     "}\n";
 
+static char work[2048];
 static uint8_t train_img[NTRAIN * SIDE * SIDE], train_lab[NTRAIN];
 static uint8_t test_img[NTEST * SIDE * SIDE], test_lab[NTEST];
 
@@ -47,119 +51,177 @@ static void make_set(uint8_t *img, uint8_t *lab, int n, uint32_t seed) {
   }
 }
 
-static IrGraph *net(Arena *a, const char *epochs_line, const char *lr, int inference) {
-  char src[1024];
-  snprintf(src, sizeof src, NET, epochs_line, lr);
-  IrGraph *g = traintest_compile_text(a, src, inference);
-  CHECK(g != NULL, "synthetic net compiles (%s, lr %s)", epochs_line, lr);
-  return g;
+static const char *at(const char *rel) {
+  static char buf[4][4096];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", work, rel);
+  return buf[k];
 }
 
-static RtTrainData train_set(void) { return (RtTrainData){train_img, train_lab, NTRAIN, SIDE * SIDE}; }
-static RtTrainData test_set(void) { return (RtTrainData){test_img, test_lab, NTEST, SIDE * SIDE}; }
-static RtTrainCfg cfg_base(void) { return (RtTrainCfg){.seed = 5, .init = 1, .mean = 0.2f, .std = 0.3f}; }
+/* Writes the synthetic net (train-section line, lr) to WORKDIR/name. */
+static const char *net_file(const char *name, const char *epochs_line, const char *lr) {
+  const char *path = at(name);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL, "cannot write %s", path);
+  if (!f) return path;
+  fprintf(f, NET, epochs_line, lr);
+  fclose(f);
+  return path;
+}
 
-static int stop_now(const RtTrainEpoch *e, void *user) {
+static NetModel *load(const char *path, uint64_t seed, int inference_only) {
+  NetLoadOpts o = {.device = "cpu", .seed = seed, .inference_only = inference_only};
+  NetModel *m = NULL;
+  NetStatus s = net_load(path, &o, &m);
+  CHECK(s == NET_OK && m, "net_load %s: %s: %s", path, net_status_name(s), net_last_error());
+  return m;
+}
+
+static NetTrainConfig cfg_base(NetTrainResult *res) {
+  return (NetTrainConfig){.data = NET_DATA_MEMORY, .images = train_img, .labels = train_lab, .n = NTRAIN,
+                          .test_images = test_img, .test_labels = test_lab, .test_n = NTEST,
+                          .mean = 0.2f, .std = 0.3f, .seed = 5, .result = res};
+}
+
+/* Loads `path` with `seed`, trains it with cfg (its seed set to `seed`). */
+static NetStatus train_fresh(const char *path, uint64_t seed, NetTrainConfig cfg) {
+  NetModel *m = load(path, seed, 0);
+  if (!m) return NET_ERR_MODEL;
+  cfg.seed = seed;
+  NetStatus s = net_train(m, &cfg);
+  net_free(m);
+  return s;
+}
+
+static int stop_now(const NetEpochInfo *e, void *user) {
   *(int *)user += 1;
   return e->epoch == 0;
 }
 
-static void test_learns(const IrGraph *gt, const IrGraph *gi) {
-  RtTrainData tr = train_set(), te = test_set();
-  RtTrainCfg cfg = cfg_base();
-  RtTrainResult r1, r2, r3;
-  char err[RT_TRAIN_ERRMAX];
-  RtTrainStatus st = rt_train_cpu(gt, gi, &tr, &te, &cfg, &r1, err, sizeof err);
-  CHECK(st == RT_TRAIN_OK, "synthetic training: %s", err);
+static void test_learns(const char *syn) {
+  NetTrainResult r1, r2, r3;
+  NetStatus st = train_fresh(syn, 5, cfg_base(&r1));
+  CHECK(st == NET_OK, "synthetic training: %s", net_last_error());
   printf("synthetic: %lld steps, loss %.4f -> %.4f, accuracy %.3f\n", (long long)r1.steps, r1.loss_first,
          r1.loss_last, r1.test_accuracy);
-  CHECK(r1.epochs == 2 && r1.steps == 2 * (NTRAIN / 8), "2 epochs of %d steps, got %lld steps", NTRAIN / 8,
+  CHECK(r1.epochs == 2 && r1.steps == 2 * (NTRAIN / BATCH), "2 epochs of %d steps, got %lld steps", NTRAIN / BATCH,
         (long long)r1.steps);
   CHECK(r1.test_accuracy >= 0.95, "synthetic accuracy %.3f", r1.test_accuracy);
   CHECK(r1.loss_last < 0.5 * r1.loss_first, "loss %.4f -> %.4f", r1.loss_first, r1.loss_last);
-  st = rt_train_cpu(gt, gi, &tr, &te, &cfg, &r2, err, sizeof err);
-  CHECK(st == RT_TRAIN_OK && r2.loss_last == r1.loss_last && r2.test_accuracy == r1.test_accuracy,
+  st = train_fresh(syn, 5, cfg_base(&r2));
+  CHECK(st == NET_OK && r2.loss_last == r1.loss_last && r2.test_accuracy == r1.test_accuracy,
         "the same seed gives the same run (%.9g vs %.9g)", r2.loss_last, r1.loss_last);
-  cfg.seed = 6;
-  st = rt_train_cpu(gt, gi, &tr, &te, &cfg, &r3, err, sizeof err);
-  CHECK(st == RT_TRAIN_OK && r3.loss_last != r1.loss_last, "another seed gives another run");
-  cfg.seed = 5;
-  cfg.steps_per_epoch = 3;
-  st = rt_train_cpu(gt, gi, &tr, &te, &cfg, &r3, err, sizeof err);
-  CHECK(st == RT_TRAIN_OK && r3.steps == 6, "steps_per_epoch bounds the run: %lld steps", (long long)r3.steps);
+  st = train_fresh(syn, 6, cfg_base(&r3));
+  CHECK(st == NET_OK && r3.loss_last != r1.loss_last, "another seed gives another run");
+  NetTrainConfig c = cfg_base(&r3);
+  c.steps = 6;
+  st = train_fresh(syn, 5, c);
+  CHECK(st == NET_OK && r3.steps == 6 && r3.epochs == 1, "steps bounds the run: %lld steps in %lld epochs",
+        (long long)r3.steps, (long long)r3.epochs);
+  c.steps = 35;
+  st = train_fresh(syn, 5, c);
+  CHECK(st == NET_OK && r3.steps == 35 && r3.epochs == 2, "steps across epochs: %lld steps in %lld epochs",
+        (long long)r3.steps, (long long)r3.epochs);
 }
 
-static void expect(RtTrainStatus st, RtTrainStatus want, const char *err, const char *needle, const char *what) {
-  CHECK(st == want, "%s: status %d, want %d (%s)", what, (int)st, (int)want, err);
-  CHECK(strstr(err, needle) != NULL, "%s: message '%s' says '%s'", what, err, needle);
+static void expect(NetStatus st, NetStatus want, const char *needle, const char *what) {
+  CHECK(st == want, "%s: %s, want %s (%s)", what, net_status_name(st), net_status_name(want), net_last_error());
+  CHECK(strstr(net_last_error(), needle) != NULL, "%s: message '%s' says '%s'", what, net_last_error(), needle);
 }
 
-static void test_errors(Arena *a, const IrGraph *gt, const IrGraph *gi) {
-  RtTrainData tr = train_set(), te = test_set();
-  RtTrainCfg cfg = cfg_base();
-  RtTrainResult res;
-  char err[RT_TRAIN_ERRMAX];
+static void put_be32(FILE *f, uint32_t v) {
+  uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+  fwrite(b, 1, 4, f);
+}
+
+/* WORKDIR/dir with uncompressed IDX files of n images of rows x cols. */
+static const char *idx_dir(const char *dir, int n, int rows, int cols) {
+  const char *path = at(dir);
+  mkdir(path, 0777);
+  static const char *const PREFIX[] = {"train", "t10k"};
+  for (int p = 0; p < 2; p++) {
+    char name[4096];
+    snprintf(name, sizeof name, "%s/%s-images-idx3-ubyte", path, PREFIX[p]);
+    FILE *f = fopen(name, "wb");
+    CHECK(f != NULL, "cannot write %s", name);
+    if (!f) continue;
+    put_be32(f, 0x803), put_be32(f, (uint32_t)n), put_be32(f, (uint32_t)rows), put_be32(f, (uint32_t)cols);
+    for (int i = 0; i < n * rows * cols; i++) fputc(i & 0xff, f);
+    fclose(f);
+    snprintf(name, sizeof name, "%s/%s-labels-idx1-ubyte", path, PREFIX[p]);
+    f = fopen(name, "wb");
+    CHECK(f != NULL, "cannot write %s", name);
+    if (!f) continue;
+    put_be32(f, 0x801), put_be32(f, (uint32_t)n);
+    for (int i = 0; i < n; i++) fputc(i % CLASSES, f);
+    fclose(f);
+  }
+  return path;
+}
+
+static void test_errors(const char *syn) {
+  NetTrainResult res;
+  NetModel *m = load(syn, 5, 0);
+  if (!m) return;
 
   int calls = 0;
-  cfg.on_epoch = stop_now, cfg.user = &calls;
-  expect(rt_train_cpu(gt, gi, &tr, &te, &cfg, &res, err, sizeof err), RT_TRAIN_STOPPED, err, "stopped", "callback");
-  CHECK(calls == 1 && res.epochs == 1, "stopped after one epoch (%d calls)", calls);
-  cfg.on_epoch = NULL;
+  NetTrainConfig c = cfg_base(&res);
+  c.on_epoch = stop_now, c.user = &calls;
+  expect(net_train(m, &c), NET_STOPPED, "stopped", "callback");
+  CHECK(calls == 1 && res.epochs == 1, "stopped after one epoch (%d calls, %lld epochs)", calls,
+        (long long)res.epochs);
 
-  RtTrainData bad = tr;
-  bad.sample_bytes = 15;
-  expect(rt_train_cpu(gt, gi, &bad, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_DATA, err, "15 bytes per image",
-         "sample size");
+  /* in memory an image is C*H*W bytes by definition; an IDX set carries its own size */
+  c = cfg_base(&res);
+  c.data = NET_DATA_IDX, c.idx_dir = idx_dir("idx_3x5", 20, 3, 5);
+  expect(net_train(m, &c), NET_ERR_DATA, "images of 3x5 do not fit", "sample size");
   uint8_t labels[NTEST];
   memcpy(labels, test_lab, sizeof labels);
   labels[7] = 3;
-  bad = te;
-  bad.labels = labels;
-  expect(rt_train_cpu(gt, gi, &tr, &bad, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_DATA, err,
-         "label 3 of image 7", "label range");
-  bad = tr;
-  bad.n = 5;
-  expect(rt_train_cpu(gt, gi, &bad, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_DATA, err, "smaller than one batch",
-         "tiny set");
-  expect(rt_train_cpu(gi, gi, &tr, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_GRAPH, err, "'lr'",
-         "inference graph for training");
-  cfg.std = 0;
-  expect(rt_train_cpu(gt, gi, &tr, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_CONFIG, err, "std",
-         "normalization");
-  cfg = cfg_base();
+  c = cfg_base(&res);
+  c.test_labels = labels;
+  expect(net_train(m, &c), NET_ERR_DATA, "label 3 of image 7", "label range");
+  c = cfg_base(&res);
+  c.n = 5;
+  expect(net_train(m, &c), NET_ERR_DATA, "smaller than one batch", "tiny set");
+  c = cfg_base(&res);
+  c.std = -0.3f;
+  expect(net_train(m, &c), NET_ERR_ARG, "std", "normalization");
+  net_free(m);
 
-  IrGraph *noep = net(a, "seed = 1", "0.05", 0);
-  if (noep)
-    expect(rt_train_cpu(noep, gi, &tr, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_CONFIG, err, "epoch",
-           "no epochs anywhere");
-  IrGraph *wild = net(a, "epochs = 2", "1e30", 0);
-  if (wild) {
-    RtTrainStatus st = rt_train_cpu(wild, gi, &tr, &te, &cfg, &res, err, sizeof err);
-    expect(st, RT_TRAIN_ERR_DIVERGED, err, "loss is", "lr 1e30");
+  NetModel *inf = load(syn, 5, 1);
+  if (inf) {
+    c = cfg_base(&res);
+    expect(net_train(inf, &c), NET_ERR_ARG, "inference only", "an inference-only model trained");
+    net_free(inf);
   }
-  IrGraph *other = net(a, "epochs = 2", "0.05", 0);
-  if (other) { /* a graph without batch norm cannot serve as the inference twin of one with it */
-    const char *mlp = "network syn {\n  input image : f32[1, 4, 4]\n  input label : i32[]\n"
-                      "  flat = flatten(image)\n  fc = linear(flat, 3)\n  loss = softmax_cross_entropy(fc, label)\n}\n";
-    IrGraph *gm = traintest_compile_text(a, mlp, 1);
-    CHECK(gm != NULL, "mlp compiles");
-    if (gm)
-      expect(rt_train_cpu(other, gm, &tr, &te, &cfg, &res, err, sizeof err), RT_TRAIN_ERR_GRAPH, err,
-             "@fc.weight is f32[3,16] for inference but f32[3,64]", "mismatched twin");
+  NetModel *noep = load(net_file("noep.net", "seed = 1", "0.05"), 5, 0);
+  if (noep) {
+    c = cfg_base(&res);
+    expect(net_train(noep, &c), NET_ERR_ARG, "epoch", "no epochs anywhere");
+    net_free(noep);
+  }
+  NetModel *wild = load(net_file("wild.net", "epochs = 2", "1e30"), 5, 0);
+  if (wild) {
+    c = cfg_base(&res);
+    expect(net_train(wild, &c), NET_ERR_DIVERGED, "loss is", "lr 1e30");
+    net_free(wild);
   }
 }
 
 int main(int argc, char **argv) {
-  (void)argc, (void)argv;
+  if (argc != 2) {
+    fprintf(stderr, "usage: train_test_train_errors WORKDIR\n");
+    return 2;
+  }
+  snprintf(work, sizeof work, "%s", argv[1]);
+  mkdir(work, 0777);
   make_set(train_img, train_lab, NTRAIN, 11);
   make_set(test_img, test_lab, NTEST, 12);
-  Arena a;
-  arena_init(&a);
-  IrGraph *gt = net(&a, "epochs = 2", "0.05", 0), *gi = net(&a, "epochs = 2", "0.05", 1);
-  if (gt && gi) {
-    test_learns(gt, gi);
-    test_errors(&a, gt, gi);
-  }
-  arena_free(&a);
+  char syn[4096];
+  snprintf(syn, sizeof syn, "%s", net_file("syn.net", "epochs = 2", "0.05"));
+  test_learns(syn);
+  test_errors(syn);
   return check_report();
 }

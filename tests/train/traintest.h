@@ -1,5 +1,5 @@
-/* traintest.h - what the training tests share: a model compiled through
- * the pipeline for training or for inference, as rt_train_cpu needs it. */
+/* traintest.h - what the rt_init and rt_sched tests share: a model
+ * compiled through the pipeline for training or for inference. */
 #ifndef NETC_TRAINTEST_H
 #define NETC_TRAINTEST_H
 
