@@ -1,42 +1,67 @@
 #!/usr/bin/env bash
-# bench/gpu_bench.sh [BUILD] [TORCH_BASELINE]: netc's ResNet-50 throughput
-# beside PyTorch's, in the same call, on a machine with a GPU.
+# bench/gpu_bench.sh [NETRUN] [TORCH_BASELINE] [CACHE]: netc's ResNet-50
+# throughput beside PyTorch's, in the same call, on a machine with a GPU.
 #
-# Run from the repo root with BUILD (default: build) configured and built on
-# a development machine (flex and bison are not needed here) and its kernel
-# cache filled without a GPU:
-#   build/tests/gpu_exec/bench_gpu_resnet50 --precompile . build/kcache
-# TORCH_BASELINE is the PyTorch reference benchmark (torch_baseline.py,
-# shipped beside the project in shared/bench/).  Prints both benchmarks'
-# lines, then one table: images/s of netc and of PyTorch's configurations at
-# batch 256 and their ratios.  Logs go to $OUT when set.
+# NETRUN is a netrun binary (default build/release/netrun) built on a
+# development machine (the GPU machine needs neither flex nor bison), CACHE
+# its NVRTC kernel cache (filled beforehand without a GPU to skip about 60 s
+# of NVRTC per program: tests/api/api_precompile . CACHE
+# models/resnet50.net:256:fp16 ...), TORCH_BASELINE PyTorch's reference
+# benchmark (torch_baseline.py, shipped beside the project in shared/bench/).
+# BATCHES (default "64 128 256") picks the batch sizes.
+#
+# For each batch: `netrun bench` training and inference (fp16), then
+# torch_baseline.py's AMP fp16 channels_last, torch.compile and inference
+# configurations at the same batch.  Prints every benchmark's own line, then
+# one table last: images/s, netc / PyTorch ratios, peak GPU memory.  Logs go
+# to $OUT when set.  PyTorch runs with LD_LIBRARY_PATH unset: a system
+# cuDNN older than the one its wheel bundles breaks it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
+netrun=${1:-build/release/netrun}
 baseline=${2:-../shared/bench/torch_baseline.py}
+cache=${3:-}
 out=${OUT:-$(mktemp -d)}
-export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:$PWD/$build/hostlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+batches=${BATCHES:-64 128 256}
+cache_opt=()
+[ -n "$cache" ] && cache_opt=(--cache "$cache")
 
-echo "=== netc: bench_gpu_resnet50"
-"$build/tests/gpu_exec/bench_gpu_resnet50" . "$build/kcache" 2>&1 | tee "$out/netc_bench.log"
-echo "=== PyTorch: $baseline (batch 256)"
-env -u LD_LIBRARY_PATH BS=256 OUT=$out python3 "$baseline" amp_fp16_cl compile_fp16_cl infer_fp16_cl 2>&1 | tee "$out/torch_baseline.log"
+for b in $batches; do
+  for mode in training inference; do
+    flag=()
+    [ "$mode" = inference ] && flag=(--inference)
+    echo "=== netc: netrun bench models/resnet50.net --batch $b ${flag[*]}"
+    "$netrun" bench models/resnet50.net --device gpu --batch "$b" --steps 30 "${flag[@]}" "${cache_opt[@]}" 2>&1 |
+      tee "$out/netc_${mode}_$b.log"
+  done
+  echo "=== PyTorch: $baseline (batch $b)"
+  env -u LD_LIBRARY_PATH BS="$b" OUT="$out" python3 "$baseline" amp_fp16_cl compile_fp16_cl infer_fp16_cl 2>&1 |
+    tee "$out/torch_$b.log"
+done
 
-netc_ips() { # mode batch
-  grep -E "^resnet50 $1 +fp16 batch +$2 " "$out/netc_bench.log" | tail -1 | grep -oE '[0-9]+ images/s' | grep -oE '[0-9]+'
+netc_field() { # mode batch field(images/s | GiB)
+  local f="$out/netc_$1_$2.log"
+  [ -f "$f" ] || return 0
+  if [ "$3" = ips ]; then grep -oE '[0-9.]+ images/s' "$f" | tail -1 | grep -oE '^[0-9.]+'
+  else grep -oE 'peak device memory [0-9.]+' "$f" | tail -1 | grep -oE '[0-9.]+$'; fi
 }
-torch_ips() { # config
-  grep -F "\"config\": \"$1\"" "$out/torch_baseline.log" | grep -oE '"img_s": [0-9.]+' | grep -oE '[0-9.]+$'
+torch_field() { # config batch field(img_s | peak_GiB)
+  [ -f "$out/torch_$2.log" ] || return 0
+  grep -F "\"config\": \"$1\"" "$out/torch_$2.log" | tail -1 | grep -oE "\"$3\": [0-9.]+" | grep -oE '[0-9.]+$'
 }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN{printf \"%.2f\", $1 / $2}" || echo "-"; }
 
-train=$(netc_ips training 256) infer=$(netc_ips inference 256)
-amp=$(torch_ips amp_fp16_cl) comp=$(torch_ips compile_fp16_cl) tinf=$(torch_ips infer_fp16_cl)
 echo
-echo "=== ResNet-50, batch 256, images/s (same call)"
-printf '%-44s %10s %8s\n' "configuration" "img/s" "netc/x"
-printf '%-44s %10s %8s\n' "netc training (fp16, CUDA graph)" "${train:--}" ""
-printf '%-44s %10s %8s\n' "PyTorch AMP fp16 channels_last" "${amp:--}" "$(ratio "$train" "$amp")"
-printf '%-44s %10s %8s\n' "PyTorch torch.compile fp16 channels_last" "${comp:--}" "$(ratio "$train" "$comp")"
-printf '%-44s %10s %8s\n' "netc inference (fp16)" "${infer:--}" ""
-printf '%-44s %10s %8s\n' "PyTorch inference fp16 channels_last" "${tinf:--}" "$(ratio "$infer" "$tinf")"
+echo "=== ResNet-50 images/s, same call ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
+printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' batch mode netc "torch AMP" "torch.compile" "netc/AMP" \
+  "netc/comp" "" "netc GiB" "torch GiB"
+for b in $batches; do
+  tr=$(netc_field training "$b" ips) ti=$(netc_field inference "$b" ips)
+  amp=$(torch_field amp_fp16_cl "$b" img_s) comp=$(torch_field compile_fp16_cl "$b" img_s)
+  inf=$(torch_field infer_fp16_cl "$b" img_s)
+  printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' "$b" training "${tr:--}" "${amp:--}" "${comp:--}" \
+    "$(ratio "$tr" "$amp")" "$(ratio "$tr" "$comp")" "" "$(netc_field training "$b" GiB)" \
+    "$(torch_field amp_fp16_cl "$b" peak_GiB)"
+  printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' "$b" inference "${ti:--}" "${inf:--}" "-" \
+    "$(ratio "$ti" "$inf")" "-" "" "$(netc_field inference "$b" GiB)" "$(torch_field infer_fp16_cl "$b" peak_GiB)"
+done

@@ -4,7 +4,8 @@
  * the divisor counts the padding with NETC_INCL, else only the input).
  *
  * Parameters: NETC_KERNEL_NAME; one of NETC_POOL_MAX, NETC_POOL_AVG,
- * NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD defined to 1;
+ * NETC_POOL_MAX_ARG, NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP,
+ * NETC_GAP_BWD defined to 1;
  * NETC_TX (storage type); the input x: NETC_N, NETC_H, NETC_W, NETC_C; the
  * output: NETC_HO, NETC_WO; the window NETC_R x NETC_S, stride NETC_SH x
  * NETC_SW, padding NETC_PH x NETC_PW (both ends), NETC_INCL; NETC_V
@@ -13,9 +14,13 @@
  * One thread per V channels of one output element (forward) or of one
  * input element (backward): the backward gathers from the windows that
  * cover its element, in the order the reference scatters (output row, then
- * column), so sums match it without atomics; max_bwd recomputes each
- * window's winner from x.  Global average: one thread per (n, channel
- * vector) adds the H*W pixels in order.
+ * column), so sums match it without atomics.  Max backward is two kernels:
+ * MAX_ARG finds each window's winner once and stores it per channel as one
+ * byte, its position r*S + s in the window (255: the window holds no input
+ * element; R*S <= 254), then MAX_BWD compares those bytes with its own
+ * position in each covering window -- not recomputing every window's
+ * maximum from x for each of its elements.  Global average: one thread per
+ * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_N) || !defined(NETC_H) || !defined(NETC_W) || \
@@ -30,7 +35,8 @@ typedef NETC_TX tx_t;
 typedef netc_vec<tx_t, NETC_V> vec_t;
 static constexpr int V = NETC_V, CV = NETC_C / NETC_V, H = NETC_H, W = NETC_W;
 
-#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_BWD) || defined(NETC_POOL_AVG_BWD)
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD) || \
+    defined(NETC_POOL_AVG_BWD)
 static constexpr int HO = NETC_HO, WO = NETC_WO, R = NETC_R, S = NETC_S, SH = NETC_SH, SW = NETC_SW, PH = NETC_PH,
                      PW = NETC_PW;
 
@@ -50,7 +56,11 @@ __device__ __forceinline__ int avg_span(int o, int st, int pad, int k, int in, i
 }
 #endif
 
-#if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_BWD)
+#if (defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD)) && NETC_R * NETC_S > 254
+#error "pool.cu: max-pool backward keeps window positions in a byte: R*S must be at most 254"
+#endif
+
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
 /* Winner h*W + w of channel j of window (n, oh, ow) for channel vector cv,
  * or -1 when the window holds no input element; *best its value. */
 __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow, int cv, int *arg, float *best) {
@@ -85,16 +95,18 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y)
+#elif defined(NETC_POOL_MAX_ARG)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, unsigned char *__restrict__ code)
 #elif defined(NETC_POOL_MAX_BWD)
-NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const tx_t *__restrict__ x, tx_t *__restrict__ dx)
+NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const unsigned char *__restrict__ code, tx_t *__restrict__ dx)
 #elif defined(NETC_POOL_AVG_BWD) || defined(NETC_GAP_BWD)
 NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #else
-#error "pool.cu: define one of NETC_POOL_MAX, NETC_POOL_AVG, NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD"
+#error "pool.cu: define one of NETC_POOL_MAX, NETC_POOL_AVG, NETC_POOL_MAX_ARG, NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD"
 #endif
 {
   const long long stride = (long long)gridDim.x * blockDim.x;
-#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG)
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG)
   const long long total = (long long)NETC_N * HO * WO * CV;
 #elif defined(NETC_GAP)
   const long long total = (long long)NETC_N * CV;
@@ -113,6 +125,17 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #pragma unroll
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
     netc_vst<tx_t, V>(y, i, out);
+#elif defined(NETC_POOL_MAX_ARG)
+    (void)out;
+    const long long p = i / CV;
+    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
+    int arg[V];
+    float best[V];
+    window_max(x, n, oh, ow, cv, arg, best);
+#pragma unroll
+    for (int j = 0; j < V; j++)
+      code[i * V + j] = arg[j] < 0 ? 255
+                                   : (unsigned char)((arg[j] / W - (oh * SH - PH)) * S + (arg[j] % W - (ow * SW - PW)));
 #elif defined(NETC_POOL_AVG)
     const long long p = i / CV;
     const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
@@ -144,12 +167,11 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
       for (int ow = ow0; ow <= ow1; ow++) {
         vec_t g = netc_vld<tx_t, V>(dy, (((long long)n * HO + oh) * WO + ow) * CV + cv);
 #if defined(NETC_POOL_MAX_BWD)
-        int arg[V];
-        float best[V];
-        window_max(x, n, oh, ow, cv, arg, best);
+        const int mine = (ih - (oh * SH - PH)) * S + (iw - (ow * SW - PW));
+        const unsigned char *c = code + ((((long long)n * HO + oh) * WO + ow) * CV + cv) * V;
 #pragma unroll
         for (int j = 0; j < V; j++)
-          if (arg[j] == ih * W + iw) acc[j] += netc_ld(g.v[j]);
+          if (c[j] == mine) acc[j] += netc_ld(g.v[j]);
 #else
         int h0, h1, w0, w1;
         const long long cnt =

@@ -181,8 +181,9 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
   }
 }
 
-/* Keys exactly as the op table lists them, then optionally `precision`;
- * 0 when they are not. */
+/* Keys exactly as the op table lists them, then optionally `precision`,
+ * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
+ * on tensor cores); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
   const char *keys = info->attrs ? info->attrs : "";
   const char *k = keys;
@@ -197,17 +198,23 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   }
   while (*k == ' ') k++;
   if (ok && *k) ok = 0; /* keys missing at the end */
+  if (ok && i < n->nattr && n->attr[i].key && strcmp(n->attr[i].key, "precision") == 0) {
+    if (n->attr[i].kind != IR_ATTR_DTYPE) report(vf, n->loc, what, "attribute precision must be a dtype");
+    i++;
+  }
   if (ok && i < n->nattr) {
     const IrAttr *a = &n->attr[i];
-    ok = i + 1 == n->nattr && a->key && strcmp(a->key, "precision") == 0;
-    if (ok && a->kind != IR_ATTR_DTYPE) report(vf, n->loc, what, "attribute precision must be a dtype");
+    ok = i + 1 == n->nattr && a->key && strcmp(a->key, "math") == 0;
+    if (ok && (a->kind != IR_ATTR_STR || strcmp(a->s, "tf32") != 0))
+      report(vf, n->loc, what, "attribute math must be \"tf32\"");
   }
   if (ok) return 1;
   char have[256] = "";
   size_t o = 0;
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
-  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision)", have, keys);
+  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math)", have,
+         keys);
   return 0;
 }
 

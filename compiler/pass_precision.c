@@ -211,14 +211,19 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   }
 }
 
-/* node's attributes with precision=dt last (replacing one it had). */
+/* node's attributes with precision=dt last (replacing one it had), then
+ * math="tf32" for an f32 convolution in a mixed-precision graph: its
+ * products may round to TF32 on tensor cores, as f16 ones round to f16,
+ * while it keeps f32 tensors and FP32 accumulation. */
 static IrAttr *with_precision(Pr *p, const IrNode *node, IrDtype dt, int *nattr) {
-  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 1));
+  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 2));
   if (!a) return NULL;
   int k = 0;
   for (int i = 0; i < node->nattr; i++)
-    if (strcmp(node->attr[i].key, "precision")) a[k++] = node->attr[i];
+    if (strcmp(node->attr[i].key, "precision") && strcmp(node->attr[i].key, "math")) a[k++] = node->attr[i];
   a[k++] = (IrAttr){.key = "precision", .kind = IR_ATTR_DTYPE, .n = 1, .i = {dt}};
+  if (dt == IR_DT_F32 && p->def != IR_DT_F32 && is_conv(node->op))
+    a[k++] = (IrAttr){.key = "math", .kind = IR_ATTR_STR, .s = "tf32"};
   *nattr = k;
   return a;
 }

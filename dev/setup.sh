@@ -8,8 +8,10 @@ PACKAGES=(
   gcc make cmake ninja-build clang libclang-rt-14-dev   # compilers; clang for the fuzzer
   flex bison                                            # the grammar
   zlib1g-dev libcjson-dev libopenblas-dev               # runtime: gzip, safetensors headers, BLAS
+  nettle-dev libcairo2-dev                              # checkpoint fingerprints (SHA-256), plots
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev     # reading ONNX conformance tests
   libonnx-testdata dataset-fashion-mnist                # test data
+  libjpeg62-turbo-dev                                   # ImageFolder JPEG data (runtime/rt_jpeg.c)
   python3
 )
 

@@ -37,7 +37,8 @@
  * convolutions by default; the CPU executor rounds like the GPU).  The loss
  * scale fed to a step is the caller's, else the train section's static
  * scale, else 1; a graph compiled with dynamic loss scaling keeps its scale
- * in STATE @loss_scale on the device and takes no scale from the caller. */
+ * in STATE @loss_scale on the device, takes no scale from the caller, and
+ * starts from the train section's init (or net_loss_scale_set's). */
 #ifndef NETC_NET_H
 #define NETC_NET_H
 
@@ -79,6 +80,8 @@ typedef struct NetLoadOpts {
   uint64_t seed;         /* parameter initialization (rt_init) */
   const char *precision; /* .net files only: "fp32", "fp16" or "bf16" (NULL: the train section's, else fp16) */
   const char *cache_dir; /* NVRTC kernel cache (NULL: $XDG_CACHE_HOME/netc, else ~/.cache/netc) */
+  int tune;              /* GPU: time cuDNN's candidate engines for every convolution once and keep the
+                          * fastest; winners are remembered in cache_dir/cudnn-tune.txt for later loads */
   int inference_only;    /* no training executor: net_step and net_train fail */
   int keep_grads;        /* keep every parameter's gradient readable after a step (for net_step_save) */
 } NetLoadOpts;
@@ -108,6 +111,34 @@ NetStatus net_weights_load(NetModel *m, const char *path);
 /* Writes every parameter and state (F32); the file is replaced atomically. */
 NetStatus net_weights_save(NetModel *m, const char *path);
 
+/* --- checkpoints (docs/training.md) --------------------------------------- */
+
+/* Where a training run stands.  A checkpoint is a weights file (everything
+ * net_weights_save writes) with this in its "__metadata__". */
+typedef struct NetTrainState {
+  int64_t step;           /* steps done; the run resumes with step + 1 */
+  int64_t epoch;          /* 0-based epoch of the next step */
+  int64_t batch_in_epoch; /* steps of that epoch already done */
+  int64_t epochs, steps_total; /* the run's plan */
+  uint64_t seed;          /* the run's shuffling and data seed */
+  double lr;              /* rate of the last step */
+  int64_t batch;          /* out: the training batch (save takes the model's) */
+  char model_name[64];    /* out: the graph's name (save takes the model's) */
+  char model_hash[65];    /* out: SHA-256 (hex) of the parameter and state names and shapes */
+  int allow_weights;      /* in (load): a plain weights file loads, at position 0 */
+  int from_weights;       /* out (load): it was a plain weights file */
+} NetTrainState;
+
+/* Writes m's parameters and state and st's position to path, replaced
+ * atomically: a failed save leaves the previous file as it was. */
+NetStatus net_checkpoint_save(NetModel *m, const char *path, const NetTrainState *st);
+/* Loads a checkpoint of this model at this batch into m and *st.  A
+ * missing or malformed file, another model or batch, a newer format or
+ * missing position entries are errors (NET_ERR_IO, NET_ERR_WEIGHTS) that
+ * leave m unchanged; a plain weights file is one too unless
+ * st->allow_weights. */
+NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st);
+
 /* --- one step, inference ------------------------------------------------ */
 
 typedef struct NetBatch {
@@ -129,6 +160,10 @@ typedef struct NetStepOut {
 /* One training step: forward, backward, SGD update of the parameters in
  * place.  out may be NULL. */
 NetStatus net_step(NetModel *m, const NetBatch *in, NetStepOut *out);
+/* Sets the scale a dynamically scaled graph's next step starts from (its
+ * STATE @loss_scale; the step adjusts it from there).  NET_ERR_ARG for a
+ * graph with a static scale, which takes its scale per step (NetBatch). */
+NetStatus net_loss_scale_set(NetModel *m, float scale);
 /* Writes what the last net_step computed: `loss`, `logits` [n, classes],
  * `P.grad` for every parameter P (unscaled; needs NetLoadOpts.keep_grads
  * on the GPU, whose memory plan otherwise reuses their buffers), and every
@@ -146,6 +181,7 @@ typedef enum NetDataKind {
   NET_DATA_SYNTHETIC = 0, /* seeded images whose class shows in their pixels (learnable), 10% held out */
   NET_DATA_IDX,           /* a Fashion-MNIST/MNIST folder: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] */
   NET_DATA_MEMORY,        /* the arrays below */
+  NET_DATA_FOLDER,        /* ImageFolder JPEG trees train_dir/<class>/<image>.jpg (docs/data.md) */
 } NetDataKind;
 
 typedef struct NetStepInfo {
@@ -154,6 +190,7 @@ typedef struct NetStepInfo {
   double loss, lr;
   double images_per_s;        /* over the run so far */
   double elapsed_s;
+  double data_wait_s;         /* of the run so far: time the loop waited for batches */
 } NetStepInfo;
 
 typedef struct NetEpochInfo {
@@ -164,6 +201,10 @@ typedef struct NetEpochInfo {
   double test_accuracy;       /* top-1, 0..1; -1 when the run has no test set */
   int64_t test_n;
   double train_seconds, eval_seconds, images_per_s;
+  double test_top5;           /* 0..1; -1 when the run has no test set */
+  double data_wait_seconds;   /* of train_seconds, the time the loop waited for batches */
+  int64_t unreadable;         /* NET_DATA_FOLDER: images that could not be read so far (skipped) */
+  const char *unreadable_first; /* the first few of their messages ("" when none); valid in the callback */
 } NetEpochInfo;
 
 typedef struct NetTrainResult {
@@ -171,6 +212,9 @@ typedef struct NetTrainResult {
   double loss_first, loss_last; /* mean of the first and last min(10, steps) steps */
   double test_accuracy;         /* after the last epoch (-1: none) */
   double train_seconds, images_per_s;
+  double test_top5;             /* after the last epoch (-1: none) */
+  double data_wait_seconds;     /* of train_seconds, waiting for batches */
+  int64_t unreadable;           /* NET_DATA_FOLDER: images skipped as unreadable */
 } NetTrainResult;
 
 /* Callbacks return non-zero to stop the run (net_train then returns NET_STOPPED). */
@@ -195,17 +239,28 @@ typedef struct NetTrainConfig {
   NetStepFn on_step;                /* every log_every steps (0: every step) and at the last */
   int64_t log_every;
   NetEpochFn on_epoch;
-  const char *checkpoint;           /* net_weights_save here every checkpoint_every steps and at the end */
+  const char *checkpoint;           /* net_checkpoint_save here every checkpoint_every steps and at the end */
   int64_t checkpoint_every;
   NetCheckpointFn on_checkpoint;    /* after each save; may be NULL */
+  const char *resume;               /* a checkpoint of this run (same data, epochs, steps, seed): training
+                                     * continues at its step, with its parameters, momentum, loss scale
+                                     * and place in the shuffled epoch; NULL: from the start */
   void *user;
   NetTrainResult *result;           /* may be NULL; filled as far as the run got */
+  /* NET_DATA_FOLDER (train_limit and test_limit take that many images spread
+   * evenly over the classes) */
+  const char *train_dir, *test_dir; /* ROOT/<class>/<image>.jpg; test_dir may be NULL: no evaluation */
+  const char *augment;              /* "auto" (NULL), "rrc", "pad_crop", "flip" or "none" (rt_augment.h) */
+  int workers;                      /* decoding threads (0: the processors online, at most 8) */
+  float mean3[3], std3[3];          /* per-channel normalization (RGB) of x/255; std3 all 0: the scalar
+                                     * mean/std when given, else ImageNet's for folder data */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch
  * with the rate from the train section's schedule (rt_sched.h), then copies
- * the parameters into the inference graph and measures top-1 accuracy on
- * the test set. */
+ * the parameters into the inference graph and measures top-1 and top-5
+ * accuracy on the test set.  Folder data are decoded and augmented by a
+ * pool of threads while the steps run (docs/data.md). */
 NetStatus net_train(NetModel *m, const NetTrainConfig *cfg);
 
 /* --- benchmark ------------------------------------------------------------ */
@@ -221,6 +276,73 @@ typedef struct NetBenchResult {
  * replays, then the timed ones (CUDA events on the GPU).  Parameters are
  * changed by training steps. */
 NetStatus net_bench(NetModel *m, int inference, int steps, NetBenchResult *r);
+
+/* --- profile (docs/profiling.md) ------------------------------------------ */
+
+/* What a kernel is for, to total the step's time by kind. */
+typedef enum NetProfKind {
+  NET_PROF_CONV_FWD, NET_PROF_CONV_DGRAD, NET_PROF_CONV_WGRAD, NET_PROF_BATCHNORM, NET_PROF_ELEMENTWISE,
+  NET_PROF_POOLING, NET_PROF_LINEAR, NET_PROF_LOSS, NET_PROF_OPTIMIZER, NET_PROF_CAST, NET_PROF_OTHER,
+  NET_PROF_KINDS
+} NetProfKind;
+
+/* What limits a kernel: a larger share of the peak FLOP rate than of the
+ * peak bandwidth is compute, else memory; under 5 us it is latency. */
+typedef enum NetProfBound { NET_BOUND_MEMORY, NET_BOUND_COMPUTE, NET_BOUND_LATENCY } NetProfBound;
+
+/* One kernel of the step: a cuDNN convolution or a generated launch. */
+typedef struct NetProfRow {
+  int node;               /* IR node index */
+  char layer[128];        /* the node's layer name ("layer3.2.conv2"; "" when none) */
+  char op[40];            /* its IR op ("conv2d_bn_train") */
+  char loc[160];          /* its source location ("models/resnet50.net:18:11"; "" when none) */
+  char kernel[192];       /* "k17_batchnorm_train_apply_f16_nhwc", "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
+  double ms;              /* median over the profiled steps */
+  double start_ms;        /* start within the last profiled step (for the trace) */
+  double flops;           /* convolutions and linear layers; 0 for the rest */
+  double bytes;           /* estimate: sizes of the tensors the kernel reads and writes */
+  /* from net_profile_classify: */
+  NetProfKind kind;
+  NetProfBound bound;
+  double tflops, gbs;     /* achieved */
+  double peak_share;      /* max(tflops / peak_tflops, gbs / peak_gbs), 0..1 */
+} NetProfRow;
+
+typedef struct NetProfile {
+  NetProfRow *rows;       /* in step order */
+  int nrows, reps, inference;
+  int64_t batch;
+  double step_ms;         /* one replay of the captured step graph: what training runs */
+  double kernels_ms;      /* sum of the rows' ms (net_profile_classify) */
+  double peak_tflops;     /* the device's dense f16 tensor rate */
+  double peak_gbs;        /* its memory bandwidth */
+  char device[256];
+} NetProfile;
+
+typedef struct NetProfileOpts {
+  int inference;          /* the inference graph instead of the training step */
+  int reps;               /* profiled steps (0: 10); each row keeps the median */
+} NetProfileOpts;
+
+/* Times every kernel of one training step (or inference pass) of a GPU
+ * model at its batch: the step runs uncaptured reps times with CUDA events
+ * around each kernel and an NVTX range per layer (Nsight Systems shows
+ * them), then the captured step is timed as a whole.  It runs on a copy of
+ * the model's executor (the model's parameters are not changed; the copy
+ * holds as much device memory again).  A CPU model is NET_ERR_NO_GPU.
+ * o may be NULL; out is freed with net_profile_free. */
+NetStatus net_profile(NetModel *m, const NetProfileOpts *o, NetProfile *out);
+void net_profile_free(NetProfile *p); /* takes NULL; leaves *p empty */
+/* Fills every row's kind, bound, tflops, gbs and peak_share, and
+ * kernels_ms, from op, kernel, ms, flops, bytes and the peaks (net_profile
+ * calls it; for profiles put together elsewhere). */
+void net_profile_classify(NetProfile *p);
+/* Writes p as a Chrome trace-event JSON file (ui.perfetto.dev,
+ * chrome://tracing): one track of kernels, one of layers.  The file is
+ * replaced atomically. */
+NetStatus net_profile_trace(const NetProfile *p, const char *path);
+const char *net_profile_kind_name(NetProfKind k);   /* "conv fwd", "batch norm", ... */
+const char *net_profile_bound_name(NetProfBound b); /* "memory", "compute", "latency" */
 
 #ifdef __cplusplus
 }

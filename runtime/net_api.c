@@ -9,6 +9,7 @@
  * and the GPU. */
 #include "net_impl.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,7 +126,7 @@ static NetStatus resolve_device(const NetLoadOpts *o, int *gpu) {
 static NetStatus make_exec(NetModel *m, IrGraph *g, NetExec **x) {
   char *err = net_err_buf();
   NetStatus s = m->gpu ? net_model_plan(g, m->batch, err, NET_ERRMAX) : NET_OK;
-  if (!s) s = net_exec_new(m->gpu, m->ordinal, m->cache_dir, g, m->batch, x, err, NET_ERRMAX);
+  if (!s) s = net_exec_new(m->gpu, m->ordinal, m->cache_dir, m->tune, g, m->batch, x, err, NET_ERRMAX);
   return s;
 }
 
@@ -215,6 +216,7 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   if (s) return s;
   m->ordinal = o->gpu;
   if (o->cache_dir && !(m->cache_dir = strdup(o->cache_dir))) return net_fail(NET_ERR_NOMEM, "out of memory");
+  m->tune = o->tune;
   if ((s = net_model_open(path, &m->arena, o->precision, o->batch, !o->inference_only, &m->graphs, net_err_buf(),
                           NET_ERRMAX)))
     return net_failed(s);
@@ -278,6 +280,15 @@ void net_free(NetModel *m) {
 const char *net_device(const NetModel *m) { return m && m->gpu ? "gpu" : "cpu"; }
 int64_t net_batch(const NetModel *m) { return m ? m->batch : 0; }
 int64_t net_classes(const NetModel *m) { return m ? m->classes : 0; }
+NetStatus net_loss_scale_set(NetModel *m, float scale) {
+  if (!m || !m->xt) return net_fail(NET_ERR_ARG, "net_loss_scale_set: %s", m ? "no training executor" : "no model");
+  if (!(scale > 0) || !isfinite(scale)) return net_fail(NET_ERR_ARG, "net_loss_scale_set: scale %g", (double)scale);
+  if (m->it.scale_state < 0)
+    return net_fail(NET_ERR_ARG, "the loss scale of this graph is static: give it with each step");
+  NetStatus s = net_exec_write(m->xt, m->it.scale_state, &scale, net_err_buf(), NET_ERRMAX);
+  return s ? net_failed(s) : NET_OK;
+}
+
 int64_t net_image_numel(const NetModel *m, int64_t chw[3]) {
   if (!m) return 0;
   if (chw) chw[0] = m->ii.c, chw[1] = m->ii.h, chw[2] = m->ii.w;

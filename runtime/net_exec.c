@@ -60,7 +60,7 @@ int net_exec_gpu_present(char *why, size_t len) {
 #endif
 }
 
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, const IrGraph *g, int64_t batch, NetExec **out,
+NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const IrGraph *g, int64_t batch, NetExec **out,
                        char *err, size_t len) {
   *out = NULL;
   NetExec *x = calloc(1, sizeof *x);
@@ -71,10 +71,10 @@ NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, const IrGrap
     if (rt_cpu_new(g, batch, &x->cpu, err, len)) s = NET_ERR_MODEL;
   } else {
 #ifdef NET_HAVE_GPU
-    RtGpuOpts o = {.device = ordinal, .cache_dir = cache_dir};
+    RtGpuOpts o = {.device = ordinal, .cache_dir = cache_dir, .tune = tune};
     s = from_cuda(rt_gpu_new(g, batch, &o, &x->dev, err, len));
 #else
-    (void)ordinal, (void)cache_dir;
+    (void)ordinal, (void)cache_dir, (void)tune;
     char why[256];
     net_exec_gpu_present(why, sizeof why);
     s = fail(NET_ERR_NO_GPU, err, len, "no GPU: %s", why);

@@ -23,7 +23,7 @@ int net_exec_gpu_present(char *why, size_t len);
 
 /* An executor of g at batch on the GPU (gpu != 0, device ordinal `ordinal`)
  * or the CPU.  g must be planned for batch on the GPU. */
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, const IrGraph *g, int64_t batch, NetExec **out,
+NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const IrGraph *g, int64_t batch, NetExec **out,
                        char *err, size_t len);
 void net_exec_free(NetExec *x); /* takes NULL */
 int net_exec_find(const NetExec *x, const char *name);

@@ -28,6 +28,7 @@ struct NetModel {
   IrGraph *gt, *gi;      /* training (NULL when inference_only) and inference graphs */
   int gpu, ordinal;
   char *cache_dir;
+  int tune;              /* time cuDNN's candidates (NetLoadOpts.tune) */
   int keep_grads;
   int64_t batch;         /* of the training executor (and the inference one) */
   int64_t classes, sample;
@@ -53,9 +54,14 @@ NetStatus net_failed(NetStatus s);
  * scales dynamically ignores `scale`: *scale_used (may be NULL) is the
  * scale of its STATE @loss_scale before the step. */
 NetStatus net_step_run(NetModel *m, float lr, float scale, float *loss, float *scale_used);
-/* Top-1 accuracy of the inference graph over n u8 images. */
+/* Top-1 and top-5 accuracy (top5 may be NULL) of the inference graph over n u8 images. */
 NetStatus net_evaluate_u8(NetModel *m, const uint8_t *images, const uint8_t *labels, int64_t n, float mean, float std,
-                          double *accuracy);
+                          double *accuracy, double *top5);
+/* Runs the inference graph on m->img, filled by the caller (after
+ * net_infer_ready) with n <= batch images in the inference input's layout,
+ * the rest zeros; adds to *top1 and *top5 the images whose label ranks
+ * first and among the first five. */
+NetStatus net_evaluate_batch(NetModel *m, int64_t n, const int64_t *labels, int64_t *top1, int64_t *top5);
 /* Converts n NCHW u8/f32 samples into dst in the image input's layout. */
 void net_put_images(const NetIo *io, float *dst, const float *f32, const uint8_t *u8, int64_t n, float scale,
                     float shift);

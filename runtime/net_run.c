@@ -109,18 +109,27 @@ NetStatus net_step_save(NetModel *m, const char *path) {
   return s;
 }
 
+/* Where class `label` ranks in one row of logits: how many classes score
+ * higher, ties going to the lower index as argmax takes the first. */
+static int64_t rank_of(const float *row, int64_t C, int64_t label) {
+  int64_t r = 0;
+  for (int64_t c = 0; c < C; c++) r += row[c] > row[label] || (c < label && row[c] == row[label]);
+  return r;
+}
+
 /* Runs the inference graph over n images (floats or bytes) in chunks of
  * the batch; fills logits (n*classes, may be NULL) and counts the images
- * whose argmax is their label (labels may be NULL). */
+ * whose label ranks first (right) and in the top five (right5); labels may
+ * be NULL. */
 static NetStatus infer_chunks(NetModel *m, const float *f32, const uint8_t *u8, int64_t n, float scale, float shift,
-                              float *logits, const uint8_t *labels, int64_t *right) {
+                              float *logits, const uint8_t *labels, int64_t *right, int64_t *right5) {
   NetStatus s = net_infer_ready(m);
   if (s) return s;
   int64_t B = m->batch, S = m->sample, C = m->classes;
   float *out = malloc(sizeof(float) * (size_t)(B * C));
   if (!out) return net_fail(NET_ERR_NOMEM, "out of memory");
   char *err = net_err_buf();
-  *right = 0;
+  *right = *right5 = 0;
   memset(m->lab, 0, sizeof(int64_t) * (size_t)B);
   for (int64_t at = 0; at < n && !s; at += B) {
     int64_t k = n - at < B ? n - at : B;
@@ -133,10 +142,8 @@ static NetStatus infer_chunks(NetModel *m, const float *f32, const uint8_t *u8, 
     if (s) break;
     if (logits) memcpy(logits + at * C, out, sizeof(float) * (size_t)(k * C));
     for (int64_t i = 0; labels && i < k; i++) {
-      int64_t best = 0;
-      for (int64_t c = 1; c < C; c++)
-        if (out[i * C + c] > out[i * C + best]) best = c;
-      *right += best == labels[at + i];
+      int64_t r = labels[at + i] < C ? rank_of(out + i * C, C, labels[at + i]) : C;
+      *right += r < 1, *right5 += r < 5;
     }
   }
   free(out);
@@ -147,16 +154,39 @@ NetStatus net_infer(NetModel *m, const float *images, int64_t n, float *logits) 
   if (!m || !images || !logits)
     return net_fail(NET_ERR_ARG, "net_infer: %s is NULL", !m ? "the model" : !images ? "images" : "logits");
   if (n < 1) return net_fail(NET_ERR_ARG, "net_infer: %lld images (at least 1)", (long long)n);
-  int64_t right;
-  return infer_chunks(m, images, NULL, n, 1, 0, logits, NULL, &right);
+  int64_t right, right5;
+  return infer_chunks(m, images, NULL, n, 1, 0, logits, NULL, &right, &right5);
 }
 
 NetStatus net_evaluate_u8(NetModel *m, const uint8_t *images, const uint8_t *labels, int64_t n, float mean, float std,
-                          double *accuracy) {
-  int64_t right = 0;
-  NetStatus s = infer_chunks(m, NULL, images, n, 1.0f / (255.0f * std), -mean / std, NULL, labels, &right);
+                          double *accuracy, double *top5) {
+  int64_t right = 0, right5 = 0;
+  NetStatus s = infer_chunks(m, NULL, images, n, 1.0f / (255.0f * std), -mean / std, NULL, labels, &right, &right5);
   *accuracy = n ? (double)right / (double)n : 0;
+  if (top5) *top5 = n ? (double)right5 / (double)n : 0;
   return s;
+}
+
+NetStatus net_evaluate_batch(NetModel *m, int64_t n, const int64_t *labels, int64_t *top1, int64_t *top5) {
+  NetStatus s = net_infer_ready(m);
+  if (s) return s;
+  int64_t B = m->batch, C = m->classes;
+  if (n < 0 || n > B) return net_fail(NET_ERR_ARG, "net_evaluate_batch: %lld images (at most %lld)", (long long)n,
+                                      (long long)B);
+  float *out = malloc(sizeof(float) * (size_t)(B * C));
+  if (!out) return net_fail(NET_ERR_NOMEM, "out of memory");
+  char *err = net_err_buf();
+  memset(m->lab, 0, sizeof(int64_t) * (size_t)B);
+  s = net_exec_write(m->xi, m->ii.image, m->img, err, NET_ERRMAX);
+  if (!s && m->ii.label >= 0) s = net_exec_write(m->xi, m->ii.label, m->lab, err, NET_ERRMAX);
+  if (!s) s = net_exec_run(m->xi, err, NET_ERRMAX);
+  if (!s) s = net_exec_read(m->xi, m->ii.logits, out, err, NET_ERRMAX);
+  for (int64_t i = 0; !s && i < n; i++) {
+    int64_t r = labels[i] >= 0 && labels[i] < C ? rank_of(out + i * C, C, labels[i]) : C;
+    *top1 += r < 1, *top5 += r < 5;
+  }
+  free(out);
+  return net_failed(s);
 }
 
 static uint64_t mix(uint64_t *st) {

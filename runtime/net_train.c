@@ -1,13 +1,20 @@
 /* net_train.c - net_train: the training loop over either executor.
  *
- * The data (synthetic, an IDX folder, or the caller's arrays) are bytes in
- * NCHW order; each epoch shuffles the training set (seeded Fisher-Yates),
- * feeds every full batch normalized as (x/255 - mean)/std with the rate of
- * the train section's schedule (rt_sched) for step t, checks the loss, then
- * evaluates top-1 accuracy with the inference graph (parameters copied by
- * name from the training executor, see net_api.c).  A partial last batch
- * is dropped, as PyTorch's drop_last.  With `steps` the run stops after
- * that many steps, evaluating the epoch it stopped in.
+ * The data are bytes in NCHW order: synthetic, an IDX folder or the
+ * caller's arrays held in memory, or an ImageFolder JPEG tree read batch by
+ * batch by rt_loader's threads while the steps run.  Each epoch shuffles
+ * the training set (seeded), feeds every full batch normalized per channel
+ * as (x/255 - mean[c])/std[c] with the rate of the train section's schedule
+ * (rt_sched) for step t, checks the loss, then evaluates top-1 and top-5
+ * accuracy with the inference graph (parameters copied by name from the
+ * training executor, see net_api.c).  A partial last batch is dropped, as
+ * PyTorch's drop_last.  With `steps` the run stops after that many steps,
+ * evaluating the epoch it stopped in.  The time spent getting a batch
+ * (waiting for the loader, or gathering bytes in memory) is the data wait.
+ *
+ * Folder data: the training loader starts epoch e + 1 as soon as epoch e's
+ * last batch is taken, so its threads work during the evaluation; the
+ * evaluation pass is a second loader visiting every test image once.
  *
  * Synthetic images are noise whose share of bright pixels grows with the
  * class: (c + 0.5)/classes of them, so the mean brightness -- which a
@@ -22,9 +29,11 @@
 #include <time.h>
 
 #include "rt_idx.h"
+#include "rt_loader.h"
 #include "rt_sched.h"
 
 static const float FMNIST_MEAN = 0.2860f, FMNIST_STD = 0.3530f;
+static const float IMAGENET_MEAN[3] = {0.485f, 0.456f, 0.406f}, IMAGENET_STD[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct Set {
   const uint8_t *images, *labels;
@@ -35,6 +44,8 @@ typedef struct Data {
   Set train, test;
   RtIdxSet idx_train, idx_test;
   uint8_t *owned; /* synthetic bytes */
+  RtFolder ftrain, ftest;
+  RtLoader *ltrain, *ltest; /* NET_DATA_FOLDER (ltest NULL without a test set) */
 } Data;
 
 static double now_s(void) {
@@ -84,8 +95,42 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
   return NET_ERR_DATA;
 }
 
+static NetStatus loader_failed(RtLoaderStatus s) {
+  return net_failed(s == RT_LOADER_ERR_NOMEM ? NET_ERR_NOMEM : s == RT_LOADER_ERR_ARG ? NET_ERR_ARG : NET_ERR_DATA);
+}
+
+/* Scans the ImageFolder trees and starts their loaders. */
+static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
+  RtAugKind aug;
+  if (!c->train_dir) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_FOLDER without train_dir");
+  if (rt_augment_parse(c->augment, &aug))
+    return net_fail(NET_ERR_ARG, "net_train: augment '%s' is not auto, rrc, pad_crop, flip or none", c->augment);
+  if (c->workers < 0) return net_fail(NET_ERR_ARG, "net_train: %d workers", c->workers);
+  if (m->it.c != 3)
+    return net_fail(NET_ERR_DATA, "%s: JPEG folders hold RGB images, but the model's input has %lld channels",
+                    c->train_dir, (long long)m->it.c);
+  char *err = net_err_buf();
+  RtFolderStatus fs = rt_folder_scan(c->train_dir, (int)m->classes, &d->ftrain, err, NET_ERRMAX);
+  if (!fs && c->test_dir) fs = rt_folder_scan(c->test_dir, (int)m->classes, &d->ftest, err, NET_ERRMAX);
+  if (fs) return net_failed(fs == RT_FOLDER_ERR_NOMEM ? NET_ERR_NOMEM : NET_ERR_DATA);
+  for (int k = 0; c->test_dir && k < d->ftrain.nclass; k++)
+    if (d->ftest.nclass != d->ftrain.nclass || strcmp(d->ftest.classes[k], d->ftrain.classes[k]))
+      return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)",
+                      c->test_dir, d->ftest.nclass, d->ftrain.nclass, c->train_dir, k, d->ftrain.classes[k]);
+  RtLoaderConfig lc = {.set = &d->ftrain, .limit = c->train_limit, .batch = m->batch, .H = (int)m->it.h,
+                       .W = (int)m->it.w, .train = 1, .augment = aug, .seed = c->seed, .workers = c->workers};
+  RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
+  if (ls) return loader_failed(ls);
+  if (!c->test_dir) return NET_OK;
+  lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0;
+  ls = rt_loader_new(&lc, &d->ltest, err, NET_ERRMAX);
+  return ls ? loader_failed(ls) : NET_OK;
+}
+
 static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
   switch (c->data) {
+  case NET_DATA_FOLDER:
+    return load_folder(m, c, d);
   case NET_DATA_SYNTHETIC: {
     int64_t n = c->synthetic_n > 0 ? c->synthetic_n : 16 * m->batch;
     return synthetic(d, n, n / 10 > 0 ? n / 10 : 1, m->sample, m->classes, c->seed);
@@ -122,6 +167,82 @@ static NetStatus check_labels(const NetModel *m, const Set *s, const char *which
   return NET_OK;
 }
 
+/* Per-channel x * scale[c] + shift[c] for bytes x: the caller's mean3/std3,
+ * else the scalar mean/std, else the data kind's default. */
+static void normalization(const NetTrainConfig *c, float scale[3], float shift[3]) {
+  for (int k = 0; k < 3; k++) {
+    float mean, std;
+    if (c->std3[0] > 0) mean = c->mean3[k], std = c->std3[k];
+    else if (c->std > 0) mean = c->mean, std = c->std;
+    else if (c->data == NET_DATA_FOLDER) mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
+    else if (c->data == NET_DATA_IDX) mean = FMNIST_MEAN, std = FMNIST_STD;
+    else mean = 0.5f, std = 0.5f;
+    scale[k] = 1.0f / (255.0f * std), shift[k] = -mean / std;
+  }
+}
+
+/* n NCHW byte images into dst in io's layout, channel c normalized with
+ * entry min(c, 2) (a one-channel model takes the first). */
+static void put_images(const NetIo *io, float *dst, const uint8_t *u8, int64_t n, const float scale[3],
+                       const float shift[3]) {
+  int64_t C = io->c, HW = io->h * io->w, S = C * HW;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t c = 0; c < C; c++) {
+      float a = scale[c < 2 ? c : 2], b = shift[c < 2 ? c : 2];
+      const uint8_t *src = u8 + i * S + c * HW;
+      float *to = dst + i * S + (io->nhwc ? c : c * HW);
+      int64_t step = io->nhwc ? C : 1;
+      for (int64_t p = 0; p < HW; p++) to[p * step] = (float)src[p] * a + b;
+    }
+}
+
+/* Top-1 and top-5 counts of n <= batch images through the inference graph. */
+static NetStatus eval_batch(NetModel *m, const uint8_t *u8, const int64_t *labels, int64_t n, const float scale[3],
+                            const float shift[3], int64_t *top1, int64_t *top5) {
+  NetStatus s = net_infer_ready(m);
+  if (s) return s;
+  memset(m->img, 0, sizeof(float) * (size_t)(m->batch * m->sample));
+  put_images(&m->ii, m->img, u8, n, scale, shift);
+  return net_evaluate_batch(m, n, labels, top1, top5);
+}
+
+/* The evaluation pass over the test set: in memory, or the test loader's
+ * epoch (every image once; unreadable ones are left out of test_n). */
+static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const float shift[3], NetEpochInfo *ep) {
+  int64_t top1 = 0, top5 = 0, n = 0;
+  NetStatus s = NET_OK;
+  if (d->ltest) {
+    rt_loader_start(d->ltest, 0);
+    RtLoaderBatch b;
+    int got;
+    while (!s && (got = rt_loader_next(d->ltest, &b, net_err_buf(), NET_ERRMAX)) != 0) {
+      if (got < 0) return net_failed(NET_ERR_DATA);
+      if (b.n) s = eval_batch(m, b.images, b.labels, b.n, scale, shift, &top1, &top5);
+      n += b.n;
+    }
+  } else if (scale[0] == scale[1] && scale[1] == scale[2] && shift[0] == shift[1] && shift[1] == shift[2]) {
+    float std = 1.0f / (255.0f * scale[0]);
+    s = net_evaluate_u8(m, d->test.images, d->test.labels, d->test.n, -shift[0] * std, std, &ep->test_accuracy,
+                        &ep->test_top5);
+    ep->test_n = d->test.n;
+    return s;
+  } else {
+    int64_t *lab = malloc(sizeof(int64_t) * (size_t)m->batch);
+    if (!lab) return net_fail(NET_ERR_NOMEM, "out of memory");
+    for (int64_t at = 0; at < d->test.n && !s; at += m->batch) {
+      int64_t k = d->test.n - at < m->batch ? d->test.n - at : m->batch;
+      for (int64_t i = 0; i < k; i++) lab[i] = d->test.labels[at + i];
+      s = eval_batch(m, d->test.images + at * m->sample, lab, k, scale, shift, &top1, &top5);
+    }
+    free(lab);
+    n = d->test.n;
+  }
+  ep->test_n = n;
+  ep->test_accuracy = n ? (double)top1 / (double)n : 0;
+  ep->test_top5 = n ? (double)top5 / (double)n : 0;
+  return s;
+}
+
 static double window_mean(const double *w, int64_t n) {
   int64_t k = n < 10 ? n : 10;
   double s = 0;
@@ -133,11 +254,12 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   NetStatus s = load_data(m, c, d);
   if (s) return s;
   int64_t B = m->batch, S = m->sample;
-  if (d->train.n < B)
+  if (!d->ltrain && d->train.n < B)
     return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld",
                     (long long)d->train.n, (long long)B);
   if ((s = check_labels(m, &d->train, "training")) || (s = check_labels(m, &d->test, "test"))) return s;
-  int64_t spe = d->train.n / B;
+  int64_t spe = d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B;
+  int have_test = d->ltest ? 1 : d->test.n > 0;
   int64_t epochs = c->epochs;
   if (!epochs && c->steps) epochs = (c->steps + spe - 1) / spe;
   if (!epochs) {
@@ -148,10 +270,9 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   int64_t total = c->steps > 0 && c->steps < epochs * spe ? c->steps : epochs * spe;
   RtSched sched;
   if (rt_sched_init(&sched, m->gt, spe, epochs, net_err_buf(), NET_ERRMAX)) return net_failed(NET_ERR_MODEL);
-  float std = c->std > 0 ? c->std : c->data == NET_DATA_IDX ? FMNIST_STD : 0.5f;
-  float mean = c->std > 0 ? c->mean : c->data == NET_DATA_IDX ? FMNIST_MEAN : 0.5f;
-  float scale = 1.0f / (255.0f * std), shift = -mean / std, loss_scale = net_train_loss_scale(m->gt);
-  int64_t *order = malloc(sizeof(int64_t) * (size_t)d->train.n);
+  float scale[3], shift[3], loss_scale = net_train_loss_scale(m->gt);
+  normalization(c, scale, shift);
+  int64_t *order = malloc(sizeof(int64_t) * (size_t)(d->train.n ? d->train.n : 1));
   uint8_t *bytes = malloc((size_t)(B * S));
   if (!order || !bytes) {
     free(order), free(bytes);
@@ -159,28 +280,72 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   }
   for (int64_t i = 0; i < d->train.n; i++) order[i] = i;
   uint64_t rng = c->seed ^ 0x5f3759df2545f491ull;
-  double head[10], tail[10], t_run = 0, t_start = now_s();
-  int64_t t = 0, last_ckpt = 0;
-  res->test_accuracy = -1;
+  double head[10], tail[10], t_run = 0, wait_run = 0, t_start = now_s();
+  int64_t t = 0, last_ckpt = 0, started = -1;
+  /* a resumed run starts at the checkpoint's step of the same plan: the
+   * epochs before it only shuffle (the order of each epoch is as it was) */
+  NetTrainState st = {.seed = c->seed, .epochs = epochs, .steps_total = total};
+  if (c->resume && !(s = net_checkpoint_load(m, c->resume, &st))) {
+    if (st.seed != c->seed || st.epochs != epochs || st.steps_total != total)
+      s = net_fail(NET_ERR_ARG,
+                   "%s: made by a run of %lld epochs, %lld steps, seed %llu; this run has %lld, %lld, seed %llu "
+                   "(resume with the same settings)",
+                   c->resume, (long long)st.epochs, (long long)st.steps_total, (unsigned long long)st.seed,
+                   (long long)epochs, (long long)total, (unsigned long long)c->seed);
+    else if (st.step >= total)
+      s = net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", c->resume,
+                   (long long)st.step, (long long)total);
+    t = last_ckpt = st.step;
+  }
+  int64_t t_first = t;
+  if (s) {
+    free(order), free(bytes);
+    return s;
+  }
+  char bad[1024] = "";
+  res->test_accuracy = res->test_top5 = -1;
   for (int64_t e = 0; e < epochs && t < total && !s; e++) {
-    NetEpochInfo ep = {.epoch = e, .test_accuracy = -1};
+    NetEpochInfo ep = {.epoch = e, .test_accuracy = -1, .test_top5 = -1, .unreadable_first = bad};
     double t0 = now_s(), sum = 0, ehead[10], etail[10];
-    for (int64_t i = d->train.n - 1; i > 0; i--) {
+    for (int64_t i = d->train.n - 1; !d->ltrain && i > 0; i--) {
       int64_t j = (int64_t)(mix(&rng) % (uint64_t)(i + 1)), tmp = order[i];
       order[i] = order[j], order[j] = tmp;
     }
-    for (int64_t b = 0; b < spe && t < total && !s; b++) {
-      for (int64_t i = 0; i < B; i++) {
-        int64_t idx = order[b * B + i];
-        memcpy(bytes + i * S, d->train.images + idx * S, (size_t)S);
-        m->lab[i] = d->train.labels[idx];
+    if (e < st.epoch) continue;
+    if (d->ltrain && started != e) rt_loader_start(d->ltrain, e);
+    started = e;
+    int64_t b0 = e == st.epoch ? st.batch_in_epoch : 0;
+    for (int64_t b = 0; d->ltrain && b < b0 && !s; b++) { /* the batches the checkpoint has seen */
+      RtLoaderBatch lb;
+      if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) s = net_failed(NET_ERR_DATA);
+    }
+    for (int64_t b = b0; b < spe && t < total && !s; b++) {
+      double w0 = now_s();
+      const uint8_t *batch = bytes;
+      if (d->ltrain) {
+        RtLoaderBatch lb;
+        if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) {
+          s = net_failed(NET_ERR_DATA);
+          break;
+        }
+        batch = lb.images;
+        memcpy(m->lab, lb.labels, sizeof(int64_t) * (size_t)B);
+      } else {
+        for (int64_t i = 0; i < B; i++) {
+          int64_t idx = order[b * B + i];
+          memcpy(bytes + i * S, d->train.images + idx * S, (size_t)S);
+          m->lab[i] = d->train.labels[idx];
+        }
       }
-      net_put_images(&m->it, m->img, NULL, bytes, B, scale, shift);
+      ep.data_wait_seconds += now_s() - w0;
+      put_images(&m->it, m->img, batch, B, scale, shift);
+      /* the loader fills the next epoch's first batches during the evaluation */
+      if (d->ltrain && b == spe - 1 && e + 1 < epochs && t + 1 < total) rt_loader_start(d->ltrain, started = e + 1);
       double lr = rt_sched_lr(&sched, t);
       float loss = 0;
       if ((s = net_step_run(m, (float)lr, loss_scale, &loss, NULL))) break;
-      if (t < 10) head[t] = loss;
-      tail[t % 10] = loss;
+      if (t - t_first < 10) head[t - t_first] = loss;
+      tail[(t - t_first) % 10] = loss;
       if (ep.steps < 10) ehead[ep.steps] = loss;
       etail[ep.steps % 10] = loss;
       ep.lr_last = lr;
@@ -189,11 +354,14 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
       double el = now_s() - t_start;
       if (c->on_step && (t % (c->log_every > 0 ? c->log_every : 1) == 0 || t == total)) {
         NetStepInfo si = {.step = t, .steps_total = total, .epoch = e, .epochs = epochs, .loss = loss, .lr = lr,
-                          .images_per_s = (double)(t * B) / (t_run + now_s() - t0), .elapsed_s = el};
+                          .images_per_s = (double)((t - t_first) * B) / (t_run + now_s() - t0), .elapsed_s = el,
+                          .data_wait_s = wait_run + ep.data_wait_seconds};
         if (c->on_step(&si, c->user)) s = net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
       }
+      st.step = t, st.lr = lr;
+      st.epoch = b + 1 == spe ? e + 1 : e, st.batch_in_epoch = b + 1 == spe ? 0 : b + 1;
       if (!s && c->checkpoint && c->checkpoint_every > 0 && t % c->checkpoint_every == 0) {
-        if ((s = net_weights_save(m, c->checkpoint))) break;
+        if ((s = net_checkpoint_save(m, c->checkpoint, &st))) break;
         last_ckpt = t;
         if (c->on_checkpoint && c->on_checkpoint(t, c->checkpoint, c->user))
           s = net_fail(NET_STOPPED, "stopped by the caller after checkpoint %lld", (long long)t);
@@ -201,31 +369,39 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     }
     ep.train_seconds = now_s() - t0;
     t_run += ep.train_seconds;
+    wait_run += ep.data_wait_seconds;
     res->epochs = e + 1, res->steps = t;
     res->train_seconds = t_run;
-    res->images_per_s = t_run > 0 ? (double)(t * B) / t_run : 0;
-    res->loss_first = window_mean(head, t);
+    res->data_wait_seconds = wait_run;
+    res->images_per_s = t_run > 0 ? (double)((t - t_first) * B) / t_run : 0;
+    int64_t ran = t - t_first; /* steps of this call (a resumed run starts later) */
+    res->loss_first = window_mean(head, ran);
     double tl[10];
-    int64_t k = t < 10 ? t : 10;
-    for (int64_t i = 0; i < k; i++) tl[i] = tail[(t - 1 - i) % 10];
+    int64_t k = ran < 10 ? ran : 10;
+    for (int64_t i = 0; i < k; i++) tl[i] = tail[(ran - 1 - i) % 10];
     res->loss_last = window_mean(tl, k);
     if (s) break;
     ep.loss_mean = ep.steps ? sum / (double)ep.steps : 0;
     ep.loss_first = window_mean(ehead, ep.steps);
     ep.loss_last = window_mean(etail, ep.steps);
     ep.images_per_s = ep.train_seconds > 0 ? (double)(ep.steps * B) / ep.train_seconds : 0;
-    if (d->test.n > 0) {
+    if (have_test) {
       double t1 = now_s();
-      if ((s = net_evaluate_u8(m, d->test.images, d->test.labels, d->test.n, mean, std, &ep.test_accuracy))) break;
+      if ((s = evaluate(m, d, scale, shift, &ep))) break;
       ep.eval_seconds = now_s() - t1;
-      ep.test_n = d->test.n;
-      res->test_accuracy = ep.test_accuracy;
+      res->test_accuracy = ep.test_accuracy, res->test_top5 = ep.test_top5;
+    }
+    if (d->ltrain) {
+      int64_t more = d->ltest ? rt_loader_unreadable(d->ltest, NULL, 0) : 0;
+      ep.unreadable = rt_loader_unreadable(d->ltrain, bad, sizeof bad) + more;
+      if (more && !bad[0]) rt_loader_unreadable(d->ltest, bad, sizeof bad);
+      res->unreadable = ep.unreadable;
     }
     if (c->on_epoch && c->on_epoch(&ep, c->user))
       s = net_fail(NET_STOPPED, "stopped by the caller after epoch %lld", (long long)e);
   }
   if ((!s || s == NET_STOPPED) && c->checkpoint && t > last_ckpt) {
-    NetStatus cs = net_weights_save(m, c->checkpoint);
+    NetStatus cs = net_checkpoint_save(m, c->checkpoint, &st);
     if (!cs && c->on_checkpoint) c->on_checkpoint(t, c->checkpoint, c->user);
     if (cs) s = cs;
   }
@@ -242,10 +418,19 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   if (!(cfg->std >= 0) || !isfinite(cfg->std) || !isfinite(cfg->mean))
     return net_fail(NET_ERR_ARG, "net_train: normalization std %g, mean %g (std must be positive, 0: the default)",
                     (double)cfg->std, (double)cfg->mean);
+  int std3 = cfg->std3[0] != 0 || cfg->std3[1] != 0 || cfg->std3[2] != 0;
+  for (int k = 0; k < 3; k++)
+    if ((std3 && !(cfg->std3[k] > 0)) || !isfinite(cfg->std3[k]) || !isfinite(cfg->mean3[k]))
+      return net_fail(NET_ERR_ARG, "net_train: channel %d normalization std %g, mean %g (give three positive stds, "
+                      "or none)", k, (double)cfg->std3[k], (double)cfg->mean3[k]);
   NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
   memset(res, 0, sizeof *res);
   Data d = {0};
   NetStatus s = run(m, cfg, &d, res);
+  rt_loader_free(d.ltrain);
+  rt_loader_free(d.ltest);
+  rt_folder_free(&d.ftrain);
+  rt_folder_free(&d.ftest);
   rt_idx_free(&d.idx_train);
   rt_idx_free(&d.idx_test);
   free(d.owned);

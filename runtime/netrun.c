@@ -3,7 +3,7 @@
  *   netrun train MODEL [--device auto|cpu|gpu] [--data DIR | --synthetic]
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
- *                [--test-images N] [--seed N]
+ *                [--test-images N] [--seed N] [--workers N] [--augment KIND]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
@@ -14,7 +14,9 @@
  * `--device gpu` without one fails with "no GPU: why".  `step` runs one
  * training step from given weights on a given batch and writes everything
  * it computed (loss, logits, gradients, updated weights) under torchvision's
- * names: the check of netc against PyTorch (tests/torch/).
+ * names: the check of netc against PyTorch (tests/torch/).  `train --data
+ * DIR` reads an ImageFolder JPEG data set when DIR holds train/ and test/
+ * (or val/) class folders, else a Fashion-MNIST IDX folder.
  *
  * This file is the only one that prints or exits.  Exit status: 0 success,
  * 1 a failure of the run or its input, 2 usage. */
@@ -23,8 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "net.h"
+#include "netrun_plot.h"
+#include "netrun_profile.h"
 #include "rt_safetensors.h"
 
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
@@ -37,6 +42,8 @@ static void usage(FILE *f) {
           "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
           "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
           "       netrun bench MODEL [options]\n"
+          "       netrun profile MODEL [options]   (netrun profile --help)\n"
+          "       netrun plot LOG.jsonl OUT.png\n"
           "\n"
           "MODEL is a model.so (netc -o) or a .net file.\n"
           "\n"
@@ -44,11 +51,17 @@ static void usage(FILE *f) {
           "  --device D           auto (default: the GPU when present, else the CPU), cpu or gpu\n"
           "  --batch N            batch size (default: the model's)\n"
           "  --cache DIR          NVRTC kernel cache (default $XDG_CACHE_HOME/netc or ~/.cache/netc)\n"
+          "  --tune               GPU: time cuDNN's candidate engines for each convolution once, keep the\n"
+          "                       fastest (remembered in the cache directory's cudnn-tune.txt)\n"
           "  -h, --help           show this help\n"
           "\n"
           "train: trains MODEL, with a progress line (loss, images/s, ETA) and test accuracy per epoch.\n"
-          "  --data DIR           Fashion-MNIST IDX folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
-          "                       (default " DEFAULT_DATA ")\n"
+          "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
+          "                       or a Fashion-MNIST IDX folder with\n"
+          "                       {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default " DEFAULT_DATA ")\n"
+          "  --workers N          ImageFolder data: decoding threads (default: the processors, at most 8)\n"
+          "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
+          "                       rrc, pad_crop, flip or none\n"
           "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
           "  --epochs N           epochs (default: the model's train section)\n"
           "  --steps N            stop after N steps\n"
@@ -56,13 +69,19 @@ static void usage(FILE *f) {
           "  --test-images N      evaluate on the first N test images (default: all)\n"
           "  --seed N             initialization, shuffling and synthetic data seed (default 1)\n"
           "  --log FILE.jsonl     one JSON object per step and per epoch\n"
-          "  --checkpoint FILE    save the weights (safetensors) every K steps and at the end\n"
+          "  --checkpoint FILE    save a checkpoint (safetensors: weights, state, position) every K steps\n"
+          "                       and at the end, replaced atomically\n"
           "  --every K            checkpoint interval in steps (default: only at the end)\n"
+          "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
+          "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
+          "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
           "\n"
           "step: one training step from the weights in W (safetensors, torchvision names, filters KCRS)\n"
           "on the batch in B (`image` f32 [N,C,H,W], `label` i64 or i32 [N]); writes to OUT `loss`,\n"
           "`logits`, `P.grad` for every parameter P (unscaled, f32, KCRS) and every parameter and state\n"
-          "after the update.\n"
+          "after the update.  With --steps S, B holds S batches back to back (N = S * batch), trained\n"
+          "in order; OUT then has the last step's results.\n"
+          "  --curve FILE.csv     write step,loss,loss_scale of every step\n"
           "  --weights FILE       parameters and running statistics (momentum buffers optional: 0)\n"
           "  --inputs FILE        the batch\n"
           "  --out FILE           where the results go (replaced atomically)\n"
@@ -79,10 +98,11 @@ static void usage(FILE *f) {
 }
 
 typedef struct Opts {
-  const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache;
-  long long epochs, steps, batch, every, ntrain, ntest, seed;
+  const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot, *resume;
+  long long epochs, steps, batch, every, ntrain, ntest, seed, workers;
+  const char *augment;
   double lr, loss_scale;
-  int synthetic, inference;
+  int synthetic, inference, tune;
 } Opts;
 
 static int parse_count(const char *opt, const char *s, long long max, long long *out) {
@@ -121,6 +141,9 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"inputs", required_argument, NULL, 'i'},   {"out", required_argument, NULL, 'o'},
       {"lr", required_argument, NULL, 'l'},       {"loss-scale", required_argument, NULL, 'S'},
       {"precision", required_argument, NULL, 'p'}, {"inference", no_argument, NULL, 'I'},
+      {"curve", required_argument, NULL, 'C'},    {"tune", no_argument, NULL, 'u'},
+      {"workers", required_argument, NULL, 'W'},  {"augment", required_argument, NULL, 'A'},
+      {"plot", required_argument, NULL, 'P'},     {"resume", required_argument, NULL, 'R'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
   };
   int c, li = 0;
@@ -164,6 +187,19 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       o->precision = optarg;
       break;
     case 'I': o->inference = 1; break;
+    case 'C': o->curve = optarg; break;
+    case 'u': o->tune = 1; break;
+    case 'W': if (parse_count("--workers", optarg, 256, &o->workers)) return EXIT_USAGE; break;
+    case 'P': o->plot = optarg; break;
+    case 'R': o->resume = optarg; break;
+    case 'A':
+      if (strcmp(optarg, "auto") && strcmp(optarg, "rrc") && strcmp(optarg, "pad_crop") && strcmp(optarg, "flip") &&
+          strcmp(optarg, "none")) {
+        fprintf(stderr, "netrun: error: --augment must be auto, rrc, pad_crop, flip or none, not '%s'\n", optarg);
+        return EXIT_USAGE;
+      }
+      o->augment = optarg;
+      break;
     case 'h': usage(stdout); return 1;
     case ':': fprintf(stderr, "netrun: error: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
     default: fprintf(stderr, "netrun: error: unknown option '%s'\n", argv[optind - 1]); return EXIT_USAGE;
@@ -180,7 +216,8 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
 
 static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep_grads) {
   NetLoadOpts lo = {.device = o->device, .batch = batch, .seed = (uint64_t)o->seed, .precision = o->precision,
-                    .cache_dir = o->cache, .inference_only = inference_only, .keep_grads = keep_grads};
+                    .cache_dir = o->cache, .inference_only = inference_only, .keep_grads = keep_grads,
+                    .tune = o->tune};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
   return m;
@@ -193,18 +230,21 @@ static const char *where(const NetModel *m) { return strcmp(net_device(m), "gpu"
 typedef struct Progress {
   FILE *log;
   int64_t every;
+  int64_t warned; /* unreadable images already reported */
 } Progress;
 
 static int on_step(const NetStepInfo *s, void *user) {
   Progress *p = user;
   if (p->log)
-    fprintf(p->log, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f}\n",
-            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s);
+    fprintf(p->log, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f, "
+                    "\"data_wait_s\": %.4g}\n",
+            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s);
   if (s->step % p->every == 0 || s->step == s->steps_total) {
     double eta = s->images_per_s > 0 ? s->elapsed_s * (double)(s->steps_total - s->step) / (double)s->step : 0;
-    printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %.0f s\n", (long long)s->step,
-           (long long)s->steps_total, (long long)s->epoch + 1, (long long)s->epochs, s->loss, s->lr, s->images_per_s,
-           eta);
+    double wait = s->elapsed_s > 0 ? 100 * s->data_wait_s / s->elapsed_s : 0;
+    printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %.0f s  data wait %.0f%%\n",
+           (long long)s->step, (long long)s->steps_total, (long long)s->epoch + 1, (long long)s->epochs, s->loss, s->lr,
+           s->images_per_s, eta, wait);
     fflush(stdout);
   }
   return 0;
@@ -214,11 +254,19 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
   Progress *p = user;
   if (p->log)
     fprintf(p->log, "{\"epoch\": %lld, \"steps\": %lld, \"loss_mean\": %.6g, \"test_accuracy\": %.6g, "
-                    "\"images_per_s\": %.1f}\n",
-            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->images_per_s);
-  printf("epoch %lld: %lld steps, loss %.4f, %.0f images/s", (long long)e->epoch + 1, (long long)e->steps,
-         e->loss_mean, e->images_per_s);
-  if (e->test_accuracy >= 0) printf(", test accuracy %.2f%% on %lld images", 100 * e->test_accuracy, (long long)e->test_n);
+                    "\"test_top5\": %.6g, \"images_per_s\": %.1f, \"data_wait_s\": %.4g, \"unreadable\": %lld}\n",
+            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5,
+            e->images_per_s, e->data_wait_seconds, (long long)e->unreadable);
+  if (e->unreadable > p->warned) {
+    fprintf(stderr, "netrun: warning: %lld unreadable images skipped so far: %s%s\n", (long long)e->unreadable,
+            e->unreadable_first, e->unreadable > 3 ? "; ..." : "");
+    p->warned = e->unreadable;
+  }
+  printf("epoch %lld: %lld steps, loss %.4f, %.0f images/s, data wait %.1f s", (long long)e->epoch + 1,
+         (long long)e->steps, e->loss_mean, e->images_per_s, e->data_wait_seconds);
+  if (e->test_accuracy >= 0)
+    printf(", test accuracy %.2f%% (top-5 %.2f%%) on %lld images", 100 * e->test_accuracy, 100 * e->test_top5,
+           (long long)e->test_n);
   printf("\n");
   fflush(stdout);
   return 0;
@@ -230,9 +278,22 @@ static int on_checkpoint(int64_t step, const char *path, void *user) {
   return 0;
 }
 
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* DIR is an ImageFolder data set when it holds train/ and test/ (or val/). */
+static int image_folder(const char *dir, char *train, char *test, size_t cap) {
+  snprintf(train, cap, "%s/train", dir);
+  snprintf(test, cap, "%s/test", dir);
+  if (!is_dir(test)) snprintf(test, cap, "%s/val", dir);
+  return is_dir(train) && is_dir(test);
+}
+
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwp", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPR", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -242,34 +303,57 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "netrun: error: --every needs --checkpoint\n");
     return EXIT_USAGE;
   }
+  if (o.plot && !o.log) {
+    fprintf(stderr, "netrun: error: --plot needs --log (the curves are drawn from it)\n");
+    return EXIT_USAGE;
+  }
+  char train_dir[4096], test_dir[4096];
+  int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
+  if ((o.workers || o.augment) && !folder) {
+    fprintf(stderr, "netrun: error: --workers and --augment need an ImageFolder --data DIR (DIR/train, DIR/test)\n");
+    return EXIT_USAGE;
+  }
   NetModel *m = load(&o, o.batch, 0, 0);
   if (!m) return EXIT_FAIL;
-  Progress p = {NULL, 1};
-  if (o.log && !(p.log = fopen(o.log, "w"))) {
+  Progress p = {NULL, 1, 0};
+  /* a resumed run continues its log */
+  if (o.log && !(p.log = fopen(o.log, o.resume ? "a" : "w"))) {
     fprintf(stderr, "netrun: error: cannot write '%s'\n", o.log);
     net_free(m);
     return EXIT_FAIL;
   }
   NetTrainResult r = {0};
-  NetTrainConfig c = {.data = o.synthetic ? NET_DATA_SYNTHETIC : NET_DATA_IDX,
+  NetTrainConfig c = {.data = o.synthetic ? NET_DATA_SYNTHETIC : folder ? NET_DATA_FOLDER : NET_DATA_IDX,
+                      .train_dir = train_dir, .test_dir = test_dir, .workers = (int)o.workers, .augment = o.augment,
                       .idx_dir = o.data ? o.data : DEFAULT_DATA, .train_limit = o.ntrain, .test_limit = o.ntest,
                       .synthetic_n = o.ntrain, .epochs = o.epochs, .steps = o.steps, .seed = (uint64_t)o.seed,
                       .on_step = on_step, .on_epoch = on_epoch, .checkpoint = o.checkpoint,
-                      .checkpoint_every = o.every, .on_checkpoint = on_checkpoint, .user = &p, .result = &r};
+                      .checkpoint_every = o.every, .on_checkpoint = on_checkpoint, .user = &p, .result = &r,
+                      .resume = o.resume};
   /* about 20 progress lines a run */
   p.every = o.steps ? (o.steps + 19) / 20 : 50;
   printf("netrun: training %s on %s, batch %lld, %s\n", o.model, where(m), (long long)net_batch(m),
-         o.synthetic ? "synthetic data" : c.idx_dir);
+         o.synthetic ? "synthetic data" : folder ? train_dir : c.idx_dir);
   fflush(stdout);
   NetStatus s = net_train(m, &c);
   if (s == NET_OK)
-    printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, test accuracy %.2f%%\n", (long long)r.steps,
-           r.loss_first, r.loss_last, r.images_per_s, 100 * r.test_accuracy);
+    printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, data wait %.1f s, test top-5 %.2f%%, "
+           "test accuracy %.2f%%\n",
+           (long long)r.steps, r.loss_first, r.loss_last, r.images_per_s, r.data_wait_seconds, 100 * r.test_top5,
+           100 * r.test_accuracy);
   else
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
   if (p.log) fclose(p.log);
+  int plot_failed = 0;
+  if (o.plot && r.steps > 0) {
+    char err[1024];
+    if ((plot_failed = netrun_plot(o.log, o.plot, err, sizeof err) != 0))
+      fprintf(stderr, "netrun: error: %s\n", err);
+    else
+      printf("netrun: plot -> %s\n", o.plot);
+  }
   net_free(m);
-  return s == NET_OK ? 0 : EXIT_FAIL;
+  return s == NET_OK && !plot_failed ? 0 : EXIT_FAIL;
 }
 
 /* --- step and infer ------------------------------------------------------ */
@@ -319,8 +403,9 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 static int cmd_step(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSp", &o);
+  int rc = parse(argc, argv, "DKwiolSpnCu", &o);
   if (rc) return rc == 1 ? 0 : rc;
+  int64_t steps = o.steps > 0 ? o.steps : 1;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: step takes one MODEL and --weights, --inputs and --out\n");
     usage(stderr);
@@ -335,24 +420,55 @@ static int cmd_step(int argc, char **argv) {
   int64_t n = 0, *labels = NULL;
   NetModel *m = NULL;
   int status = EXIT_FAIL;
-  if (read_batch(in, o.inputs, 1, &n, &labels) || !(m = load(&o, n, 0, 1))) goto done;
-  if (!image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
+  FILE *curve = NULL;
+  if (read_batch(in, o.inputs, 1, &n, &labels)) goto done;
+  if (n % steps) {
+    fprintf(stderr, "netrun: error: %s: %lld images do not split into %lld steps\n", o.inputs, (long long)n,
+            (long long)steps);
+    goto done;
+  }
+  n /= steps;
+  if (!(m = load(&o, n, 0, 1)) || !image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
   if (net_weights_load(m, o.weights)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     goto done;
   }
-  NetBatch b = {.n = n, .images = rt_st_find(in, "image")->data, .labels = labels, .lr = (float)o.lr,
-                .loss_scale = (float)o.loss_scale};
+  if (o.curve && !(curve = fopen(o.curve, "w"))) {
+    fprintf(stderr, "netrun: error: cannot write '%s'\n", o.curve);
+    goto done;
+  }
+  if (curve) fprintf(curve, "step,loss,loss_scale\n");
+  /* a dynamic scale starts from --loss-scale (NET_ERR_ARG: a static one, given with each step) */
+  if (o.loss_scale > 0) (void)net_loss_scale_set(m, (float)o.loss_scale);
+  const float *images = rt_st_find(in, "image")->data;
   NetStepOut out = {0};
-  if (net_step(m, &b, &out) || net_step_save(m, o.out)) {
+  for (int64_t t = 0; t < steps; t++) {
+    NetBatch b = {.n = n, .images = images + t * n * net_image_numel(m, NULL), .labels = labels + t * n,
+                  .lr = (float)o.lr, .loss_scale = (float)o.loss_scale};
+    if (net_step(m, &b, &out)) {
+      fprintf(stderr, "netrun: error: %s: step %lld: %s\n", o.model, (long long)t + 1, net_last_error());
+      goto done;
+    }
+    if (curve) fprintf(curve, "%lld,%.9g,%g\n", (long long)t + 1, out.loss, out.loss_scale);
+  }
+  if (curve && fclose(curve)) {
+    curve = NULL;
+    fprintf(stderr, "netrun: error: cannot write '%s'\n", o.curve);
+    goto done;
+  }
+  curve = NULL;
+  if (net_step_save(m, o.out)) {
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
     goto done;
   }
-  printf("netrun: one step of %s on %s (batch %lld, %s, lr %g, loss scale %g): loss %.6f; wrote %s\n", o.model,
-         where(m), (long long)n, o.precision ? o.precision : "default precision", out.lr, out.loss_scale, out.loss,
-         o.out);
+  char count[32] = "one step";
+  if (steps > 1) snprintf(count, sizeof count, "%lld steps", (long long)steps);
+  printf("netrun: %s of %s on %s (batch %lld, %s, lr %g, loss scale %g): loss %.6f; wrote %s\n", count, o.model,
+         where(m), (long long)n,
+         o.precision ? o.precision : "default precision", out.lr, out.loss_scale, out.loss, o.out);
   status = 0;
 done:
+  if (curve) fclose(curve);
   net_free(m);
   free(labels);
   rt_st_close(in);
@@ -409,7 +525,7 @@ done:
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIp", &o);
+  int rc = parse(argc, argv, "DbKnIpu", &o);
   if (rc) return rc == 1 ? 0 : rc;
   NetModel *m = load(&o, o.batch, o.inference, 0);
   if (!m) return EXIT_FAIL;
@@ -432,7 +548,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? EXIT_USAGE : 0;
   }
   static const struct { const char *name; int (*run)(int, char **); } CMDS[] = {
-      {"train", cmd_train}, {"step", cmd_step}, {"infer", cmd_infer}, {"bench", cmd_bench}};
+      {"train", cmd_train}, {"step", cmd_step},       {"infer", cmd_infer},
+      {"bench", cmd_bench}, {"profile", netrun_profile_main}, {"plot", netrun_plot_main}};
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);

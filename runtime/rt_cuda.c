@@ -101,6 +101,7 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(GraphLaunch, cuGraphLaunch, NULL);
   LOAD(GraphDestroy, cuGraphDestroy, NULL);
   LOAD(GraphExecDestroy, cuGraphExecDestroy, NULL);
+  LOAD(LaunchHostFunc, cuLaunchHostFunc, NULL);
   return 1;
 }
 

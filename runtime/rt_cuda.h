@@ -103,6 +103,8 @@ typedef struct RtCudaApi {
   CUresult (*GraphLaunch)(CUgraphExec exec, CUstream stream);
   CUresult (*GraphDestroy)(CUgraph graph);
   CUresult (*GraphExecDestroy)(CUgraphExec exec);
+  /* the profiler (rt_gpu_profile.c): holds the stream while a step is queued */
+  CUresult (*LaunchHostFunc)(CUstream stream, CUhostFn fn, void *user);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is

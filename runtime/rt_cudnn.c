@@ -10,8 +10,16 @@
  * count.  Heuristics (mode A, then the fallback list) rank engine
  * configurations; configurations whose numerical notes break the contract
  * are skipped: on f32 data any tensor-core or down-converting engine (TF32
- * would miss the FP32 reference by 1e-3), on every dtype reduced-precision
- * reductions (the header promises FP32 accumulation).
+ * would miss the FP32 reference by 1e-3) unless the description allows
+ * TF32, on every dtype reduced-precision reductions (the header promises
+ * FP32 accumulation).
+ *
+ * Tuning times the first TUNE_CANDIDATES acceptable configurations and
+ * keeps the fastest; its winner is remembered as (heuristics mode, position
+ * in that mode's list) under the description's text and cuDNN's version,
+ * in memory and, with rt_cudnn_tune_cache, in a file: heuristics are
+ * deterministic for one cuDNN version and device, so the same position
+ * names the same engine configuration in a later process.
  *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
@@ -50,6 +58,7 @@ typedef struct DnnApi {
                                        void *values);
   cudnnStatus_t (*BackendExecute)(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
                                   cudnnBackendDescriptor_t variant_pack);
+  size_t (*GetVersion)(void);
 } DnnApi;
 
 static struct {
@@ -63,8 +72,14 @@ struct RtConvPlan {
   RtConvDesc key; /* normalized: zeroed, then field by field */
   cudnnBackendDescriptor_t x, w, y, conv, op, graph, cfg, plan;
   int64_t workspace;
+  int mode, index; /* where the chosen configuration was in the heuristics' lists */
   char what[256];
 };
+
+typedef struct TuneEntry {
+  char what[256];
+  int mode, index;
+} TuneEntry;
 
 struct RtCudnn {
   const DnnApi *dnn;
@@ -74,6 +89,10 @@ struct RtCudnn {
   int tune;
   RtConvPlan **plans;
   int nplans, cap;
+  char *tune_path;     /* rt_cudnn_tune_cache's file, or NULL */
+  TuneEntry *entries;  /* remembered winners */
+  int nentries, entries_cap;
+  int cached, timed, heuristic;
 };
 
 
@@ -102,6 +121,7 @@ static int load_table(void *lib, const char *libname, DnnApi *a) {
   LOAD(BackendSetAttribute);
   LOAD(BackendGetAttribute);
   LOAD(BackendExecute);
+  LOAD(GetVersion);
   return 1;
 }
 
@@ -213,6 +233,8 @@ void rt_cudnn_free(RtCudnn *h) {
   if (!h) return;
   for (int i = 0; i < h->nplans; i++) plan_free(h->dnn, h->plans[i]);
   free(h->plans);
+  free(h->entries);
+  free(h->tune_path);
   if (h->handle) h->dnn->Destroy(h->handle);
   free(h);
 }
@@ -249,6 +271,7 @@ static RtConvDesc normalize(const RtConvDesc *d) {
     k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
   k.groups = d->groups;
   k.dtype = d->dtype;
+  k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
   return k;
 }
 
@@ -399,7 +422,7 @@ done:
 /* Whether the configuration's engine keeps the contract (see the top).
  * When its notes cannot be read it is taken: the accuracy tests would
  * show a TF32 engine. */
-static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype dtype) {
+static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype dtype, int tf32) {
   cudnnBackendDescriptor_t eng = NULL;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t n = 0, one = 0;
@@ -411,7 +434,7 @@ static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype d
                                   CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
       if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ok = 0;
-      if (dtype == IR_DT_F32 &&
+      if (dtype == IR_DT_F32 && !tf32 &&
           (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
         ok = 0;
     }
@@ -503,12 +526,12 @@ done:
 /* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
  * the first acceptable configuration that finalizes or, when tuning, the
  * fastest of the first TUNE_CANDIDATES that do. */
-static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *cfgs, int64_t n, TuneBufs *b,
-                           int *acceptable, char *err, size_t errlen) {
+static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDescriptor_t *cfgs, int64_t n,
+                           TuneBufs *b, int *acceptable, char *err, size_t errlen) {
   float best_ms = 0;
   int tried = 0;
   for (int64_t i = 0; i < n && tried < (h->tune ? TUNE_CANDIDATES : 1); i++) {
-    if (!engine_acceptable(h, cfgs[i], p->key.dtype)) continue;
+    if (!engine_acceptable(h, cfgs[i], p->key.dtype, p->key.tf32)) continue;
     ++*acceptable;
     int64_t ws = 0;
     cudnnBackendDescriptor_t plan = make_plan(h, p, cfgs[i], &ws, err, errlen);
@@ -539,6 +562,7 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *
       p->cfg = cfgs[i];
       cfgs[i] = NULL;
       p->workspace = ws;
+      p->mode = mode, p->index = (int)i;
       best_ms = ms;
     } else {
       destroy(h->dnn, &plan);
@@ -547,10 +571,112 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *
   return RT_CUDA_OK;
 }
 
+static const cudnnBackendHeurMode_t MODES[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+
+static TuneEntry *tune_find(RtCudnn *h, const char *what) {
+  for (int i = 0; i < h->nentries; i++)
+    if (!strcmp(h->entries[i].what, what)) return &h->entries[i];
+  return NULL;
+}
+
+static int tune_add(RtCudnn *h, const char *what, int mode, int index) {
+  TuneEntry *e = tune_find(h, what);
+  if (!e) {
+    if (h->nentries == h->entries_cap) {
+      int cap = h->entries_cap ? 2 * h->entries_cap : 32;
+      TuneEntry *grown = realloc(h->entries, sizeof *grown * (size_t)cap);
+      if (!grown) return -1;
+      h->entries = grown, h->entries_cap = cap;
+    }
+    e = &h->entries[h->nentries++];
+    snprintf(e->what, sizeof e->what, "%s", what);
+  }
+  e->mode = mode, e->index = index;
+  return 0;
+}
+
+/* The remembered winner for p, when it still finalizes: 1 taken, 0 not. */
+static int take_remembered(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const TuneEntry *e = tune_find(h, p->what);
+  if (!e || e->mode < 0 || e->mode > 1) return 0;
+  cudnnBackendDescriptor_t *cfgs = NULL;
+  int64_t n = 0;
+  if (heuristics(h, p, MODES[e->mode], &cfgs, &n, err, errlen)) return 0;
+  if (e->index < n && engine_acceptable(h, cfgs[e->index], p->key.dtype, p->key.tf32)) {
+    int64_t ws = 0;
+    cudnnBackendDescriptor_t plan = make_plan(h, p, cfgs[e->index], &ws, err, errlen);
+    if (plan) {
+      p->plan = plan, p->cfg = cfgs[e->index], cfgs[e->index] = NULL;
+      p->workspace = ws, p->mode = e->mode, p->index = e->index;
+    }
+  }
+  for (int64_t i = 0; i < n; i++) destroy(h->dnn, &cfgs[i]);
+  free(cfgs);
+  return p->plan != NULL;
+}
+
+/* Rewrites the tuning file with every remembered winner (temporary file,
+ * then rename: a reader never sees half a file). */
+static void tune_save(RtCudnn *h) {
+  if (!h->tune_path) return;
+  size_t len = strlen(h->tune_path) + 16;
+  char *tmp = malloc(len);
+  if (!tmp) return;
+  snprintf(tmp, len, "%s.tmp", h->tune_path);
+  FILE *f = fopen(tmp, "w");
+  int ok = f != NULL;
+  if (f) {
+    fprintf(f, "# netc cuDNN tuning cache: cudnn-version heuristics-mode position description\n");
+    for (int i = 0; i < h->nentries; i++)
+      fprintf(f, "%zu %d %d %s\n", h->dnn->GetVersion(), h->entries[i].mode, h->entries[i].index,
+              h->entries[i].what);
+    ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+  }
+  if (ok) ok = rename(tmp, h->tune_path) == 0;
+  if (!ok) remove(tmp);
+  free(tmp);
+}
+
+RtCudaStatus rt_cudnn_tune_cache(RtCudnn *h, const char *path, char *err, size_t errlen) {
+  if (!h || !path) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_tune_cache: NULL argument");
+    return RT_CUDA_EARG;
+  }
+  if (!h->tune) return RT_CUDA_OK;
+  free(h->tune_path);
+  if (!(h->tune_path = strdup(path))) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_tune_cache: out of host memory");
+    return RT_CUDA_ENOMEM;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) return RT_CUDA_OK;
+  char line[512];
+  size_t version = h->dnn->GetVersion();
+  while (fgets(line, sizeof line, f)) {
+    size_t v;
+    int mode, index, at = 0;
+    if (line[0] == '#' || sscanf(line, "%zu %d %d %n", &v, &mode, &index, &at) != 3 || !at || v != version) continue;
+    line[strcspn(line, "\n")] = 0;
+    if (mode >= 0 && mode <= 1 && index >= 0 && tune_add(h, line + at, mode, index)) break;
+  }
+  fclose(f);
+  return RT_CUDA_OK;
+}
+
+void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic) {
+  if (cached) *cached = h ? h->cached : 0;
+  if (timed) *timed = h ? h->timed : 0;
+  if (heuristic) *heuristic = h ? h->heuristic : 0;
+}
+
 static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   RtCudaStatus s = make_graph(h, p, err, errlen);
   if (s) return s;
-  static const cudnnBackendHeurMode_t MODES[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  if (h->tune && take_remembered(h, p, err, errlen)) {
+    h->cached++;
+    return RT_CUDA_OK;
+  }
   TuneBufs b;
   memset(&b, 0, sizeof b);
   int64_t total = 0;
@@ -562,7 +688,7 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
     /* a mode that fails (not every mode covers every graph) leaves the next */
     if ((heur = heuristics(h, p, MODES[m], &cfgs, &n, err, errlen))) continue;
     total += n;
-    s = choose(h, p, cfgs, n, &b, &acceptable, err, errlen);
+    s = choose(h, p, (int)m, cfgs, n, &b, &acceptable, err, errlen);
     for (int64_t i = 0; i < n; i++) destroy(h->dnn, &cfgs[i]);
     free(cfgs);
   }
@@ -579,6 +705,12 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
            __FILE__, __LINE__, (long long)total, p->what);
     /* otherwise err holds the last configuration's failure */
     return RT_CUDA_ECALL;
+  }
+  if (!h->tune) {
+    h->heuristic++;
+  } else {
+    h->timed++;
+    if (!tune_add(h, p->what, p->mode, p->index)) tune_save(h);
   }
   return RT_CUDA_OK;
 }
@@ -614,8 +746,8 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
-  snprintf(p->what, sizeof p->what, "conv %s %s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d",
-           KIND_NAMES[key.kind], dtype_name(key.dtype), key.n, key.h, key.w, key.c, key.k, key.r, key.s,
+  snprintf(p->what, sizeof p->what, "conv %s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d",
+           KIND_NAMES[key.kind], dtype_name(key.dtype), key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
            key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1],
            key.dilation[0], key.dilation[1], key.groups);
   if ((s = build(h, p, err, errlen))) {

@@ -31,6 +31,8 @@ typedef struct RtConvDesc {
   int ho, wo;             /* y: N x Ho x Wo x K */
   int stride[2], pad[2], dilation[2], groups;
   IrDtype dtype;          /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16 */
+  int tf32;               /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
+                           * FP32 accumulation); 0 keeps full FP32 numerics */
 } RtConvDesc;
 
 typedef struct RtCudnn RtCudnn;
@@ -43,6 +45,17 @@ void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
 /* The plan for d (cached); *workspace receives the bytes it needs. */
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace,
                                 char *err, size_t errlen);
+/* With tuning on, remember each convolution's winner in `path` (a text
+ * file, one line per description, keyed by cuDNN's version): a later plan
+ * for a description found there takes that configuration without timing
+ * the candidates again.  The file is read now and rewritten (to a
+ * temporary file, then renamed) whenever a new winner is found; an
+ * unreadable or malformed file is ignored (the tuning simply runs).  No-op
+ * when the handle does not tune. */
+RtCudaStatus rt_cudnn_tune_cache(RtCudnn *h, const char *path, char *err, size_t errlen);
+/* How the handle chose its plans so far: from the tuning cache, by timing
+ * the candidates, or heuristics' first choice. */
+void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic);
 /* Runs a plan on the handle's stream: no host synchronization, so it can be
  * captured in a CUDA graph. */
 RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,

@@ -25,44 +25,11 @@
 #include <string.h>
 
 #include "rt_cudnn.h"
+#include "rt_gpu_impl.h"
 #include "rt_gpu_prog.h"
 #include "rt_ref.h"
 
 enum { ALIGN = 256, SMEM_DEFAULT = 48 * 1024 };
-
-typedef struct GpuLaunch {
-  CUfunction fn;
-  const RtKLaunch *l;
-  CUdeviceptr arg[RT_K_MAX_ARGS];
-  void *argp[RT_K_MAX_ARGS]; /* argp[i] = &arg[i]: cuLaunchKernel's parameter block */
-} GpuLaunch;
-
-typedef struct GpuConv {
-  RtConvPlan *plan;
-  CUdeviceptr x, w, y;
-} GpuConv;
-
-struct RtGpu {
-  const IrGraph *g;
-  int64_t batch;
-  RtCudaCtx *ctx;
-  const RtCudaApi *api;
-  CUstream stream;
-  RtCudnn *dnn;
-  RtGpuProg prog;
-  RtCudaModule *mod;
-  CUdeviceptr arena, persist, scratch, workspace;
-  size_t arena_bytes, persist_bytes, scratch_bytes;
-  CUdeviceptr *addr; /* per value: its device address, 0 when it has none */
-  int64_t *numel;
-  GpuConv *conv;     /* per node (plan NULL when none) */
-  GpuLaunch *launch; /* every launch of every node, in step order */
-  int *first;        /* per node: index of its first launch; first[nnode] = total */
-  CUgraphExec exec;
-  void *stage;       /* host staging buffer for conversions */
-  size_t stage_bytes;
-};
-
 
 static size_t align_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -259,6 +226,12 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
       (s = rt_cuda_module_init(&x->mod, x->ctx, x->prog.cubin, "the step's kernels", err, errlen)))
     return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
+  if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
+    char dir[3072], path[3200];
+    rt_gpu_prog_cache_dir(o->cache_dir, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/cudnn-tune.txt", dir);
+    if (*dir && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
+  }
   size_t node_scratch = 0, ws = 0;
   for (int i = 0; i < g->nnode; i++)
     if (x->prog.kn[i].scratch_bytes > node_scratch) node_scratch = x->prog.kn[i].scratch_bytes;

@@ -28,7 +28,7 @@ typedef struct RtGpu RtGpu;
 
 typedef struct RtGpuOpts {
   int device;       /* ordinal */
-  int tune;         /* time cuDNN engine candidates once */
+  int tune;         /* time cuDNN engine candidates once; winners kept in CACHE/cudnn-tune.txt */
   const char *cache_dir; /* NVRTC/cuDNN caches, or NULL */
   /* A program made ahead of time (a model.so's, rt_model.h), or NULL: its
    * cubin is loaded without compiling when its source is exactly the text
@@ -68,5 +68,40 @@ size_t rt_gpu_device_bytes(const RtGpu *x);
 int rt_gpu_cache_hit(const RtGpu *x);
 /* 1 when the last rt_gpu_new took RtGpuOpts.prebuilt's cubin (no NVRTC call). */
 int rt_gpu_prebuilt_hit(const RtGpu *x);
+
+/* --- profiling (rt_gpu_profile.c) --- */
+
+/* One timed piece of a step: a node's cuDNN convolution or one of its launches. */
+typedef struct RtGpuProfRec {
+  int node;              /* IR node index (its name, op and SrcLoc are in the graph) */
+  int launch;            /* index among the node's launches; -1 for its convolution */
+  char kernel[RT_K_NAME + 64]; /* generated kernel name, or "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
+  double ms;             /* median over the profiled steps */
+  double start_ms;       /* start in the last profiled step, from that step's first event */
+  double flops;          /* convolutions and linear layers; 0 for the rest */
+  double bytes;          /* estimate: sizes of the distinct tensors its arguments name (scratch not counted) */
+} RtGpuProfRec;
+
+typedef struct RtGpuProfile {
+  RtGpuProfRec *rec;     /* in step order */
+  int nrec, reps;
+  double step_ms;        /* one replay of the captured step graph (mean of 10) */
+  double peak_gbs;       /* 2 * memory clock * bus width / 8 */
+  double peak_tflops;    /* dense f16 tensor rate: SMs * clock * rt_gpu_tensor_flops_per_clock */
+  char device[256];
+  int cc_major, cc_minor, sm_count, clock_khz, mem_clock_khz, mem_bus_bits;
+} RtGpuProfile;
+
+/* Runs the step uncaptured reps times (after one untimed run) with a CUDA
+ * event before and after every convolution and launch, and an NVTX range per
+ * node (its layer name) around them; then times the captured graph (captured
+ * here when it was not yet).  The step's work is queued while the stream is
+ * held, so the timings are the GPU's, not the host's launch rate.  Training
+ * steps change the parameters.  out is freed with rt_gpu_profile_free. */
+RtCudaStatus rt_gpu_profile(RtGpu *x, int reps, RtGpuProfile *out, char *err, size_t errlen);
+void rt_gpu_profile_free(RtGpuProfile *p); /* takes NULL; leaves *p empty */
+/* Dense f16 tensor-core FLOPs per SM per clock for compute capability
+ * major.minor (FP32 accumulation); 0 when unknown. */
+int rt_gpu_tensor_flops_per_clock(int cc_major, int cc_minor);
 
 #endif

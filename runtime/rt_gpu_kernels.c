@@ -333,11 +333,13 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
 
 static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const char *tb) {
   if (begin(e, strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias" : "apply")) return -1;
+  unsigned grid = grid_1d(e, c->rows * (c->C / c->V));
   def(e, op, "1");
   def(e, "NETC_RELU", "%d", relu);
   def(e, "NETC_TB", "%s", tb);
+  def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
-  return end(e, "chan_apply.cu", grid_1d(e, c->rows * (c->C / c->V)), 1, BLOCK, 1);
+  return end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
 }
 
 /* The f32 per-channel vectors batch norm reads and writes. */
@@ -427,6 +429,8 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
   attr2(n, "d", 1, d->dilation);
   d->groups = (int)ir_attr_int(n, "groups", 1);
   d->dtype = tx->dtype;
+  const IrAttr *math = ir_attr_find(n, "math");
+  d->tf32 = tx->dtype == IR_DT_F32 && math && math->kind == IR_ATTR_STR && strcmp(math->s, "tf32") == 0;
   e->k->has_conv = 1;
   e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;
   return 0;
@@ -462,6 +466,33 @@ static int emit_conv(Emit *e) {
 
 /* --- pooling (pool.cu) ------------------------------------------------------- */
 
+/* The defines every pooling kernel of node e takes: op `which`, input x
+ * tx, output (forward roles) ty. */
+static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType *ty, int C, int V) {
+  def(e, which, "1");
+  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
+  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
+  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
+  def(e, "NETC_C", "%d", C);
+  def(e, "NETC_V", "%d", V);
+  IrOp op = e->n->op;
+  if (op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_BWD) return;
+  int k[2], s[2], p[2];
+  attr2(e->n, "k", 1, k);
+  attr2(e->n, "s", 1, s);
+  attr2(e->n, "p", 0, p);
+  def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
+  def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
+  def(e, "NETC_R", "%d", k[0]);
+  def(e, "NETC_S", "%d", k[1]);
+  def(e, "NETC_SH", "%d", s[0]);
+  def(e, "NETC_SW", "%d", s[1]);
+  def(e, "NETC_PH", "%d", p[0]);
+  def(e, "NETC_PW", "%d", p[1]);
+  def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
+}
+
 static int emit_pool(Emit *e) {
   IrOp op = e->n->op;
   int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD;
@@ -476,33 +507,22 @@ static int emit_pool(Emit *e) {
                       : op == IR_OP_AVGPOOL_BWD     ? "NETC_POOL_AVG_BWD"
                       : op == IR_OP_GLOBAL_AVGPOOL  ? "NETC_GAP"
                                                     : "NETC_GAP_BWD";
-  if (begin(e, "")) return -1;
-  def(e, which, "1");
-  def(e, "NETC_TX", "%s", ctype(tx->dtype));
-  def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
-  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
-  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
-  def(e, "NETC_C", "%d", C);
-  def(e, "NETC_V", "%d", V);
   int64_t units = numel(e, bwd ? tx : ty) / V;
-  if (op != IR_OP_GLOBAL_AVGPOOL && op != IR_OP_GLOBAL_AVGPOOL_BWD) {
-    int k[2], s[2], p[2];
+  if (op == IR_OP_MAXPOOL_BWD) { /* each window's winner as a byte (scratch), then the gather */
+    int k[2];
     attr2(e->n, "k", 1, k);
-    attr2(e->n, "s", 1, s);
-    attr2(e->n, "p", 0, p);
-    def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
-    def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
-    def(e, "NETC_R", "%d", k[0]);
-    def(e, "NETC_S", "%d", k[1]);
-    def(e, "NETC_SH", "%d", s[0]);
-    def(e, "NETC_SW", "%d", s[1]);
-    def(e, "NETC_PH", "%d", p[0]);
-    def(e, "NETC_PW", "%d", p[1]);
-    def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
-  }
-  if (op == IR_OP_MAXPOOL_BWD) {
+    if (k[0] * k[1] > 254) return fail(e, "a max-pool window of %d elements has no GPU backward (at most 254)", k[0] * k[1]);
     if (in_type(e, 1)->dtype != tx->dtype) return fail(e, "dy and x must share a dtype");
-    ARGS(e, in(0), in(1), out(0));
+    if (begin(e, "arg")) return -1;
+    pool_defs(e, "NETC_POOL_MAX_ARG", tx, ty, C, V);
+    ARGS(e, in(1), scratch(0));
+    need_scratch(e, (size_t)numel(e, ty));
+    if (end(e, "pool.cu", grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1)) return -1;
+  }
+  if (begin(e, "")) return -1;
+  pool_defs(e, which, tx, ty, C, V);
+  if (op == IR_OP_MAXPOOL_BWD) {
+    ARGS(e, in(0), scratch(0), out(0));
   } else {
     ARGS(e, in(0), out(0));
   }

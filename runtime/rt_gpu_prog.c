@@ -80,8 +80,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
-/* The cache directory into dir (created when missing), or "" when none. */
-static void cache_dir_find(const char *want, char *dir, size_t len) {
+void rt_gpu_prog_cache_dir(const char *want, char *dir, size_t len) {
   dir[0] = 0;
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   if (want && *want)
@@ -156,7 +155,7 @@ static RtCudaStatus compile(const IrGraph *g, int64_t batch, const RtGpuDevice *
   char key[96];
   snprintf(key, sizeof key, "|%s|nvrtc %d.%d|cubin", arch, major, minor);
   uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, b->p, b->len), key, strlen(key));
-  cache_dir_find(cache_dir, dir, sizeof dir);
+  rt_gpu_prog_cache_dir(cache_dir, dir, sizeof dir);
   path[0] = 0;
   if (dir[0]) {
     snprintf(path, sizeof path, "%s/netc-%016llx.cubin", dir, (unsigned long long)h);

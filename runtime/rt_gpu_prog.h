@@ -29,6 +29,9 @@ typedef struct RtGpuProg {
   int prebuilt;  /* the cubin came from a model.so (rt_gpu_prog_build_prebuilt) */
 } RtGpuProg;
 
+/* The cache directory (want, else $XDG_CACHE_HOME/netc, else
+ * ~/.cache/netc) into dir, created when missing; "" when there is none. */
+void rt_gpu_prog_cache_dir(const char *want, char *dir, size_t len);
 RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
                                RtGpuProg *out, char *err, size_t errlen);
 /* Only the emission: kn and source, no cubin. */

@@ -2,13 +2,18 @@
  * machine without a GPU: the graphs net_load makes (same compile, same
  * plans) compiled for an H200 into CACHE.
  *
- *   api_precompile ROOT CACHE
+ *   api_precompile ROOT CACHE [MODEL:BATCH:PRECISION[:grads|:infer] ...]
  *
+ * With job arguments, those instead: e.g. models/resnet50.net:4:fp32:grads
+ * is what `netrun step --precision fp32` on 4 images loads (training graph
+ * with kept gradients); :infer makes the inference graph only.  Without, the default jobs:
  * smallcnn in fp32 (training with kept gradients, and inference) at batch
  * 32, as test_api_gpu loads it, and ResNet-50's training step at batch 256
  * (default precision, and bf16), as `netrun bench models/resnet50.net
  * --batch 256 [--precision bf16]` loads it. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "net_model.h"
 #include "rt_gpu.h"
@@ -44,12 +49,30 @@ static int job(const char *root, const char *cache, const Job *j) {
   return s != NET_OK;
 }
 
+/* MODEL:BATCH:PRECISION[:grads|:infer] into j (spec is modified: j points into it). */
+static int parse_job(char *spec, Job *j) {
+  char *model = strtok(spec, ":"), *batch = strtok(NULL, ":"), *prec = strtok(NULL, ":"), *grads = strtok(NULL, ":");
+  if (!model || !batch || !prec || atoll(batch) < 1 || (grads && strcmp(grads, "grads") && strcmp(grads, "infer")))
+    return -1;
+  int infer = grads && !strcmp(grads, "infer");
+  *j = (Job){model, atoll(batch), !infer, grads && !infer, infer, prec};
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: api_precompile SOURCE_DIR CACHE_DIR\n");
+  if (argc < 3) {
+    fprintf(stderr, "usage: api_precompile SOURCE_DIR CACHE_DIR [MODEL:BATCH:PRECISION[:grads|:infer] ...]\n");
     return 2;
   }
   int bad = 0;
-  for (size_t i = 0; i < sizeof JOBS / sizeof JOBS[0]; i++) bad |= job(argv[1], argv[2], &JOBS[i]);
+  for (int i = 3; i < argc; i++) {
+    Job j;
+    if (parse_job(argv[i], &j)) {
+      fprintf(stderr, "api_precompile: bad job '%s' (MODEL:BATCH:PRECISION[:grads|:infer])\n", argv[i]);
+      return 2;
+    }
+    bad |= job(argv[1], argv[2], &j);
+  }
+  for (size_t i = 0; argc == 3 && i < sizeof JOBS / sizeof JOBS[0]; i++) bad |= job(argv[1], argv[2], &JOBS[i]);
   return bad;
 }

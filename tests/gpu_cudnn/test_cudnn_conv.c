@@ -11,7 +11,8 @@
  * is printed as unsupported, not failed.
  *
  * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
- * 256 in f16 (and the stem in f32), each kind planned twice (heuristics'
+ * 256 in f16 (and the stem's other forms: f32, f32 with TF32, f16 on 8
+ * padded channels), each kind planned twice (heuristics'
  * first choice; tuned: fastest of the first candidates), timed with events
  * over 10 runs after 2 warm-ups; TFLOP/s counts 2*N*Ho*Wo*K*C/g*R*S.  The
  * last lines weigh each shape by how often ResNet-50 uses it.
@@ -293,21 +294,25 @@ static void bench(Gpu *g, double started) {
            !RT_CU(g->api, EventCreate, (&b.ev[1], CU_EVENT_DEFAULT), "bench", err, sizeof err);
   CHECK(ok, "bench setup: %s", err);
   double total_ms[3] = {0, 0, 0}, total_flop[3] = {0, 0, 0};
-  char table[NSHAPES + 1][200];
+  char table[NSHAPES + 3][200];
   int rows = 0;
-  for (int i = 0; ok && i <= NSHAPES; i++) {
+  /* the stem's other forms (f32, f32 with TF32, f16 on 8 channels), then the f16 rows */
+  static const Shape STEM8 = {"stem 7x7/2 8>64", BENCH_BATCH, 8, 224, 224, 64, 7, 7, 2, 3, 1, 1, 1};
+  for (int row = 0; ok && row < NSHAPES + 3; row++) {
     if (now_s() - started > BENCH_BUDGET_S) {
-      printf("bench: stopped after %d of %d shapes (time budget)\n", i, NSHAPES + 1);
+      printf("bench: stopped after %d of %d shapes (time budget)\n", row, NSHAPES + 3);
       break;
     }
-    /* the last row is the stem again in f32 (the network's first conv) */
-    const Shape *sh = &RESNET50[i < NSHAPES ? i : 0];
-    IrDtype dt = i < NSHAPES ? IR_DT_F16 : IR_DT_F32;
+    int i = (row + NSHAPES) % (NSHAPES + 3); /* the stem's forms first */
+    const Shape *sh = i < NSHAPES + 2 ? &RESNET50[i < NSHAPES ? i : 0] : &STEM8;
+    IrDtype dt = i < NSHAPES || i == NSHAPES + 2 ? IR_DT_F16 : IR_DT_F32;
+    int tf32 = i == NSHAPES + 1;
     double ms[3], ms_heur[3];
-    int n = snprintf(table[rows], sizeof table[rows], "%-22s %-3s %2d", sh->name, dt == IR_DT_F16 ? "f16" : "f32",
-                     sh->count);
+    int n = snprintf(table[rows], sizeof table[rows], "%-22s %-4s %2d", sh->name,
+                     dt == IR_DT_F16 ? "f16" : tf32 ? "tf32" : "f32", sh->count);
     for (int k = 0; k < 3; k++) {
       RtConvDesc d = shape_desc(sh, (RtConvKind)k, dt);
+      d.tf32 = tf32;
       double flop = 2.0 * d.n * d.ho * d.wo * d.k * (d.c / d.groups) * d.r * d.s;
       ms_heur[k] = time_conv(g, &b, g->dnn, &d);
       CHECK(ms_heur[k] > 0, "bench %s %s: %s", sh->name, KIND_NAMES[k], err);
@@ -328,7 +333,7 @@ static void bench(Gpu *g, double started) {
   printf("\nResNet-50 convs, batch %d, NHWC, FP32 accumulation; ms per run (tuned), TFLOP/s, ms (heuristics' "
          "first)\n",
          BENCH_BATCH);
-  printf("%-22s %-3s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur", "dgrad ms TF/s heur",
+  printf("%-22s %-4s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur", "dgrad ms TF/s heur",
          "wgrad ms TF/s heur");
   for (int i = 0; i < rows; i++) printf("%s\n", table[i]);
   double all_ms = total_ms[0] + total_ms[1] + total_ms[2], all_flop = total_flop[0] + total_flop[1] + total_flop[2];

@@ -183,7 +183,7 @@ static void test_result_forms(void) {
   CHECK(verify_quiet(g, &msgs) == 3, "arity and key problems:\n%s", msgs);
   CHECK(strstr(msgs, "relu %1 (two): has 2 outputs, relu has 1") != NULL, "msg: %s", msgs);
   CHECK(strstr(msgs, "add #1 (upd): has 0 outputs, add has 1") != NULL, "msg: %s", msgs);
-  CHECK(strstr(msgs, "add #1 (upd): attributes {k big}, expected {} (optionally followed by precision)") != NULL,
+  CHECK(strstr(msgs, "add #1 (upd): attributes {k big}, expected {} (optionally followed by precision, then math)") != NULL,
         "msg: %s", msgs);
   free(msgs);
   free(t);

@@ -12,9 +12,23 @@ the same SGD step in each implementation:
             before the step) for the mixed-precision row.
   PyTorch   in float64 on the CPU: the reference both FP32 results are
             measured against.
-  netc      `netrun step models/resnet50.net --device cpu` (the CPU
-            executor after the whole pipeline: autodiff, fuse, layout,
-            precision, memplan) with --precision fp32 and fp16.
+  netc      `netrun step models/resnet50.net --device D` (the CPU
+            executor, or with --device gpu the GPU executor: cuDNN
+            convolutions, generated kernels, the step as a CUDA graph; after
+            the whole pipeline: autodiff, fuse, layout, precision, memplan)
+            with --precision fp32 (no TF32 anywhere) and fp16.
+
+With --curve S (0: off), also S SGD steps on S batches of --curve-batch
+images cycled from 5 distinct ones, in PyTorch FP32 and AMP fp16 on the
+GPU and in netc fp32 and fp16 (`netrun step --steps S --curve`), printed
+side by side.  Training-mode batch norm on small batches makes the
+trajectory chaotic (a 1e-6 change of the images moves later losses by
+percents), so a third PyTorch FP32 curve on nudged images measures how far
+two equally valid runs drift apart.  Judged per pair (netc fp32 against
+PyTorch FP32, netc fp16 against PyTorch AMP): the relative difference of
+the mean loss over the last 10 steps, and of each step's loss, each within
+3x PyTorch's own drift or 2% (fp32) / 5% (fp16) whichever is larger, and
+both curves ending below 80% of where they started.
 
 Every tensor is compared by ||netc - torch|| / ||torch||: loss, logits, each
 parameter's gradient, each parameter after the step and its change (w' - w),
@@ -31,6 +45,7 @@ its criterion.  Exit status: 0 all criteria met, 1 some missed, 77 skipped
 (no torch; "skipped: no torch").  See docs/correctness.md.
 
 usage: compare_resnet50.py [--netrun PATH] [--root DIR] [--work DIR] [--batch N] [--init perturbed|default]
+                          [--device cpu|gpu] [--cache DIR] [--curve S] [--curve-batch N]
 """
 import argparse
 import ctypes
@@ -131,17 +146,102 @@ def torch_step(model_state, images, labels, device, amp, f64=False):
     return {k: v.float().cpu() for k, v in out.items()}
 
 
-def netc_step(args, weights, inputs, precision, scale):
-    out = os.path.join(args.work, f"netc_{precision}.safetensors")
+def netc_step(args, weights, inputs, precision, scale, steps=1, lr=LR):
+    out = os.path.join(args.work, f"netc_{precision}_{steps}.safetensors")
     cmd = [args.netrun, "step", os.path.join(args.root, "models/resnet50.net"), "--weights", weights,
-           "--inputs", inputs, "--out", out, "--lr", str(LR), "--loss-scale", str(scale),
-           "--precision", precision, "--device", "cpu"]
+           "--inputs", inputs, "--out", out, "--lr", str(lr), "--loss-scale", str(scale),
+           "--precision", precision, "--device", args.device]
+    if args.cache:
+        cmd += ["--cache", args.cache]
+    if steps > 1:
+        cmd += ["--steps", str(steps), "--curve", out + ".csv"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(f"$ {' '.join(cmd)}\n{r.stdout.strip()}{r.stderr.strip()}  [{time.time() - t0:.1f} s]", flush=True)
     if r.returncode != 0:
         raise RuntimeError(f"netrun step --precision {precision} exited {r.returncode}")
+    if steps > 1:
+        with open(out + ".csv") as f:
+            return [float(line.split(",")[1]) for line in f.readlines()[1:]]
     return load(out)
+
+
+def torch_curve(model_state, images, labels, device, amp, lr):
+    """Losses of len(images) SGD steps, one batch each, as netc's --curve."""
+    import torch
+    import torchvision
+    model = torchvision.models.resnet50(weights=None)
+    model.load_state_dict(model_state)
+    model.to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    crit = torch.nn.CrossEntropyLoss(label_smoothing=SMOOTHING)
+    losses = []
+    for x, y in zip(images, labels):
+        x, y = x.to(device), y.to(device)
+        opt.zero_grad(set_to_none=True)
+        if amp:
+            with torch.autocast(device_type=device.type, dtype=torch.float16):
+                logits = model(x)
+            loss = crit(logits.float(), y)
+            (loss * FP16_LOSS_SCALE).backward()
+            for p in model.parameters():
+                p.grad.div_(FP16_LOSS_SCALE)
+        else:
+            loss = crit(model(x), y)
+            loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+CURVE_LR = 0.01
+CURVE_CRITERIA = (2e-2, 5e-2)  # floor of the allowed relative difference: fp32, fp16
+
+
+def curve_diff(a, b):
+    """(worst relative step difference, relative difference of the last-10-step means)."""
+    worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
+    ma, mb = sum(a[-10:]) / len(a[-10:]), sum(b[-10:]) / len(b[-10:])
+    return worst, abs(ma - mb) / abs(mb)
+
+
+def curves(args, state, weights, device):
+    """The --curve comparison; True when both criteria are met."""
+    import torch
+    S, N = args.curve, args.curve_batch
+    gen = torch.Generator().manual_seed(args.seed + 2)
+    distinct = [torch.randn(N, 3, 224, 224, generator=gen) for _ in range(5)]
+    dlabels = [torch.randint(0, 1000, (N,), generator=gen, dtype=torch.int64) for _ in range(5)]
+    images = [distinct[i % 5] for i in range(S)]
+    labels = [dlabels[i % 5] for i in range(S)]
+    inputs = os.path.join(args.work, "curve_inputs.safetensors")
+    save(inputs, {"image": torch.cat(images), "label": torch.cat(labels)})
+    t32 = torch_curve(state, images, labels, device, False, CURVE_LR)
+    t16 = torch_curve(state, images, labels, device, True, CURVE_LR)
+    nudge = torch.Generator().manual_seed(args.seed + 3)
+    t32n = torch_curve(state, [x * (1 + 1e-6 * torch.randn(x.shape, generator=nudge)) for x in images], labels,
+                       device, False, CURVE_LR)
+    drift = curve_diff(t32n, t32)
+    n32 = netc_step(args, weights, inputs, "fp32", 1.0, S, CURVE_LR)
+    n16 = netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, CURVE_LR)
+    print(f"\nloss curves: {S} SGD steps (lr {CURVE_LR}, batch {N}, 5 distinct batches cycled)")
+    print(f"{'step':>4s} {'torch fp32':>11s} {'netc fp32':>11s} {'torch amp16':>11s} {'netc fp16':>11s} "
+          f"{'torch nudged':>12s}")
+    for i in range(S):
+        if i < 5 or i % 5 == 4 or i == S - 1:
+            print(f"{i + 1:4d} {t32[i]:11.6f} {n32[i]:11.6f} {t16[i]:11.6f} {n16[i]:11.6f} {t32n[i]:12.6f}")
+    print(f"curve torch fp32, images+1e-6      worst step {drift[0]:9.2e}  last-10 mean {drift[1]:9.2e}  (info)")
+    ok = True
+    for title, a, b, floor in (("netc fp32 vs torch fp32", n32, t32, CURVE_CRITERIA[0]),
+                               ("netc fp16 vs torch amp16", n16, t16, CURVE_CRITERIA[1])):
+        worst, last = curve_diff(a, b)
+        cw, cl = max(floor, 3 * drift[0]), max(floor, 3 * drift[1])
+        falls = a[-1] < 0.8 * a[0] and b[-1] < 0.8 * b[0]
+        passed = worst <= cw and last <= cl and falls
+        ok = ok and passed
+        print(f"curve {title:26s} worst step {worst:9.2e} (crit {cw:7.1e})  last-10 mean {last:9.2e} "
+              f"(crit {cl:7.1e})  first {a[0]:.4f} last {a[-1]:.4f}  {'pass' if passed else 'FAIL'}")
+    return ok
 
 
 def compare(ref, got, start):
@@ -180,6 +280,10 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worst", type=int, default=4)
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where netc runs")
+    ap.add_argument("--cache", default=None, help="netrun's NVRTC kernel cache")
+    ap.add_argument("--curve", type=int, default=0, help="SGD steps of the loss-curve comparison (0: off)")
+    ap.add_argument("--curve-batch", type=int, default=16)
     ap.add_argument("--init", choices=["perturbed", "default"], default="perturbed",
                     help="batch-norm parameters: perturbed (none 0 or 1) or torchvision's default")
     args = ap.parse_args()
@@ -272,7 +376,10 @@ def main():
     print(f"\n{'comparison':26s} {'group':16s} {'n':>4s} {'worst':>9s} {'median':>9s} {'crit':>7s}  verdict  worst tensor")
     for title, group, n, e, med, name, crit, verdict in rows:
         print(f"{title:26s} {group:16s} {n:4d} {e:9.2e} {med:9.2e} {crit:7.0e}  {verdict:7s}  {name}")
-    print(f"\n{'PASS' if ok else 'FAIL'}: netc (CPU executor) against PyTorch on resnet50, batch {args.batch}")
+    where = "GPU executor" if args.device == "gpu" else "CPU executor"
+    if args.curve > 0:
+        ok = curves(args, state, weights, device) and ok
+    print(f"\n{'PASS' if ok else 'FAIL'}: netc ({where}) against PyTorch on resnet50, batch {args.batch}")
     return 0 if ok else 1
 
 

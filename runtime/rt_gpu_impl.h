@@ -1,0 +1,51 @@
+/* rt_gpu_impl.h - what a GPU executor holds, shared by the files that make
+ * and run it (rt_gpu.c) and that time it launch by launch
+ * (rt_gpu_profile.c).  Internal to netrt_gpuexec; users see only rt_gpu.h. */
+#ifndef NETC_RT_GPU_IMPL_H
+#define NETC_RT_GPU_IMPL_H
+
+#include "rt_cudnn.h"
+#include "rt_gpu.h"
+#include "rt_gpu_prog.h"
+
+typedef struct GpuLaunch {
+  CUfunction fn;
+  const RtKLaunch *l;
+  CUdeviceptr arg[RT_K_MAX_ARGS];
+  void *argp[RT_K_MAX_ARGS]; /* argp[i] = &arg[i]: cuLaunchKernel's parameter block */
+} GpuLaunch;
+
+typedef struct GpuConv {
+  RtConvPlan *plan;
+  CUdeviceptr x, w, y;
+} GpuConv;
+
+struct RtGpu {
+  const IrGraph *g;
+  int64_t batch;
+  RtCudaCtx *ctx;
+  const RtCudaApi *api;
+  CUstream stream;
+  RtCudnn *dnn;
+  RtGpuProg prog;
+  RtCudaModule *mod;
+  CUdeviceptr arena, persist, scratch, workspace;
+  size_t arena_bytes, persist_bytes, scratch_bytes;
+  CUdeviceptr *addr; /* per value: its device address, 0 when it has none */
+  int64_t *numel;
+  GpuConv *conv;     /* per node (plan NULL when none) */
+  GpuLaunch *launch; /* every launch of every node, in step order */
+  int *first;        /* per node: index of its first launch; first[nnode] = total */
+  CUgraphExec exec;
+  void *stage;       /* host staging buffer for conversions */
+  size_t stage_bytes;
+};
+
+/* NVTX ranges named after node i's layer (else its op), for Nsight Systems;
+ * inert unless a tool injects itself.  rt_gpu_nvtx_enabled() is 1 when
+ * $NETC_NVTX is "1" (read once), for the uncaptured steps of launch_all. */
+int rt_gpu_nvtx_enabled(void);
+void rt_gpu_nvtx_push(const IrGraph *g, int node);
+void rt_gpu_nvtx_pop(void);
+
+#endif

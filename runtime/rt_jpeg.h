@@ -1,0 +1,38 @@
+/* rt_jpeg.h - decode a JPEG file or buffer to 8-bit RGB with libjpeg(-turbo).
+ *
+ * Grey images are expanded to RGB (R = G = B); CMYK/YCCK images, files
+ * that are not JPEG, and truncated or corrupt data are errors with "NAME:
+ * what is wrong" in the caller's buffer.  A decode may ask for a smaller
+ * picture: with min_short > 0, libjpeg's DCT scaling (1/2, 1/4, 1/8)
+ * decodes at the smallest of those sizes whose shorter side is still at
+ * least min_short, which is several times faster than decoding a large
+ * photo in full and resizing it down.  Nothing is printed; the functions
+ * keep no state and may run on many threads at once. */
+#ifndef NETC_RT_JPEG_H
+#define NETC_RT_JPEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum RtJpegStatus {
+  RT_JPEG_OK = 0,
+  RT_JPEG_ERR_IO,     /* cannot open or read the file */
+  RT_JPEG_ERR_FORMAT, /* not a JPEG, truncated, corrupt, or CMYK */
+  RT_JPEG_ERR_NOMEM
+} RtJpegStatus;
+
+/* An RGB picture, rows top to bottom: px[(y * w + x) * 3 + channel]. */
+typedef struct RtImage {
+  uint8_t *px;
+  int w, h;
+  int full_w, full_h; /* the size stored in the file, before DCT scaling */
+} RtImage;
+
+/* Decodes path into *out (px malloc'ed; free with rt_image_free). */
+RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, char *err, size_t errmax);
+/* Decodes n bytes; name is used in messages. */
+RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out,
+                                char *err, size_t errmax);
+void rt_image_free(RtImage *im); /* takes NULL; leaves *im zeroed */
+
+#endif

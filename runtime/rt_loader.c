@@ -1,0 +1,306 @@
+/* rt_loader.c - the worker pool behind rt_loader.h.
+ *
+ * One mutex guards the shared state: the next position to fill, how many
+ * batches the caller has consumed, per-slot counts of finished images, the
+ * unreadable-image record.  A worker takes position p when its batch
+ * p / B is less than `depth` batches past the consumed ones, decodes and
+ * transforms outside the lock straight into slot (p / B) % depth, and
+ * counts it done; the caller waits until its slot's count is the batch's
+ * length.  rt_loader_start first waits until no worker holds a position,
+ * so an epoch's permutation never changes under a worker.
+ *
+ * Memory: depth * batch * 3 * H * W bytes of images (ImageNet at batch
+ * 256, depth 3: 116 MB), one byte per image for the unreadable mark, and
+ * 8 bytes per image for the permutation. */
+#include "rt_loader.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_jpeg.h"
+
+enum { KEEP_NAMES = 3, MSG = 512 };
+
+typedef struct Slot {
+  uint8_t *images;
+  int64_t *labels;
+  uint8_t *ok;  /* evaluation: the image at i was read */
+  int64_t done;
+} Slot;
+
+typedef struct Worker {
+  RtLoader *l;
+  pthread_t th;
+} Worker;
+
+struct RtLoader {
+  RtLoaderConfig c;
+  RtAugKind aug;
+  int min_short;
+  int64_t n, S, nbatch;
+  int64_t *items;      /* n indices into the set */
+  int64_t *order;      /* training: the epoch's permutation of 0..n-1 */
+  Slot *ring;
+  Worker *workers;
+  int nworkers;
+  pthread_mutex_t mu;
+  pthread_cond_t work, ready, idle;
+  int inited, started, quit, holding, busy;
+  int64_t epoch, total, next_pos, consumed;
+  uint8_t *bad;
+  int64_t nbad;
+  char first[KEEP_NAMES][MSG];
+  int fatal;
+  char fatal_msg[2 * MSG];
+};
+
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int64_t batch_len(const RtLoader *l, int64_t b) {
+  int64_t left = l->total - b * l->c.batch;
+  return left < l->c.batch ? left : l->c.batch;
+}
+
+/* Decodes item i (an index into items) into dst; records a failure. */
+static int read_item(RtLoader *l, int64_t i, int64_t pos, uint8_t *dst, int64_t *label) {
+  pthread_mutex_lock(&l->mu);
+  int known_bad = l->bad[i];
+  pthread_mutex_unlock(&l->mu);
+  if (known_bad) return -1;
+  const RtFolder *set = l->c.set;
+  int64_t at = l->items[i];
+  RtImage im;
+  char msg[MSG];
+  if (rt_jpeg_decode_file(set->paths[at], l->min_short, &im, msg, sizeof msg) != RT_JPEG_OK) {
+    pthread_mutex_lock(&l->mu);
+    if (!l->bad[i]) {
+      l->bad[i] = 1;
+      if (l->nbad < KEEP_NAMES) snprintf(l->first[l->nbad], MSG, "%s", msg);
+      l->nbad++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return -1;
+  }
+  if (l->c.train) rt_augment_train(&im, l->aug, rt_augment_seed(l->c.seed, l->epoch, pos), l->c.H, l->c.W, dst);
+  else rt_augment_eval(&im, l->c.H, l->c.W, dst);
+  rt_image_free(&im);
+  *label = set->labels[at];
+  return 0;
+}
+
+/* Fills position p of the epoch (outside the lock). */
+static void fill(RtLoader *l, int64_t p) {
+  Slot *s = &l->ring[(p / l->c.batch) % l->c.depth];
+  int64_t k = p % l->c.batch;
+  uint8_t *dst = s->images + k * l->S;
+  if (!l->c.train) {
+    s->ok[k] = read_item(l, p, p, dst, &s->labels[k]) == 0;
+    return;
+  }
+  for (int64_t t = 0; t < l->n; t++)
+    if (read_item(l, l->order[(p + t) % l->n], p, dst, &s->labels[k]) == 0) return;
+  pthread_mutex_lock(&l->mu);
+  if (!l->fatal) snprintf(l->fatal_msg, sizeof l->fatal_msg, "none of the %lld images can be read (%s)", (long long)l->n, l->first[0]);
+  l->fatal = 1;
+  pthread_mutex_unlock(&l->mu);
+}
+
+static int can_take(const RtLoader *l) {
+  return l->started && !l->fatal && l->next_pos < l->total && l->next_pos / l->c.batch < l->consumed + l->c.depth;
+}
+
+static void *work(void *arg) {
+  RtLoader *l = ((Worker *)arg)->l;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->quit && !can_take(l)) pthread_cond_wait(&l->work, &l->mu);
+    if (l->quit) break;
+    int64_t p = l->next_pos++;
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+    fill(l, p);
+    pthread_mutex_lock(&l->mu);
+    l->busy--;
+    int64_t b = p / l->c.batch;
+    Slot *s = &l->ring[b % l->c.depth];
+    if (++s->done == batch_len(l, b) || l->fatal) pthread_cond_broadcast(&l->ready);
+    if (!l->busy) pthread_cond_broadcast(&l->idle);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+static int default_workers(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
+RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err, size_t errmax) {
+  *out = NULL;
+  if (!c->set || c->batch < 1 || c->H < 1 || c->W < 1 || c->workers < 0 || c->limit < 0 || c->depth < 0) {
+    snprintf(err, errmax, "loader: bad configuration (set %s, batch %lld, %dx%d, %d workers)",
+             c->set ? "given" : "missing", (long long)c->batch, c->H, c->W, c->workers);
+    return RT_LOADER_ERR_ARG;
+  }
+  RtLoader *l = calloc(1, sizeof *l);
+  if (!l) return snprintf(err, errmax, "loader: out of memory"), RT_LOADER_ERR_NOMEM;
+  l->c = *c;
+  if (!l->c.depth) l->c.depth = 3;
+  if (l->c.depth < 2) l->c.depth = 2;
+  l->nworkers = c->workers ? c->workers : default_workers();
+  l->aug = rt_augment_resolve(c->augment, c->H, c->W);
+  l->min_short = rt_augment_min_short(l->aug, c->train, c->H, c->W);
+  l->n = c->limit > 0 && c->limit < c->set->n ? c->limit : c->set->n;
+  l->S = 3 * (int64_t)c->H * c->W;
+  l->nbatch = c->train ? l->n / c->batch : (l->n + c->batch - 1) / c->batch;
+  if (c->train && l->nbatch < 1) {
+    snprintf(err, errmax, "%lld images are fewer than one batch of %lld", (long long)l->n, (long long)c->batch);
+    free(l);
+    return RT_LOADER_ERR_DATA;
+  }
+  l->items = malloc(sizeof *l->items * (size_t)(l->n ? l->n : 1));
+  l->order = c->train ? malloc(sizeof *l->order * (size_t)l->n) : NULL;
+  l->bad = calloc((size_t)(l->n ? l->n : 1), 1);
+  l->ring = calloc((size_t)l->c.depth, sizeof *l->ring);
+  l->workers = calloc((size_t)l->nworkers, sizeof *l->workers);
+  int ok = l->items && (l->order || !c->train) && l->bad && l->ring && l->workers;
+  for (int i = 0; ok && i < l->c.depth; i++) {
+    Slot *s = &l->ring[i];
+    s->images = malloc((size_t)(c->batch * l->S));
+    s->labels = malloc(sizeof *s->labels * (size_t)c->batch);
+    s->ok = malloc((size_t)c->batch);
+    ok = s->images && s->labels && s->ok;
+  }
+  if (!ok) {
+    snprintf(err, errmax, "loader: out of memory for %d batches of %lld images", l->c.depth, (long long)c->batch);
+    rt_loader_free(l);
+    return RT_LOADER_ERR_NOMEM;
+  }
+  /* an even spread: every class of a sorted ImageFolder keeps its share */
+  for (int64_t i = 0; i < l->n; i++) l->items[i] = (int64_t)((double)i * (double)c->set->n / (double)l->n);
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->work, NULL);
+  pthread_cond_init(&l->ready, NULL);
+  pthread_cond_init(&l->idle, NULL);
+  l->inited = 1;
+  int started = 0;
+  for (; started < l->nworkers; started++) {
+    l->workers[started].l = l;
+    if (pthread_create(&l->workers[started].th, NULL, work, &l->workers[started])) break;
+  }
+  if (started < l->nworkers) {
+    snprintf(err, errmax, "loader: cannot start thread %d of %d", started + 1, l->nworkers);
+    l->nworkers = started;
+    rt_loader_free(l);
+    return RT_LOADER_ERR_NOMEM;
+  }
+  *out = l;
+  return RT_LOADER_OK;
+}
+
+void rt_loader_free(RtLoader *l) {
+  if (!l) return;
+  if (l->inited) {
+    pthread_mutex_lock(&l->mu);
+    l->quit = 1;
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->mu);
+    for (int i = 0; i < l->nworkers; i++) pthread_join(l->workers[i].th, NULL);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->work);
+    pthread_cond_destroy(&l->ready);
+    pthread_cond_destroy(&l->idle);
+  }
+  for (int i = 0; l->ring && i < l->c.depth; i++) free(l->ring[i].images), free(l->ring[i].labels), free(l->ring[i].ok);
+  free(l->ring), free(l->workers), free(l->items), free(l->order), free(l->bad);
+  free(l);
+}
+
+int64_t rt_loader_size(const RtLoader *l) { return l->n; }
+int64_t rt_loader_batches(const RtLoader *l) { return l->nbatch; }
+int rt_loader_workers(const RtLoader *l) { return l->nworkers; }
+
+void rt_loader_start(RtLoader *l, int64_t epoch) {
+  pthread_mutex_lock(&l->mu);
+  l->started = 0;
+  while (l->busy) pthread_cond_wait(&l->idle, &l->mu);
+  l->epoch = epoch, l->holding = 0, l->consumed = 0, l->next_pos = 0;
+  for (int i = 0; i < l->c.depth; i++) l->ring[i].done = 0;
+  if (l->c.train) {
+    uint64_t r = l->c.seed * 0x2545f4914f6cdd1dull ^ (uint64_t)epoch * 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < l->n; i++) l->order[i] = i;
+    for (int64_t i = l->n - 1; i > 0; i--) {
+      int64_t j = (int64_t)(mix(&r) % (uint64_t)(i + 1)), t = l->order[i];
+      l->order[i] = l->order[j], l->order[j] = t;
+    }
+    l->total = l->nbatch * l->c.batch;
+  } else {
+    l->total = l->n;
+  }
+  l->started = 1;
+  pthread_cond_broadcast(&l->work);
+  pthread_mutex_unlock(&l->mu);
+}
+
+int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax) {
+  pthread_mutex_lock(&l->mu);
+  if (!l->started) {
+    pthread_mutex_unlock(&l->mu);
+    snprintf(err, errmax, "loader: no epoch started");
+    return -1;
+  }
+  if (l->holding) {
+    l->ring[l->consumed % l->c.depth].done = 0;
+    l->consumed++, l->holding = 0;
+    pthread_cond_broadcast(&l->work);
+  }
+  if (l->consumed >= l->nbatch) {
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+  }
+  Slot *s = &l->ring[l->consumed % l->c.depth];
+  int64_t len = batch_len(l, l->consumed);
+  while (s->done < len && !l->fatal) pthread_cond_wait(&l->ready, &l->mu);
+  if (l->fatal) {
+    snprintf(err, errmax, "%s", l->fatal_msg);
+    pthread_mutex_unlock(&l->mu);
+    return -1;
+  }
+  l->holding = 1;
+  pthread_mutex_unlock(&l->mu);
+  int64_t n = len;
+  if (!l->c.train) {
+    n = 0;
+    for (int64_t i = 0; i < len; i++) {
+      if (!s->ok[i]) continue;
+      if (n != i) memcpy(s->images + n * l->S, s->images + i * l->S, (size_t)l->S), s->labels[n] = s->labels[i];
+      n++;
+    }
+  }
+  *b = (RtLoaderBatch){s->images, s->labels, n};
+  return 1;
+}
+
+int64_t rt_loader_unreadable(RtLoader *l, char *names, size_t cap) {
+  pthread_mutex_lock(&l->mu);
+  int64_t n = l->nbad;
+  if (names && cap) {
+    names[0] = 0;
+    size_t used = 0;
+    for (int64_t i = 0; i < n && i < KEEP_NAMES && used + 1 < cap; i++) {
+      int k = snprintf(names + used, cap - used, "%s%s", i ? "; " : "", l->first[i]);
+      if (k < 0) break;
+      used += (size_t)k;
+    }
+  }
+  pthread_mutex_unlock(&l->mu);
+  return n;
+}

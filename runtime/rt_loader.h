@@ -1,0 +1,73 @@
+/* rt_loader.h - batches of decoded, transformed images from an ImageFolder
+ * set, made by a pool of threads ahead of the training loop.
+ *
+ * A loader serves epochs.  In training mode an epoch is a permutation of
+ * the images drawn from (seed, epoch) and cut into n / batch full batches
+ * (the remainder is dropped, as PyTorch's drop_last); the image at
+ * position p gets the training transform seeded from (seed, epoch, p).
+ * The bytes of every batch therefore depend on the seed alone, never on
+ * the number of threads.  An image that cannot be read is counted (once,
+ * with the first messages kept for one warning) and position p takes the
+ * next readable image of the permutation instead, so batches stay full;
+ * only a set with no readable image at all is an error.
+ *
+ * In evaluation mode an epoch visits every image once, in the set's
+ * order, with the evaluation transform, in ceil(n / batch) batches whose
+ * last may be partial; an unreadable image is counted and left out of its
+ * batch (which is then shorter).
+ *
+ * Threads take one image at a time and write it straight into a ring of
+ * `depth` batch buffers; they run at most depth - 1 batches ahead of the
+ * one the caller holds.  A batch returned by rt_loader_next stays valid
+ * until the next call of rt_loader_next or rt_loader_start. */
+#ifndef NETC_RT_LOADER_H
+#define NETC_RT_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_augment.h"
+#include "rt_folder.h"
+
+typedef struct RtLoader RtLoader;
+
+typedef enum RtLoaderStatus { RT_LOADER_OK = 0, RT_LOADER_ERR_ARG, RT_LOADER_ERR_DATA, RT_LOADER_ERR_NOMEM } RtLoaderStatus;
+
+typedef struct RtLoaderConfig {
+  const RtFolder *set;  /* borrowed: must outlive the loader */
+  int64_t limit;        /* use this many images, evenly spread over the set (0: all) */
+  int64_t batch;
+  int H, W;             /* the output: u8 [batch, 3, H, W] */
+  int train;            /* 1: shuffled, augmented, full batches; 0: evaluation */
+  RtAugKind augment;    /* training transform (RT_AUG_AUTO: by input size) */
+  uint64_t seed;
+  int workers;          /* threads (0: the processors online, at most 8) */
+  int depth;            /* batch buffers (0: 3; at least 2) */
+} RtLoaderConfig;
+
+typedef struct RtLoaderBatch {
+  const uint8_t *images; /* n * 3 * H * W bytes, NCHW */
+  const int64_t *labels; /* n */
+  int64_t n;
+} RtLoaderBatch;
+
+RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err, size_t errmax);
+void rt_loader_free(RtLoader *l); /* takes NULL; joins the threads */
+
+/* Images used, batches in an epoch, and threads. */
+int64_t rt_loader_size(const RtLoader *l);
+int64_t rt_loader_batches(const RtLoader *l);
+int rt_loader_workers(const RtLoader *l);
+
+/* Begins epoch `epoch` (threads start filling at once); drops what is left
+ * of the previous one. */
+void rt_loader_start(RtLoader *l, int64_t epoch);
+/* The next batch of the epoch: 1 and *b, 0 at the end of the epoch, or -1
+ * with a message (no readable image, or rt_loader_start never called). */
+int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax);
+
+/* Distinct unreadable images met so far; names (may be NULL) gets the
+ * first few messages, "; "-separated. */
+int64_t rt_loader_unreadable(RtLoader *l, char *names, size_t cap);
+
+#endif

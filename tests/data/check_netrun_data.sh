@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# check_netrun_data.sh NETRUN SOURCE_DIR DATA: `netrun train --data DATA` on
+# an ImageFolder set (DATA/train, DATA/test: a CIFAR-10 subset): the
+# progress, epoch and final lines and the JSON log carry top-5 and the data
+# wait; an unreadable image is warned about once, not fatal; option errors.
+set -uo pipefail
+netrun=$1 src=$2 data=$3
+work=$(dirname "$data")
+fail=0 pass=0
+expect() { # want-status grep-pattern command...
+  local want=$1 pat=$2
+  shift 2
+  local out
+  out=$(timeout 300 "$@" 2>&1)
+  local got=$?
+  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
+    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | tail -5; fail=$((fail + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+model=$src/models/resnet20.net
+expect 2 "--workers must be an integer" "$netrun" train "$model" --data "$data" --workers 0
+expect 2 "--augment must be auto, rrc" "$netrun" train "$model" --data "$data" --augment zoom
+expect 2 "need an ImageFolder" "$netrun" train "$model" --data "$work" --workers 2
+printf 'not a jpeg' > "$data/train/cat/zz_broken.jpg"
+out=$(timeout 300 "$netrun" train "$model" --device cpu --data "$data" --batch 16 --epochs 2 --workers 2 \
+  --augment pad_crop --log "$work/log.jsonl" 2>&1)
+rc=$?
+check() { # description grep-pattern
+  if grep -qE -- "$2" <<<"$out"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1"; fi
+}
+if [ $rc != 0 ]; then fail=$((fail + 1)); echo "FAIL: train exited $rc"; echo "$out" | tail -5; fi
+check "progress line" "^step [0-9]+/12 .*images/s  ETA [0-9]+ s  data wait [0-9]+%$"
+check "epoch line" "^epoch 2: 6 steps, loss [0-9.]+, [0-9]+ images/s, data wait [0-9.]+ s, test accuracy [0-9.]+% \(top-5 [0-9.]+%\) on 100 images$"
+check "final line" "data wait [0-9.]+ s, test top-5 [0-9.]+%, test accuracy [0-9.]+%$"
+check "one warning" "warning: 1 unreadable images skipped so far: .*zz_broken.jpg: not a readable JPEG"
+[ "$(grep -c 'warning: ' <<<"$out")" = 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: warned more than once"; }
+if [ "$(grep -c '"data_wait_s"' "$work/log.jsonl" 2>/dev/null)" = 14 ] && grep -q '"test_top5"' "$work/log.jsonl"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: log.jsonl lacks data_wait_s on 14 lines or test_top5"
+fi
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
