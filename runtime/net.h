@@ -93,6 +93,11 @@ typedef struct NetLoadOpts {
 NetStatus net_load(const char *path, const NetLoadOpts *opts, NetModel **out);
 void net_free(NetModel *m); /* takes NULL */
 
+/* 1 when a model loaded with device "auto" would run on a GPU (a CUDA driver
+ * that sees a GPU, and a build with the GPU back end); else 0 with the
+ * reason in why (may be NULL). */
+int net_gpu_available(char *why, size_t len);
+
 /* "gpu" or "cpu": where the model runs. */
 const char *net_device(const NetModel *m);
 /* The current training batch, the number of classes, and the elements of

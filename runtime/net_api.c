@@ -280,6 +280,11 @@ void net_free(NetModel *m) {
 const char *net_device(const NetModel *m) { return m && m->gpu ? "gpu" : "cpu"; }
 int64_t net_batch(const NetModel *m) { return m ? m->batch : 0; }
 int64_t net_classes(const NetModel *m) { return m ? m->classes : 0; }
+int net_gpu_available(char *why, size_t len) {
+  char local[256];
+  return net_exec_gpu_present(why ? why : local, why ? len : sizeof local);
+}
+
 NetStatus net_loss_scale_set(NetModel *m, float scale) {
   if (!m || !m->xt) return net_fail(NET_ERR_ARG, "net_loss_scale_set: %s", m ? "no training executor" : "no model");
   if (!(scale > 0) || !isfinite(scale)) return net_fail(NET_ERR_ARG, "net_loss_scale_set: scale %g", (double)scale);

@@ -32,9 +32,9 @@ static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) 
   return s;
 }
 
+NetStatus net_exec_cuda_status(int s) {
 #ifdef NET_HAVE_GPU
-static NetStatus from_cuda(RtCudaStatus s) {
-  switch (s) {
+  switch ((RtCudaStatus)s) {
   case RT_CUDA_OK: return NET_OK;
   case RT_CUDA_ENODRIVER:
   case RT_CUDA_ENODEVICE: return NET_ERR_NO_GPU;
@@ -42,8 +42,10 @@ static NetStatus from_cuda(RtCudaStatus s) {
   case RT_CUDA_ENOMEM: return NET_ERR_NOMEM;
   default: return NET_ERR_DEVICE;
   }
-}
+#else
+  return s ? NET_ERR_NO_GPU : NET_OK;
 #endif
+}
 
 int net_exec_gpu_present(char *why, size_t len) {
 #ifdef NET_HAVE_GPU
@@ -72,7 +74,7 @@ NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, co
   } else {
 #ifdef NET_HAVE_GPU
     RtGpuOpts o = {.device = ordinal, .cache_dir = cache_dir, .tune = tune};
-    s = from_cuda(rt_gpu_new(g, batch, &o, &x->dev, err, len));
+    s = net_exec_cuda_status(rt_gpu_new(g, batch, &o, &x->dev, err, len));
 #else
     (void)ordinal, (void)cache_dir, (void)tune;
     char why[256];
@@ -121,7 +123,7 @@ static size_t elem_bytes(const NetExec *x, int v) {
 
 NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return from_cuda(rt_gpu_write(x->dev, v, host, err, len));
+  if (x->gpu) return net_exec_cuda_status(rt_gpu_write(x->dev, v, host, err, len));
 #endif
   (void)err, (void)len;
   memcpy(rt_cpu_data(x->cpu, v), host, elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
@@ -130,7 +132,7 @@ NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t 
 
 NetStatus net_exec_read(NetExec *x, int v, void *host, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return from_cuda(rt_gpu_read(x->dev, v, host, err, len));
+  if (x->gpu) return net_exec_cuda_status(rt_gpu_read(x->dev, v, host, err, len));
 #endif
   (void)err, (void)len;
   memcpy(host, rt_cpu_data(x->cpu, v), elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
@@ -141,11 +143,11 @@ NetStatus net_exec_run(NetExec *x, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
     if (!x->captured) {
-      NetStatus s = from_cuda(rt_gpu_capture(x->dev, err, len));
+      NetStatus s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len));
       if (s) return s;
       x->captured = 1;
     }
-    return from_cuda(rt_gpu_run(x->dev, err, len));
+    return net_exec_cuda_status(rt_gpu_run(x->dev, err, len));
   }
 #endif
   return rt_cpu_run(x->cpu, err, len) ? NET_ERR_RUN : NET_OK;
@@ -162,12 +164,12 @@ NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
     if (!x->captured) {
-      if ((s = from_cuda(rt_gpu_capture(x->dev, err, len)))) return s;
+      if ((s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len)))) return s;
       x->captured = 1;
     }
     /* rt_gpu_time runs once untimed itself, then times `steps` replays */
-    if (warmup > 0 && (s = from_cuda(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
-    return from_cuda(rt_gpu_time(x->dev, steps, ms, err, len));
+    if (warmup > 0 && (s = net_exec_cuda_status(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
+    return net_exec_cuda_status(rt_gpu_time(x->dev, steps, ms, err, len));
   }
 #endif
   for (int i = 0; i < warmup && !s; i++) s = net_exec_run(x, err, len);

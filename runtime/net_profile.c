@@ -208,17 +208,6 @@ NetStatus net_profile_trace(const NetProfile *p, const char *path) {
 /* --- the profile ---------------------------------------------------------- */
 
 #ifdef NET_HAVE_GPU
-static NetStatus from_cuda(RtCudaStatus s) {
-  switch (s) {
-  case RT_CUDA_OK: return NET_OK;
-  case RT_CUDA_ENODRIVER:
-  case RT_CUDA_ENODEVICE: return NET_ERR_NO_GPU;
-  case RT_CUDA_EARG: return NET_ERR_ARG;
-  case RT_CUDA_ENOMEM: return NET_ERR_NOMEM;
-  default: return NET_ERR_DEVICE;
-  }
-}
-
 static uint64_t next_rand(uint64_t *s) {
   *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
   return *s >> 33;
@@ -236,7 +225,7 @@ static NetStatus copy_weights(const IrGraph *g, NetExec *home, RtGpu *x) {
   for (int v = 0; v < g->nval && !s; v++) {
     if (g->val[v].kind != IR_VAL_PARAM && g->val[v].kind != IR_VAL_STATE) continue;
     s = net_exec_read(home, v, buf, net_err_buf(), NET_ERRMAX);
-    if (!s) s = from_cuda(rt_gpu_write(x, v, buf, net_err_buf(), NET_ERRMAX));
+    if (!s) s = net_exec_cuda_status(rt_gpu_write(x, v, buf, net_err_buf(), NET_ERRMAX));
   }
   free(buf);
   return s ? net_failed(s) : NET_OK;
@@ -255,7 +244,7 @@ static NetStatus write_inputs(NetModel *m, const NetIo *io, RtGpu *x, int infere
   if (!s && io->label >= 0) s = rt_gpu_write(x, io->label, m->lab, err, NET_ERRMAX);
   if (!s && io->lr >= 0) s = rt_gpu_write(x, io->lr, &lr, err, NET_ERRMAX);
   if (!s && io->scale >= 0) s = rt_gpu_write(x, io->scale, &one, err, NET_ERRMAX);
-  return s ? net_failed(from_cuda(s)) : NET_OK;
+  return s ? net_failed(net_exec_cuda_status(s)) : NET_OK;
 }
 
 static void copy_str(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
@@ -292,11 +281,11 @@ static NetStatus profile_gpu(NetModel *m, int inference, int reps, NetProfile *o
   RtGpuOpts go = {.device = m->ordinal, .cache_dir = m->cache_dir};
   RtGpu *x = NULL;
   RtGpuProfile rp = {0};
-  s = from_cuda(rt_gpu_new(g, m->batch, &go, &x, net_err_buf(), NET_ERRMAX));
+  s = net_exec_cuda_status(rt_gpu_new(g, m->batch, &go, &x, net_err_buf(), NET_ERRMAX));
   if (s) {
     net_failed(s);
   } else if (!(s = copy_weights(g, home, x)) && !(s = write_inputs(m, inference ? &m->ii : &m->it, x, inference))) {
-    s = from_cuda(rt_gpu_profile(x, reps, &rp, net_err_buf(), NET_ERRMAX));
+    s = net_exec_cuda_status(rt_gpu_profile(x, reps, &rp, net_err_buf(), NET_ERRMAX));
     if (!s) s = fill_rows(g, &rp, out);
   }
   rt_gpu_profile_free(&rp);

@@ -44,6 +44,7 @@ static void usage(FILE *f) {
           "       netrun bench MODEL [options]\n"
           "       netrun profile MODEL [options]   (netrun profile --help)\n"
           "       netrun plot LOG.jsonl OUT.png\n"
+          "       netrun info                      (exit 0 when a GPU is available)\n"
           "\n"
           "MODEL is a model.so (netc -o) or a .net file.\n"
           "\n"
@@ -75,6 +76,8 @@ static void usage(FILE *f) {
           "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
           "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
           "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
+          "  --mean R,G,B, --std R,G,B  per-channel normalization of x/255 (default: ImageNet's for\n"
+          "                       ImageFolder data, Fashion-MNIST's for IDX; given together)\n"
           "\n"
           "step: one training step from the weights in W (safetensors, torchvision names, filters KCRS)\n"
           "on the batch in B (`image` f32 [N,C,H,W], `label` i64 or i32 [N]); writes to OUT `loss`,\n"
@@ -103,6 +106,8 @@ typedef struct Opts {
   const char *augment;
   double lr, loss_scale;
   int synthetic, inference, tune;
+  float mean3[3], std3[3];
+  int mean_set, std_set;
 } Opts;
 
 static int parse_count(const char *opt, const char *s, long long max, long long *out) {
@@ -127,6 +132,30 @@ static int parse_real(const char *opt, const char *s, double *out) {
   return 0;
 }
 
+/* "R,G,B" (or one value for all three): three finite numbers, positive
+ * when `positive`. */
+static int parse_rgb(const char *opt, const char *s, int positive, float out[3]) {
+  double v[3];
+  int n = 0;
+  char *end = (char *)s;
+  while (n < 3) {
+    v[n] = strtod(end, &end);
+    n++;
+    if (*end != ',') break;
+    end++;
+  }
+  if (n == 1) v[1] = v[2] = v[0];
+  int ok = *end == 0 && (n == 1 || n == 3);
+  for (int i = 0; i < 3 && ok; i++) ok = isfinite(v[i]) && (!positive || v[i] > 0);
+  if (!ok) {
+    fprintf(stderr, "netrun: error: %s takes R,G,B (or one value): 3 %snumbers, not '%s'\n", opt,
+            positive ? "positive " : "", s);
+    return -1;
+  }
+  for (int i = 0; i < 3; i++) out[i] = (float)v[i];
+  return 0;
+}
+
 /* Parses argv (argv[0] is the command) with the options `allowed` lists by
  * their short codes.  0, 1 for --help (printed), or an exit status. */
 static int parse(int argc, char **argv, const char *allowed, Opts *o) {
@@ -144,6 +173,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"curve", required_argument, NULL, 'C'},    {"tune", no_argument, NULL, 'u'},
       {"workers", required_argument, NULL, 'W'},  {"augment", required_argument, NULL, 'A'},
       {"plot", required_argument, NULL, 'P'},     {"resume", required_argument, NULL, 'R'},
+      {"mean", required_argument, NULL, 'M'},     {"std", required_argument, NULL, 'Z'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
   };
   int c, li = 0;
@@ -191,6 +221,8 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'u': o->tune = 1; break;
     case 'W': if (parse_count("--workers", optarg, 256, &o->workers)) return EXIT_USAGE; break;
     case 'P': o->plot = optarg; break;
+    case 'M': if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE; o->mean_set = 1; break;
+    case 'Z': if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE; o->std_set = 1; break;
     case 'R': o->resume = optarg; break;
     case 'A':
       if (strcmp(optarg, "auto") && strcmp(optarg, "rrc") && strcmp(optarg, "pad_crop") && strcmp(optarg, "flip") &&
@@ -293,7 +325,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPR", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPRMZ", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -301,6 +333,10 @@ static int cmd_train(int argc, char **argv) {
   }
   if (o.every && !o.checkpoint) {
     fprintf(stderr, "netrun: error: --every needs --checkpoint\n");
+    return EXIT_USAGE;
+  }
+  if (o.mean_set != o.std_set) {
+    fprintf(stderr, "netrun: error: give --mean and --std together\n");
     return EXIT_USAGE;
   }
   if (o.plot && !o.log) {
@@ -329,7 +365,8 @@ static int cmd_train(int argc, char **argv) {
                       .synthetic_n = o.ntrain, .epochs = o.epochs, .steps = o.steps, .seed = (uint64_t)o.seed,
                       .on_step = on_step, .on_epoch = on_epoch, .checkpoint = o.checkpoint,
                       .checkpoint_every = o.every, .on_checkpoint = on_checkpoint, .user = &p, .result = &r,
-                      .resume = o.resume};
+                      .resume = o.resume, .mean3 = {o.mean3[0], o.mean3[1], o.mean3[2]},
+                      .std3 = {o.std3[0], o.std3[1], o.std3[2]}};
   /* about 20 progress lines a run */
   p.every = o.steps ? (o.steps + 19) / 20 : 50;
   printf("netrun: training %s on %s, batch %lld, %s\n", o.model, where(m), (long long)net_batch(m),
@@ -521,6 +558,24 @@ done:
   return status;
 }
 
+/* --- info --------------------------------------------------------------- */
+
+/* Exit 0 when `--device auto` would take the GPU, else 1 with the reason. */
+static int cmd_info(int argc, char **argv) {
+  if (argc > 1) {
+    fprintf(stderr, "netrun: error: info takes no arguments\n");
+    return EXIT_USAGE;
+  }
+  (void)argv;
+  char why[512];
+  if (net_gpu_available(why, sizeof why)) {
+    printf("netrun: a GPU is available: models run there by default\n");
+    return 0;
+  }
+  printf("netrun: no GPU (%s): models run on the CPU executor\n", why);
+  return EXIT_FAIL;
+}
+
 /* --- bench --------------------------------------------------------------- */
 
 static int cmd_bench(int argc, char **argv) {
@@ -549,7 +604,8 @@ int main(int argc, char **argv) {
   }
   static const struct { const char *name; int (*run)(int, char **); } CMDS[] = {
       {"train", cmd_train}, {"step", cmd_step},       {"infer", cmd_infer},
-      {"bench", cmd_bench}, {"profile", netrun_profile_main}, {"plot", netrun_plot_main}};
+      {"bench", cmd_bench}, {"profile", netrun_profile_main}, {"plot", netrun_plot_main},
+      {"info", cmd_info}};
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);
