@@ -9,23 +9,28 @@
  *
  *   NETC_KERNEL_NAME   the kernel's symbol, e.g. k3_relu_f16
  *   NETC_OP_<OP>       exactly one of RELU_FWD RELU_BWD ADD_FWD ADD_BWD
- *                      ADD_RELU_FWD ADD_RELU_BWD, defined to 1
+ *                      ADD_RELU_FWD ADD_RELU_BWD SUM_RELU_BWD, defined to 1
  *   NETC_DTYPE_F32, NETC_DTYPE_F16 or NETC_DTYPE_BF16, defined to 1
  *                      (storage type)
  *   NETC_VEC           elements per vector access (f32: 4, f16/bf16: 8 make
  *                      16-byte loads); 1, 2, 4 or 8
  *   NETC_N             the element count
  *
- * The kernel's parameters are always (in0, in1, out0, out1); an op leaves
- * the ones it does not use alone (the caller may pass 0 for them):
+ * The kernel's parameters are always (in0, in1, in2, out0, out1); an op
+ * leaves the ones it does not use alone (the caller may pass 0 for them):
  *
- *   op            in0   in1   out0   out1   out0[i] =
- *   relu_fwd      x     -     y      -      x > 0 ? x : 0
- *   relu_bwd      y     dy    dx     -      y > 0 ? dy : 0
- *   add_fwd       a     b     y      -      a + b
- *   add_bwd       dy    -     da     db     dy  (and out1[i] = dy)
- *   add_relu_fwd  a     b     y      -      a + b > 0 ? a + b : 0
- *   add_relu_bwd  y     dy    dsum   -      y > 0 ? dy : 0
+ *   op            in0   in1   in2   out0   out1   out0[i] =
+ *   relu_fwd      x     -     -     y      -      x > 0 ? x : 0
+ *   relu_bwd      y     dy    -     dx     -      y > 0 ? dy : 0
+ *   add_fwd       a     b     -     y      -      a + b
+ *   add_bwd       dy    -     -     da     db     dy  (and out1[i] = dy)
+ *   add_relu_fwd  a     b     -     y      -      a + b > 0 ? a + b : 0
+ *   add_relu_bwd  y     dy    -     dsum   -      y > 0 ? dy : 0
+ *   sum_relu_bwd  y     a     b     dx     -      y > 0 ? a + b : 0
+ *
+ * sum_relu_bwd is the relu backward of a gradient that arrives in two
+ * parts (a residual block's input feeds both of its branches): rounding
+ * a + b once to the storage type gives what add then relu_bwd give.
  *
  * These are runtime/rt_ref_eltwise.c's formulas (NaN goes to 0 through
  * relu, as there).  Arithmetic is in f32; f16 values are converted on load
@@ -112,8 +117,14 @@ __device__ __forceinline__ void netc_apply(const float *x, float *y) {
   const float s = x[0] + x[1];
   y[0] = s > 0.0f ? s : 0.0f;
 }
+#elif defined(NETC_OP_SUM_RELU_BWD)
+#define NETC_NIN 3
+#define NETC_NOUT 1
+__device__ __forceinline__ void netc_apply(const float *x, float *y) {
+  y[0] = x[0] > 0.0f ? x[1] + x[2] : 0.0f;
+}
 #else
-#error "eltwise.cu: define one NETC_OP_* (RELU_FWD, RELU_BWD, ADD_FWD, ADD_BWD, ADD_RELU_FWD, ADD_RELU_BWD)"
+#error "eltwise.cu: define one NETC_OP_* (RELU_FWD, RELU_BWD, ADD_FWD, ADD_BWD, ADD_RELU_FWD, ADD_RELU_BWD, SUM_RELU_BWD)"
 #endif
 
 /* One vector access: alignas makes the struct copy a single wide access. */
@@ -128,7 +139,7 @@ static constexpr long long netc_nvec = netc_n / NETC_VEC;
  * lives in registers; k selects among the kernel's pointers at compile
  * time. */
 extern "C" __global__ void __launch_bounds__(256)
-NETC_KERNEL_NAME(const netc_t *__restrict__ in0, const netc_t *__restrict__ in1,
+NETC_KERNEL_NAME(const netc_t *__restrict__ in0, const netc_t *__restrict__ in1, const netc_t *__restrict__ in2,
                  netc_t *__restrict__ out0, netc_t *__restrict__ out1) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -136,7 +147,7 @@ NETC_KERNEL_NAME(const netc_t *__restrict__ in0, const netc_t *__restrict__ in1,
     netc_vec vx[NETC_NIN], vy[NETC_NOUT];
 #pragma unroll
     for (int k = 0; k < NETC_NIN; k++)
-      vx[k] = reinterpret_cast<const netc_vec *>(k ? in1 : in0)[i];
+      vx[k] = reinterpret_cast<const netc_vec *>(k == 0 ? in0 : k == 1 ? in1 : in2)[i];
 #pragma unroll
     for (int j = 0; j < NETC_VEC; j++) {
       float x[NETC_NIN], y[NETC_NOUT];
@@ -155,7 +166,7 @@ NETC_KERNEL_NAME(const netc_t *__restrict__ in0, const netc_t *__restrict__ in1,
     const long long i = netc_nvec * NETC_VEC + first;
     float x[NETC_NIN], y[NETC_NOUT];
 #pragma unroll
-    for (int k = 0; k < NETC_NIN; k++) x[k] = netc_load((k ? in1 : in0)[i]);
+    for (int k = 0; k < NETC_NIN; k++) x[k] = netc_load((k == 0 ? in0 : k == 1 ? in1 : in2)[i]);
     netc_apply(x, y);
 #pragma unroll
     for (int k = 0; k < NETC_NOUT; k++) (k ? out1 : out0)[i] = netc_store(y[k]);

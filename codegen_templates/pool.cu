@@ -116,26 +116,23 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int cv = (int)(i % CV);
     vec_t out;
-#if defined(NETC_POOL_MAX)
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
     const long long p = i / CV;
     const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
     int arg[V];
     float best[V];
     window_max(x, n, oh, ow, cv, arg, best);
+#if defined(NETC_POOL_MAX)
 #pragma unroll
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
     netc_vst<tx_t, V>(y, i, out);
-#elif defined(NETC_POOL_MAX_ARG)
+#else
     (void)out;
-    const long long p = i / CV;
-    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
-    int arg[V];
-    float best[V];
-    window_max(x, n, oh, ow, cv, arg, best);
 #pragma unroll
     for (int j = 0; j < V; j++)
       code[i * V + j] = arg[j] < 0 ? 255
                                    : (unsigned char)((arg[j] / W - (oh * SH - PH)) * S + (arg[j] % W - (ow * SW - PW)));
+#endif
 #elif defined(NETC_POOL_AVG)
     const long long p = i / CV;
     const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));

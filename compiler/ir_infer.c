@@ -331,6 +331,20 @@ static int infer_relu_bwd(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* sum_relu_bwd(a, b, y): relu_bwd(add(a, b), y). */
+static int infer_sum_relu_bwd(Ctx *c, IrType *out) {
+  const IrType *a = in_type(c, 0), *b = in_type(c, 1), *y = in_type(c, 2);
+  char b1[96], b2[96];
+  if (!ir_type_equal(a, b))
+    return fail(c, "sum_relu_bwd of mismatched gradients %s and %s", ir_type_str(a, b1, sizeof b1),
+                ir_type_str(b, b2, sizeof b2));
+  if (a->rank != y->rank || memcmp(a->dim, y->dim, sizeof a->dim[0] * (size_t)a->rank) || a->layout != y->layout)
+    return fail(c, "sum_relu_bwd gradient %s does not match output %s", ir_type_str(a, b1, sizeof b1),
+                ir_type_str(y, b2, sizeof b2));
+  *out = *a;
+  return 0;
+}
+
 static int infer_maxpool_bwd(Ctx *c, IrType *out) {
   if (need_act4(c, 0, "maxpool_bwd") || need_act4(c, 1, "maxpool_bwd")) return -1;
   *out = *in_type(c, 1);
@@ -580,6 +594,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_CHANNEL_SUM] = infer_channel_sum,
     [IR_OP_BATCHNORM_BWD] = infer_batchnorm_bwd,
     [IR_OP_RELU_BWD] = infer_relu_bwd,
+    [IR_OP_SUM_RELU_BWD] = infer_sum_relu_bwd,
     [IR_OP_MAXPOOL_BWD] = infer_maxpool_bwd,
     [IR_OP_AVGPOOL_BWD] = infer_avgpool_bwd,
     [IR_OP_GLOBAL_AVGPOOL_BWD] = infer_global_avgpool_bwd,

@@ -3,7 +3,7 @@
  *
  * Assumes a verified graph: the training step autodiff makes, its inference
  * form (--inference), or the forward graph (-fno-autodiff).  Guarantees the
- * same results computed by fewer nodes; every rewrite is one of five
+ * same results computed by fewer nodes; every rewrite is one of six
  * patterns, tried in this order (a node joins at most one fusion):
  *
  *   conv2d(x, w) -> batchnorm_train [-> relu]   => conv2d_bn_train {... relu}
@@ -11,10 +11,14 @@
  *   add -> relu                                 => add_relu
  *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, y, z, ...)
  *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
+ *   add(a, b) -> relu_bwd(., y)                 => sum_relu_bwd(a, b, y)
  *
+ * The last is the gradient at a residual block's input: its two branches'
+ * gradients are summed, then masked by the previous block's relu.  A
+ * relu_bwd that a batch norm's backward can take goes there instead.
  * A value that disappears (the conv output at inference, the batch norm's
  * output before its relu, the add's output, the masked gradient, the
- * unmasked data gradient) must have exactly one use, by the next node of the
+ * unmasked data gradient, the gradient sum) must have exactly one use, by the next node of the
  * pattern, and not be a graph output; otherwise the pattern is left alone.
  * In training the conv output z survives as conv2d_bn_train's first result,
  * so besides the batch norm it may be read by that batch norm's backward
@@ -208,10 +212,27 @@ static int match_dgrad_relu(Fz *f, int d) {
   return commit(f, &u);
 }
 
+/* add(a, b) -> relu_bwd(sum, y), unless a batch norm's backward takes the
+ * relu_bwd alone (batchnorm_relu_bwd saves more). */
+static int match_sum_relu_bwd(Fz *f, int a) {
+  const IrNode *add = node(f, a);
+  if (add->op != IR_OP_ADD) return 0;
+  int rb = sole_user(f, add->out[0]);
+  if (rb < 0 || !is_free(f, rb, IR_OP_RELU_BWD) || node(f, rb)->in[0] != add->out[0] || !same_precision(f, a, rb) ||
+      !ready_before(f, node(f, rb)->in[1], a))
+    return 0;
+  int b = sole_user(f, node(f, rb)->out[0]);
+  if (b >= 0 && is_free(f, b, IR_OP_BATCHNORM_BWD) && node(f, b)->in[0] == node(f, rb)->out[0]) return 0;
+  Fusion u = {.op = IR_OP_SUM_RELU_BWD, .member = {a, rb}, .nmember = 2,
+              .in = {add->in[0], add->in[1], node(f, rb)->in[1]}, .nin = 3, .from = {node(f, rb)->out[0]}, .nout = 1};
+  return commit(f, &u);
+}
+
 typedef int (*MatchFn)(Fz *f, int n);
 
 /* In priority order: a relu_bwd goes to its batch norm before its conv. */
-static const MatchFn PATTERNS[] = {match_conv_bn, match_add_relu, match_bn_relu_bwd, match_dgrad_relu};
+static const MatchFn PATTERNS[] = {match_conv_bn, match_add_relu, match_bn_relu_bwd, match_dgrad_relu,
+                                   match_sum_relu_bwd};
 
 /* --- the pass ---------------------------------------------------------------- */
 

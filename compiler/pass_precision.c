@@ -197,6 +197,8 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
     return i < 2 ? (int)compute : -1;
   case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
+  case IR_OP_SUM_RELU_BWD:
+    return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
   case IR_OP_BATCHNORM_RELU_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[2]) : -1;
   case IR_OP_SOFTMAX_CE: case IR_OP_SOFTMAX_CE_BWD:

@@ -81,6 +81,16 @@ int rt_cpu_fused_add_relu(RtCpu *x, const IrNode *n) {
                          "rt_ref_add_relu_fwd");
 }
 
+/* (a, b, y) -> relu_bwd(a + b, y), in place in the output (the sum is
+ * rounded once, with the output, as add then relu_bwd round it). */
+int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n) {
+  int64_t count = rt_cpu_op_in_numel(x, n, 0);
+  float *dx = rt_cpu_op_out(x, n, 0);
+  if (rt_cpu_op_check(x, n, rt_ref_add_fwd(count, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), dx), "rt_ref_add_fwd"))
+    return -1;
+  return rt_cpu_op_check(x, n, rt_ref_relu_bwd(count, rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
+}
+
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
  * batchnorm_bwd(relu_bwd(dy, y), z, gamma, mean, invstd). */
 int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {

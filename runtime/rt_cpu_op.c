@@ -40,6 +40,7 @@ static const RtCpuOp RT_CPU_OPS[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BN_TRAIN] = {rt_cpu_fused_conv2d_bn_train, rt_cpu_fwd_conv2d_scratch, 0},
     [IR_OP_CONV2D_BN] = {rt_cpu_fused_conv2d_bn, rt_cpu_fwd_conv2d_scratch, 0},
     [IR_OP_ADD_RELU] = {rt_cpu_fused_add_relu, NULL, 0},
+    [IR_OP_SUM_RELU_BWD] = {rt_cpu_fused_sum_relu_bwd, NULL, 0},
     [IR_OP_BATCHNORM_RELU_BWD] = {rt_cpu_fused_batchnorm_relu_bwd, NULL, 0},
     [IR_OP_CONV2D_BWD_DATA_RELU] = {rt_cpu_fused_conv2d_bwd_data_relu, rt_cpu_train_conv2d_bwd_data_scratch, 0},
     [IR_OP_RELAYOUT] = {rt_cpu_relayout, NULL, 0},

@@ -111,6 +111,7 @@ int rt_cpu_fused_conv2d_bn(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_add_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n);
 
 /* rt_cpu_layout.c: relayout and cast */
 int rt_cpu_relayout(RtCpu *x, const IrNode *n);

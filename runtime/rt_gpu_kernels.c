@@ -244,8 +244,9 @@ static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* --- elementwise (eltwise.cu) ----------------------------------------------- */
 
+/* Inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
 static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, RtKArg a0, RtKArg a1,
-                   RtKArg o0) {
+                   RtKArg a2, RtKArg o0) {
   if (!is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
   int v = flat_vec(dt);
   if (begin(e, stage)) return -1;
@@ -253,7 +254,7 @@ static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64
   def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
   def(e, "NETC_VEC", "%d", v);
   def(e, "NETC_N", "%lldLL", (long long)count);
-  ARGS(e, a0, a1, o0, o0); /* out1 is unused by these ops */
+  ARGS(e, a0, a1, a2, o0, o0); /* out1 is unused by these ops */
   int64_t units = count / v > count % v ? count / v : count % v;
   return end(e, "eltwise.cu", grid_1d(e, units), 1, BLOCK, 1);
 }
@@ -264,11 +265,13 @@ static int emit_eltwise(Emit *e) {
   for (int i = 1; i < e->n->nin; i++)
     if (in_type(e, i)->dtype != t->dtype) return fail(e, "inputs of different dtypes");
   switch (e->n->op) {
-  case IR_OP_RELU: return eltwise(e, "", "NETC_OP_RELU_FWD", t->dtype, n, in(0), in(0), out(0));
-  case IR_OP_ADD: return eltwise(e, "", "NETC_OP_ADD_FWD", t->dtype, n, in(0), in(1), out(0));
-  case IR_OP_ADD_RELU: return eltwise(e, "", "NETC_OP_ADD_RELU_FWD", t->dtype, n, in(0), in(1), out(0));
+  case IR_OP_RELU: return eltwise(e, "", "NETC_OP_RELU_FWD", t->dtype, n, in(0), in(0), in(0), out(0));
+  case IR_OP_ADD: return eltwise(e, "", "NETC_OP_ADD_FWD", t->dtype, n, in(0), in(1), in(1), out(0));
+  case IR_OP_ADD_RELU: return eltwise(e, "", "NETC_OP_ADD_RELU_FWD", t->dtype, n, in(0), in(1), in(1), out(0));
+  case IR_OP_SUM_RELU_BWD: /* (a, b, y): the template takes (y, a, b) */
+    return eltwise(e, "", "NETC_OP_SUM_RELU_BWD", t->dtype, n, in(2), in(0), in(1), out(0));
   default: /* relu_bwd (dy, y): the template takes (y, dy) */
-    return eltwise(e, "", "NETC_OP_RELU_BWD", t->dtype, n, in(1), in(0), out(0));
+    return eltwise(e, "", "NETC_OP_RELU_BWD", t->dtype, n, in(1), in(0), in(0), out(0));
   }
 }
 
@@ -454,7 +457,7 @@ static int emit_conv(Emit *e) {
   case IR_OP_CONV2D_BWD_DATA_RELU:
     if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
     return eltwise(e, "mask", "NETC_OP_RELU_BWD", out_type(e, 0)->dtype, numel(e, out_type(e, 0)), in(2), out(0),
-                   out(0));
+                   out(0), out(0));
   case IR_OP_CONV2D_BN:
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
@@ -757,7 +760,8 @@ static int emit_node(Emit *e) {
   case IR_OP_RELU:
   case IR_OP_ADD:
   case IR_OP_ADD_RELU:
-  case IR_OP_RELU_BWD: return emit_eltwise(e);
+  case IR_OP_RELU_BWD:
+  case IR_OP_SUM_RELU_BWD: return emit_eltwise(e);
   case IR_OP_CONV2D:
   case IR_OP_CONV2D_BWD_DATA:
   case IR_OP_CONV2D_BWD_WEIGHT:

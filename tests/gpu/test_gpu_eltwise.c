@@ -169,7 +169,7 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   if (!ok) goto done;
 
   unsigned grid = gpu_eltwise_grid(n, vec, (unsigned)g->info.sm_count * 8u);
-  void *params[] = {&din[0], &din[1], &dout[0], &dout[1]};
+  void *params[] = {&din[0], &din[1], &din[1], &dout[0], &dout[1]}; /* in2 unused by these ops */
   CUstream st = rt_cuda_ctx_stream(g->ctx);
   if (RT_CU(api, LaunchKernel,
             (fn, grid, 1, 1, GPU_ELTWISE_BLOCK, 1, 1, 0, st, params, NULL),
