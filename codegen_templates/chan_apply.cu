@@ -1,12 +1,14 @@
 /* chan_apply.cu - the per-element pass of a per-channel op on a
  * channels-last tensor ([ROWS, C], element i has channel i % C), after
- * chan_finalize.cu made its coefficients coef[3][C]:
+ * chan_finalize.cu made its coefficients coef[4][C] (the fourth row only for the relu mask):
  *
  *   NETC_APPLY_AFFINE  y = (x - coef[2C+c]) * coef[c] + coef[C+c], then
  *                      relu with NETC_RELU (batch norm forward)
  *   NETC_APPLY_BIAS    y = x + bias[c]  (a convolution's bias)
  *   NETC_APPLY_BWD     dx = coef[c]*g + coef[C+c]*(x - mean[c]) + coef[2C+c],
- *                      g = dy, masked by y > 0 with NETC_RELU (batch-norm backward)
+ *                      g = dy, with NETC_RELU masked by the batch norm's output
+ *                      recomputed from x: (x - mean[c]) * coef[c] + coef[3C+c] > 0
+ *                      (coef[c] is gamma*invstd, coef[3C+c] beta; batch-norm backward)
  *
  * Parameters: NETC_KERNEL_NAME, the op (defined to 1), NETC_RELU (0/1),
  * NETC_TX (storage type of x, dy, y and the result), NETC_TB (of bias),
@@ -36,7 +38,7 @@ static constexpr bool FIXED = STRIDE % CV == 0; /* a thread's channels never cha
 
 /* Per-channel coefficients of channels c0..c0+V-1: k[0..2] as the op uses them. */
 struct Coef {
-  float k[4][V];
+  float k[5][V];
 };
 
 #if defined(NETC_APPLY_AFFINE)
@@ -59,7 +61,7 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
 #pragma unroll
   for (int j = 0; j < V; j++)
     q.k[0][j] = coef[c0 + j], q.k[1][j] = coef[NETC_C + c0 + j], q.k[2][j] = coef[2 * NETC_C + c0 + j],
-    q.k[3][j] = mean[c0 + j];
+    q.k[3][j] = mean[c0 + j], q.k[4][j] = NETC_RELU ? coef[3 * NETC_C + c0 + j] : 0.0f;
   return q;
 }
 #endif
@@ -70,7 +72,7 @@ NETC_KERNEL_NAME(const tx_t *x, const float *coef, tx_t *out)
 #elif defined(NETC_APPLY_BIAS)
 NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, tx_t *out)
 #elif defined(NETC_APPLY_BWD)
-NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const tx_t *ymask, const float *mean, const float *coef, tx_t *out)
+NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *coef, tx_t *out)
 #else
 #error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS or NETC_APPLY_BWD"
 #endif
@@ -91,9 +93,6 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const tx_t *ymask, const float *
     netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i), vo;
 #if defined(NETC_APPLY_BWD)
     netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, i);
-#if NETC_RELU
-    netc_vec<tx_t, V> vm = netc_vld<tx_t, V>(ymask, i);
-#endif
 #endif
 #pragma unroll
     for (int j = 0; j < V; j++) {
@@ -108,10 +107,11 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const tx_t *ymask, const float *
       r = xv + q.k[0][j];
 #else
       float g = netc_ld(vd.v[j]);
+      const float xc = xv - q.k[3][j];
 #if NETC_RELU
-      g = netc_ld(vm.v[j]) > 0.0f ? g : 0.0f;
+      g = xc * q.k[0][j] + q.k[4][j] > 0.0f ? g : 0.0f;
 #endif
-      r = q.k[0][j] * g + q.k[1][j] * (xv - q.k[3][j]) + q.k[2][j];
+      r = q.k[0][j] * g + q.k[1][j] * xc + q.k[2][j];
 #endif
       vo.v[j] = netc_cv<tx_t>(r);
     }

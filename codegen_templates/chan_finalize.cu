@@ -1,7 +1,7 @@
 /* chan_finalize.cu - per-channel results from chan_reduce.cu's partial sums
  * (or, for inference batch norm, from the running statistics): one thread
  * per channel adds the G partials in f64 and writes the node's per-channel
- * outputs and the coefficients chan_apply.cu uses, coef[3][C].
+ * outputs and the coefficients chan_apply.cu uses, coef[4][C].
  *
  * Parameters: NETC_KERNEL_NAME; one of NETC_FIN_TRAIN, NETC_FIN_INFER,
  * NETC_FIN_BWD, NETC_FIN_SUM defined to 1; NETC_C; NETC_G (partials per
@@ -16,7 +16,8 @@
  *          coef = {gamma*invstd, beta, mean}
  *   INFER  coef = {gamma/sqrt(running_var + eps), beta, running_mean}
  *   BWD    dbeta = S1, dgamma = S2 (sum dy*xhat); with k = gamma*invstd:
- *          coef = {k, -k*invstd*S2/M, -k*S1/M}  (dx = A*dy + B*(x-mean) + D)
+ *          coef = {k, -k*invstd*S2/M, -k*S1/M, beta}  (dx = A*dy + B*(x-mean) + D;
+ *          beta for the relu mask of batchnorm_relu_bwd, (x-mean)*k + beta > 0)
  *   SUM    out = S1
  * These are runtime/rt_ref_bn.c's formulas, f64 where it uses double. */
 
@@ -36,8 +37,9 @@ NETC_KERNEL_NAME(const float *__restrict__ gamma, const float *__restrict__ beta
                  const float *__restrict__ running_mean, const float *__restrict__ running_var,
                  float *__restrict__ coef)
 #elif defined(NETC_FIN_BWD)
-NETC_KERNEL_NAME(const float *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ invstd,
-                 float *__restrict__ dgamma, float *__restrict__ dbeta, float *__restrict__ coef)
+NETC_KERNEL_NAME(const float *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ beta,
+                 const float *__restrict__ invstd, float *__restrict__ dgamma, float *__restrict__ dbeta,
+                 float *__restrict__ coef)
 #elif defined(NETC_FIN_SUM)
 NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
 #else
@@ -80,6 +82,7 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
   coef[c] = (float)k;
   coef[C + c] = (float)(-k * (s2 / M) * invstd[c]);
   coef[2 * C + c] = (float)(-k * s1 / M);
+  coef[3 * C + c] = beta[c];
 #else
   out[c] = (float)s1;
 #endif

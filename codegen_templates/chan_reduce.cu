@@ -6,7 +6,9 @@
  * Parameters (#defines):
  *   NETC_KERNEL_NAME
  *   NETC_RED_STATS | NETC_RED_BWD | NETC_RED_SUM  the op, defined to 1
- *   NETC_RELU    BWD: 1 to mask dy by y > 0 (batchnorm_relu_bwd), else 0
+ *   NETC_RELU    BWD: 1 to mask dy by the batch norm's output, recomputed from
+ *                x: (x - mean) * (float)(gamma*invstd) + beta > 0
+ *                (batchnorm_relu_bwd), else 0
  *   NETC_TX      storage type of the tensors read (float, netc_f16, netc_bf16)
  *   NETC_ROWS, NETC_C   the tensor's shape
  *   NETC_V       channels per vector access (C % V == 0)
@@ -21,7 +23,7 @@
  *   STATS  sum (x - x[0,c])         sum (x - x[0,c])^2   (shifted by the first row,
  *                                   so a large mean does not cancel the variance)
  *   BWD    sum g                    sum g * (x - mean[c]) * invstd[c],
- *                                   g = dy (masked by y > 0 with RELU)
+ *                                   g = dy (masked with RELU, above)
  *   SUM    sum dy                   -
  *
  * Sums are f32 within a block; chan_finalize.cu adds blocks in f64. */
@@ -47,8 +49,9 @@ extern "C" __global__ void __launch_bounds__(NETC_BX *NETC_BY)
 #if defined(NETC_RED_STATS)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, float *__restrict__ part)
 #elif defined(NETC_RED_BWD)
-NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const tx_t *__restrict__ x, const tx_t *__restrict__ y,
-                 const float *__restrict__ mean, const float *__restrict__ invstd, float *__restrict__ part)
+NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const tx_t *__restrict__ x, const float *__restrict__ gamma,
+                 const float *__restrict__ beta, const float *__restrict__ mean, const float *__restrict__ invstd,
+                 float *__restrict__ part)
 #elif defined(NETC_RED_SUM)
 NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
 #else
@@ -70,10 +73,17 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
     for (int j = 0; j < V; j++) k0[j] = netc_ld(first.v[j]);
 #elif defined(NETC_RED_BWD)
     float k0[V], k1[V]; /* mean, invstd */
+#if NETC_RELU
+    float ks[V], kb[V]; /* the forward's scale gamma*invstd and beta: the relu's mask */
+#endif
 #pragma unroll
     for (int j = 0; j < V; j++) {
       k0[j] = mean[cv * V + j];
       k1[j] = invstd[cv * V + j];
+#if NETC_RELU
+      ks[j] = (float)((double)gamma[cv * V + j] * k1[j]);
+      kb[j] = beta[cv * V + j];
+#endif
     }
 #endif
     for (long long r = (long long)blockIdx.x * NETC_BY + ty; r < rows; r += (long long)gridDim.x * NETC_BY) {
@@ -88,17 +98,15 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
       }
 #elif defined(NETC_RED_BWD)
       netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, at), vx = netc_vld<tx_t, V>(x, at);
-#if NETC_RELU
-      netc_vec<tx_t, V> vy = netc_vld<tx_t, V>(y, at);
-#endif
 #pragma unroll
       for (int j = 0; j < V; j++) {
         float g = netc_ld(vd.v[j]);
+        const float xc = netc_ld(vx.v[j]) - k0[j];
 #if NETC_RELU
-        g = netc_ld(vy.v[j]) > 0.0f ? g : 0.0f;
+        g = xc * ks[j] + kb[j] > 0.0f ? g : 0.0f;
 #endif
         s1[j] += g;
-        s2[j] += g * ((netc_ld(vx.v[j]) - k0[j]) * k1[j]);
+        s2[j] += g * (xc * k1[j]);
       }
 #else
       netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, at);

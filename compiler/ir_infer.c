@@ -481,21 +481,18 @@ static int infer_conv2d_bn(Ctx *c, IrType *out) {
 }
 
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
+/* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z. */
 static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
-  const IrType *dy = in_type(c, 0), *y = in_type(c, 1), *z = in_type(c, 2);
+  const IrType *dy = in_type(c, 0), *z = in_type(c, 2);
   char b1[96], b2[96];
-  for (int i = 1; i < 3; i++) {
-    const IrType *t = in_type(c, i);
-    if (t->rank != dy->rank || memcmp(t->dim, dy->dim, sizeof dy->dim[0] * (size_t)dy->rank) || t->layout != dy->layout)
-      return fail(c, "batchnorm_relu_bwd input %s does not match gradient %s", ir_type_str(t, b1, sizeof b1),
-                  ir_type_str(dy, b2, sizeof b2));
-  }
+  if (z->rank != dy->rank || memcmp(z->dim, dy->dim, sizeof dy->dim[0] * (size_t)dy->rank) || z->layout != dy->layout)
+    return fail(c, "batchnorm_relu_bwd input %s does not match gradient %s", ir_type_str(z, b1, sizeof b1),
+                ir_type_str(dy, b2, sizeof b2));
   int64_t C = chan(z);
-  if (bn_vectors(c, 3, 6, C)) return -1;
+  if (bn_vectors(c, 1, 2, C) || bn_vectors(c, 3, 6, C)) return -1;
   out[0] = *z;
   out[0].dtype = dy->dtype;
   out[1] = out[2] = vec_f32(C);
-  (void)y;
   return 0;
 }
 

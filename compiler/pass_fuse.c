@@ -9,7 +9,7 @@
  *   conv2d(x, w) -> batchnorm_train [-> relu]   => conv2d_bn_train {... relu}
  *   conv2d(x, w) -> batchnorm [-> relu]         => conv2d_bn {... relu}
  *   add -> relu                                 => add_relu
- *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, y, z, ...)
+ *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, beta, z, ...)
  *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
  *   add(a, b) -> relu_bwd(., y)                 => sum_relu_bwd(a, b, y)
  *
@@ -178,7 +178,9 @@ static int match_add_relu(Fz *f, int a) {
   return commit(f, &u);
 }
 
-/* relu_bwd(dy, y) -> batchnorm_bwd(masked, z, gamma, mean, invstd) */
+/* relu_bwd(dy, y) -> batchnorm_bwd(masked, z, gamma, mean, invstd) where y
+ * is relu of that batch norm's output: the fused node recomputes the mask
+ * from z (z's normalization and beta), so the backward never reads y. */
 static int match_bn_relu_bwd(Fz *f, int rb) {
   const IrNode *mask = node(f, rb);
   if (mask->op != IR_OP_RELU_BWD) return 0;
@@ -187,10 +189,16 @@ static int match_bn_relu_bwd(Fz *f, int rb) {
       !same_precision(f, rb, b))
     return 0;
   const IrNode *bb = node(f, b);
+  int fwd = f->g->val[bb->in[3]].def, relu = f->g->val[mask->in[1]].def; /* the batch norm, the relu */
+  if (fwd < 0 || relu < 0 || node(f, fwd)->op != IR_OP_BATCHNORM_TRAIN || node(f, fwd)->out[1] != bb->in[3] ||
+      node(f, fwd)->in[0] != bb->in[1] || node(f, relu)->op != IR_OP_RELU ||
+      node(f, relu)->in[0] != node(f, fwd)->out[0])
+    return 0;
+  int beta = node(f, fwd)->in[2];
   for (int i = 1; i < 5; i++)
     if (!ready_before(f, bb->in[i], rb)) return 0;
   Fusion u = {.op = IR_OP_BATCHNORM_RELU_BWD, .member = {rb, b}, .nmember = 2,
-              .in = {mask->in[0], mask->in[1], bb->in[1], bb->in[2], bb->in[3], bb->in[4]}, .nin = 6,
+              .in = {mask->in[0], beta, bb->in[1], bb->in[2], bb->in[3], bb->in[4]}, .nin = 6,
               .from = {bb->out[0], bb->out[1], bb->out[2]}, .nout = 3};
   return commit(f, &u);
 }

@@ -273,6 +273,8 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg);
 typedef struct NetBenchResult {
   double ms_per_step, images_per_s;
   size_t device_bytes;        /* peak device memory the executor holds (GPU), or 0 */
+  size_t activation_bytes, param_bytes, scratch_bytes; /* its parts: the activation arena (the memory
+                               * plan), parameters and state, kernel scratch and cuDNN workspace */
   int cache_hit;              /* kernels came from the NVRTC cache */
 } NetBenchResult;
 

@@ -187,6 +187,14 @@ size_t net_exec_device_bytes(const NetExec *x) {
   return 0;
 }
 
+void net_exec_memory(const NetExec *x, size_t part[3]) {
+  part[0] = part[1] = part[2] = 0;
+#ifdef NET_HAVE_GPU
+  if (x && x->gpu) rt_gpu_memory(x->dev, &part[0], &part[1], &part[2]);
+#endif
+  (void)x;
+}
+
 int net_exec_cache_hit(const NetExec *x) {
 #ifdef NET_HAVE_GPU
   if (x && x->gpu) return rt_gpu_cache_hit(x->dev);

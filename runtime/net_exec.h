@@ -36,6 +36,9 @@ NetStatus net_exec_run(NetExec *x, char *err, size_t len);
 /* Milliseconds of `steps` runs after `warmup` untimed ones (events on the GPU). */
 NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err, size_t len);
 size_t net_exec_device_bytes(const NetExec *x);
+/* GPU: bytes of the activation arena, the parameters and state, and the
+ * scratch with the cuDNN workspace; zeros on the CPU. */
+void net_exec_memory(const NetExec *x, size_t part[3]);
 int net_exec_cache_hit(const NetExec *x);
 
 #endif

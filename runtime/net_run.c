@@ -221,6 +221,9 @@ NetStatus net_bench(NetModel *m, int inference, int steps, NetBenchResult *r) {
   r->ms_per_step = ms / steps;
   r->images_per_s = r->ms_per_step > 0 ? (double)m->batch * 1000.0 / r->ms_per_step : 0;
   r->device_bytes = net_exec_device_bytes(m->xt) + net_exec_device_bytes(m->xi);
+  size_t part[3];
+  net_exec_memory(x, part);
+  r->activation_bytes = part[0], r->param_bytes = part[1], r->scratch_bytes = part[2];
   r->cache_hit = net_exec_cache_hit(x);
   return NET_OK;
 }

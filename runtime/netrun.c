@@ -589,9 +589,14 @@ static int cmd_bench(int argc, char **argv) {
   if (s) {
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
   } else {
+    const double gib = 1073741824.0;
     printf("netrun: bench %s %s batch %lld on %s: %.3f ms/step, %.0f images/s, peak device memory %.2f GiB%s\n",
            o.model, o.inference ? "inference" : "training", (long long)net_batch(m), where(m), r.ms_per_step,
-           r.images_per_s, (double)r.device_bytes / 1073741824.0, r.cache_hit ? " (kernels cached)" : "");
+           r.images_per_s, (double)r.device_bytes / gib, r.cache_hit ? " (kernels cached)" : "");
+    if (r.device_bytes)
+      printf("netrun: device memory: activations %.2f GiB, parameters and state %.2f GiB, scratch and cuDNN "
+             "workspace %.2f GiB\n",
+             (double)r.activation_bytes / gib, (double)r.param_bytes / gib, (double)r.scratch_bytes / gib);
   }
   net_free(m);
   return s ? EXIT_FAIL : 0;

@@ -91,13 +91,16 @@ int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n) {
   return rt_cpu_op_check(x, n, rt_ref_relu_bwd(count, rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
 }
 
-/* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
- * batchnorm_bwd(relu_bwd(dy, y), z, gamma, mean, invstd). */
+/* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
+ * batchnorm_bwd(relu_bwd(dy, relu(batchnorm(z))), z, gamma, mean, invstd),
+ * the mask recomputed from z (rt_ref_bn_relu_mask). */
 int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 2));
   float *dz = rt_cpu_op_out(x, n, 0);
-  if (rt_cpu_op_check(x, n, rt_ref_relu_bwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0), dz),
-                      "rt_ref_relu_bwd"))
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_bn_relu_mask(&zs, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 3),
+                                          rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), dz),
+                      "rt_ref_bn_relu_mask"))
     return -1;
   return rt_cpu_op_check(x, n,
                          rt_ref_batchnorm_bwd(&zs, rt_cpu_op_in(x, n, 2), dz, rt_cpu_op_in(x, n, 3),

@@ -93,6 +93,8 @@ struct RtCudnn {
   TuneEntry *entries;  /* remembered winners */
   int nentries, entries_cap;
   int cached, timed, heuristic;
+  int64_t ws_cap;      /* rt_cudnn_workspace_cap; 0: none */
+  int capped;          /* configurations skipped for the cap by the plan being built */
 };
 
 
@@ -536,6 +538,11 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
     int64_t ws = 0;
     cudnnBackendDescriptor_t plan = make_plan(h, p, cfgs[i], &ws, err, errlen);
     if (!plan) continue;
+    if (h->ws_cap > 0 && ws > h->ws_cap) {
+      h->capped++;
+      destroy(h->dnn, &plan);
+      continue;
+    }
     tried++;
     float ms = 0;
     if (h->tune) {
@@ -664,6 +671,10 @@ RtCudaStatus rt_cudnn_tune_cache(RtCudnn *h, const char *path, char *err, size_t
   return RT_CUDA_OK;
 }
 
+void rt_cudnn_workspace_cap(RtCudnn *h, size_t bytes) {
+  if (h) h->ws_cap = (int64_t)bytes;
+}
+
 void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic) {
   if (cached) *cached = h ? h->cached : 0;
   if (timed) *timed = h ? h->timed : 0;
@@ -682,7 +693,11 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   int64_t total = 0;
   int acceptable = 0;
   RtCudaStatus heur = RT_CUDA_OK;
+  h->capped = 0;
+  int64_t cap = h->ws_cap;
   for (size_t m = 0; m < 2 && !p->plan && !s; m++) {
+    /* nothing within the workspace cap: the modes again without it */
+    if (m == 1 && !p->plan && h->capped && h->ws_cap) h->ws_cap = 0, m = 0;
     cudnnBackendDescriptor_t *cfgs = NULL;
     int64_t n = 0;
     /* a mode that fails (not every mode covers every graph) leaves the next */
@@ -692,6 +707,7 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
     for (int64_t i = 0; i < n; i++) destroy(h->dnn, &cfgs[i]);
     free(cfgs);
   }
+  h->ws_cap = cap;
   tune_bufs_free(h->cu, &b);
   if (s) return s;
   if (!p->plan) {

@@ -53,6 +53,10 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
  * unreadable or malformed file is ignored (the tuning simply runs).  No-op
  * when the handle does not tune. */
 RtCudaStatus rt_cudnn_tune_cache(RtCudnn *h, const char *path, char *err, size_t errlen);
+/* Plans made from now on skip engine configurations that need more than
+ * `bytes` of workspace (0: no limit), unless none within it finalizes.
+ * The workspace is device memory held for the executor's lifetime. */
+void rt_cudnn_workspace_cap(RtCudnn *h, size_t bytes);
 /* How the handle chose its plans so far: from the tuning cache, by timing
  * the candidates, or heuristics' first choice. */
 void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic);

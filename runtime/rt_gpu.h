@@ -64,6 +64,9 @@ RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevic
                                char *err, size_t errlen);
 /* Bytes of device memory the executor holds (arena, parameters, scratch). */
 size_t rt_gpu_device_bytes(const RtGpu *x);
+/* The same in parts: the activation arena, the parameters and state, and
+ * the kernel scratch with the cuDNN workspace (any may be NULL). */
+void rt_gpu_memory(const RtGpu *x, size_t *arena, size_t *persist, size_t *scratch);
 /* 1 when the last rt_gpu_new found its cubin in the cache. */
 int rt_gpu_cache_hit(const RtGpu *x);
 /* 1 when the last rt_gpu_new took RtGpuOpts.prebuilt's cubin (no NVRTC call). */

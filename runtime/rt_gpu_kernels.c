@@ -281,7 +281,7 @@ typedef struct Chan {
   int64_t rows;
   int C, V, bx, by, G, gy;
   IrDtype dt;
-  size_t coef; /* scratch offset of coef[3][C] */
+  size_t coef; /* scratch offset of coef[4][C] */
 } Chan;
 
 /* Shape and reduction geometry of per-channel work on tensor t. */
@@ -317,7 +317,7 @@ static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
   chan_defs(e, c);
   def(e, "NETC_BX", "%d", c->bx);
   def(e, "NETC_BY", "%d", c->by);
-  need_scratch(e, c->coef + (size_t)3 * c->C * sizeof(float));
+  need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
   return end(e, "chan_reduce.cu", (unsigned)c->G, (unsigned)c->gy, (unsigned)c->bx, (unsigned)c->by);
 }
 
@@ -330,7 +330,7 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   def(e, "NETC_M", "%lldLL", (long long)c->rows);
   def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
   def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
-  need_scratch(e, c->coef + (size_t)3 * c->C * sizeof(float));
+  need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
   return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_BLOCK - 1) / FIN_BLOCK), 1, FIN_BLOCK, 1);
 }
 
@@ -381,20 +381,22 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
 }
 
 /* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
- * (dy, y, z, gamma, mean, invstd) -> dx, dgamma, dbeta. */
+ * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta.  The relu's
+ * mask is recomputed from z with beta (the kernels take gamma twice in its
+ * place without one). */
 static int bn_bwd(Emit *e, int relu) {
   int xi = relu ? 2 : 1, p = relu ? 3 : 2;
-  RtKArg dy = in(0), x = in(xi), mask = relu ? in(1) : in(0);
+  RtKArg dy = in(0), x = in(xi), beta = relu ? in(1) : in(p);
   Chan c;
-  if (chan_plan(e, in_type(e, xi), &c) || check_f32(e, p, p + 2, 1, 2)) return -1;
-  if (in_type(e, 0)->dtype != c.dt || (relu && in_type(e, 1)->dtype != c.dt))
-    return fail(e, "dy, y and x must share a dtype");
+  if (chan_plan(e, in_type(e, xi), &c) || check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, 1, 1, 1, 0)))
+    return -1;
+  if (in_type(e, 0)->dtype != c.dt) return fail(e, "dy and x must share a dtype");
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
-  ARGS(e, dy, x, mask, in(p + 1), in(p + 2), scratch(0));
+  ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
-  ARGS(e, scratch(0), in(p), in(p + 2), out(1), out(2), scratch(c.coef));
+  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
   if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
-  ARGS(e, dy, x, mask, in(p + 1), scratch(c.coef), out(0));
+  ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
   return 0;
 }
 

@@ -145,6 +145,15 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
                          const float *gamma, const float *save_mean,
                          const float *save_invstd, float *dx, float *dgamma,
                          float *dbeta);
+/* The gradient through relu(batchnorm(x)) up to the batch norm's output,
+ * with the relu's mask recomputed from x:
+ *   g = (x - mean) * k + beta > 0 ? dy : 0,   k = (float)(gamma * invstd)
+ * (k in double, rounded once, as the batch norm's forward coefficient).
+ * g may be dy (in place). */
+int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
+                        const float *gamma, const float *beta,
+                        const float *save_mean, const float *save_invstd,
+                        float *g);
 
 /* --- elementwise (rt_ref_eltwise.c) --------------------------------------
  * All take n elements; y may alias an input. */

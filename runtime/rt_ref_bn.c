@@ -193,3 +193,22 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
   free(coef);
   return RT_REF_OK;
 }
+
+int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
+                        const float *gamma, const float *beta,
+                        const float *save_mean, const float *save_invstd,
+                        float *g) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !dy || !gamma || !beta || !save_mean || !save_invstd || !g) return RT_REF_EARG;
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W;
+  for (int n = 0; n < xs->N; n++)
+    for (int c = 0; c < C; c++) {
+      const float k = (float)((double)gamma[c] * save_invstd[c]), m = save_mean[c], b = beta[c];
+      for (int64_t p = 0; p < hw; p++) {
+        int64_t i = xs->layout == RT_REF_NCHW ? ((int64_t)n * C + c) * hw + p : ((int64_t)n * hw + p) * C + c;
+        g[i] = (x[i] - m) * k + b > 0.0f ? dy[i] : 0.0f;
+      }
+    }
+  return RT_REF_OK;
+}

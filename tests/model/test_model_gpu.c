@@ -8,8 +8,11 @@
  * state and inputs, must agree with the CPU executor on the loss, the
  * logits and every parameter and state value to 1e-4 relative to each
  * tensor's largest magnitude (fp32; cuDNN picks its own algorithms, as in
- * tests/gpu_exec).  Without a GPU the model is still opened and checked,
- * then the test exits 77. */
+ * tests/gpu_exec).  Then the fallback: the same model told that its cubins
+ * were made for another arch (sm_80) must not use them -- the executor
+ * JIT-compiles the embedded source with NVRTC -- and must agree with the
+ * CPU executor the same way.  Without a GPU the model is still opened and
+ * checked, then the test exits 77. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,8 @@ static int compared(const IrGraph *g, int v) {
   return g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE;
 }
 
-static void run_graph(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *prog, const char *arch) {
+static void run_graph(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *prog, const char *arch,
+                      int expect_prebuilt) {
   char err[4096];
   RtGpuOpts o = {.device = 0, .prebuilt = prog, .prebuilt_arch = arch};
   RtGpu *gpu = NULL;
@@ -36,7 +40,10 @@ static void run_graph(const char *what, const IrGraph *g, int64_t batch, const R
     CHECK(0, "%s: rt_gpu_new: %s", what, err);
     return;
   }
-  CHECK(rt_gpu_prebuilt_hit(gpu), "%s: the executor took the model's cubin (no NVRTC)", what);
+  if (expect_prebuilt)
+    CHECK(rt_gpu_prebuilt_hit(gpu), "%s: the executor took the model's cubin (no NVRTC)", what);
+  else
+    CHECK(!rt_gpu_prebuilt_hit(gpu), "%s: a cubin for %s is not used on this GPU (JIT from the source)", what, arch);
   if (rt_cpu_new(g, batch, &cpu, err, sizeof err)) {
     CHECK(0, "%s: rt_cpu_new: %s", what, err);
     goto done;
@@ -109,8 +116,9 @@ int main(int argc, char **argv) {
     arena_free(&a);
     return check_nfail ? check_report() : 77;
   }
-  run_graph("training", m.train, m.batch, &m.train_prog, m.arch);
-  run_graph("inference", m.infer, m.batch, &m.infer_prog, m.arch);
+  run_graph("training", m.train, m.batch, &m.train_prog, m.arch, 1);
+  run_graph("inference", m.infer, m.batch, &m.infer_prog, m.arch, 1);
+  run_graph("training, cubin for sm_80", m.train, m.batch, &m.train_prog, "sm_80", 0);
   rt_model_close(&m);
   arena_free(&a);
   return check_report();
