@@ -90,6 +90,28 @@ static void setup(struct jpeg_decompress_struct *ci, Fail *f) {
   f->mgr.emit_message = on_message;
 }
 
+/* One decoder over a file (fp) or a buffer (buf, n); name for messages. */
+static RtJpegStatus decode_from(FILE *fp, const uint8_t *buf, size_t n, const char *name, int min_short,
+                                RtImage *out, char *err, size_t errmax) {
+  struct jpeg_decompress_struct ci;
+  Fail f;
+  setup(&ci, &f);
+  RtJpegStatus s;
+  if (setjmp(f.jump)) {
+    snprintf(err, errmax, "%s: cannot start the JPEG decoder", name);
+    s = RT_JPEG_ERR_NOMEM;
+  } else {
+    jpeg_create_decompress(&ci);
+    if (fp)
+      jpeg_stdio_src(&ci, fp);
+    else
+      jpeg_mem_src(&ci, buf, (unsigned long)n);
+    s = decode(&ci, &f, name, min_short, out, err, errmax);
+  }
+  jpeg_destroy_decompress(&ci);
+  return s;
+}
+
 RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, char *err, size_t errmax) {
   memset(out, 0, sizeof *out);
   FILE *fp = fopen(path, "rb");
@@ -97,19 +119,7 @@ RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, 
     snprintf(err, errmax, "%s: cannot open", path);
     return RT_JPEG_ERR_IO;
   }
-  struct jpeg_decompress_struct ci;
-  Fail f;
-  setup(&ci, &f);
-  RtJpegStatus s;
-  if (setjmp(f.jump)) {
-    snprintf(err, errmax, "%s: cannot start the JPEG decoder", path);
-    s = RT_JPEG_ERR_NOMEM;
-  } else {
-    jpeg_create_decompress(&ci);
-    jpeg_stdio_src(&ci, fp);
-    s = decode(&ci, &f, path, min_short, out, err, errmax);
-  }
-  jpeg_destroy_decompress(&ci);
+  RtJpegStatus s = decode_from(fp, NULL, 0, path, min_short, out, err, errmax);
   fclose(fp);
   return s;
 }
@@ -121,20 +131,7 @@ RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, 
     snprintf(err, errmax, "%s: empty file", name);
     return RT_JPEG_ERR_FORMAT;
   }
-  struct jpeg_decompress_struct ci;
-  Fail f;
-  setup(&ci, &f);
-  RtJpegStatus s;
-  if (setjmp(f.jump)) {
-    snprintf(err, errmax, "%s: cannot start the JPEG decoder", name);
-    s = RT_JPEG_ERR_NOMEM;
-  } else {
-    jpeg_create_decompress(&ci);
-    jpeg_mem_src(&ci, buf, (unsigned long)n);
-    s = decode(&ci, &f, name, min_short, out, err, errmax);
-  }
-  jpeg_destroy_decompress(&ci);
-  return s;
+  return decode_from(NULL, buf, n, name, min_short, out, err, errmax);
 }
 
 void rt_image_free(RtImage *im) {

@@ -177,7 +177,9 @@ def netc_step(args, weights, inputs, precision, scale, steps=1, lr=LR):
         raise RuntimeError(f"netrun step --precision {precision} exited {r.returncode}")
     if steps > 1:
         with open(out + ".csv") as f:
-            return [float(line.split(",")[1]) for line in f.readlines()[1:]]
+            rows = [line.split(",") for line in f.readlines()[1:]]
+        args.scales[precision] = [float(r[2]) for r in rows]
+        return [float(r[1]) for r in rows]
     return load(out)
 
 
@@ -228,10 +230,14 @@ def curves(args, state, weights, device):
     n16 = netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, CURVE_LR)
     print(f"\nloss curves: {S} SGD steps (lr {CURVE_LR}, batch {N}, 5 distinct batches cycled)")
     print(f"{'step':>4s} {'torch fp32':>11s} {'netc fp32':>11s} {'torch amp16':>11s} {'netc fp16':>11s} "
-          f"{'torch nudged':>12s}")
+          f"{'torch nudged':>12s} {'netc fp16 scale':>15s}")
+    sc = args.scales.get("fp16", [])
     for i in range(S):
         if i < 5 or i % 5 == 4 or i == S - 1:
-            print(f"{i + 1:4d} {t32[i]:11.6f} {n32[i]:11.6f} {t16[i]:11.6f} {n16[i]:11.6f} {t32n[i]:12.6f}")
+            print(f"{i + 1:4d} {t32[i]:11.6f} {n32[i]:11.6f} {t16[i]:11.6f} {n16[i]:11.6f} {t32n[i]:12.6f} "
+                  f"{sc[i] if i < len(sc) else 0:15g}")
+    skipped = sum(1 for a, b in zip(sc, sc[1:]) if b < a)
+    print(f"netc fp16: {skipped} step(s) skipped for overflow (the dynamic loss scale backed off)")
     fmt = lambda xs: " ".join(f"{x:8.2e}" for x in xs)
     print(f"curve torch fp32, images+1e-6      10-step windows {fmt(drift[1])}  worst step {drift[0]:8.2e}  (info)")
     ok = True
@@ -297,6 +303,7 @@ def main():
         print("skipped: no torch")
         return 77
     args.netrun = args.netrun or os.path.join(args.root, "build", "netrun")
+    args.scales = {}
     args.work = args.work or tempfile.mkdtemp(prefix="netc-compare-")
     os.makedirs(args.work, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
