@@ -240,6 +240,9 @@ def curves(args, state, weights, device):
     print(f"netc fp16: {skipped} step(s) skipped for overflow (the dynamic loss scale backed off)")
     fmt = lambda xs: " ".join(f"{x:8.2e}" for x in xs)
     print(f"curve torch fp32, images+1e-6      10-step windows {fmt(drift[1])}  worst step {drift[0]:8.2e}  (info)")
+    amp_vs_fp32 = curve_diff(t16, t32)
+    print(f"curve torch amp16 vs torch fp32   10-step windows {fmt(amp_vs_fp32[1])}  worst step {amp_vs_fp32[0]:8.2e}  "
+          f"(info)")
     ok = True
     for title, a, b, floor in (("netc fp32 vs torch fp32", n32, t32, CURVE_CRITERIA[0]),
                                ("netc fp16 vs torch amp16", n16, t16, CURVE_CRITERIA[1])):
