@@ -29,7 +29,9 @@ PyTorch FP32, netc fp16 against PyTorch AMP) on the mean loss of each
 window of 10 steps (two passes over the 5 batches, which averages out
 which batch a step saw): each window's relative difference within 3x
 PyTorch's own drift in that window or 2% (fp32) / 5% (fp16), whichever is
-larger, and both curves ending below 80% of where they started.  The
+larger -- for fp16 the drift is also PyTorch AMP's own distance from
+PyTorch FP32 in that window, when larger, since fp16 rounding perturbs the
+trajectory far more than the 1e-6 nudge -- and both curves ending below 80% of where they started.  The
 worst single step is printed for information: on this chaotic problem
 PyTorch drifts from itself by several percent at single steps.
 
@@ -244,10 +246,13 @@ def curves(args, state, weights, device):
     print(f"curve torch amp16 vs torch fp32   10-step windows {fmt(amp_vs_fp32[1])}  worst step {amp_vs_fp32[0]:8.2e}  "
           f"(info)")
     ok = True
-    for title, a, b, floor in (("netc fp32 vs torch fp32", n32, t32, CURVE_CRITERIA[0]),
-                               ("netc fp16 vs torch amp16", n16, t16, CURVE_CRITERIA[1])):
+    # fp16's own rounding perturbs far more than a 1e-6 nudge: its allowance also
+    # counts how far PyTorch AMP itself lands from PyTorch FP32
+    fp16_drift = [max(d, e) for d, e in zip(drift[1], amp_vs_fp32[1])]
+    for title, a, b, floor, spread in (("netc fp32 vs torch fp32", n32, t32, CURVE_CRITERIA[0], drift[1]),
+                                       ("netc fp16 vs torch amp16", n16, t16, CURVE_CRITERIA[1], fp16_drift)):
         worst, windows = curve_diff(a, b)
-        crit = [max(floor, 3 * d) for d in drift[1]]
+        crit = [max(floor, 3 * d) for d in spread]
         falls = a[-1] < 0.8 * a[0] and b[-1] < 0.8 * b[0]
         passed = all(w <= c for w, c in zip(windows, crit)) and falls
         ok = ok and passed
