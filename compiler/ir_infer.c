@@ -304,12 +304,19 @@ static int infer_channel_sum(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* a and b have one shape and layout (dtypes may differ); else the failure
+ * "<what_a> A does not match <what_b> B". */
+static int need_same_shape(Ctx *c, const char *what_a, const IrType *a, const char *what_b, const IrType *b) {
+  if (a->rank == b->rank && !memcmp(a->dim, b->dim, sizeof a->dim[0] * (size_t)a->rank) && a->layout == b->layout)
+    return 0;
+  char b1[96], b2[96];
+  return fail(c, "%s %s does not match %s %s", what_a, ir_type_str(a, b1, sizeof b1), what_b,
+              ir_type_str(b, b2, sizeof b2));
+}
+
 static int infer_batchnorm_bwd(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
-  char b1[96], b2[96];
-  if (dy->rank != x->rank || memcmp(dy->dim, x->dim, sizeof dy->dim[0] * (size_t)dy->rank) || dy->layout != x->layout)
-    return fail(c, "batchnorm_bwd gradient %s does not match input %s", ir_type_str(dy, b1, sizeof b1),
-                ir_type_str(x, b2, sizeof b2));
+  if (need_same_shape(c, "batchnorm_bwd gradient", dy, "input", x)) return -1;
   int64_t C = chan(x);
   for (int i = 2; i < 5; i++) {
     const IrType *t = in_type(c, i);
@@ -323,10 +330,7 @@ static int infer_batchnorm_bwd(Ctx *c, IrType *out) {
 
 static int infer_relu_bwd(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *y = in_type(c, 1);
-  char b1[96], b2[96];
-  if (dy->rank != y->rank || memcmp(dy->dim, y->dim, sizeof dy->dim[0] * (size_t)dy->rank) || dy->layout != y->layout)
-    return fail(c, "relu_bwd gradient %s does not match output %s", ir_type_str(dy, b1, sizeof b1),
-                ir_type_str(y, b2, sizeof b2));
+  if (need_same_shape(c, "relu_bwd gradient", dy, "output", y)) return -1;
   *out = *dy;
   return 0;
 }
@@ -338,9 +342,7 @@ static int infer_sum_relu_bwd(Ctx *c, IrType *out) {
   if (!ir_type_equal(a, b))
     return fail(c, "sum_relu_bwd of mismatched gradients %s and %s", ir_type_str(a, b1, sizeof b1),
                 ir_type_str(b, b2, sizeof b2));
-  if (a->rank != y->rank || memcmp(a->dim, y->dim, sizeof a->dim[0] * (size_t)a->rank) || a->layout != y->layout)
-    return fail(c, "sum_relu_bwd gradient %s does not match output %s", ir_type_str(a, b1, sizeof b1),
-                ir_type_str(y, b2, sizeof b2));
+  if (need_same_shape(c, "sum_relu_bwd gradient", a, "output", y)) return -1;
   *out = *a;
   return 0;
 }
@@ -484,10 +486,7 @@ static int infer_conv2d_bn(Ctx *c, IrType *out) {
 /* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z. */
 static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *z = in_type(c, 2);
-  char b1[96], b2[96];
-  if (z->rank != dy->rank || memcmp(z->dim, dy->dim, sizeof dy->dim[0] * (size_t)dy->rank) || z->layout != dy->layout)
-    return fail(c, "batchnorm_relu_bwd input %s does not match gradient %s", ir_type_str(z, b1, sizeof b1),
-                ir_type_str(dy, b2, sizeof b2));
+  if (need_same_shape(c, "batchnorm_relu_bwd input", z, "gradient", dy)) return -1;
   int64_t C = chan(z);
   if (bn_vectors(c, 1, 2, C) || bn_vectors(c, 3, 6, C)) return -1;
   out[0] = *z;
@@ -499,12 +498,7 @@ static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
 /* (dy, w, y) -> conv2d_bwd_data(dy, w) masked by y > 0 */
 static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
   if (infer_conv2d_bwd_data(c, out)) return -1;
-  const IrType *y = in_type(c, 2);
-  char b1[96], b2[96];
-  if (y->rank != out->rank || memcmp(y->dim, out->dim, sizeof y->dim[0] * (size_t)y->rank) || y->layout != out->layout)
-    return fail(c, "conv2d_bwd_data_relu mask %s does not match the gradient %s", ir_type_str(y, b1, sizeof b1),
-                ir_type_str(out, b2, sizeof b2));
-  return 0;
+  return need_same_shape(c, "conv2d_bwd_data_relu mask", in_type(c, 2), "the gradient", out);
 }
 
 /* --- layout and precision ---------------------------------------------------- */
