@@ -31,6 +31,11 @@ int pipeline_find(const char *name) {
   return -1;
 }
 
+unsigned pipeline_bit(const char *name) {
+  int i = pipeline_find(name);
+  return i < 0 ? 0 : 1u << i;
+}
+
 unsigned pipeline_mask_after(const char *name) {
   unsigned mask = 0;
   for (int i = pipeline_find(name) + 1; i < NPASSES; i++) mask |= 1u << i;

@@ -36,6 +36,8 @@ typedef struct Pass {
 const Pass *pipeline_passes(int *n);
 /* Index of the pass called name, or -1.  "parse" is the lowering itself. */
 int pipeline_find(const char *name);
+/* The PassCtx.disabled bit of pass `name` (-fno-NAME), or 0 for no such pass. */
+unsigned pipeline_bit(const char *name);
 /* PassCtx.disabled bits of every pass after `name` (all passes for "parse"):
  * to stop the pipeline there. */
 unsigned pipeline_mask_after(const char *name);

@@ -25,7 +25,7 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   Diag d;
   diag_init(&d, stderr);
   PassCtx cx = {.d = &d, .inference = kg->inference, .precision = kg->precision, .precision_set = 1};
-  if (kg->no_fuse) cx.disabled |= 1u << pipeline_find("fuse");
+  if (kg->no_fuse) cx.disabled |= pipeline_bit("fuse");
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
   return g;

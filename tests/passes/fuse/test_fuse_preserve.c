@@ -30,18 +30,13 @@ static const char *const MODE_NAME[] = {"training", "inference", "forward"};
 
 static int fused_seen[IR_OP_COUNT];
 
-static unsigned pass_bit(const char *name) {
-  int i = pipeline_find(name);
-  return i < 0 ? 0 : 1u << i;
-}
-
 static IrGraph *compile(Arena *a, const char *path, Mode mode, int fuse) {
   Diag d;
   diag_init(&d, stderr);
   PassCtx cx = {.d = &d, .out = stdout, .inference = mode == INFER};
   cx.disabled = pipeline_mask_after("fuse"); /* later passes rewrite what this test compares */
-  if (!fuse) cx.disabled |= pass_bit("fuse");
-  if (mode == FORWARD) cx.disabled |= pass_bit("autodiff");
+  if (!fuse) cx.disabled |= pipeline_bit("fuse");
+  if (mode == FORWARD) cx.disabled |= pipeline_bit("autodiff");
   return compile_file(a, &d, path, &cx);
 }
 

@@ -24,8 +24,6 @@ static IrGraph *compile(Arena *a, const char *path, unsigned off, int inference)
   return g;
 }
 
-static unsigned bit(const char *pass) { return 1u << pipeline_find(pass); }
-
 static char *print(const IrGraph *g) {
   char *buf = NULL;
   size_t len = 0;
@@ -40,7 +38,7 @@ static char *print(const IrGraph *g) {
 static void check_resnet50(const char *path, unsigned off, int inference) {
   Arena a;
   arena_init(&a);
-  IrGraph *g = compile(&a, path, off | bit("precision") | bit("memplan"), inference);
+  IrGraph *g = compile(&a, path, off | pipeline_bit("precision") | pipeline_bit("memplan"), inference);
   const char *what = inference ? "resnet50 inference" : "resnet50 training";
   CHECK(g != NULL, "%s compiles", what);
   if (!g) {
@@ -80,7 +78,7 @@ static void check_resnet50(const char *path, unsigned off, int inference) {
   CHECK(inference || crop, "%s: conv1's filter gradient cropped back to 3 channels", what);
   /* image.nhwc, conv1.weight.pad, conv1.wgrad.crop, flat.bwd.nhwc: nothing else to relayout */
   CHECK(relayouts == (inference ? 2 : 4), "%s: %d relayouts", what, relayouts);
-  printf("%s (%s): %d relayouts\n", what, off & bit("fuse") ? "unfused" : "fused", relayouts);
+  printf("%s (%s): %d relayouts\n", what, off & pipeline_bit("fuse") ? "unfused" : "fused", relayouts);
   /* A second run changes nothing. */
   char *once = print(g);
   Diag d;
@@ -131,7 +129,7 @@ int main(int argc, char **argv) {
   char path[4096];
   snprintf(path, sizeof path, "%s/resnet50.net", argv[2]);
   for (int inference = 0; inference < 2; inference++) {
-    check_resnet50(path, bit("fuse"), inference);
+    check_resnet50(path, pipeline_bit("fuse"), inference);
     check_resnet50(path, 0, inference);
   }
   check_nhwc_noop();

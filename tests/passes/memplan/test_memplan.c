@@ -299,7 +299,7 @@ static void check_model(const char *models, const char *name, int inference, int
   diag_init(&d, stderr);
   PassCtx cx = {.d = &d, .out = stdout, .inference = inference, .precision = IR_DT_F16, .batch = batch};
   if (!optional_passes)
-    cx.disabled = 1u << pipeline_find("fuse") | 1u << pipeline_find("layout") | 1u << pipeline_find("precision");
+    cx.disabled = pipeline_bit("fuse") | pipeline_bit("layout") | pipeline_bit("precision");
   IrGraph *g = compile_file(&a, &d, path, &cx);
   CHECK(g != NULL, "%s compiles", what);
   if (g) {

@@ -18,12 +18,10 @@
 #include "check.h"
 #include "compile.h"
 
-static unsigned bit(const char *pass) { return 1u << pipeline_find(pass); }
-
 static IrGraph *compile(Arena *a, Diag *d, const char *path, unsigned off, int inference, IrDtype dt,
                         const char *int8) {
   PassCtx cx = {.d = d, .out = stdout, .precision = dt, .precision_set = 1, .inference = inference,
-                .disabled = off | bit("memplan"), .int8_layers = int8};
+                .disabled = off | pipeline_bit("memplan"), .int8_layers = int8};
   return compile_file(a, d, path, &cx);
 }
 
@@ -40,7 +38,7 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
   IrGraph *g = compile(&a, &d, path, off, inference, dt, NULL);
   char what[96];
   snprintf(what, sizeof what, "resnet50 %s %s %s", inference ? "inference" : "training",
-           off & bit("fuse") ? "unfused" : "fused", ir_dtype_name(dt));
+           off & pipeline_bit("fuse") ? "unfused" : "fused", ir_dtype_name(dt));
   CHECK(g != NULL, "%s compiles", what);
   if (!g) goto done;
   int casts = 0, convs = 0, low = 0, first = 0, fc = 0;
@@ -105,11 +103,11 @@ int main(int argc, char **argv) {
   char path[4096];
   snprintf(path, sizeof path, "%s/resnet50.net", argv[2]);
   for (int inference = 0; inference < 2; inference++) {
-    check_resnet50(path, bit("fuse"), inference, IR_DT_F16);
+    check_resnet50(path, pipeline_bit("fuse"), inference, IR_DT_F16);
     check_resnet50(path, 0, inference, IR_DT_F16);
   }
-  check_resnet50(path, bit("fuse"), 0, IR_DT_BF16);
-  check_resnet50(path, bit("fuse"), 0, IR_DT_F32);
+  check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_BF16);
+  check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_F32);
   static const char net[] =
       "network e {\n"
       "  input image : f32[3, 8, 8]\n"
