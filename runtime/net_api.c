@@ -368,12 +368,17 @@ NetStatus net_weights_load(NetModel *m, const char *path) {
   return s;
 }
 
-NetStatus net_weights_save(NetModel *m, const char *path) {
-  if (!m || !path) return net_fail(NET_ERR_ARG, "net_weights_save: %s is NULL", m ? "path" : "the model");
+NetStatus net_weights_save_meta(NetModel *m, const char *path, RtWeightsMetaFn meta, void *meta_user) {
   WeightsIo io = {NULL};
   NetStatus s = shadow_new(m, 1, &io.sh);
   if (!s)
-    s = from_weights(rt_weights_save(m->gt ? m->gt : m->gi, path, shadow_buf, &io, net_err_buf(), NET_ERRMAX));
+    s = from_weights(rt_weights_save_meta(m->gt ? m->gt : m->gi, path, shadow_buf, &io, meta, meta_user,
+                                          net_err_buf(), NET_ERRMAX));
   shadow_free(m, io.sh);
   return s;
+}
+
+NetStatus net_weights_save(NetModel *m, const char *path) {
+  if (!m || !path) return net_fail(NET_ERR_ARG, "net_weights_save: %s is NULL", m ? "path" : "the model");
+  return net_weights_save_meta(m, path, NULL, NULL);
 }

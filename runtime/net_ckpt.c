@@ -2,12 +2,9 @@
  * net_weights_save with the run's position in its "__metadata__", so that a
  * run resumes exactly where it stopped.
  *
- * Saving writes the weights with net_weights_save to a file reserved beside
- * the target (mkstemp, so a missing or read-only directory fails before any
- * work), reopens it and writes its tensors, borrowed from the mapping, with
- * the position added through rt_st_writer, which replaces the target
- * atomically; the reserved file is always removed.  The previous
- * checkpoint is either kept whole or replaced whole.
+ * Saving is net_weights_save's one atomic write (a temporary file beside
+ * the target, then a rename) with the position entries added to its
+ * metadata: the previous checkpoint is either kept whole or replaced whole.
  *
  * Loading checks everything before a parameter changes: the file opens as
  * safetensors, the format version is one this file reads, every position
@@ -24,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "rt_safetensors.h"
 #include "rt_weights.h"
@@ -112,7 +108,9 @@ static NetStatus need_training(const NetModel *m, const char *fn) {
 
 /* --- saving ---------------------------------------------------------------- */
 
-static RtStStatus set_meta(RtStWriter *w, const NetTrainState *st) {
+/* The position entries (RtWeightsMetaFn: user is the NetTrainState). */
+static int set_meta(RtStWriter *w, void *user) {
+  const NetTrainState *st = user;
   char buf[64];
   RtStStatus s = rt_st_writer_set_meta(w, KEY_VERSION, (snprintf(buf, sizeof buf, "%d", CKPT_VERSION), buf));
   if (!s) s = rt_st_writer_set_meta(w, KEY_MODEL, st->model_name);
@@ -123,36 +121,7 @@ static RtStStatus set_meta(RtStWriter *w, const NetTrainState *st) {
   }
   if (!s) s = rt_st_writer_set_meta(w, KEY_SEED, (snprintf(buf, sizeof buf, "%llu", (unsigned long long)st->seed), buf));
   if (!s) s = rt_st_writer_set_meta(w, KEY_LR, (snprintf(buf, sizeof buf, "%.17g", st->lr), buf));
-  return s;
-}
-
-/* Writes the tensors and metadata of the weights file `weights` and st's
- * entries to path (atomically). */
-static NetStatus rewrite_with_position(const char *weights, const char *path, const NetTrainState *st) {
-  RtStFile *f = NULL;
-  char err[RT_ST_ERRMAX];
-  if (rt_st_open(weights, &f, err, sizeof err)) return net_fail(NET_ERR_IO, "%s: checkpoint not written: %s", path, err);
-  RtStWriter *w = rt_st_writer_new();
-  RtStStatus s = w ? RT_ST_OK : RT_ST_ERR_NOMEM;
-  for (size_t i = 0; i < rt_st_count(f) && !s; i++) {
-    const RtStTensor *t = rt_st_tensor(f, i);
-    s = rt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, RT_ST_BORROW);
-  }
-  for (size_t i = 0; i < rt_st_meta_count(f) && !s; i++) {
-    const char *key, *value;
-    rt_st_meta_at(f, i, &key, &value);
-    s = rt_st_writer_set_meta(w, key, value);
-  }
-  if (!s) s = set_meta(w, st);
-  if (!s) s = rt_st_writer_write(w, path);
-  NetStatus r = NET_OK;
-  if (s == RT_ST_ERR_NOMEM)
-    r = net_fail(NET_ERR_NOMEM, "%s: out of memory writing the checkpoint", path);
-  else if (s)
-    r = net_fail(NET_ERR_IO, "%s: checkpoint not written: %s", path, rt_st_writer_error(w));
-  rt_st_writer_free(w);
-  rt_st_close(f);
-  return r;
+  return s != RT_ST_OK;
 }
 
 static NetStatus check_position(const NetTrainState *st) {
@@ -172,29 +141,13 @@ NetStatus net_checkpoint_save(NetModel *m, const char *path, const NetTrainState
   NetTrainState full = *st;
   if (!s) s = describe(m, &full);
   if (s) return s;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + sizeof ".weights.XXXXXX");
-  if (!tmp) return net_fail(NET_ERR_NOMEM, "out of memory");
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".weights.XXXXXX", sizeof ".weights.XXXXXX");
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    s = net_fail(NET_ERR_IO, "%s: checkpoint not written: cannot create a file in its directory: %s", path,
-                 strerror(errno));
-    free(tmp);
-    return s;
-  }
-  close(fd);
-  s = net_weights_save(m, tmp);
+  /* one atomic write (rt_st's temporary file + rename) of the weights with the position */
+  s = net_weights_save_meta(m, path, set_meta, &full);
   if (s) {
     char msg[NET_ERRMAX];
     snprintf(msg, sizeof msg, "%s", net_last_error());
     net_fail(s, "%s: checkpoint not written: %s", path, msg);
-  } else {
-    s = rewrite_with_position(tmp, path, &full);
   }
-  unlink(tmp);
-  free(tmp);
   return s;
 }
 

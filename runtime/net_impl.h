@@ -11,6 +11,7 @@
 #include "net.h"
 #include "net_exec.h"
 #include "net_model.h"
+#include "rt_weights.h"
 
 enum { NET_ERRMAX = 4096 };
 
@@ -65,6 +66,8 @@ NetStatus net_evaluate_batch(NetModel *m, int64_t n, const int64_t *labels, int6
 /* Converts n NCHW u8/f32 samples into dst in the image input's layout. */
 void net_put_images(const NetIo *io, float *dst, const float *f32, const uint8_t *u8, int64_t n, float scale,
                     float shift);
+/* net_weights_save with more "__metadata__" entries from meta (may be NULL). */
+NetStatus net_weights_save_meta(NetModel *m, const char *path, RtWeightsMetaFn meta, void *meta_user);
 /* Rebuilds the executors for batch n, keeping the parameters. */
 NetStatus net_rebatch(NetModel *m, int64_t n);
 /* Makes the inference executor and copies the trained parameters into it

@@ -252,6 +252,11 @@ RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t,
 
 RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
                                 char *err, size_t errlen) {
+  return rt_weights_save_meta(g, path, buf, user, NULL, NULL, err, errlen);
+}
+
+RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+                                     RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen) {
   RtWeightsStatus st = check_graph(g, err, errlen);
   if (st != RT_WEIGHTS_OK) return st;
   RtStWriter *w = rt_st_writer_new();
@@ -272,7 +277,10 @@ RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBuf
   }
   if (st == RT_WEIGHTS_OK) {
     rt_st_writer_set_meta(w, "format", "pt");
-    if (rt_st_writer_write(w, path) != RT_ST_OK) {
+    if (meta && meta(w, meta_user)) {
+      fail(err, errlen, "%s", rt_st_writer_error(w));
+      st = RT_WEIGHTS_ERR_NOMEM;
+    } else if (rt_st_writer_write(w, path) != RT_ST_OK) {
       fail(err, errlen, "%s", rt_st_writer_error(w));
       st = RT_WEIGHTS_ERR_IO;
     }

@@ -55,6 +55,11 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
 /* Writes every PARAM and STATE of g to path. */
 RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
                                 char *err, size_t errlen);
+/* The same with more "__metadata__" entries, set by meta(w, meta_user)
+ * (non-zero: fail) before the one atomic write; meta may be NULL. */
+typedef int (*RtWeightsMetaFn)(RtStWriter *w, void *meta_user);
+RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+                                     RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen);
 
 /* The same for the CPU executor x made from g. */
 RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags,
