@@ -633,10 +633,10 @@ static void tune_save(RtCudnn *h) {
   FILE *f = fopen(tmp, "w");
   int ok = f != NULL;
   if (f) {
+    size_t version = h->dnn->GetVersion();
     fprintf(f, "# netc cuDNN tuning cache: cudnn-version heuristics-mode position description\n");
     for (int i = 0; i < h->nentries; i++)
-      fprintf(f, "%zu %d %d %s\n", h->dnn->GetVersion(), h->entries[i].mode, h->entries[i].index,
-              h->entries[i].what);
+      fprintf(f, "%zu %d %d %s\n", version, h->entries[i].mode, h->entries[i].index, h->entries[i].what);
     ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
   }
