@@ -202,13 +202,18 @@ int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
   if (!x || !dy || !gamma || !beta || !save_mean || !save_invstd || !g) return RT_REF_EARG;
   int C = xs->C;
   int64_t hw = (int64_t)xs->H * xs->W;
-  for (int n = 0; n < xs->N; n++)
-    for (int c = 0; c < C; c++) {
-      const float k = (float)((double)gamma[c] * save_invstd[c]), m = save_mean[c], b = beta[c];
-      for (int64_t p = 0; p < hw; p++) {
-        int64_t i = xs->layout == RT_REF_NCHW ? ((int64_t)n * C + c) * hw + p : ((int64_t)n * hw + p) * C + c;
-        g[i] = (x[i] - m) * k + b > 0.0f ? dy[i] : 0.0f;
-      }
-    }
+  float *k = malloc(sizeof(float) * (size_t)C);
+  if (!k) return RT_REF_ENOMEM;
+  for (int c = 0; c < C; c++) k[c] = (float)((double)gamma[c] * save_invstd[c]);
+  /* in memory order: channel-major planes (NCHW) or channels innermost (NHWC) */
+  if (xs->layout == RT_REF_NCHW) {
+    for (int64_t o = 0, n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++)
+        for (int64_t p = 0; p < hw; p++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+  } else {
+    for (int64_t o = 0, i = 0; i < xs->N * hw; i++)
+      for (int c = 0; c < C; c++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+  }
+  free(k);
   return RT_REF_OK;
 }
