@@ -6,19 +6,7 @@
 set -uo pipefail
 netrun=$1 src=$2 data=$3
 work=$(dirname "$data")
-fail=0 pass=0
-expect() { # want-status grep-pattern command...
-  local want=$1 pat=$2
-  shift 2
-  local out
-  out=$(timeout 300 "$@" 2>&1)
-  local got=$?
-  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
-    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | tail -5; fail=$((fail + 1))
-  else
-    pass=$((pass + 1))
-  fi
-}
+. "$(dirname "$0")/../expect.sh"
 model=$src/models/resnet20.net
 expect 2 "--workers must be an integer" "$netrun" train "$model" --data "$data" --workers 0
 expect 2 "--augment must be auto, rrc" "$netrun" train "$model" --data "$data" --augment zoom

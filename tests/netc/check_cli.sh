@@ -3,19 +3,8 @@
 set -uo pipefail
 netc=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-fail=0 pass=0
-expect() { # want-status grep-pattern-on-output command...
-  local want=$1 pat=$2
-  shift 2
-  local out
-  out=$(timeout 20 "$@" 2>&1)
-  local got=$?
-  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
-    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | head -5; fail=$((fail + 1))
-  else
-    pass=$((pass + 1))
-  fi
-}
+EXPECT_TIMEOUT=20
+. "$(dirname "$0")/../expect.sh"
 expect 0 "usage: netc" "$netc" --help
 expect 0 "^netc [0-9]+\.[0-9]+" "$netc" --version
 expect 2 "no input file" "$netc"

@@ -5,19 +5,7 @@
 set -uo pipefail
 netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-fail=0 pass=0
-expect() { # want-status grep-pattern command...
-  local want=$1 pat=$2
-  shift 2
-  local out
-  out=$(timeout 300 "$@" 2>&1)
-  local got=$?
-  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
-    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | tail -5; fail=$((fail + 1))
-  else
-    pass=$((pass + 1))
-  fi
-}
+. "$(dirname "$0")/../expect.sh"
 expect 0 "usage: netrun train" "$netrun" --help
 expect 2 "usage: netrun" "$netrun"
 expect 2 "unknown command 'fly'" "$netrun" fly

@@ -1,0 +1,18 @@
+# expect.sh - sourced by the command-line test scripts (tests/netc,
+# tests/netrun, tests/data).  `expect WANT PATTERN CMD...` runs CMD (at most
+# $EXPECT_TIMEOUT seconds, default 300) and passes when it exits WANT and its
+# output, stdout and stderr together, matches the extended regexp PATTERN.
+# It counts in pass and fail and shows the last lines of a failure's output.
+fail=0 pass=0
+expect() {
+  local want=$1 pat=$2
+  shift 2
+  local out
+  out=$(timeout "${EXPECT_TIMEOUT:-300}" "$@" 2>&1)
+  local got=$?
+  if [ "$got" != "$want" ] || ! grep -qE -- "$pat" <<<"$out"; then
+    echo "FAIL: $* -> exit $got (want $want), output:"; echo "$out" | tail -5; fail=$((fail + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
