@@ -117,6 +117,25 @@ static int64_t rank_of(const float *row, int64_t C, int64_t label) {
   return r;
 }
 
+/* Counts one image in top1 / top5 when its label (a miss when not a class)
+ * ranks first / in the first five of its logits row. */
+static void tally(const float *row, int64_t C, int64_t label, int64_t *top1, int64_t *top5) {
+  int64_t r = label >= 0 && label < C ? rank_of(row, C, label) : C;
+  *top1 += r < 1, *top5 += r < 5;
+}
+
+/* One run of the inference graph on the batch in m->img (labels zeroed: the
+ * loss is not used); its logits [batch, classes] into out. */
+static NetStatus infer_batch(NetModel *m, float *out) {
+  char *err = net_err_buf();
+  memset(m->lab, 0, sizeof(int64_t) * (size_t)m->batch);
+  NetStatus s = net_exec_write(m->xi, m->ii.image, m->img, err, NET_ERRMAX);
+  if (!s && m->ii.label >= 0) s = net_exec_write(m->xi, m->ii.label, m->lab, err, NET_ERRMAX);
+  if (!s) s = net_exec_run(m->xi, err, NET_ERRMAX);
+  if (!s) s = net_exec_read(m->xi, m->ii.logits, out, err, NET_ERRMAX);
+  return s;
+}
+
 /* Runs the inference graph over n images (floats or bytes) in chunks of
  * the batch; fills logits (n*classes, may be NULL) and counts the images
  * whose label ranks first (right) and in the top five (right5); labels may
@@ -128,23 +147,14 @@ static NetStatus infer_chunks(NetModel *m, const float *f32, const uint8_t *u8, 
   int64_t B = m->batch, S = m->sample, C = m->classes;
   float *out = malloc(sizeof(float) * (size_t)(B * C));
   if (!out) return net_fail(NET_ERR_NOMEM, "out of memory");
-  char *err = net_err_buf();
   *right = *right5 = 0;
-  memset(m->lab, 0, sizeof(int64_t) * (size_t)B);
   for (int64_t at = 0; at < n && !s; at += B) {
     int64_t k = n - at < B ? n - at : B;
     memset(m->img, 0, sizeof(float) * (size_t)(B * S));
     net_put_images(&m->ii, m->img, f32 ? f32 + at * S : NULL, u8 ? u8 + at * S : NULL, k, scale, shift);
-    s = net_exec_write(m->xi, m->ii.image, m->img, err, NET_ERRMAX);
-    if (!s && m->ii.label >= 0) s = net_exec_write(m->xi, m->ii.label, m->lab, err, NET_ERRMAX);
-    if (!s) s = net_exec_run(m->xi, err, NET_ERRMAX);
-    if (!s) s = net_exec_read(m->xi, m->ii.logits, out, err, NET_ERRMAX);
-    if (s) break;
+    if ((s = infer_batch(m, out))) break;
     if (logits) memcpy(logits + at * C, out, sizeof(float) * (size_t)(k * C));
-    for (int64_t i = 0; labels && i < k; i++) {
-      int64_t r = labels[at + i] < C ? rank_of(out + i * C, C, labels[at + i]) : C;
-      *right += r < 1, *right5 += r < 5;
-    }
+    for (int64_t i = 0; labels && i < k; i++) tally(out + i * C, C, labels[at + i], right, right5);
   }
   free(out);
   return net_failed(s);
@@ -175,16 +185,8 @@ NetStatus net_evaluate_batch(NetModel *m, int64_t n, const int64_t *labels, int6
                                       (long long)B);
   float *out = malloc(sizeof(float) * (size_t)(B * C));
   if (!out) return net_fail(NET_ERR_NOMEM, "out of memory");
-  char *err = net_err_buf();
-  memset(m->lab, 0, sizeof(int64_t) * (size_t)B);
-  s = net_exec_write(m->xi, m->ii.image, m->img, err, NET_ERRMAX);
-  if (!s && m->ii.label >= 0) s = net_exec_write(m->xi, m->ii.label, m->lab, err, NET_ERRMAX);
-  if (!s) s = net_exec_run(m->xi, err, NET_ERRMAX);
-  if (!s) s = net_exec_read(m->xi, m->ii.logits, out, err, NET_ERRMAX);
-  for (int64_t i = 0; !s && i < n; i++) {
-    int64_t r = labels[i] >= 0 && labels[i] < C ? rank_of(out + i * C, C, labels[i]) : C;
-    *top1 += r < 1, *top5 += r < 5;
-  }
+  s = infer_batch(m, out);
+  for (int64_t i = 0; !s && i < n; i++) tally(out + i * C, C, labels[i], top1, top5);
   free(out);
   return net_failed(s);
 }
