@@ -2,8 +2,11 @@
  * channels-last tensor ([ROWS, C], element i has channel i % C), after
  * chan_finalize.cu made its coefficients coef[4][C] (the fourth row only for the relu mask):
  *
- *   NETC_APPLY_AFFINE  y = (x - coef[2C+c]) * coef[c] + coef[C+c], then
- *                      relu with NETC_RELU (batch norm forward)
+ *   NETC_APPLY_AFFINE  y = (x - coef[2C+c]) * coef[c] + coef[C+c], plus
+ *                      res[i] with NETC_RESIDUAL 1 (a residual block's end; the
+ *                      affine rounded to NETC_TX first, as an unfused batch norm
+ *                      stores it),
+ *                      then relu with NETC_RELU (batch norm forward)
  *   NETC_APPLY_BIAS    y = x + bias[c]  (a convolution's bias)
  *   NETC_APPLY_BWD     dx = coef[c]*g + coef[C+c]*(x - mean[c]) + coef[2C+c],
  *                      g = dy, with NETC_RELU masked by the batch norm's output
@@ -67,7 +70,9 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
-#if defined(NETC_APPLY_AFFINE)
+#if defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
+NETC_KERNEL_NAME(const tx_t *x, const float *coef, const tx_t *res, tx_t *out)
+#elif defined(NETC_APPLY_AFFINE)
 NETC_KERNEL_NAME(const tx_t *x, const float *coef, tx_t *out)
 #elif defined(NETC_APPLY_BIAS)
 NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, tx_t *out)
@@ -93,6 +98,8 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
     netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i), vo;
 #if defined(NETC_APPLY_BWD)
     netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, i);
+#elif defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
+    netc_vec<tx_t, V> vr = netc_vld<tx_t, V>(res, i);
 #endif
 #pragma unroll
     for (int j = 0; j < V; j++) {
@@ -100,6 +107,9 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
       float r;
 #if defined(NETC_APPLY_AFFINE)
       r = (xv - q.k[2][j]) * q.k[0][j] + q.k[1][j];
+#if defined(NETC_RESIDUAL) && NETC_RESIDUAL
+      r = netc_ld(netc_cv<tx_t>(r)) + netc_ld(vr.v[j]); /* rounded as the batch norm's stored output was */
+#endif
 #if NETC_RELU
       r = r > 0.0f ? r : 0.0f;
 #endif

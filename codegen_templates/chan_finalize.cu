@@ -10,6 +10,8 @@
  * Launch: grid ceil(C/128), block 128.
  *
  *   TRAIN  mean = x[0,c] + S1/M, var = S2/M - (S1/M)^2 (biased),
+ *          or, with NETC_NOSHIFT 1 (sums of y and y*y straight from cuDNN's
+ *          convolution + GenStats, G = 1), mean = S1/M, var = S2/M - mean^2;
  *          invstd = 1/sqrt(var + eps); save_mean, save_invstd;
  *          running_mean = (1-mom)*running_mean + mom*mean,
  *          running_var  = (1-mom)*running_var + mom*var*M/(M-1) (in place);
@@ -58,7 +60,12 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
 #endif
 #if defined(NETC_FIN_TRAIN)
   const double M = (double)NETC_M, shift = s1 / M;
+#if defined(NETC_NOSHIFT) && NETC_NOSHIFT
+  (void)x;
+  const double mean = shift;
+#else
   const double mean = (double)netc_ld(x[c]) + shift;
+#endif
   double var = s2 / M - shift * shift;
   if (var < 0.0) var = 0.0;
   const double inv = 1.0 / sqrt(var + (double)NETC_EPS);

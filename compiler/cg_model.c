@@ -2,9 +2,10 @@
  *
  * The two graphs are compiled here rather than taken from the caller so
  * that both come from one set of options.  Kernel programs come from the
- * GPU executor's own code (rt_gpu_prog_emit/rt_gpu_prog_compile) for the
- * target's attributes, so on a device with those attributes the executor
- * emits the same text and takes the embedded cubin.  When NVRTC cannot be
+ * GPU executor's own code (rt_gpu_prog_emit/rt_gpu_prog_compile, which
+ * compiles a graph's programs on several threads) for the target's
+ * attributes, so on a device with those attributes the executor emits the
+ * same texts and takes the embedded cubins.  When NVRTC cannot be
  * loaded the model is written with sources only (a warning): the executor
  * then compiles them when it starts.
  *
@@ -68,10 +69,13 @@ const char *cg_model_arches(void) { return "sm_75, sm_80, sm_86, sm_89, sm_90, s
 typedef struct Part {
   char *ir;
   size_t ir_len;
-  char *cu; /* NULL when the graph has no generated kernel */
+  char *cu; /* every node's kernels (--emit-cuda); NULL when the graph has no generated kernel */
   size_t cu_len;
-  void *cubin;
-  size_t cubin_size;
+  int nprog; /* its kernel programs (rt_gpu_prog.h's parts) */
+  char *prog[CG_MODEL_MAX_PART];
+  size_t prog_len[CG_MODEL_MAX_PART];
+  void *cubin[CG_MODEL_MAX_PART];
+  size_t cubin_size[CG_MODEL_MAX_PART];
 } Part;
 
 static const SrcLoc NOLOC = {0};
@@ -91,7 +95,7 @@ static int print_ir(const IrGraph *g, Part *p, Diag *d) {
   return 0;
 }
 
-/* The kernel program of g for t, and its cubin when *nvrtc is still 1
+/* The kernel programs of g for t, and their cubins when *nvrtc is still 1
  * (set to 0, with one warning, when NVRTC cannot be loaded).  A graph with
  * an op that has no GPU kernel gets no program, with a warning. */
 static int program(const IrGraph *g, const char *what, const CgModelTarget *t, int want_cubin, int *nvrtc, Part *part,
@@ -109,7 +113,12 @@ static int program(const IrGraph *g, const char *what, const CgModelTarget *t, i
     diag_warning(d, NOLOC, "the %s graph gets no GPU program: %s", what, err);
     return 0;
   }
-  if (want_cubin && *nvrtc && p.source) {
+  if (p.npart > CG_MODEL_MAX_PART) { /* rt_gpu_prog.h makes at most RT_MODEL_MAX_PART */
+    diag_error(d, NOLOC, "the %s graph has %d kernel programs, more than a model holds", what, p.npart);
+    rt_gpu_prog_free(&p);
+    return -1;
+  }
+  if (want_cubin && *nvrtc && p.npart) {
     RtCudaStatus s = rt_gpu_prog_compile(g, g->plan_batch, &dev, NULL, &p, err, sizeof err);
     if (s == RT_CUDA_ENODRIVER) {
       diag_warning(d, NOLOC,
@@ -124,8 +133,13 @@ static int program(const IrGraph *g, const char *what, const CgModelTarget *t, i
     }
   }
   part->cu = p.source, part->cu_len = p.source_len;
-  part->cubin = p.cubin, part->cubin_size = p.cubin ? p.size : 0;
-  p.source = NULL, p.cubin = NULL;
+  p.source = NULL;
+  part->nprog = p.npart;
+  for (int k = 0; k < p.npart; k++) {
+    part->prog[k] = p.part[k].source, part->prog_len[k] = p.part[k].source_len;
+    part->cubin[k] = p.part[k].cubin, part->cubin_size[k] = p.part[k].cubin ? p.part[k].size : 0;
+    p.part[k].source = NULL, p.part[k].cubin = NULL;
+  }
   rt_gpu_prog_free(&p);
   return 0;
 #else
@@ -181,11 +195,17 @@ static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* The blob of cg_model.h (malloc'd), or NULL when out of memory. */
 static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, size_t *size) {
-  const void *data[CG_MODEL_NSECTION] = {parts[0].ir, parts[1].ir,    parts[0].cu,
-                                         parts[1].cu, parts[0].cubin, parts[1].cubin};
-  size_t len[CG_MODEL_NSECTION] = {
-      parts[0].ir_len,     parts[1].ir_len,    parts[0].cu ? parts[0].cu_len : 0, parts[1].cu ? parts[1].cu_len : 0,
-      parts[0].cubin_size, parts[1].cubin_size};
+  const void *data[CG_MODEL_NSECTION] = {parts[0].ir, parts[1].ir};
+  size_t len[CG_MODEL_NSECTION] = {parts[0].ir_len, parts[1].ir_len};
+  int any_cubin = 0;
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < parts[i].nprog; k++) {
+      int cu = (i ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
+      int bin = (i ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
+      data[cu] = parts[i].prog[k], len[cu] = parts[i].prog_len[k];
+      data[bin] = parts[i].cubin[k], len[bin] = parts[i].cubin[k] ? parts[i].cubin_size[k] : 0;
+      any_cubin |= len[bin] != 0;
+    }
   size_t off[CG_MODEL_NSECTION], total = align64(CG_MODEL_HEADER);
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     int text = i < CG_MODEL_TRAIN_CUBIN;
@@ -200,7 +220,7 @@ static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *
   put_u32(b + 8, CG_MODEL_VERSION);
   put_u32(b + 12, CG_MODEL_HEADER);
   put_u64(b + 16, (uint64_t)batch);
-  snprintf((char *)b + 24, CG_MODEL_ARCH_LEN, "%s", (parts[0].cubin || parts[1].cubin) ? arch : "");
+  snprintf((char *)b + 24, CG_MODEL_ARCH_LEN, "%s", any_cubin ? arch : "");
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     put_u64(b + 40 + 16 * i, off[i]);
     put_u64(b + 48 + 16 * i, len[i]);
@@ -347,7 +367,10 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
   for (int i = 0; i < 2; i++) {
     free(parts[i].ir);
     free(parts[i].cu);
-    free(parts[i].cubin);
+    for (int k = 0; k < parts[i].nprog; k++) {
+      free(parts[i].prog[k]);
+      free(parts[i].cubin[k]);
+    }
   }
   arena_free(&arena);
   return rc;

@@ -2,10 +2,12 @@
  *
  * cg_model_write() compiles a network twice with the caller's options (the
  * training step, and the same with --inference), generates each graph's
- * whole kernel program exactly as the GPU executor would for the target
- * (runtime/rt_gpu_prog.h), compiles it with NVRTC to a cubin for that
- * target, and links everything into a shared library with the system C
- * compiler.  runtime/rt_model.c reads it back (rt_model.h).
+ * kernel programs exactly as the GPU executor would for the target
+ * (runtime/rt_gpu_prog.h: the distinct kernels dealt into up to
+ * CG_MODEL_MAX_PART programs), compiles them with NVRTC, concurrently, to a
+ * cubin each for that target, and links everything into a shared library
+ * with the system C compiler.  runtime/rt_model.c reads it back
+ * (rt_model.h).
  *
  * The library exports two symbols: `netc_model`, one byte blob, and
  * `netc_model_size`, its length.  The blob is the format below, every
@@ -18,9 +20,11 @@
  *   24  char arch[16]: "sm_90", or "" when no cubin is embedded
  *   40  CG_MODEL_NSECTION x {u64 offset, u64 size} in CgModelSection order
  *
- * A section of size 0 is absent.  The text sections (IR, CUDA source) are
- * followed by a NUL byte not counted in their size; every section starts at
- * a multiple of 64 bytes. */
+ * A section of size 0 is absent.  A graph with n programs has CUDA
+ * sections 0..n-1 and no others; its cubin k, when present, is program k's.
+ * The text sections (IR, CUDA source) are followed by a NUL byte not
+ * counted in their size; every section starts at a multiple of 64 bytes.
+ * Version 1 had one program (and one cubin) per graph. */
 #ifndef NETC_CG_MODEL_H
 #define NETC_CG_MODEL_H
 
@@ -32,16 +36,16 @@
 #define CG_MODEL_SYMBOL "netc_model"
 #define CG_MODEL_SIZE_SYMBOL "netc_model_size"
 
-enum { CG_MODEL_VERSION = 1, CG_MODEL_ARCH_LEN = 16 };
+enum { CG_MODEL_VERSION = 2, CG_MODEL_ARCH_LEN = 16, CG_MODEL_MAX_PART = 16 };
 
 typedef enum CgModelSection {
   CG_MODEL_TRAIN_IR, /* ir_print of the training graph, locations included */
   CG_MODEL_INFER_IR, /* the same for the --inference graph */
-  CG_MODEL_TRAIN_CU, /* the training graph's kernel program (CUDA C) */
-  CG_MODEL_INFER_CU,
-  CG_MODEL_TRAIN_CUBIN, /* that program compiled for arch */
-  CG_MODEL_INFER_CUBIN,
-  CG_MODEL_NSECTION
+  CG_MODEL_TRAIN_CU, /* + k: the training graph's kernel program k (CUDA C) */
+  CG_MODEL_INFER_CU = CG_MODEL_TRAIN_CU + CG_MODEL_MAX_PART,
+  CG_MODEL_TRAIN_CUBIN = CG_MODEL_INFER_CU + CG_MODEL_MAX_PART, /* + k: program k compiled for arch */
+  CG_MODEL_INFER_CUBIN = CG_MODEL_TRAIN_CUBIN + CG_MODEL_MAX_PART,
+  CG_MODEL_NSECTION = CG_MODEL_INFER_CUBIN + CG_MODEL_MAX_PART
 } CgModelSection;
 
 enum { CG_MODEL_HEADER = 40 + 16 * CG_MODEL_NSECTION };

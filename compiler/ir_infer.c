@@ -467,10 +467,20 @@ static int bn_attrs(Ctx *c, int with_momentum) {
 }
 
 /* (x, w, gamma, beta, running_mean, running_var) -> z = conv, y = [relu](bn(z)), mean, invstd */
+/* The optional 7th input of conv2d_bn_train / conv2d_bn: a residual added
+ * to the batch norm's output before the relu, shaped like that output. */
+static int residual(Ctx *c, const IrType *y) {
+  if (c->n->nin < 7) return 0;
+  return need_same_shape(c, "residual", in_type(c, 6), "the batch norm's output", y) ||
+         (in_type(c, 6)->dtype != y->dtype ? fail(c, "residual is %s, the batch norm's output %s",
+                                                  ir_dtype_name(in_type(c, 6)->dtype), ir_dtype_name(y->dtype))
+                                           : 0);
+}
+
 static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
   if (probe_conv(c, &out[0]) || relu_flag(c) || bn_attrs(c, 1)) return -1;
   int64_t K = chan(&out[0]);
-  if (bn_vectors(c, 2, 6, K)) return -1;
+  if (bn_vectors(c, 2, 6, K) || residual(c, &out[0])) return -1;
   out[1] = out[0];
   out[2] = out[3] = vec_f32(K);
   return 0;
@@ -479,7 +489,7 @@ static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
 /* Inference: (x, w, gamma, beta, running_mean, running_var) -> y, batch norm folded into the conv. */
 static int infer_conv2d_bn(Ctx *c, IrType *out) {
   if (probe_conv(c, out) || relu_flag(c) || bn_attrs(c, 0)) return -1;
-  return bn_vectors(c, 2, 6, chan(out));
+  return bn_vectors(c, 2, 6, chan(out)) || residual(c, out);
 }
 
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */

@@ -34,8 +34,8 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
     [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 6, 0, "momentum nesterov weight_decay"},
     /* fused forms */
-    [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 6, 4, "k s p d groups eps momentum relu"},
-    [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 6, 1, "k s p d groups eps relu"},
+    [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 7, 4, "k s p d groups eps momentum relu"},
+    [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 7, 1, "k s p d groups eps relu"},
     [IR_OP_ADD_RELU]             = {"add_relu",             2, 2, 1, ""},
     [IR_OP_BATCHNORM_RELU_BWD]   = {"batchnorm_relu_bwd",   6, 6, 3, ""},
     [IR_OP_CONV2D_BWD_DATA_RELU] = {"conv2d_bwd_data_relu", 3, 3, 1, "k s p d groups in_hw"},

@@ -3,16 +3,22 @@
  *
  * Assumes a verified graph: the training step autodiff makes, its inference
  * form (--inference), or the forward graph (-fno-autodiff).  Guarantees the
- * same results computed by fewer nodes; every rewrite is one of six
+ * same results computed by fewer nodes; every rewrite is one of these
  * patterns, tried in this order (a node joins at most one fusion):
  *
  *   conv2d(x, w) -> batchnorm_train [-> relu]   => conv2d_bn_train {... relu}
  *   conv2d(x, w) -> batchnorm [-> relu]         => conv2d_bn {... relu}
+ *   conv2d -> batchnorm[_train] -> add(., r) -> relu
+ *                                  => conv2d_bn[_train](x, w, ..., r) {... relu=1}
  *   add -> relu                                 => add_relu
  *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, beta, z, ...)
  *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
  *   add(a, b) -> relu_bwd(., y)                 => sum_relu_bwd(a, b, y)
  *
+ * The third is a residual block's end: the batch norm's output plus the
+ * shortcut r, then relu, in one pass (r must be made before the conv; of
+ * a block whose shortcut is itself a conv + batch norm, the later of the two
+ * takes the other's output as r).
  * The last is the gradient at a residual block's input: its two branches'
  * gradients are summed, then masked by the previous block's relu.  A
  * relu_bwd that a batch norm's backward can take goes there instead.
@@ -42,7 +48,7 @@
 
 #include "pipeline.h"
 
-enum { MAX_IN = 6, MAX_OUT = 4, MAX_ATTR = 9, MAX_MEMBERS = 3 };
+enum { MAX_IN = 7, MAX_OUT = 4, MAX_ATTR = 9, MAX_MEMBERS = 4 };
 enum { ROLE_COPY = -1, ROLE_ABSORBED = -2 };
 
 /* One rewrite: the node that replaces the members, in terms of old value ids. */
@@ -145,13 +151,23 @@ static int match_conv_bn(Fz *f, int c) {
   if (training ? !z_only_for(f, z, b) : sole_user(f, z) != b) return 0;
   for (int i = 1; i < 5; i++)
     if (!ready_before(f, bn->in[i], c)) return 0;
-  int r = sole_user(f, bn->out[0]);
-  if (r >= 0 && !(is_free(f, r, IR_OP_RELU) && same_precision(f, c, r))) r = -1;
+  int r = sole_user(f, bn->out[0]), a = -1, res = -1;
+  if (r >= 0 && is_free(f, r, IR_OP_ADD) && same_precision(f, c, r)) { /* bn -> add -> relu */
+    const IrNode *add = node(f, r);
+    res = add->in[0] == bn->out[0] ? add->in[1] : add->in[0];
+    a = r, r = sole_user(f, add->out[0]);
+    if (res == bn->out[0] || !ready_before(f, res, c) || r < 0 || !is_free(f, r, IR_OP_RELU) ||
+        !same_precision(f, c, r))
+      a = res = r = -1;
+  } else if (r >= 0 && !(is_free(f, r, IR_OP_RELU) && same_precision(f, c, r))) {
+    r = -1;
+  }
 
-  Fusion u = {.op = training ? IR_OP_CONV2D_BN_TRAIN : IR_OP_CONV2D_BN, .member = {c, b, r},
-              .nmember = r >= 0 ? 3 : 2, .nin = 6};
+  Fusion u = {.op = training ? IR_OP_CONV2D_BN_TRAIN : IR_OP_CONV2D_BN, .member = {c, b, a >= 0 ? a : r, r},
+              .nmember = a >= 0 ? 4 : r >= 0 ? 3 : 2, .nin = res >= 0 ? 7 : 6};
   u.in[0] = conv->in[0], u.in[1] = conv->in[1];
   for (int i = 1; i < 5; i++) u.in[i + 1] = bn->in[i];
+  if (res >= 0) u.in[6] = res;
   static const char *const conv_keys[] = {"k", "s", "p", "d", "groups"};
   for (int i = 0; i < 5; i++) add_attr(&u, conv, conv_keys[i]);
   add_attr(&u, bn, "eps");

@@ -194,7 +194,7 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_LINEAR:
   case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
   case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT:
-    return i < 2 ? (int)compute : -1;
+    return i < 2 || i == 6 ? (int)compute : -1; /* 6: conv2d_bn*'s residual, in the output's dtype */
   case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
   case IR_OP_SUM_RELU_BWD:

@@ -259,6 +259,9 @@ typedef struct NetTrainConfig {
   int workers;                      /* decoding threads (0: the processors online, at most 8) */
   float mean3[3], std3[3];          /* per-channel normalization (RGB) of x/255; std3 all 0: the scalar
                                      * mean/std when given, else ImageNet's for folder data */
+  int64_t accum_steps;              /* gradient accumulation: each step (optimizer update) runs this many batches
+                                     * forward and backward and updates once with their mean gradient; steps,
+                                     * epochs, the schedule and checkpoints count updates (0: 1; docs/training.md) */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch

@@ -14,6 +14,8 @@
 
 #include "ir.h"
 #include "net.h"
+#include "rt_model.h"
+#include "rt_ref_input.h"
 
 typedef struct NetExec NetExec;
 
@@ -25,7 +27,10 @@ NetStatus net_exec_cuda_status(int rt_cuda_status);
 
 /* An executor of g at batch on the GPU (gpu != 0, device ordinal `ordinal`)
  * or the CPU.  g must be planned for batch on the GPU. */
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const IrGraph *g, int64_t batch, NetExec **out,
+/* prebuilt, arch: g's kernel programs from a model.so and their target
+ * (rt_gpu.h's RtGpuOpts.prebuilt), or NULL. */
+NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const RtModelProgram *prebuilt,
+                       const char *arch, const IrGraph *g, int64_t batch, NetExec **out,
                        char *err, size_t len);
 void net_exec_free(NetExec *x); /* takes NULL */
 int net_exec_find(const NetExec *x, const char *name);
@@ -40,5 +45,32 @@ size_t net_exec_device_bytes(const NetExec *x);
  * scratch with the cuDNN workspace; zeros on the CPU. */
 void net_exec_memory(const NetExec *x, size_t part[3]);
 int net_exec_cache_hit(const NetExec *x);
+
+/* Gradient accumulation (docs/training.md).  With k > 1 every k
+ * net_exec_run calls make one optimizer update: each runs the forward and
+ * backward pass (the nodes before the optimizer section) and adds the
+ * gradients into f32 sums; the k-th writes their mean into the gradients
+ * and runs the optimizer section.  Setting k (1: off, the whole step again)
+ * starts a new update with zero sums.  NET_ERR_MODEL for a graph whose
+ * optimizer section is not last. */
+NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len);
+/* Micro-steps of the current update already run (0 right after an update). */
+int net_exec_accum_pending(const NetExec *x);
+
+/* The input pipeline (docs/data.md): batches of image bytes into input v
+ * of x, converted by rt_ref_input_u8's formula into v's dtype and layout.
+ * On the GPU (rt_gpu_input.h) a batch goes from one of two pinned buffers
+ * to the device on a copy stream, overlapping the step before it, and is
+ * converted on the step's stream; on the CPU it is converted when fed.
+ * Per batch: net_exec_input_buffer (may wait for a free buffer), fill it,
+ * net_exec_input_send; net_exec_input_feed before the step that reads it
+ * (at most two sent and not fed).  While a pipeline runs, host writes of
+ * v are skipped: the step reads the fed batch.  Start again replaces it;
+ * stop takes an executor without one. */
+NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *err, size_t len);
+void net_exec_input_stop(NetExec *x);
+NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len);
+NetStatus net_exec_input_send(NetExec *x, char *err, size_t len);
+NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len);
 
 #endif

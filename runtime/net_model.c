@@ -144,6 +144,19 @@ void net_model_close(NetGraphs *m) {
   m->handle = NULL;
 }
 
+void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const RtModelProgram **prog, const char **arch) {
+  *prog = NULL, *arch = NULL;
+#ifdef NET_HAVE_RT_MODEL
+  const RtModel *r = m ? m->handle : NULL;
+  if (!r || !r->arch[0]) return;
+  if (g == r->train) *prog = &r->train_prog;
+  if (g == r->infer) *prog = &r->infer_prog;
+  if (*prog) *arch = r->arch;
+#else
+  (void)m, (void)g;
+#endif
+}
+
 NetStatus net_model_plan(IrGraph *g, int64_t batch, char *err, size_t len) {
   if (g->plan_bytes > 0 && g->plan_batch == batch) return NET_OK;
   Catch c;

@@ -12,6 +12,7 @@
 #include "arena.h"
 #include "ir.h"
 #include "net.h"
+#include "rt_model.h"
 
 typedef struct NetGraphs {
   IrGraph *train;   /* NULL when not asked for */
@@ -27,6 +28,10 @@ typedef struct NetGraphs {
 NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
                          NetGraphs *out, char *err, size_t len);
 void net_model_close(NetGraphs *m);
+
+/* g's kernel programs compiled into the model.so m was opened from, and
+ * their architecture; NULLs for a .net file (or another graph). */
+void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const RtModelProgram **prog, const char **arch);
 
 /* Makes g's memory plan again for batch (no-op when it already is). */
 NetStatus net_model_plan(IrGraph *g, int64_t batch, char *err, size_t len);

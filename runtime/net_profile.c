@@ -279,6 +279,7 @@ static NetStatus profile_gpu(NetModel *m, int inference, int reps, NetProfile *o
   IrGraph *g = inference ? m->gi : m->gt;
   NetExec *home = inference ? m->xi : m->xt;
   RtGpuOpts go = {.device = m->ordinal, .cache_dir = m->cache_dir};
+  net_model_prebuilt(&m->graphs, g, &go.prebuilt, &go.prebuilt_arch);
   RtGpu *x = NULL;
   RtGpuProfile rp = {0};
   s = net_exec_cuda_status(rt_gpu_new(g, m->batch, &go, &x, net_err_buf(), NET_ERRMAX));

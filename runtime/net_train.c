@@ -9,8 +9,14 @@
  * accuracy with the inference graph (parameters copied by name from the
  * training executor, see net_api.c).  A partial last batch is dropped, as
  * PyTorch's drop_last.  With `steps` the run stops after that many steps,
- * evaluating the epoch it stopped in.  The time spent getting a batch
- * (waiting for the loader, or gathering bytes in memory) is the data wait.
+ * evaluating the epoch it stopped in.  With accum_steps K a step is K
+ * batches accumulated into one update (docs/training.md): steps, epochs,
+ * the schedule and checkpoints count updates, the loss is their mean.
+ * Batches go to the executor as bytes through its input pipeline
+ * (net_exec.h, docs/data.md), normalized on the device on the GPU; batch
+ * b + 1 is staged before step b runs, so its copy overlaps the step.  The
+ * time spent staging a batch (waiting for the loader, gathering bytes in
+ * memory, waiting for a free pinned buffer) is the data wait.
  *
  * Folder data: the training loader starts epoch e + 1 as soon as epoch e's
  * last batch is taken, so its threads work during the evaluation; the
@@ -181,19 +187,60 @@ static void normalization(const NetTrainConfig *c, float scale[3], float shift[3
   }
 }
 
-/* n NCHW byte images into dst in io's layout, channel c normalized with
- * entry min(c, 2) (a one-channel model takes the first). */
-static void put_images(const NetIo *io, float *dst, const uint8_t *u8, int64_t n, const float scale[3],
-                       const float shift[3]) {
-  int64_t C = io->c, HW = io->h * io->w, S = C * HW;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t c = 0; c < C; c++) {
-      float a = scale[c < 2 ? c : 2], b = shift[c < 2 ? c : 2];
-      const uint8_t *src = u8 + i * S + c * HW;
-      float *to = dst + i * S + (io->nhwc ? c : c * HW);
-      int64_t step = io->nhwc ? C : 1;
-      for (int64_t p = 0; p < HW; p++) to[p * step] = (float)src[p] * a + b;
+/* The conversion of n NCHW byte images into io's input (rt_ref_input.h):
+ * channel c normalized with entry min(c, 2) (a one-channel model takes the
+ * first). */
+static RtRefInput input_of(const NetIo *io, int64_t n, const float scale[3], const float shift[3]) {
+  RtRefInput in = {.n = n, .c = io->c, .h = io->h, .w = io->w, .dc = io->c, .dst_nhwc = io->nhwc};
+  memcpy(in.scale, scale, sizeof in.scale);
+  memcpy(in.shift, shift, sizeof in.shift);
+  return in;
+}
+
+/* The training batches go through the executor's input pipeline
+ * (net_exec.h): batch b + 1 is staged -- drawn from the loader or the
+ * shuffled set into a free (pinned, on the GPU) buffer and sent -- right
+ * after batch b is fed and before step b, so on the GPU its copy runs
+ * during step b.  Labels wait here by slot until their batch is fed. */
+typedef struct Feed {
+  int64_t *lab[2];
+  int fill, next; /* slot to stage into, slot to feed */
+} Feed;
+
+/* Stages batch b of the epoch; the time it takes (the loader, the gather,
+ * a free buffer) is data wait. */
+static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int64_t b, double *wait) {
+  int64_t B = m->batch, S = m->sample, *lab = f->lab[f->fill];
+  double w0 = now_s();
+  uint8_t *buf;
+  NetStatus s = net_exec_input_buffer(m->xt, &buf, net_err_buf(), NET_ERRMAX);
+  if (s) return net_failed(s);
+  if (d->ltrain) {
+    RtLoaderBatch lb;
+    if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) return net_failed(NET_ERR_DATA);
+    memcpy(buf, lb.images, (size_t)(B * S));
+    memcpy(lab, lb.labels, sizeof(int64_t) * (size_t)B);
+  } else {
+    for (int64_t i = 0; i < B; i++) {
+      int64_t idx = order[b * B + i];
+      memcpy(buf + i * S, d->train.images + idx * S, (size_t)S);
+      lab[i] = d->train.labels[idx];
     }
+  }
+  *wait += now_s() - w0;
+  if ((s = net_exec_input_send(m->xt, net_err_buf(), NET_ERRMAX))) return net_failed(s);
+  f->fill ^= 1;
+  return NET_OK;
+}
+
+/* The oldest staged batch into the step's inputs (images on the
+ * executor's stream, labels into m->lab). */
+static NetStatus feed(NetModel *m, Feed *f) {
+  NetStatus s = net_exec_input_feed(m->xt, net_err_buf(), NET_ERRMAX);
+  if (s) return net_failed(s);
+  memcpy(m->lab, f->lab[f->next], sizeof(int64_t) * (size_t)m->batch);
+  f->next ^= 1;
+  return NET_OK;
 }
 
 /* Top-1 and top-5 counts of n <= batch images through the inference graph. */
@@ -202,7 +249,8 @@ static NetStatus eval_batch(NetModel *m, const uint8_t *u8, const int64_t *label
   NetStatus s = net_infer_ready(m);
   if (s) return s;
   memset(m->img, 0, sizeof(float) * (size_t)(m->batch * m->sample));
-  put_images(&m->ii, m->img, u8, n, scale, shift);
+  RtRefInput in = input_of(&m->ii, n, scale, shift);
+  rt_ref_input_u8(&in, u8, m->img);
   return net_evaluate_batch(m, n, labels, top1, top5);
 }
 
@@ -253,12 +301,18 @@ static double window_mean(const double *w, int64_t n) {
 static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResult *res) {
   NetStatus s = load_data(m, c, d);
   if (s) return s;
-  int64_t B = m->batch, S = m->sample;
+  int64_t B = m->batch;
   if (!d->ltrain && d->train.n < B)
     return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld",
                     (long long)d->train.n, (long long)B);
   if ((s = check_labels(m, &d->train, "training")) || (s = check_labels(m, &d->test, "test"))) return s;
-  int64_t spe = d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B;
+  /* accumulation: a step (update) takes K batches, so an epoch has spe * K of them */
+  int64_t K = c->accum_steps > 0 ? c->accum_steps : 1;
+  int64_t spe = (d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B) / K;
+  if (spe < 1)
+    return net_fail(NET_ERR_DATA, "an epoch of %lld batches of %lld is less than one step of %lld accumulated batches",
+                    (long long)(d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B), (long long)B,
+                    (long long)K);
   int have_test = d->ltest ? 1 : d->test.n > 0;
   int64_t epochs = c->epochs;
   if (!epochs && c->steps) epochs = (c->steps + spe - 1) / spe;
@@ -273,9 +327,9 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   float scale[3], shift[3], loss_scale = net_train_loss_scale(m->gt);
   normalization(c, scale, shift);
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(d->train.n ? d->train.n : 1));
-  uint8_t *bytes = malloc((size_t)(B * S));
-  if (!order || !bytes) {
-    free(order), free(bytes);
+  Feed fq = {{malloc(sizeof(int64_t) * (size_t)B), malloc(sizeof(int64_t) * (size_t)B)}, 0, 0};
+  if (!order || !fq.lab[0] || !fq.lab[1]) {
+    free(order), free(fq.lab[0]), free(fq.lab[1]);
     return net_fail(NET_ERR_NOMEM, "out of memory");
   }
   for (int64_t i = 0; i < d->train.n; i++) order[i] = i;
@@ -298,8 +352,11 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     t = last_ckpt = st.step;
   }
   int64_t t_first = t;
+  RtRefInput in = input_of(&m->it, B, scale, shift);
+  if (!s) s = net_failed(net_exec_input_start(m->xt, m->it.image, &in, net_err_buf(), NET_ERRMAX));
+  if (!s && K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)K, net_err_buf(), NET_ERRMAX));
   if (s) {
-    free(order), free(bytes);
+    free(order), free(fq.lab[0]), free(fq.lab[1]);
     return s;
   }
   char bad[1024] = "";
@@ -315,35 +372,25 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     if (d->ltrain && started != e) rt_loader_start(d->ltrain, e);
     started = e;
     int64_t b0 = e == st.epoch ? st.batch_in_epoch : 0;
-    for (int64_t b = 0; d->ltrain && b < b0 && !s; b++) { /* the batches the checkpoint has seen */
+    for (int64_t b = 0; d->ltrain && b < b0 * K && !s; b++) { /* the batches the checkpoint has seen */
       RtLoaderBatch lb;
       if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) s = net_failed(NET_ERR_DATA);
     }
-    for (int64_t b = b0; b < spe && t < total && !s; b++) {
-      double w0 = now_s();
-      const uint8_t *batch = bytes;
-      if (d->ltrain) {
-        RtLoaderBatch lb;
-        if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) {
-          s = net_failed(NET_ERR_DATA);
-          break;
-        }
-        batch = lb.images;
-        memcpy(m->lab, lb.labels, sizeof(int64_t) * (size_t)B);
-      } else {
-        for (int64_t i = 0; i < B; i++) {
-          int64_t idx = order[b * B + i];
-          memcpy(bytes + i * S, d->train.images + idx * S, (size_t)S);
-          m->lab[i] = d->train.labels[idx];
-        }
-      }
-      ep.data_wait_seconds += now_s() - w0;
-      put_images(&m->it, m->img, batch, B, scale, shift);
+    double micro_sum = 0; /* accumulation: the losses of this update's batches so far */
+    for (int64_t b = b0 * K; b < spe * K && t < total && !s; b++) { /* b: the batch; step t takes b / K */
+      if (b == b0 * K && (s = stage(m, d, &fq, order, b, &ep.data_wait_seconds))) break;
+      if ((s = feed(m, &fq))) break;
       /* the loader fills the next epoch's first batches during the evaluation */
-      if (d->ltrain && b == spe - 1 && e + 1 < epochs && t + 1 < total) rt_loader_start(d->ltrain, started = e + 1);
+      if (d->ltrain && b == spe * K - 1 && e + 1 < epochs && t + 1 < total) rt_loader_start(d->ltrain, started = e + 1);
+      if (b + 1 < spe * K && (t + 1 < total || (b + 1) % K) &&
+          (s = stage(m, d, &fq, order, b + 1, &ep.data_wait_seconds)))
+        break;
       double lr = rt_sched_lr(&sched, t);
       float loss = 0;
       if ((s = net_step_run(m, (float)lr, loss_scale, &loss, NULL))) break;
+      micro_sum += loss;
+      if ((b + 1) % K) continue; /* the update comes with the step's last batch */
+      loss = (float)(micro_sum / (double)K), micro_sum = 0;
       if (t - t_first < 10) head[t - t_first] = loss;
       tail[(t - t_first) % 10] = loss;
       if (ep.steps < 10) ehead[ep.steps] = loss;
@@ -354,12 +401,12 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
       double el = now_s() - t_start;
       if (c->on_step && (t % (c->log_every > 0 ? c->log_every : 1) == 0 || t == total)) {
         NetStepInfo si = {.step = t, .steps_total = total, .epoch = e, .epochs = epochs, .loss = loss, .lr = lr,
-                          .images_per_s = (double)((t - t_first) * B) / (t_run + now_s() - t0), .elapsed_s = el,
+                          .images_per_s = (double)((t - t_first) * K * B) / (t_run + now_s() - t0), .elapsed_s = el,
                           .data_wait_s = wait_run + ep.data_wait_seconds};
         if (c->on_step(&si, c->user)) s = net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
       }
       st.step = t, st.lr = lr;
-      st.epoch = b + 1 == spe ? e + 1 : e, st.batch_in_epoch = b + 1 == spe ? 0 : b + 1;
+      st.epoch = b + 1 == spe * K ? e + 1 : e, st.batch_in_epoch = b + 1 == spe * K ? 0 : (b + 1) / K;
       if (!s && c->checkpoint && c->checkpoint_every > 0 && t % c->checkpoint_every == 0) {
         if ((s = net_checkpoint_save(m, c->checkpoint, &st))) break;
         last_ckpt = t;
@@ -373,7 +420,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     res->epochs = e + 1, res->steps = t;
     res->train_seconds = t_run;
     res->data_wait_seconds = wait_run;
-    res->images_per_s = t_run > 0 ? (double)((t - t_first) * B) / t_run : 0;
+    res->images_per_s = t_run > 0 ? (double)((t - t_first) * K * B) / t_run : 0;
     int64_t ran = t - t_first; /* steps of this call (a resumed run starts later) */
     res->loss_first = window_mean(head, ran);
     double tl[10];
@@ -384,7 +431,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     ep.loss_mean = ep.steps ? sum / (double)ep.steps : 0;
     ep.loss_first = window_mean(ehead, ep.steps);
     ep.loss_last = window_mean(etail, ep.steps);
-    ep.images_per_s = ep.train_seconds > 0 ? (double)(ep.steps * B) / ep.train_seconds : 0;
+    ep.images_per_s = ep.train_seconds > 0 ? (double)(ep.steps * K * B) / ep.train_seconds : 0;
     if (have_test) {
       double t1 = now_s();
       if ((s = evaluate(m, d, scale, shift, &ep))) break;
@@ -405,8 +452,10 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     if (!cs && c->on_checkpoint) c->on_checkpoint(t, c->checkpoint, c->user);
     if (cs) s = cs;
   }
+  if (K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free(order);
-  free(bytes);
+  free(fq.lab[0]);
+  free(fq.lab[1]);
   return s;
 }
 
@@ -415,6 +464,9 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   if (!m->xt) return net_fail(NET_ERR_ARG, "net_train: the model was loaded for inference only");
   if (cfg->epochs < 0 || cfg->steps < 0 || cfg->checkpoint_every < 0)
     return net_fail(NET_ERR_ARG, "net_train: epochs, steps and checkpoint_every must not be negative");
+  if (cfg->accum_steps < 0 || cfg->accum_steps > 1 << 20)
+    return net_fail(NET_ERR_ARG, "net_train: accum_steps %lld (batches accumulated per step: 1 to %d; 0 means 1)",
+                    (long long)cfg->accum_steps, 1 << 20);
   if (!(cfg->std >= 0) || !isfinite(cfg->std) || !isfinite(cfg->mean))
     return net_fail(NET_ERR_ARG, "net_train: normalization std %g, mean %g (std must be positive, 0: the default)",
                     (double)cfg->std, (double)cfg->mean);
@@ -427,6 +479,7 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   memset(res, 0, sizeof *res);
   Data d = {0};
   NetStatus s = run(m, cfg, &d, res);
+  net_exec_input_stop(m->xt);
   rt_loader_free(d.ltrain);
   rt_loader_free(d.ltest);
   rt_folder_free(&d.ftrain);

@@ -4,6 +4,7 @@
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
  *                [--test-images N] [--seed N] [--workers N] [--augment KIND]
+ *                [--accum K]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
@@ -66,6 +67,9 @@ static void usage(FILE *f) {
           "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
           "  --epochs N           epochs (default: the model's train section)\n"
           "  --steps N            stop after N steps\n"
+          "  --accum K            gradient accumulation: each step runs K batches forward and backward and\n"
+          "                       updates once with their mean gradient (an effective batch of K * batch);\n"
+          "                       steps, epochs and the schedule count updates (default 1)\n"
           "  --train-images N     use the first N training images (default: all)\n"
           "  --test-images N      evaluate on the first N test images (default: all)\n"
           "  --seed N             initialization, shuffling and synthetic data seed (default 1)\n"
@@ -102,7 +106,7 @@ static void usage(FILE *f) {
 
 typedef struct Opts {
   const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot, *resume;
-  long long epochs, steps, batch, every, ntrain, ntest, seed, workers;
+  long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
   const char *augment;
   double lr, loss_scale;
   int synthetic, inference, tune;
@@ -174,6 +178,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"workers", required_argument, NULL, 'W'},  {"augment", required_argument, NULL, 'A'},
       {"plot", required_argument, NULL, 'P'},     {"resume", required_argument, NULL, 'R'},
       {"mean", required_argument, NULL, 'M'},     {"std", required_argument, NULL, 'Z'},
+      {"accum", required_argument, NULL, 'a'},
       {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
   };
   int c, li = 0;
@@ -224,6 +229,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'M': if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE; o->mean_set = 1; break;
     case 'Z': if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE; o->std_set = 1; break;
     case 'R': o->resume = optarg; break;
+    case 'a': if (parse_count("--accum", optarg, 1 << 20, &o->accum)) return EXIT_USAGE; break;
     case 'A':
       if (strcmp(optarg, "auto") && strcmp(optarg, "rrc") && strcmp(optarg, "pad_crop") && strcmp(optarg, "flip") &&
           strcmp(optarg, "none")) {
@@ -325,7 +331,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPRMZ", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPRMZa", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -366,10 +372,14 @@ static int cmd_train(int argc, char **argv) {
                       .on_step = on_step, .on_epoch = on_epoch, .checkpoint = o.checkpoint,
                       .checkpoint_every = o.every, .on_checkpoint = on_checkpoint, .user = &p, .result = &r,
                       .resume = o.resume, .mean3 = {o.mean3[0], o.mean3[1], o.mean3[2]},
-                      .std3 = {o.std3[0], o.std3[1], o.std3[2]}};
+                      .std3 = {o.std3[0], o.std3[1], o.std3[2]}, .accum_steps = o.accum};
   /* about 20 progress lines a run */
   p.every = o.steps ? (o.steps + 19) / 20 : 50;
-  printf("netrun: training %s on %s, batch %lld, %s\n", o.model, where(m), (long long)net_batch(m),
+  char accum[96] = "";
+  if (o.accum > 1)
+    snprintf(accum, sizeof accum, " x %lld accumulated (%lld images an update)", o.accum,
+             (long long)(o.accum * net_batch(m)));
+  printf("netrun: training %s on %s, batch %lld%s, %s\n", o.model, where(m), (long long)net_batch(m), accum,
          o.synthetic ? "synthetic data" : folder ? train_dir : c.idx_dir);
   fflush(stdout);
   NetStatus s = net_train(m, &c);

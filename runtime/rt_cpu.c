@@ -157,10 +157,15 @@ static void round_outputs(RtCpu *x, const IrNode *n) {
 
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen) {
   if (!x) return fail(err, errlen, "no executor");
+  return rt_cpu_run_nodes(x, 0, x->g->nnode, err, errlen);
+}
+
+int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen) {
+  if (!x || lo < 0 || hi > x->g->nnode || lo > hi) return fail(err, errlen, "no executor, or nodes out of range");
   x->err = err;
   x->errlen = errlen;
   int rc = 0;
-  for (int i = 0; i < x->g->nnode && !rc; i++) {
+  for (int i = lo; i < hi && !rc; i++) {
     const IrNode *n = &x->g->node[i];
     rc = rt_cpu_op_find(n->op)->run(x, n);
     if (!rc) round_outputs(x, n);

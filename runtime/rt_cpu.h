@@ -32,5 +32,24 @@ int rt_cpu_is_int(const RtCpu *x, int v);
 /* Runs every node once, in order.  Returns 0, or -1 with a message naming the
  * node (its printed name and op) that failed. */
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen);
+/* Runs nodes lo..hi-1 of the graph, in order (rt_cpu_run: all of them). */
+int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen);
+
+/* --- gradient accumulation (rt_cpu_accum.c, docs/training.md) --- */
+
+/* f32 sums of the gradients `grad` (ngrad value ids, each produced before
+ * node `first`, where the optimizer section starts) over the micro-steps
+ * of one update. */
+typedef struct RtCpuAccum RtCpuAccum;
+
+int rt_cpu_accum_new(RtCpu *x, int first, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen);
+void rt_cpu_accum_free(RtCpuAccum *a); /* takes NULL */
+/* Zeroes the sums (a new update starts). */
+void rt_cpu_accum_reset(RtCpuAccum *a);
+/* One micro-step of k: runs the nodes before `first` and adds every
+ * gradient into its sum; the last one instead writes (sum + gradient) / k
+ * into the gradient (rounded to its dtype), zeroes the sums and runs the
+ * optimizer section.  Returns 0, or -1 with a message. */
+int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen);
 
 #endif

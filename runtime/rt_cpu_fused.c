@@ -22,26 +22,36 @@ static int conv_into(RtCpu *x, const IrNode *n, float *z) {
                          "rt_ref_conv2d_fwd");
 }
 
-static int relu_if(RtCpu *x, const IrNode *n, int k) {
-  if (ir_attr_int(n, "relu", 0) == 0) return 0;
-  float *y = rt_cpu_op_out(x, n, k);
-  return rt_cpu_op_check(x, n, rt_ref_relu_fwd(x->numel[n->out[k]], y, y), "rt_ref_relu_fwd");
-}
-
-/* z is a result of its own: the statistics are taken from z as its dtype
- * keeps it, as they are from an unfused conv2d's rounded output. */
-static int round_z(RtCpu *x, const IrNode *n) {
-  float *z = rt_cpu_op_out(x, n, 0);
-  int64_t count = x->numel[n->out[0]];
-  IrDtype dt = rt_cpu_op_out_type(x, n, 0)->dtype;
+/* Result k rounded to its dtype, as a stored value is. */
+static int round_out(RtCpu *x, const IrNode *n, int k) {
+  float *z = rt_cpu_op_out(x, n, k);
+  int64_t count = x->numel[n->out[k]];
+  IrDtype dt = rt_cpu_op_out_type(x, n, k)->dtype;
   if (dt == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, z, z), "rt_ref_round_f16");
   if (dt == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, z, z), "rt_ref_round_bf16");
   return 0;
 }
 
-/* (x, w, gamma, beta, running_mean, running_var) -> z = conv(x, w),
- * y = [relu] batchnorm_train(z), batch mean, invstd; running statistics
- * updated in place. */
+/* Result k: the residual (input 6, when the node has one) added, then
+ * relu when relu=1.  The batch norm's output is rounded to the result's
+ * dtype before the sum, as the unfused batch norm stores it. */
+static int relu_if(RtCpu *x, const IrNode *n, int k) {
+  float *y = rt_cpu_op_out(x, n, k);
+  int64_t count = x->numel[n->out[k]];
+  if (n->nin > 6 && (round_out(x, n, k) || rt_cpu_op_check(x, n, rt_ref_add_fwd(count, y, rt_cpu_op_in(x, n, 6), y),
+                                                             "rt_ref_add_fwd")))
+    return -1;
+  if (ir_attr_int(n, "relu", 0) == 0) return 0;
+  return rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd");
+}
+
+/* z is a result of its own: the statistics are taken from z as its dtype
+ * keeps it, as they are from an unfused conv2d's rounded output. */
+static int round_z(RtCpu *x, const IrNode *n) { return round_out(x, n, 0); }
+
+/* (x, w, gamma, beta, running_mean, running_var[, r]) -> z = conv(x, w),
+ * y = [relu] (batchnorm_train(z) [+ r]), batch mean, invstd; running
+ * statistics updated in place. */
 int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
   float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);

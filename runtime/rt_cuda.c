@@ -102,6 +102,9 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(GraphDestroy, cuGraphDestroy, NULL);
   LOAD(GraphExecDestroy, cuGraphExecDestroy, NULL);
   LOAD(LaunchHostFunc, cuLaunchHostFunc, NULL);
+  LOAD(MemHostAlloc, cuMemHostAlloc, NULL);
+  LOAD(MemFreeHost, cuMemFreeHost, NULL);
+  LOAD(StreamWaitEvent, cuStreamWaitEvent, NULL);
   return 1;
 }
 

@@ -105,6 +105,11 @@ typedef struct RtCudaApi {
   CUresult (*GraphExecDestroy)(CUgraphExec exec);
   /* the profiler (rt_gpu_profile.c): holds the stream while a step is queued */
   CUresult (*LaunchHostFunc)(CUstream stream, CUhostFn fn, void *user);
+  /* the input pipeline (rt_gpu_input.c): pinned batches copied on a
+   * stream of their own, which the step's stream waits for by event */
+  CUresult (*MemHostAlloc)(void **p, size_t bytes, unsigned int flags);
+  CUresult (*MemFreeHost)(void *p);
+  CUresult (*StreamWaitEvent)(CUstream stream, CUevent ev, unsigned int flags);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is

@@ -21,6 +21,11 @@
  * deterministic for one cuDNN version and device, so the same position
  * names the same engine configuration in a later process.
  *
+ * A forward description with genstats adds a GenStats operation on y to
+ * the graph (uids 4 and 5: per-channel sum and sum of squares, f32), the
+ * fused batch-norm statistics; deterministic handles skip engines noted
+ * NONDETERMINISTIC.
+ *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
  * deprecated in favour of DEVICEPROP descriptors (9.14 lacks those).
@@ -38,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5 };
 enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
 
 typedef struct DnnApi {
@@ -71,6 +76,7 @@ static struct {
 struct RtConvPlan {
   RtConvDesc key; /* normalized: zeroed, then field by field */
   cudnnBackendDescriptor_t x, w, y, conv, op, graph, cfg, plan;
+  cudnnBackendDescriptor_t sum, sqsum, stats; /* genstats only: its outputs and operation */
   int64_t workspace;
   int mode, index; /* where the chosen configuration was in the heuristics' lists */
   char what[256];
@@ -94,6 +100,7 @@ struct RtCudnn {
   int nentries, entries_cap;
   int cached, timed, heuristic;
   int64_t ws_cap;      /* rt_cudnn_workspace_cap; 0: none */
+  int deterministic;   /* rt_cudnn_deterministic */
   int capped;          /* configurations skipped for the cap by the plan being built */
 };
 
@@ -226,7 +233,8 @@ static void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
 
 static void plan_free(const DnnApi *d, RtConvPlan *p) {
   if (!p) return;
-  cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->op, &p->conv, &p->x, &p->w, &p->y};
+  cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->stats, &p->op, &p->conv,
+                                     &p->x,    &p->w,   &p->y,     &p->sum,   &p->sqsum};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
   free(p);
 }
@@ -257,6 +265,8 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
   else if (d->ho != out_size(d->h, d->r, d->stride[0], d->pad[0], d->dilation[0]) ||
            d->wo != out_size(d->w, d->s, d->stride[1], d->pad[1], d->dilation[1]) || d->ho < 1 || d->wo < 1)
     bad = "output size";
+  else if (d->genstats && (d->kind != RT_CONV_FWD || d->dtype == IR_DT_F32))
+    bad = "genstats (forward convolutions on f16 or bf16 only)";
   if (!bad) return RT_CUDA_OK;
   rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
        d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
@@ -274,6 +284,7 @@ static RtConvDesc normalize(const RtConvDesc *d) {
   k.groups = d->groups;
   k.dtype = d->dtype;
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
+  k.genstats = d->genstats != 0;
   return k;
 }
 
@@ -352,6 +363,29 @@ static const cudnnBackendAttributeName_t GRAPH_HANDLE = CUDNN_ATTR_OPERATIONGRAP
 static const cudnnBackendAttributeName_t PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
 #pragma GCC diagnostic pop
 
+/* The GenStats operation on the convolution's output: per-channel sum and
+ * sum of squares into two f32 [1, K, 1, 1] tensors. */
+static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  RtCudaStatus s;
+  if ((s = make_tensor(h, &p->sum, UID_SUM, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
+      (s = make_tensor(h, &p->sqsum, UID_SQSUM, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
+      (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, &p->stats), p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode, p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y,
+               p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->sum,
+               p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->sqsum,
+               p->what)) ||
+      (s = DNN(h, BackendFinalize, (p->stats), p->what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
 static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   RtCudaStatus s;
@@ -370,9 +404,12 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
       (s = SET(h, p->op, OPS[d->kind].y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y, p->what)) ||
       (s = DNN(h, BackendFinalize, (p->op), p->what)))
     return s;
+  if (d->genstats && (s = make_genstats(h, p, err, errlen))) return s;
+  cudnnBackendDescriptor_t ops[2] = {p->op, p->stats};
+  int64_t nops = d->genstats ? 2 : 1;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
       (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
-      (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->op, p->what)) ||
+      (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops, p->what)) ||
       (s = DNN(h, BackendFinalize, (p->graph), p->what)))
     return s;
   return RT_CUDA_OK;
@@ -425,6 +462,7 @@ done:
  * When its notes cannot be read it is taken: the accuracy tests would
  * show a TF32 engine. */
 static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype dtype, int tf32) {
+  int determ = h->deterministic;
   cudnnBackendDescriptor_t eng = NULL;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t n = 0, one = 0;
@@ -436,6 +474,7 @@ static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype d
                                   CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
       if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ok = 0;
+      if (determ && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) ok = 0;
       if (dtype == IR_DT_F32 && !tf32 &&
           (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
         ok = 0;
@@ -462,16 +501,22 @@ static cudnnBackendDescriptor_t make_plan(RtCudnn *h, RtConvPlan *p, cudnnBacken
   return plan;
 }
 
+/* Runs plan on x, w, y and, when stats is not 0, the GenStats outputs
+ * stats[0..K) and stats[K..2K) (K = the plan's output channels). */
 static RtCudaStatus execute(RtCudnn *h, cudnnBackendDescriptor_t plan, const char *what, CUdeviceptr x,
-                            CUdeviceptr w, CUdeviceptr y, CUdeviceptr workspace, char *err, size_t errlen) {
-  int64_t uids[3] = {UID_X, UID_W, UID_Y};
-  void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y};
+                            CUdeviceptr w, CUdeviceptr y, CUdeviceptr stats, int k, CUdeviceptr workspace, char *err,
+                            size_t errlen) {
+  int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM};
+  CUdeviceptr sq = stats + (CUdeviceptr)k * sizeof(float);
+  void *ptrs[5] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y, (void *)(uintptr_t)stats,
+                   (void *)(uintptr_t)sq};
+  int64_t n = stats ? 5 : 3;
   void *ws = (void *)(uintptr_t)workspace;
   cudnnBackendDescriptor_t pack = NULL;
   RtCudaStatus s;
   if (!(s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), what)) &&
-      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, what)) &&
-      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, what)) &&
+      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids, what)) &&
+      !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs, what)) &&
       !(s = SET(h, pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, what)) &&
       !(s = DNN(h, BackendFinalize, (pack), what)))
     s = DNN(h, BackendExecute, (h->handle, plan, pack), what);
@@ -481,13 +526,13 @@ static RtCudaStatus execute(RtCudnn *h, cudnnBackendDescriptor_t plan, const cha
 
 /* Device buffers for timing candidates (contents do not matter). */
 typedef struct TuneBufs {
-  CUdeviceptr x, w, y, ws;
+  CUdeviceptr x, w, y, stats, ws;
   size_t ws_bytes;
 } TuneBufs;
 
 static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
-  CUdeviceptr *all[] = {&b->x, &b->w, &b->y, &b->ws};
-  for (size_t i = 0; i < 4; i++)
+  CUdeviceptr *all[] = {&b->x, &b->w, &b->y, &b->stats, &b->ws};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) cu->MemFree(*all[i]);
   memset(b, 0, sizeof *b);
 }
@@ -508,11 +553,11 @@ static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan,
   float ms = -1;
   if (RT_CU(cu, EventCreate, (&ev[0], CU_EVENT_DEFAULT), p->what, err, errlen) ||
       RT_CU(cu, EventCreate, (&ev[1], CU_EVENT_DEFAULT), p->what, err, errlen) ||
-      execute(h, plan, p->what, b->x, b->w, b->y, b->ws, err, errlen) ||
+      execute(h, plan, p->what, b->x, b->w, b->y, b->stats, p->key.k, b->ws, err, errlen) ||
       RT_CU(cu, EventRecord, (ev[0], h->stream), p->what, err, errlen))
     goto done;
   for (int i = 0; i < TUNE_RUNS; i++)
-    if (execute(h, plan, p->what, b->x, b->w, b->y, b->ws, err, errlen)) goto done;
+    if (execute(h, plan, p->what, b->x, b->w, b->y, b->stats, p->key.k, b->ws, err, errlen)) goto done;
   float t = 0;
   if (RT_CU(cu, EventRecord, (ev[1], h->stream), p->what, err, errlen) ||
       RT_CU(cu, EventSynchronize, (ev[1]), p->what, err, errlen) ||
@@ -552,7 +597,9 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
       if (!b->x && (RT_CU(cu, MemAlloc, (&b->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
                     RT_CU(cu, MemAlloc, (&b->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what,
                           err, errlen) ||
-                    RT_CU(cu, MemAlloc, (&b->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen))) {
+                    RT_CU(cu, MemAlloc, (&b->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
+                    (d->genstats &&
+                     RT_CU(cu, MemAlloc, (&b->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)))) {
         destroy(h->dnn, &plan);
         return RT_CUDA_ECALL;
       }
@@ -675,6 +722,10 @@ void rt_cudnn_workspace_cap(RtCudnn *h, size_t bytes) {
   if (h) h->ws_cap = (int64_t)bytes;
 }
 
+void rt_cudnn_deterministic(RtCudnn *h, int on) {
+  if (h) h->deterministic = on != 0;
+}
+
 void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic) {
   if (cached) *cached = h ? h->cached : 0;
   if (timed) *timed = h ? h->timed : 0;
@@ -717,8 +768,8 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
     else if (!acceptable)
       rt_cuda_errf(err, errlen,
            "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
-           "reductions) (%s)",
-           __FILE__, __LINE__, (long long)total, p->what);
+           "reductions)%s (%s)",
+           __FILE__, __LINE__, (long long)total, h->deterministic ? " and is deterministic" : "", p->what);
     /* otherwise err holds the last configuration's failure */
     return RT_CUDA_ECALL;
   }
@@ -762,10 +813,11 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
-  snprintf(p->what, sizeof p->what, "conv %s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d",
-           KIND_NAMES[key.kind], dtype_name(key.dtype), key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
-           key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1],
-           key.dilation[0], key.dilation[1], key.groups);
+  snprintf(p->what, sizeof p->what, "conv %s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
+           KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
+           key.n, key.h, key.w, key.c, key.k, key.r, key.s, key.c / key.groups, key.ho, key.wo, key.stride[0],
+           key.stride[1], key.pad[0], key.pad[1], key.dilation[0], key.dilation[1], key.groups,
+           h->deterministic ? " deterministic" : "");
   if ((s = build(h, p, err, errlen))) {
     plan_free(h->dnn, p);
     return s;
@@ -782,5 +834,25 @@ RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUde
     rt_cuda_errf(err, errlen, "rt_cudnn_conv_run: NULL argument%s", plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
-  return execute(h, plan->plan, plan->what, x, w, y, workspace, err, errlen);
+  if (plan->key.genstats) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run: %s writes statistics: use rt_cudnn_conv_run_stats", plan->what);
+    return RT_CUDA_EARG;
+  }
+  return execute(h, plan->plan, plan->what, x, w, y, 0, 0, workspace, err, errlen);
+}
+
+RtCudaStatus rt_cudnn_conv_run_stats(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
+                                     CUdeviceptr stats, CUdeviceptr workspace, char *err, size_t errlen) {
+  if (!h || !plan || !x || !w || !y || !stats || (plan->workspace > 0 && !workspace)) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run_stats: NULL argument%s", plan ? "" : " (plan)");
+    return RT_CUDA_EARG;
+  }
+  if (!plan->key.genstats) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run_stats: %s writes no statistics", plan->what);
+    return RT_CUDA_EARG;
+  }
+  RtCudaStatus s = RT_CU(h->cu, MemsetD8Async, (stats, 0, 2 * sizeof(float) * (size_t)plan->key.k, h->stream),
+                         plan->what, err, errlen);
+  if (s) return s;
+  return execute(h, plan->plan, plan->what, x, w, y, stats, plan->key.k, workspace, err, errlen);
 }

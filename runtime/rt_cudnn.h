@@ -33,6 +33,9 @@ typedef struct RtConvDesc {
   IrDtype dtype;          /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16 */
   int tf32;               /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
                            * FP32 accumulation); 0 keeps full FP32 numerics */
+  int genstats;           /* RT_CONV_FWD on f16/bf16 only: the same kernel also writes the
+                           * per-channel sum and sum of squares of y, f32 (cuDNN's conv +
+                           * GenStats fusion); see rt_cudnn_conv_run_stats */
 } RtConvDesc;
 
 typedef struct RtCudnn RtCudnn;
@@ -64,5 +67,15 @@ void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuris
  * captured in a CUDA graph. */
 RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
                                CUdeviceptr workspace, char *err, size_t errlen);
+/* The same for a plan whose description has genstats: stats receives 2*K
+ * floats, the sums over N, H and W of y (stats[k]) and of y*y (stats[K+k]),
+ * taken from the FP32 accumulators (it is zeroed first, on the stream).
+ * rt_cudnn_conv_run refuses such a plan, this one any other. */
+RtCudaStatus rt_cudnn_conv_run_stats(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
+                                     CUdeviceptr stats, CUdeviceptr workspace, char *err, size_t errlen);
+/* Plans made from now on take only engines cuDNN marks deterministic (no
+ * atomics in the reductions): bit-identical results run to run, for
+ * comparisons; none such is an error.  Off by default. */
+void rt_cudnn_deterministic(RtCudnn *h, int on);
 
 #endif

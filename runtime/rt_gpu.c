@@ -128,7 +128,18 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
   return RT_CUDA_OK;
 }
 
-/* Kernels from the module, argument blocks and convolution plans for every node. */
+RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen) {
+  if (c->fused) return rt_cudnn_conv_run_stats(x->dnn, c->plan, c->x, c->w, c->y, c->stats, x->workspace, err, errlen);
+  return rt_cudnn_conv_run(x->dnn, c->plan, c->x, c->w, c->y, x->workspace, err, errlen);
+}
+
+/* Whether launch l runs, given its node's convolution plan. */
+static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
+  return l->when == RT_K_ALWAYS || (l->when == RT_K_FUSED) == (c->fused != 0);
+}
+
+/* Kernels from the module, argument blocks and convolution plans (made by
+ * plan_convs) for every node. */
 static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   const IrGraph *g = x->g;
   int total = 0;
@@ -136,7 +147,7 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > RT_K_MAX_LAUNCH)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
     x->first[i] = total;
-    total += x->prog.kn[i].nlaunch;
+    for (int j = 0; j < x->prog.kn[i].nlaunch; j++) total += launch_runs(&x->prog.kn[i].launch[j], &x->conv[i]);
   }
   x->first[g->nnode] = total;
   x->launch = calloc((size_t)(total ? total : 1), sizeof *x->launch);
@@ -145,20 +156,19 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   for (int i = 0; !s && i < g->nnode; i++) {
     const RtKNode *k = &x->prog.kn[i];
     if (k->has_conv) {
-      size_t ws = 0;
-      if ((s = rt_cudnn_conv_plan(x->dnn, &k->conv, &x->conv[i].plan, &ws, err, errlen)) ||
-          (s = resolve_arg(x, i, &k->conv_x, &x->conv[i].x, err, errlen)) ||
+      if ((s = resolve_arg(x, i, &k->conv_x, &x->conv[i].x, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_w, &x->conv[i].w, err, errlen)) ||
-          (s = resolve_arg(x, i, &k->conv_y, &x->conv[i].y, err, errlen)))
+          (s = resolve_arg(x, i, &k->conv_y, &x->conv[i].y, err, errlen)) ||
+          (x->conv[i].fused && (s = resolve_arg(x, i, &k->conv_stats, &x->conv[i].stats, err, errlen))))
         break;
     }
-    for (int j = 0; !s && j < k->nlaunch; j++) {
-      GpuLaunch *L = &x->launch[x->first[i] + j];
+    for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
+      if (!launch_runs(&k->launch[j], &x->conv[i])) continue;
+      GpuLaunch *L = &x->launch[at++];
       L->l = &k->launch[j];
       if (L->l->nargs < 0 || L->l->nargs > RT_K_MAX_ARGS)
         return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
-      if (!x->mod) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", L->l->name);
-      if ((s = rt_cuda_module_function(x->mod, L->l->name, &L->fn, err, errlen))) break;
+      if ((s = rt_gpu_prog_function(&x->prog, i, j, &L->fn, err, errlen))) break;
       if (L->l->smem > SMEM_DEFAULT &&
           (s = RT_CU(x->api, FuncSetAttribute,
                      (L->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)L->l->smem), L->l->name, err,
@@ -173,15 +183,30 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   return s;
 }
 
-/* Largest cuDNN workspace of any convolution (plans are cached, so
- * prepare_nodes gets the same plans back). */
-static RtCudaStatus max_workspace(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
+/* Whether convolutions may write batch-norm statistics (cuDNN's GenStats
+ * fusion): $NETC_GENSTATS = 0 turns it off, for comparisons. */
+static int genstats_allowed(void) {
+  const char *v = getenv("NETC_GENSTATS");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+/* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
+ * A convolution that asks for its statistics gets the fused plan when
+ * cuDNN has an engine for it, else the plain one (and its node runs the
+ * unfused launches). */
+static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
+  int allowed = genstats_allowed();
   for (int i = 0; i < x->g->nnode; i++) {
     if (!x->prog.kn[i].has_conv) continue;
-    RtConvPlan *plan;
+    RtConvDesc d = x->prog.kn[i].conv;
+    GpuConv *c = &x->conv[i];
     size_t ws = 0;
-    RtCudaStatus s = rt_cudnn_conv_plan(x->dnn, &x->prog.kn[i].conv, &plan, &ws, err, errlen);
+    char why[512];
+    c->fused = 0;
+    if (d.genstats && allowed && !rt_cudnn_conv_plan(x->dnn, &d, &c->plan, &ws, why, sizeof why)) c->fused = 1;
+    d.genstats = 0;
+    RtCudaStatus s = c->fused ? RT_CUDA_OK : rt_cudnn_conv_plan(x->dnn, &d, &c->plan, &ws, err, errlen);
     if (s) return s;
     if (ws > *ws_max) *ws_max = ws;
   }
@@ -236,11 +261,11 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
       (s = rt_gpu_prog_build_prebuilt(g, x->batch, &dev, o ? o->cache_dir : NULL, o ? o->prebuilt : NULL,
                                        o ? o->prebuilt_arch : NULL, &x->prog, err, errlen)))
     return s;
-  if (x->prog.cubin &&
-      (s = rt_cuda_module_init(&x->mod, x->ctx, x->prog.cubin, "the step's kernels", err, errlen)))
-    return s;
+  if ((s = rt_gpu_prog_load(&x->prog, x->ctx, err, errlen))) return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
   rt_cudnn_workspace_cap(x->dnn, workspace_cap());
+  const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
+  rt_cudnn_deterministic(x->dnn, determ && strcmp(determ, "1") == 0);
   if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
     char dir[3072], path[3200];
     rt_gpu_prog_cache_dir(o->cache_dir, dir, sizeof dir);
@@ -250,7 +275,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   size_t node_scratch = 0, ws = 0;
   for (int i = 0; i < g->nnode; i++)
     if (x->prog.kn[i].scratch_bytes > node_scratch) node_scratch = x->prog.kn[i].scratch_bytes;
-  if ((s = max_workspace(x, &ws, err, errlen))) return s;
+  if ((s = plan_convs(x, &ws, err, errlen))) return s;
   x->scratch_bytes = align_up(node_scratch) + align_up(ws) + ALIGN;
   if ((s = dev_alloc(x, &x->scratch, x->scratch_bytes, "kernel scratch and cuDNN workspace", err, errlen)) ||
       (s = RT_CU(x->api, MemsetD8Async, (x->scratch, 0, x->scratch_bytes, x->stream), "zeroing the scratch", err,
@@ -302,7 +327,6 @@ void rt_gpu_free(RtGpu *x) {
     x->api->StreamSynchronize(x->stream);
     if (x->exec) x->api->GraphExecDestroy(x->exec);
     rt_cudnn_free(x->dnn);
-    rt_cuda_module_free(x->mod);
     if (x->arena) x->api->MemFree(x->arena);
     if (x->persist) x->api->MemFree(x->persist);
     if (x->scratch) x->api->MemFree(x->scratch);
@@ -333,6 +357,12 @@ void rt_gpu_memory(const RtGpu *x, size_t *arena, size_t *persist, size_t *scrat
   if (scratch) *scratch = x ? x->scratch_bytes : 0;
 }
 int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
+
+int rt_gpu_fused_convs(const RtGpu *x) {
+  int n = 0;
+  for (int i = 0; x && i < x->g->nnode; i++) n += x->conv[i].fused;
+  return n;
+}
 int rt_gpu_prebuilt_hit(const RtGpu *x) { return x ? x->prog.prebuilt : 0; }
 
 /* Checks v and makes the staging buffer hold it; *bytes = its device size. */
@@ -411,11 +441,16 @@ RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) 
 
 /* Every node's convolution and launches, on the stream. */
 static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
-  for (int i = 0; i < x->g->nnode; i++) {
+  return rt_gpu_launch_nodes(x, 0, x->g->nnode, err, errlen);
+}
+
+/* accumulation (rt_gpu_accum.c) captures parts of the step: launch_all's
+ * loop over nodes lo..hi-1 */
+RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen) {
+  for (int i = lo; i < hi; i++) {
     RtCudaStatus s;
     const GpuConv *c = &x->conv[i];
-    if (c->plan && (s = rt_cudnn_conv_run(x->dnn, c->plan, c->x, c->w, c->y, x->workspace, err, errlen)))
-      return s;
+    if (c->plan && (s = rt_gpu_conv_run(x, c, err, errlen))) return s;
     for (int j = x->first[i]; j < x->first[i + 1]; j++) {
       GpuLaunch *L = &x->launch[j];
       const RtKLaunch *l = L->l;
@@ -445,6 +480,8 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     x->api->GraphExecDestroy(x->exec);
     x->exec = NULL;
   }
+  const char *graphs = getenv("NETC_CUDA_GRAPH"); /* "0": launch node by node, for comparisons */
+  if (graphs && strcmp(graphs, "0") == 0) return RT_CUDA_OK;
   if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
                  err, errlen)))
     return s;

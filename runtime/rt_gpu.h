@@ -42,12 +42,20 @@ typedef struct RtGpuOpts {
 RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err, size_t errlen);
 void rt_gpu_free(RtGpu *x); /* takes NULL */
 int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
+int rt_gpu_fused_convs(const RtGpu *x); /* convolutions that write their batch-norm statistics (GenStats) */
 int64_t rt_gpu_numel(const RtGpu *x, int v);
 /* Host <-> device copies of value v (float for float dtypes, int64 for integer ones). */
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen);
 RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen);
 /* One training (or inference) step: launches every node, or replays the graph once captured. */
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
+/* Environment knobs, each read when the executor is made (or the step
+ * captured), for measuring what an optimization is worth:
+ *   NETC_CUDA_GRAPH=0           no CUDA graph: every step launches node by node
+ *   NETC_GENSTATS=0             batch-norm statistics by their own kernels, not
+ *                               from the convolution (cuDNN GenStats)
+ *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
+ *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
 /* Milliseconds of `steps` runs back to back, timed with events (after one warm-up run). */
@@ -71,6 +79,30 @@ void rt_gpu_memory(const RtGpu *x, size_t *arena, size_t *persist, size_t *scrat
 int rt_gpu_cache_hit(const RtGpu *x);
 /* 1 when the last rt_gpu_new took RtGpuOpts.prebuilt's cubin (no NVRTC call). */
 int rt_gpu_prebuilt_hit(const RtGpu *x);
+
+/* --- gradient accumulation (rt_gpu_accum.c, docs/training.md) --- */
+
+/* Queues nodes lo..hi-1 of the step on the stream, uncaptured (0..nnode is
+ * the whole step). */
+RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen);
+
+/* f32 sums on the device of the gradients `grad` (ngrad value ids, each
+ * produced before node `first`, where the optimizer section starts) over
+ * the k micro-steps of one update, as rt_cpu_accum (rt_cpu.h): two CUDA
+ * graphs, captured when made -- a micro-step (the nodes before `first`,
+ * then sum += gradient) and the last one (the nodes before `first`, then
+ * gradient = (sum + gradient) / k in its dtype and sum = 0, then the
+ * optimizer section).  The executor's whole-step graph is left alone. */
+typedef struct RtGpuAccum RtGpuAccum;
+
+RtCudaStatus rt_gpu_accum_new(RtGpu *x, int first, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
+                              size_t errlen);
+void rt_gpu_accum_free(RtGpuAccum *a); /* takes NULL */
+int rt_gpu_accum_k(const RtGpuAccum *a);
+/* Zeroes the sums (a new update starts). */
+RtCudaStatus rt_gpu_accum_reset(RtGpuAccum *a, char *err, size_t errlen);
+/* Replays one micro-step (last != 0: the one that updates). */
+RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen);
 
 /* --- profiling (rt_gpu_profile.c) --- */
 

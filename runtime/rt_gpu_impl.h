@@ -17,7 +17,8 @@ typedef struct GpuLaunch {
 
 typedef struct GpuConv {
   RtConvPlan *plan;
-  CUdeviceptr x, w, y;
+  int fused;         /* the plan writes the statistics (RtConvDesc.genstats) into stats */
+  CUdeviceptr x, w, y, stats;
 } GpuConv;
 
 struct RtGpu {
@@ -28,7 +29,6 @@ struct RtGpu {
   CUstream stream;
   RtCudnn *dnn;
   RtGpuProg prog;
-  RtCudaModule *mod;
   CUdeviceptr arena, persist, scratch, workspace;
   size_t arena_bytes, persist_bytes, scratch_bytes;
   CUdeviceptr *addr; /* per value: its device address, 0 when it has none */
@@ -45,6 +45,8 @@ struct RtGpu {
  * inert unless a tool injects itself.  rt_gpu_nvtx_enabled() is 1 when
  * $NETC_NVTX is "1" (read once), for the uncaptured steps of launch_all. */
 int rt_gpu_nvtx_enabled(void);
+/* Queues node convolution c on the executor's stream. */
+RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
 void rt_gpu_nvtx_pop(void);
 

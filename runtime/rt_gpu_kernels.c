@@ -280,12 +280,14 @@ static int emit_eltwise(Emit *e) {
 typedef struct Chan {
   int64_t rows;
   int C, V, bx, by, G, gy;
+  int noshift; /* finalize: the sums are of x itself (G = 1), not shifted by its first row */
   IrDtype dt;
   size_t coef; /* scratch offset of coef[4][C] */
 } Chan;
 
 /* Shape and reduction geometry of per-channel work on tensor t. */
 static int chan_plan(Emit *e, const IrType *t, Chan *c) {
+  memset(c, 0, sizeof *c);
   if (chan_view(e, t, &c->rows, &c->C)) return -1;
   if (!is_float(t->dtype)) return fail(e, "per-channel kernels need a float tensor");
   c->dt = t->dtype;
@@ -322,8 +324,9 @@ static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
 }
 
 static int chan_finalize(Emit *e, const Chan *c, const char *op) {
-  if (begin(e, "finalize")) return -1;
+  if (begin(e, c->noshift ? "finalize_sums" : "finalize")) return -1;
   def(e, op, "1");
+  if (c->noshift) def(e, "NETC_NOSHIFT", "1");
   def(e, "NETC_TX", "%s", ctype(c->dt));
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_G", "%d", c->G);
@@ -334,11 +337,15 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_BLOCK - 1) / FIN_BLOCK), 1, FIN_BLOCK, 1);
 }
 
+/* residual: NETC_APPLY_AFFINE adds a tensor shaped like x (the node's
+ * input 6) before the relu. */
 static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const char *tb) {
-  if (begin(e, strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias" : "apply")) return -1;
+  int residual = strcmp(op, "NETC_APPLY_AFFINE") == 0 && e->n->nin > 6;
+  if (begin(e, strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias" : residual ? "apply_add" : "apply")) return -1;
   unsigned grid = grid_1d(e, c->rows * (c->C / c->V));
   def(e, op, "1");
   def(e, "NETC_RELU", "%d", relu);
+  if (residual) def(e, "NETC_RESIDUAL", "1");
   def(e, "NETC_TB", "%s", tb);
   def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
@@ -361,22 +368,45 @@ static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int rel
   if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0) || chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
   ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
-  ARGS(e, x, scratch(c.coef), y);
+  if (e->n->nin > 6)
+    ARGS(e, x, scratch(c.coef), in(6), y);
+  else
+    ARGS(e, x, scratch(c.coef), y);
   return 0;
 }
 
+static void last_when(Emit *e, RtKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
+
 /* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
- * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd. */
+ * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd.
+ * After an f16/bf16 forward convolution the statistics may come from the
+ * convolution itself (cuDNN's GenStats, sums into scratch 0): both ways
+ * are emitted, the executor runs the one its cuDNN plan allows. */
 static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu) {
   Chan c;
   if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
+  int fusable = e->k->has_conv && e->k->conv.kind == RT_CONV_FWD && c.dt != IR_DT_F32;
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
   ARGS(e, x, scratch(0));
+  if (fusable) last_when(e, RT_K_UNFUSED);
   if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
   ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+  if (fusable) {
+    last_when(e, RT_K_UNFUSED);
+    Chan f = c;
+    f.G = 1, f.noshift = 1;
+    if (chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
+    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+    last_when(e, RT_K_FUSED);
+    e->k->conv.genstats = 1;
+    e->k->conv_stats = scratch(0);
+  }
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
-  ARGS(e, x, scratch(c.coef), y);
+  if (e->n->nin > 6)
+    ARGS(e, x, scratch(c.coef), in(6), y);
+  else
+    ARGS(e, x, scratch(c.coef), y);
   return 0;
 }
 

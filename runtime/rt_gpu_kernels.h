@@ -39,8 +39,15 @@ typedef struct RtKArg {
   size_t offset;
 } RtKArg;
 
+/* When a launch runs.  A convolution whose description asks for its
+ * output's statistics (conv.genstats) comes with both ways of getting
+ * them; the executor runs the FUSED launches when cuDNN gave it a plan
+ * with the statistics, the UNFUSED ones otherwise. */
+typedef enum RtKWhen { RT_K_ALWAYS, RT_K_UNFUSED, RT_K_FUSED } RtKWhen;
+
 typedef struct RtKLaunch {
   char name[RT_K_NAME];   /* kernel name in the source */
+  RtKWhen when;
   unsigned grid[3], block[3];
   unsigned smem;          /* dynamic shared memory bytes */
   int nargs;
@@ -55,6 +62,7 @@ typedef struct RtKNode {
   int has_conv;
   RtConvDesc conv;        /* when has_conv */
   RtKArg conv_x, conv_w, conv_y;
+  RtKArg conv_stats;      /* conv.genstats: where the fused statistics go (2*K floats) */
 } RtKNode;
 
 /* What the emitter needs to know of the device. */

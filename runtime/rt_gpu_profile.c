@@ -102,9 +102,9 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
   static const char *const KIND[] = {"fwd", "dgrad", "wgrad"};
   char stride[32] = "";
   if (d->stride[0] != 1 || d->stride[1] != 1) snprintf(stride, sizeof stride, " s%d", d->stride[0]);
-  snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
-           (unsigned)d->kind < 3 ? KIND[d->kind] : "?", ir_dtype_name(d->dtype), d->n, d->h, d->w, d->c, d->k,
-           d->r, d->s, stride);
+  snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
+           (unsigned)d->kind < 3 ? KIND[d->kind] : "?", x->conv[i].fused ? "+stats" : "", ir_dtype_name(d->dtype),
+           d->n, d->h, d->w, d->c, d->k, d->r, d->s, stride);
   int g = d->groups > 0 ? d->groups : 1;
   r->flops = 2.0 * d->n * d->ho * d->wo * d->k * (double)(d->c / g) * d->r * d->s;
   const RtKArg *args[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
@@ -172,7 +172,7 @@ static RtCudaStatus queue_step(RtGpu *x, CUevent *ev, char *err, size_t errlen) 
     const GpuConv *c = &x->conv[i];
     if (c->plan) {
       if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);
-      if (!s) s = rt_cudnn_conv_run(x->dnn, c->plan, c->x, c->w, c->y, x->workspace, err, errlen);
+      if (!s) s = rt_gpu_conv_run(x, c, err, errlen);
       if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * k + 1], x->stream), "profiling the step", err, errlen);
       k++;
     }

@@ -29,6 +29,8 @@
 #include "cg_model.h"
 #include "compile.h"
 
+_Static_assert(CG_MODEL_MAX_PART == RT_MODEL_MAX_PART, "a model holds as many programs as the executor makes");
+
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
   if (err && errlen) {
@@ -121,9 +123,9 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
   uint32_t version = get_u32(b + 8), header = get_u32(b + 12);
   if (version != CG_MODEL_VERSION)
     return fail(err, errlen,
-                "%s: model format version %u, but this runtime reads version %d: recompile it with "
-                "this netc (netc FILE.net -o %s)",
-                path, version, CG_MODEL_VERSION, path);
+                "%s: model format version %u, but this runtime reads version %d (the model was written by %s "
+                "netc): recompile it with this netc (netc FILE.net -o %s)",
+                path, version, CG_MODEL_VERSION, version < CG_MODEL_VERSION ? "an older" : "a newer", path);
   if (header != CG_MODEL_HEADER || n < CG_MODEL_HEADER)
     return fail(err, errlen, "%s: corrupt model (header of %u bytes in a %llu-byte blob)", path, header,
                 (unsigned long long)n);
@@ -140,6 +142,14 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
       return fail(err, errlen, "%s: corrupt model (section %d: %llu bytes at %llu of a %llu-byte blob)", path, i,
                   (unsigned long long)len, (unsigned long long)off, (unsigned long long)n);
   }
+  for (int g = 0; g < 2; g++)
+    for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
+      int cu = (g ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
+      int bin = (g ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
+      if ((k && !sec_len[cu - 1] && sec_len[cu]) || (sec_len[bin] && !sec_len[cu]))
+        return fail(err, errlen, "%s: corrupt model (the %s graph's kernel program %d is %s)", path,
+                    g ? "inference" : "training", k, sec_len[cu] ? "after a missing one" : "a cubin without source");
+    }
   if (!sec_len[CG_MODEL_TRAIN_IR] || !sec_len[CG_MODEL_INFER_IR])
     return fail(err, errlen, "%s: corrupt model (no IR for the %s graph)", path,
                 sec_len[CG_MODEL_TRAIN_IR] ? "inference" : "training");
@@ -218,12 +228,17 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
     return fail(err, errlen, "%s: corrupt model (plans for batch %lld and %lld, header says %lld)", path,
                 (long long)m->train->plan_batch, (long long)m->infer->plan_batch, (long long)m->batch);
   RtModelProgram *prog[2] = {&m->train_prog, &m->infer_prog};
-  for (int i = 0; i < 2; i++) {
-    int cu = CG_MODEL_TRAIN_CU + i, bin = CG_MODEL_TRAIN_CUBIN + i;
-    prog[i]->source = len[cu] ? (const char *)b + off[cu] : NULL;
-    prog[i]->cubin = len[bin] ? b + off[bin] : NULL;
-    prog[i]->cubin_size = len[bin];
-  }
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
+      int cu = (i ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
+      int bin = (i ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
+      if (!len[cu])
+        break;
+      prog[i]->npart = k + 1;
+      prog[i]->source[k] = (const char *)b + off[cu];
+      prog[i]->cubin[k] = len[bin] ? b + off[bin] : NULL;
+      prog[i]->cubin_size[k] = len[bin];
+    }
   return 0;
 }
 

@@ -4,16 +4,17 @@
  * A model.so is an ordinary shared library (made by netc with the system C
  * compiler from generated C arrays) whose exported symbols hold, for the
  * training graph and for the inference graph of one network: the final IR
- * text (the plan: every op, type and arena offset), the CUDA C source of all
- * its generated kernels, and that source compiled by NVRTC at compile time
- * into a cubin for one architecture (--arch, default sm_90), plus the batch
- * size the plans were made for.  netc needs no GPU to write it.
+ * text (the plan: every op, type and arena offset), the CUDA C source of its
+ * distinct generated kernels as a few programs, and each program compiled by
+ * NVRTC at compile time into a cubin for one architecture (--arch, default
+ * sm_90), plus the batch size the plans were made for.  netc needs no GPU
+ * to write it.
  *
  * rt_model_open() dlopens a model.so (or, for convenience, compiles a .net
  * file in-process) and reads both graphs back with ir_read into the
- * caller's arena.  The GPU executor takes the embedded cubin when it matches
- * the GPU and the batch, and JIT-compiles the embedded source with NVRTC
- * otherwise (then cached on disk by a hash of source and options). */
+ * caller's arena.  The GPU executor takes an embedded cubin when it matches
+ * the GPU and the batch, and JIT-compiles the program with NVRTC otherwise
+ * (then cached on disk by a hash of source and options). */
 #ifndef NETC_RT_MODEL_H
 #define NETC_RT_MODEL_H
 
@@ -23,10 +24,16 @@
 #include "arena.h"
 #include "ir.h"
 
+/* Kernel programs of one graph at most (rt_gpu_prog.h's parts). */
+#define RT_MODEL_MAX_PART 16
+
+/* A graph's kernel programs: the GPU executor compiles the distinct kernels
+ * of a graph as npart NVRTC programs (runtime/rt_gpu_prog.h). */
 typedef struct RtModelProgram {
-  const char *source;  /* CUDA C of every kernel, or NULL */
-  const void *cubin;   /* compiled for `arch`, or NULL */
-  size_t cubin_size;
+  int npart;                              /* 0 when the graph has no generated kernel */
+  const char *source[RT_MODEL_MAX_PART];  /* CUDA C of program k */
+  const void *cubin[RT_MODEL_MAX_PART];   /* program k compiled for `arch`, or NULL */
+  size_t cubin_size[RT_MODEL_MAX_PART];
 } RtModelProgram;
 
 typedef struct RtModel {

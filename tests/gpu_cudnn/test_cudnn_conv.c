@@ -10,12 +10,18 @@
  * 1e-2 (f16).  A grouped case cuDNN reports as CUDNN_STATUS_NOT_SUPPORTED*
  * is printed as unsupported, not failed.
  *
+ * GenStats: the f16 forward convolutions of the 1x1 and 3x3 shapes again
+ * with the statistics fused (RtConvDesc.genstats); the sums of y and y*y
+ * must match those of the y it wrote, within f16 rounding of y.
+ *
  * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
  * 256 in f16 (and the stem's other forms: f32, f32 with TF32, f16 on 8
  * padded channels), each kind planned twice (heuristics'
  * first choice; tuned: fastest of the first candidates), timed with events
  * over 10 runs after 2 warm-ups; TFLOP/s counts 2*N*Ho*Wo*K*C/g*R*S.  The
- * last lines weigh each shape by how often ResNet-50 uses it.
+ * last lines weigh each shape by how often ResNet-50 uses it, then each f16
+ * forward shape is timed plain and with GenStats (tuned); --bench-genstats
+ * times only that.
  *
  * Without a driver, a GPU or libcudnn it prints "skipped: <why>", exits 77. */
 #include <inttypes.h>
@@ -195,6 +201,61 @@ done:
   free(x), free(w), free(y), free(ref), free(got);
 }
 
+/* Shape sh's f16 forward convolution with GenStats: y and the sums it
+ * wrote against sums of that y in double. */
+static void check_genstats(Gpu *g, const Shape *sh) {
+  RtConvDesc d = shape_desc(sh, RT_CONV_FWD, IR_DT_F16);
+  d.genstats = 1;
+  RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
+  float *x = rand_array(nx, IR_DT_F16), *w = rand_array(nw, IR_DT_F16), *y = malloc(sizeof *y * (size_t)ny);
+  float *st = malloc(sizeof *st * 2 * (size_t)d.k);
+  double *ref = calloc(3 * (size_t)d.k, sizeof *ref);
+  CUdeviceptr bx = 0, bw = 0, by = 0, bs = 0, ws = 0;
+  CHECK(x && w && y && st && ref, "out of host memory");
+  RtConvPlan *plan = NULL, *plain = NULL;
+  size_t ws_bytes = 0, plain_ws = 0;
+  RtCudaStatus s = x && w && y && st && ref ? rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err)
+                                            : RT_CUDA_ENOMEM;
+  CHECK(!s, "%s genstats plan: %s", sh->name, err);
+  if (s) goto done;
+  int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, w, nw, IR_DT_F16, &bw) &&
+           alloc_nan(g, ny, IR_DT_F16, &by) && alloc_nan(g, 2 * (int64_t)d.k, IR_DT_F32, &bs) &&
+           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
+           !rt_cudnn_conv_run_stats(g->dnn, plan, bx, bw, by, bs, ws, err, sizeof err) &&
+           !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+           download(g, by, ny, IR_DT_F16, y) && download(g, bs, 2 * (int64_t)d.k, IR_DT_F32, st);
+  CHECK(ok, "%s genstats run: %s", sh->name, err);
+  if (!ok) goto done;
+  CHECK(rt_cudnn_conv_run(g->dnn, plan, bx, bw, by, ws, err, sizeof err) == RT_CUDA_EARG,
+        "rt_cudnn_conv_run took a GenStats plan");
+  d.genstats = 0;
+  CHECK(!rt_cudnn_conv_plan(g->dnn, &d, &plain, &plain_ws, err, sizeof err) && plain != plan &&
+            rt_cudnn_conv_run_stats(g->dnn, plain, bx, bw, by, bs, ws, err, sizeof err) == RT_CUDA_EARG,
+        "plain and GenStats plans of %s not told apart", sh->name);
+  for (int64_t i = 0; i < ny; i++) {
+    int k = (int)(i % d.k);
+    ref[k] += y[i], ref[d.k + k] += (double)y[i] * y[i], ref[2 * d.k + k] += fabs(y[i]);
+  }
+  double worst1 = 0, worst2 = 0;
+  for (int k = 0; k < d.k; k++) {
+    /* y is the f32 accumulator rounded to f16: 2^-11 relative per element */
+    double e1 = fabs(st[k] - ref[k]) / (ref[2 * d.k + k] * 1e-3 + 1e-3);
+    double e2 = fabs(st[d.k + k] - ref[d.k + k]) / (ref[d.k + k] * 2e-3 + 1e-3);
+    if (!(e1 <= worst1)) worst1 = e1;
+    if (!(e2 <= worst2)) worst2 = e2;
+  }
+  int pass = worst1 <= 1 && worst2 <= 1;
+  printf("%-22s f16  fwd+genstats sums %.2f, squares %.2f of tolerance %s  ws %zu B\n", sh->name, worst1, worst2,
+         pass ? "ok" : "FAIL", ws_bytes);
+  CHECK(pass, "%s genstats: sums off by %.2f, squares by %.2f of the tolerance", sh->name, worst1, worst2);
+done:
+  CUdeviceptr bufs[] = {bx, bw, by, bs, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g->api->MemFree(bufs[i]);
+  free(x), free(w), free(y), free(st), free(ref);
+}
+
 static const Shape CHECKED[] = {
     {"stem 7x7 s2 C=4", 2, 4, 112, 112, 64, 7, 7, 2, 3, 1, 1, 0},
     {"1x1 s1", 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 0},
@@ -235,7 +296,7 @@ static const Shape RESNET50[] = {
 enum { NSHAPES = sizeof RESNET50 / sizeof RESNET50[0] };
 
 typedef struct Bench {
-  CUdeviceptr x, w, y, ws;
+  CUdeviceptr x, w, y, stats, ws;
   size_t ws_bytes;
   CUevent ev[2];
 } Bench;
@@ -252,11 +313,12 @@ static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const RtConvDesc *d) {
     b->ws_bytes = ws_bytes;
   }
   float ms = 0;
-  for (int i = 0; i < BENCH_WARMUP; i++)
-    if (rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err)) return -1;
-  if (RT_CU(g->api, EventRecord, (b->ev[0], g->stream), "bench", err, sizeof err)) return -1;
-  for (int i = 0; i < BENCH_RUNS; i++)
-    if (rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err)) return -1;
+  for (int i = 0; i < BENCH_WARMUP + BENCH_RUNS; i++) {
+    if (i == BENCH_WARMUP && RT_CU(g->api, EventRecord, (b->ev[0], g->stream), "bench", err, sizeof err)) return -1;
+    if (d->genstats ? rt_cudnn_conv_run_stats(dnn, plan, b->x, b->w, b->y, b->stats, b->ws, err, sizeof err)
+                    : rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err))
+      return -1;
+  }
   if (RT_CU(g->api, EventRecord, (b->ev[1], g->stream), "bench", err, sizeof err) ||
       RT_CU(g->api, EventSynchronize, (b->ev[1]), "bench", err, sizeof err) ||
       RT_CU(g->api, EventElapsedTime, (&ms, b->ev[0], b->ev[1]), "bench", err, sizeof err))
@@ -280,7 +342,8 @@ static int bench_buffer(Gpu *g, size_t bytes, CUdeviceptr *out) {
   return ok;
 }
 
-static void bench(Gpu *g, double started) {
+/* The timing tables; genstats_only: just the plain/GenStats comparison. */
+static void bench(Gpu *g, double started, int genstats_only) {
   size_t maxx = 0, maxw = 0, maxy = 0;
   for (int i = 0; i < NSHAPES; i++) {
     RtConvDesc d = shape_desc(&RESNET50[i], RT_CONV_FWD, IR_DT_F32);
@@ -290,6 +353,7 @@ static void bench(Gpu *g, double started) {
   Bench b;
   memset(&b, 0, sizeof b);
   int ok = bench_buffer(g, 4 * maxx, &b.x) && bench_buffer(g, 4 * maxw, &b.w) && bench_buffer(g, 4 * maxy, &b.y) &&
+           !RT_CU(g->api, MemAlloc, (&b.stats, 2 * sizeof(float) * 2048), "bench", err, sizeof err) &&
            !RT_CU(g->api, EventCreate, (&b.ev[0], CU_EVENT_DEFAULT), "bench", err, sizeof err) &&
            !RT_CU(g->api, EventCreate, (&b.ev[1], CU_EVENT_DEFAULT), "bench", err, sizeof err);
   CHECK(ok, "bench setup: %s", err);
@@ -298,7 +362,7 @@ static void bench(Gpu *g, double started) {
   int rows = 0;
   /* the stem's other forms (f32, f32 with TF32, f16 on 8 channels), then the f16 rows */
   static const Shape STEM8 = {"stem 7x7/2 8>64", BENCH_BATCH, 8, 224, 224, 64, 7, 7, 2, 3, 1, 1, 1};
-  for (int row = 0; ok && row < NSHAPES + 3; row++) {
+  for (int row = 0; ok && !genstats_only && row < NSHAPES + 3; row++) {
     if (now_s() - started > BENCH_BUDGET_S) {
       printf("bench: stopped after %d of %d shapes (time budget)\n", row, NSHAPES + 3);
       break;
@@ -324,20 +388,36 @@ static void bench(Gpu *g, double started) {
     }
     rows++;
   }
+  double plain_ms = 0, fused_ms = 0;
+  printf("\nf16 forward, tuned: plain and with GenStats (ms per run)\n");
+  for (int i = 1; ok && i < NSHAPES; i++) {
+    RtConvDesc d = shape_desc(&RESNET50[i], RT_CONV_FWD, IR_DT_F16);
+    double plain = time_conv(g, &b, g->dnn_tuned, &d);
+    d.genstats = 1;
+    double fused = time_conv(g, &b, g->dnn_tuned, &d);
+    CHECK(plain > 0 && fused > 0, "bench %s genstats: %s", RESNET50[i].name, err);
+    printf("%-22s %2d  plain %7.3f  +genstats %7.3f  (%+.0f%%)\n", RESNET50[i].name, RESNET50[i].count, plain,
+           fused, plain > 0 ? 100.0 * (fused - plain) / plain : 0.0);
+    plain_ms += RESNET50[i].count * plain, fused_ms += RESNET50[i].count * fused;
+  }
+  printf("weighted by use: plain %.2f ms, with GenStats %.2f ms per step\n", plain_ms, fused_ms);
   if (b.ev[0]) g->api->EventDestroy(b.ev[0]);
   if (b.ev[1]) g->api->EventDestroy(b.ev[1]);
-  CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.ws};
-  for (int i = 0; i < 4; i++)
+  CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.stats, &b.ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (*bufs[i]) g->api->MemFree(*bufs[i]);
 
-  printf("\nResNet-50 convs, batch %d, NHWC, FP32 accumulation; ms per run (tuned), TFLOP/s, ms (heuristics' "
-         "first)\n",
-         BENCH_BATCH);
-  printf("%-22s %-4s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur", "dgrad ms TF/s heur",
-         "wgrad ms TF/s heur");
+  if (!genstats_only)
+    printf("\nResNet-50 convs, batch %d, NHWC, FP32 accumulation; ms per run (tuned), TFLOP/s, ms (heuristics' "
+           "first)\n",
+           BENCH_BATCH);
+  if (!genstats_only)
+    printf("%-22s %-4s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur",
+           "dgrad ms TF/s heur", "wgrad ms TF/s heur");
   for (int i = 0; i < rows; i++) printf("%s\n", table[i]);
   double all_ms = total_ms[0] + total_ms[1] + total_ms[2], all_flop = total_flop[0] + total_flop[1] + total_flop[2];
-  printf("weighted by use (f16 rows): fwd %.2f ms %.1f TF/s, dgrad %.2f ms %.1f TF/s, wgrad %.2f ms %.1f TF/s; "
+  if (!genstats_only)
+    printf("weighted by use (f16 rows): fwd %.2f ms %.1f TF/s, dgrad %.2f ms %.1f TF/s, wgrad %.2f ms %.1f TF/s; "
          "all convs %.2f ms per step, %.1f TF/s\n",
          total_ms[0], total_ms[0] > 0 ? total_flop[0] / total_ms[0] * 1e-9 : 0, total_ms[1],
          total_ms[1] > 0 ? total_flop[1] / total_ms[1] * 1e-9 : 0, total_ms[2],
@@ -346,6 +426,7 @@ static void bench(Gpu *g, double started) {
 
 int main(int argc, char **argv) {
   int run_bench = !(argc > 1 && !strcmp(argv[1], "--no-bench"));
+  int genstats_only = argc > 1 && !strcmp(argv[1], "--bench-genstats");
   double started = now_s();
   Gpu g;
   memset(&g, 0, sizeof g);
@@ -383,7 +464,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; !s && i < sizeof CHECKED / sizeof CHECKED[0]; i++)
     for (int dt = 0; dt < 2; dt++)
       for (int k = 0; k < 3; k++) check_case(&g, &CHECKED[i], dt ? IR_DT_F16 : IR_DT_F32, (RtConvKind)k);
-  if (!s && run_bench) bench(&g, started);
+  for (size_t i = 1; !s && i <= 4; i++) check_genstats(&g, &CHECKED[i]);
+  if (!s && run_bench) bench(&g, started, genstats_only);
   rt_cudnn_free(g.dnn_tuned);
   rt_cudnn_free(g.dnn);
   rt_cuda_ctx_free(g.ctx);

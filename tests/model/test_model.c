@@ -5,12 +5,13 @@
  *     both graphs read back and print exactly as netc's own
  *     --print-after=memplan --no-loc dump with the same options (training,
  *     and with --inference);
- *     the batch is the plans'; both cubins are ELF images for CUDA (EM_CUDA)
- *     made for sm_90 (the arch in the ELF flags; cuobjdump reads them when
- *     it is installed); DIR/cu/{train,infer}.cu are the embedded sources;
- *     and (with the GPU runtime) the executor's code emits the very same
- *     text for an H200 from the read-back graphs and so takes the embedded
- *     cubin (rt_gpu_prog_build_prebuilt) without NVRTC, but not for another
+ *     the batch is the plans'; every kernel program of both graphs has a
+ *     cubin, an ELF image for CUDA (EM_CUDA) made for sm_90 (the arch in the
+ *     ELF flags; cuobjdump reads them when it is installed); and (with the
+ *     GPU runtime) the executor's code emits, for an H200 from the read-back
+ *     graphs, DIR/cu/{train,infer}.cu (every node's kernels, names as
+ *     emitted) and the very same program texts, and so takes the embedded
+ *     cubins (rt_gpu_prog_build_prebuilt) without NVRTC, but not for another
  *     arch.  No GPU is needed.
  *   test_model --open FILE                 rt_model_open(FILE): "ok ..." and 0,
  *     or "error: MESSAGE" on stderr and 1 (for check_errors.sh). */
@@ -93,11 +94,11 @@ static void show_diff(const char *what, const char *a, const char *b) {
           b + i);
 }
 
-static void check_cubin(const char *what, const RtModelProgram *p, const char *dir) {
-  CHECK(p->cubin && p->cubin_size > 64, "%s: a cubin is embedded (%zu bytes)", what, p->cubin_size);
-  if (!p->cubin || p->cubin_size <= 64)
+static void check_cubin(const char *what, const RtModelProgram *p, int k, const char *dir) {
+  CHECK(p->cubin[k] && p->cubin_size[k] > 64, "%s: program %d has a cubin (%zu bytes)", what, k, p->cubin_size[k]);
+  if (!p->cubin[k] || p->cubin_size[k] <= 64)
     return;
-  const unsigned char *e = p->cubin;
+  const unsigned char *e = p->cubin[k];
   CHECK(memcmp(e, "\177ELF", 4) == 0 && e[4] == 2 && e[5] == 1, "%s: the cubin is a 64-bit little-endian ELF", what);
   unsigned machine = e[18] | (unsigned)e[19] << 8;
   CHECK(machine == EM_CUDA_MACHINE, "%s: the cubin is for EM_CUDA (190), not %u", what, machine);
@@ -107,9 +108,9 @@ static void check_cubin(const char *what, const RtModelProgram *p, const char *d
   if (system("command -v cuobjdump >/dev/null 2>&1") != 0)
     return;
   char path[4200], cmd[8600];
-  snprintf(path, sizeof path, "%s/%s.cubin", dir, what);
+  snprintf(path, sizeof path, "%s/%s%d.cubin", dir, what, k);
   FILE *f = fopen(path, "wb");
-  CHECK(f && fwrite(p->cubin, 1, p->cubin_size, f) == p->cubin_size, "writing %s", path);
+  CHECK(f && fwrite(p->cubin[k], 1, p->cubin_size[k], f) == p->cubin_size[k], "writing %s", path);
   if (f)
     fclose(f);
   snprintf(cmd, sizeof cmd, "cuobjdump -sass '%s' | grep -q 'arch = sm_90'", path);
@@ -117,9 +118,11 @@ static void check_cubin(const char *what, const RtModelProgram *p, const char *d
 }
 
 #ifdef NETC_HAVE_CUDA
-/* The executor's own emission for an H200 reproduces the embedded text,
- * and rt_gpu_prog_build_prebuilt takes the embedded cubin for sm_90 only. */
-static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *p) {
+/* The executor's own emission for an H200 reproduces --emit-cuda's file and
+ * the embedded texts, and rt_gpu_prog_build_prebuilt takes the embedded
+ * cubins for sm_90 only. */
+static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *p,
+                           const char *cu_file) {
   RtGpuDevice h200 = {
       .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
   RtGpuProg prog;
@@ -128,18 +131,30 @@ static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, co
   CHECK(ok, "%s: emitting: %s", what, err);
   if (!ok)
     return;
-  CHECK(prog.source && p->source && strcmp(prog.source, p->source) == 0,
-        "%s: the read-back graph emits the embedded program text", what);
-  if (prog.source && p->source && strcmp(prog.source, p->source))
-    show_diff(what, p->source, prog.source);
+  char *file = read_file(cu_file);
+  CHECK(file && prog.source && strcmp(file, prog.source) == 0, "%s: %s is the executor's whole emission", what,
+        cu_file);
+  free(file);
+  CHECK(prog.npart == p->npart, "%s: %d kernel programs emitted, %d embedded", what, prog.npart, p->npart);
+  for (int k = 0; k < prog.npart && k < p->npart; k++) {
+    CHECK(prog.part[k].source && p->source[k] && strcmp(prog.part[k].source, p->source[k]) == 0,
+          "%s: the read-back graph emits the embedded text of program %d", what, k);
+    if (prog.part[k].source && p->source[k] && strcmp(prog.part[k].source, p->source[k]))
+      show_diff(what, p->source[k], prog.part[k].source);
+  }
+  printf("%s: %d launches, %d distinct kernels in %d programs\n", what, prog.nlaunch, prog.ndistinct, prog.npart);
   rt_gpu_prog_free(&prog);
   ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_90", &prog, err, sizeof err);
-  CHECK(ok && prog.prebuilt && prog.size == p->cubin_size && !memcmp(prog.cubin, p->cubin, p->cubin_size),
-        "%s: the prebuilt cubin is taken for sm_90 (%s)", what, ok ? "" : err);
+  CHECK(ok && prog.prebuilt, "%s: the prebuilt cubins are taken for sm_90 (%s)", what, ok ? "" : err);
+  for (int k = 0; ok && k < prog.npart && k < p->npart; k++)
+    CHECK(prog.part[k].prebuilt && prog.part[k].size == p->cubin_size[k] &&
+              !memcmp(prog.part[k].cubin, p->cubin[k], p->cubin_size[k]),
+          "%s: program %d's cubin is the embedded one", what, k);
   rt_gpu_prog_free(&prog);
   /* same text, another arch: compiled (from the cache netc filled) instead */
   ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_80", &prog, err, sizeof err);
-  CHECK(ok && !prog.prebuilt && prog.cubin, "%s: a cubin for another arch is not taken (%s)", what, ok ? "" : err);
+  CHECK(ok && !prog.prebuilt && prog.npart && prog.part[0].cubin && !prog.part[0].prebuilt,
+        "%s: a cubin for another arch is not taken (%s)", what, ok ? "" : err);
   rt_gpu_prog_free(&prog);
 }
 #endif
@@ -182,15 +197,18 @@ static int do_write(const char *netc, const char *net, const char *dir, char **o
     CHECK(g[i]->plan_batch == m.batch, "%s: planned for the model's batch %lld", what[i], (long long)m.batch);
     free(want);
     free(got);
-    CHECK(p[i]->source && strlen(p[i]->source) > 100, "%s: the CUDA source is embedded", what[i]);
-    check_cubin(what[i], p[i], dir);
+    CHECK(p[i]->npart >= 1 && p[i]->npart <= RT_MODEL_MAX_PART, "%s: %d kernel programs", what[i], p[i]->npart);
+    for (int k = 0; k < p[i]->npart; k++) {
+      CHECK(p[i]->source[k] && strlen(p[i]->source[k]) > 100, "%s: the CUDA source of program %d is embedded",
+            what[i], k);
+      check_cubin(what[i], p[i], k, dir);
+    }
     char path[4300];
     snprintf(path, sizeof path, "%s/%s.cu", cu, what[i]);
-    char *file = read_file(path);
-    CHECK(file && p[i]->source && strcmp(file, p[i]->source) == 0, "%s is the embedded source", path);
-    free(file);
+    struct stat cst;
+    CHECK(stat(path, &cst) == 0 && cst.st_size > 100, "--emit-cuda wrote %s", path);
 #ifdef NETC_HAVE_CUDA
-    check_prebuilt(what[i], g[i], m.batch, p[i]);
+    check_prebuilt(what[i], g[i], m.batch, p[i], path);
 #endif
   }
   rt_model_close(&m);
@@ -207,9 +225,13 @@ static int do_open(const char *path) {
   int rc = rt_model_open(path, &a, &m, err, sizeof err);
   if (rc)
     fprintf(stderr, "error: %s\n", err);
-  else
-    printf("ok batch=%lld arch=%s train=%d nodes infer=%d nodes cubin=%zu\n", (long long)m.batch,
-           m.arch[0] ? m.arch : "-", m.train->nnode, m.infer->nnode, m.train_prog.cubin_size);
+  else {
+    size_t bytes = 0;
+    for (int k = 0; k < m.train_prog.npart; k++)
+      bytes += m.train_prog.cubin_size[k];
+    printf("ok batch=%lld arch=%s train=%d nodes infer=%d nodes programs=%d cubin=%zu\n", (long long)m.batch,
+           m.arch[0] ? m.arch : "-", m.train->nnode, m.infer->nnode, m.train_prog.npart, bytes);
+  }
   rt_model_close(&m);
   arena_free(&a);
   return rc ? 1 : 0;

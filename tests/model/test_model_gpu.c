@@ -110,7 +110,13 @@ int main(int argc, char **argv) {
     return check_report();
   }
   CHECK(m.batch == 8 && strcmp(m.arch, "sm_90") == 0, "batch 8 for sm_90 (got %lld, '%s')", (long long)m.batch, m.arch);
-  CHECK(m.train_prog.cubin && m.infer_prog.cubin, "both programs carry a cubin");
+  /* several programs, so the executor loads several modules */
+  CHECK(m.train_prog.npart > 1 && m.infer_prog.npart > 1, "both graphs have several kernel programs (%d, %d)",
+        m.train_prog.npart, m.infer_prog.npart);
+  for (int k = 0; k < m.train_prog.npart; k++)
+    CHECK(m.train_prog.cubin[k], "training program %d has a cubin", k);
+  for (int k = 0; k < m.infer_prog.npart; k++)
+    CHECK(m.infer_prog.cubin[k], "inference program %d has a cubin", k);
   if (!gexec_have_gpu()) {
     rt_model_close(&m);
     arena_free(&a);

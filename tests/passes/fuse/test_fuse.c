@@ -39,6 +39,12 @@ static int count_relu_attr(const IrGraph *g, IrOp op, int relu) {
   return n;
 }
 
+static int count_residual(const IrGraph *g, IrOp op) {
+  int n = 0;
+  for (int i = 0; i < g->nnode; i++) n += g->node[i].op == op && g->node[i].nin == 7;
+  return n;
+}
+
 static const IrNode *find_node(const IrGraph *g, const char *name) {
   for (int i = 0; i < g->nnode; i++)
     if (g->node[i].name && strcmp(g->node[i].name, name) == 0) return &g->node[i];
@@ -73,10 +79,11 @@ static void check_reads_back(const IrGraph *g, const char *what) {
 /* ResNet-50 has 53 convs, none with a bias, each followed by a batch norm;
  * 16 bottlenecks, each relu(add(bn3, shortcut)).  So: every conv fuses with
  * its batch norm; the relu follows bn1 and bn2 of each block and the stem's
- * bn1 (33, relu=1), not bn3 or a downsample's batch norm (20, relu=0); each
- * block's add fuses with its relu (16); no plain relu is left.  Backward:
+ * bn1 (33, relu=1); each block's add and relu join the conv + batch norm
+ * that ends the block (16, relu=1 with a residual input); no plain relu or
+ * add_relu is left.  Backward:
  * the 33 relu_bwd of those relus feed only their batch norm's backward
- * (33 batchnorm_relu_bwd); the 16 relu_bwd of the add_relus feed two batch
+ * (33 batchnorm_relu_bwd); the 16 relu_bwd of the block ends feed two batch
  * norms' backwards or a batch norm and a gradient sum, so they and the 20
  * other batchnorm_bwd stay; every conv2d_bwd_data feeds a gradient sum or a
  * batchnorm_relu_bwd, so no conv2d_bwd_data_relu. */
@@ -90,9 +97,14 @@ static void check_resnet50(const char *dir) {
     diag_init(&d, stderr);
     CHECK(ir_verify(g, &d, "fuse") == 0, "resnet50: the fused training graph verifies");
     CHECK(count_op(g, IR_OP_CONV2D_BN_TRAIN) == 53, "conv2d_bn_train: %d", count_op(g, IR_OP_CONV2D_BN_TRAIN));
-    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1) == 33, "relu=1: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1));
-    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0) == 20, "relu=0: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0));
-    CHECK(count_op(g, IR_OP_ADD_RELU) == 16, "add_relu: %d", count_op(g, IR_OP_ADD_RELU));
+    /* 33 conv -> bn -> relu; 16 block ends conv -> bn -> add -> relu with the
+     * shortcut as a residual input; the 4 conv3 of the blocks with a
+     * downsample keep relu=0: the downsample comes after them and takes their
+     * output as its residual */
+    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1) == 49, "relu=1: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1));
+    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0) == 4, "relu=0: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0));
+    CHECK(count_residual(g, IR_OP_CONV2D_BN_TRAIN) == 16, "with a residual: %d", count_residual(g, IR_OP_CONV2D_BN_TRAIN));
+    CHECK(count_op(g, IR_OP_ADD_RELU) == 0, "add_relu: %d", count_op(g, IR_OP_ADD_RELU));
     CHECK(count_op(g, IR_OP_CONV2D) == 0, "conv2d left: %d", count_op(g, IR_OP_CONV2D));
     CHECK(count_op(g, IR_OP_BATCHNORM_TRAIN) == 0, "batchnorm_train left: %d", count_op(g, IR_OP_BATCHNORM_TRAIN));
     CHECK(count_op(g, IR_OP_RELU) == 0, "relu left: %d", count_op(g, IR_OP_RELU));
@@ -113,8 +125,15 @@ static void check_resnet50(const char *dir) {
     const IrNode *c = find_node(g, "layer1.0.conv1"), *c3 = find_node(g, "layer1.0.conv3");
     const IrNode *stem = find_node(g, "conv1"), *ds = find_node(g, "layer2.0.downsample.0");
     CHECK(c && c->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c, "relu", -1) == 1, "layer1.0.conv1 is conv2d_bn_train relu=1");
-    CHECK(c3 && c3->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c3, "relu", -1) == 0, "layer1.0.conv3 has relu=0");
-    CHECK(ds && ds->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(ds, "relu", -1) == 0, "the downsample conv has relu=0");
+    CHECK(c3 && c3->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c3, "relu", -1) == 0 && c3->nin == 6,
+          "layer1.0.conv3 (its shortcut, the downsample, comes after it) has relu=0 and no residual");
+    CHECK(ds && ds->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(ds, "relu", -1) == 1 && ds->nin == 7 &&
+              ds->in[6] == find_node(g, "layer2.0.conv3")->out[1],
+          "the downsample conv ends the block: relu=1, layer2.0.conv3's output as its residual");
+    const IrNode *c13 = find_node(g, "layer1.1.conv3");
+    CHECK(c13 && c13->nin == 7 && c13->in[6] == find_node(g, "layer1.0.downsample.0")->out[1] &&
+              ir_attr_int(c13, "relu", -1) == 1,
+          "layer1.1.conv3 adds the block's input (layer1.0's output) and applies relu");
     CHECK(stem && stem->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(stem, "relu", -1) == 1 && stem->loc.line == 36,
           "the stem conv is fused with bn1 and relu, at the conv's line 36 (got %d)", stem ? stem->loc.line : -1);
     if (c) {
@@ -142,8 +161,9 @@ static void check_resnet50(const char *dir) {
   CHECK(gi != NULL, "resnet50 compiles for inference");
   if (gi) {
     CHECK(count_op(gi, IR_OP_CONV2D_BN) == 53, "conv2d_bn: %d", count_op(gi, IR_OP_CONV2D_BN));
-    CHECK(count_relu_attr(gi, IR_OP_CONV2D_BN, 1) == 33, "inference relu=1: %d", count_relu_attr(gi, IR_OP_CONV2D_BN, 1));
-    CHECK(count_op(gi, IR_OP_ADD_RELU) == 16, "inference add_relu: %d", count_op(gi, IR_OP_ADD_RELU));
+    CHECK(count_relu_attr(gi, IR_OP_CONV2D_BN, 1) == 49, "inference relu=1: %d", count_relu_attr(gi, IR_OP_CONV2D_BN, 1));
+    CHECK(count_residual(gi, IR_OP_CONV2D_BN) == 16, "inference residuals: %d", count_residual(gi, IR_OP_CONV2D_BN));
+    CHECK(count_op(gi, IR_OP_ADD_RELU) == 0, "inference add_relu: %d", count_op(gi, IR_OP_ADD_RELU));
     CHECK(count_op(gi, IR_OP_BATCHNORM) + count_op(gi, IR_OP_RELU) + count_op(gi, IR_OP_CONV2D) == 0,
           "inference: no batchnorm, relu or conv2d left");
     const IrNode *c = find_node(gi, "layer4.2.conv2");

@@ -29,6 +29,7 @@ typedef enum Mode { TRAIN, INFER, FORWARD } Mode;
 static const char *const MODE_NAME[] = {"training", "inference", "forward"};
 
 static int fused_seen[IR_OP_COUNT];
+static int residual_seen; /* conv2d_bn[_train] nodes with a residual input */
 
 static IrGraph *compile(Arena *a, const char *path, Mode mode, int fuse) {
   Diag d;
@@ -85,6 +86,7 @@ static int count_fused(const IrGraph *g) {
                 op == IR_OP_BATCHNORM_RELU_BWD || op == IR_OP_CONV2D_BWD_DATA_RELU;
     n += fused;
     if (fused) fused_seen[op]++;
+    residual_seen += (op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN) && g->node[i].nin == 7;
   }
   return n;
 }
@@ -183,7 +185,9 @@ static const char *const TRAIN_TEXT =
     "  %19, %20, %21 = batchnorm_bwd(%18, %2, @g1, %4, %5) : $A4, f32[4], f32[4]\n"
     "  %22 = conv2d_bwd_data(%19, @w1) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1 in_hw=5x5} : $X3\n"
     "  %23 = relu_bwd(%22, %0) : $X3\n"
-    "  output %12, %23, %15, %16, %20, %21, %19, %9, %10\n"
+    "  %24 = add(%23, %0) : $X3\n"
+    "  %25 = relu(%24) : $X3\n"
+    "  output %12, %23, %15, %16, %20, %21, %19, %9, %10, %25\n"
     "}\n";
 
 static const char *const INFER_TEXT =
@@ -274,9 +278,11 @@ int main(int argc, char **argv) {
     for (int m = TRAIN; m <= FORWARD; m++) check_net(path, (Mode)m);
   }
   for (int nhwc = 0; nhwc < 2; nhwc++) {
-    /* 2 conv2d_bn_train, add_relu, 2 batchnorm_relu_bwd, conv2d_bwd_data_relu */
-    /* 5: relu_bwd(dy, relu(add(...))) -> batchnorm_bwd stays apart (its mask is not
-     * the batch norm's own relu, so it cannot be recomputed from z) */
+    /* conv2d_bn_train, conv2d_bn_train with the residual %6 (taking the add and
+     * its relu), batchnorm_relu_bwd, conv2d_bwd_data_relu, add_relu (of values no
+     * batch norm made); relu_bwd(dy, relu(add(...))) -> batchnorm_bwd stays
+     * apart (its mask is not the batch norm's own relu, so it cannot be
+     * recomputed from z) */
     check_hand("training", TRAIN_TEXT, nhwc, 5);
     check_hand("inference", INFER_TEXT, nhwc, 2);
   }
@@ -284,5 +290,6 @@ int main(int argc, char **argv) {
                                IR_OP_CONV2D_BWD_DATA_RELU};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
     CHECK(fused_seen[kinds[k]] > 0, "no %s was made and run", ir_op_info(kinds[k])->name);
+  CHECK(residual_seen > 0, "no conv + batch norm with a residual was made and run");
   return check_report();
 }

@@ -1,0 +1,209 @@
+/* rt_gpu_input.c - the GPU executor's input pipeline (rt_gpu_input.h gives
+ * the contract and the order of copies, conversions and waits).
+ *
+ * Slot k (0 or 1) is a pinned host buffer, a device buffer and two events:
+ * `copied` recorded on the copy stream after the buffer's copy, `consumed`
+ * on the executor's stream after the conversion that read the device
+ * buffer.  Slots are filled and fed in turn.  The kernel is compiled once
+ * per pipeline as a program of its own (common.cu + input_u8.cu, shapes
+ * baked in): it is outside the step, so the executor's program, its cache
+ * and its captured graph are untouched, and it runs on the executor's
+ * stream before the step's replay. */
+#include "rt_gpu_input.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_gpu_impl.h"
+#include "rt_gpu_templates.h"
+#include "rt_nvrtc.h"
+
+enum { SLOTS = 2, BLOCK = 256, MAX_GRID = 4096 };
+
+struct RtGpuInput {
+  RtGpu *x;
+  const RtCudaApi *api;
+  int v;
+  RtRefInput in;
+  size_t bytes; /* of one batch of bytes */
+  int64_t total; /* elements of the input value */
+  unsigned grid;
+  RtCudaModule *mod;
+  CUfunction fn;
+  CUstream copy;
+  uint8_t *host[SLOTS];
+  CUdeviceptr dev[SLOTS];
+  CUevent copied[SLOTS], consumed[SLOTS];
+  int filling;   /* slot handed out by rt_gpu_input_buffer and not sent, or -1 */
+  int next_fill, next_feed, sent; /* sent: batches sent and not fed */
+};
+
+/* The kernel's norm argument, as input_u8.cu declares it. */
+typedef struct Norm {
+  float scale[3], shift[3];
+} Norm;
+
+static const char *storage_type(IrDtype dt) {
+  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : dt == IR_DT_BF16 ? "netc_bf16" : NULL;
+}
+
+RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen,
+                                 char *err, size_t errlen) {
+  *src = NULL;
+  if (!rt_ref_input_ok(in) || !storage_type(dt))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: an input of %s, or dims that do not add up",
+                        ir_dtype_name(dt));
+  const char *text = rt_gpu_templates_text("input_u8.cu"), *common = rt_gpu_templates_text("common.cu");
+  if (!text || !common) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: input_u8.cu is not embedded");
+  snprintf(name, namelen, "k_input_u8_%s_%s", ir_dtype_name(dt), in->dst_nhwc ? "nhwc" : "nchw");
+  char v[7][32];
+  const int64_t num[7] = {in->n, in->c, in->dc, in->h, in->w, in->src_nhwc != 0, in->dst_nhwc != 0};
+  for (int i = 0; i < 7; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
+  const RtNvrtcDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_N", v[0]},
+                             {"NETC_C", v[1]},           {"NETC_DC", v[2]},            {"NETC_H", v[3]},
+                             {"NETC_W", v[4]},           {"NETC_SRC_LAST", v[5]},     {"NETC_DST_LAST", v[6]}};
+  size_t lc = strlen(common), lt = strlen(text);
+  char *joined = malloc(lc + lt + 2);
+  if (!joined) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_input: out of host memory");
+  memcpy(joined, common, lc);
+  joined[lc] = '\n';
+  memcpy(joined + lc + 1, text, lt + 1);
+  RtNvrtcStatus s = rt_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]),
+                                         src, err, errlen);
+  free(joined);
+  return s == RT_NVRTC_OK ? RT_CUDA_OK : s == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_EARG;
+}
+
+/* The kernel compiled for x's device and loaded. */
+static RtCudaStatus make_kernel(RtGpuInput *p, IrDtype dt, char *err, size_t errlen) {
+  CUdevice dev = rt_cuda_ctx_device(p->x->ctx);
+  int major = 0, minor = 0, sms = 0;
+  RtCudaStatus s;
+  if ((s = RT_CU(p->api, DeviceGetAttribute, (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                 "the input kernel's arch", err, errlen)) ||
+      (s = RT_CU(p->api, DeviceGetAttribute, (&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                 "the input kernel's arch", err, errlen)) ||
+      (s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                 "the input kernel's grid", err, errlen)))
+    return s;
+  char name[64], arch[32], *src = NULL;
+  if ((s = rt_gpu_input_source(&p->in, dt, &src, name, sizeof name, err, errlen))) return s;
+  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+  RtNvrtcOut out = {0};
+  RtNvrtcStatus ns = rt_nvrtc_compile(src, name, arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, errlen);
+  free(src);
+  if (ns) return ns == RT_NVRTC_ENOLIB ? RT_CUDA_ENODRIVER : ns == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
+  s = rt_cuda_module_init(&p->mod, p->x->ctx, out.image, "the input kernel", err, errlen);
+  rt_nvrtc_out_free(&out);
+  if (!s) s = rt_cuda_module_function(p->mod, name, &p->fn, err, errlen);
+  int64_t blocks = (p->total + BLOCK - 1) / BLOCK, cap = sms > 0 ? (int64_t)sms * 16 : MAX_GRID;
+  p->grid = (unsigned)(blocks < cap ? blocks : cap);
+  return s;
+}
+
+RtCudaStatus rt_gpu_input_new(RtGpu *x, int v, const RtRefInput *in, RtGpuInput **out, char *err, size_t errlen) {
+  if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_new: out is NULL");
+  *out = NULL;
+  if (!x || !in || v < 0 || v >= x->g->nval || !rt_ref_input_ok(in))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_new: no executor, value or batch description");
+  const IrValue *val = &x->g->val[v];
+  int64_t total = in->n * in->dc * in->h * in->w;
+  if (val->kind != IR_VAL_INPUT || !storage_type(val->type.dtype) || x->numel[v] != total || !x->addr[v])
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
+                        "rt_gpu_input_new: value '%s' is not a float input of %lld elements in the arena (%s, %lld)",
+                        val->name ? val->name : "?", (long long)total, ir_dtype_name(val->type.dtype),
+                        (long long)x->numel[v]);
+  RtGpuInput *p = calloc(1, sizeof *p);
+  if (!p) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_input_new: out of host memory");
+  p->x = x, p->api = x->api, p->v = v, p->in = *in, p->total = total, p->filling = -1;
+  p->bytes = (size_t)(in->n * in->c * in->h * in->w);
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (!s) s = make_kernel(p, val->type.dtype, err, errlen);
+  if (!s) s = RT_CU(p->api, StreamCreate, (&p->copy, CU_STREAM_NON_BLOCKING), "the input copy stream", err, errlen);
+  for (int k = 0; k < SLOTS && !s; k++) {
+    void *h = NULL;
+    CUdeviceptr d = 0;
+    s = RT_CU(p->api, MemHostAlloc, (&h, p->bytes, 0), "a pinned input batch", err, errlen);
+    p->host[k] = s ? NULL : h;
+    if (!s) s = RT_CU(p->api, MemAlloc, (&d, p->bytes), "a device input batch", err, errlen);
+    p->dev[k] = s ? 0 : d;
+    if (s || (s = RT_CU(p->api, EventCreate, (&p->copied[k], CU_EVENT_DISABLE_TIMING), "input events", err, errlen)) ||
+        (s = RT_CU(p->api, EventCreate, (&p->consumed[k], CU_EVENT_DISABLE_TIMING), "input events", err, errlen)))
+      break;
+  }
+  if (s) {
+    rt_gpu_input_free(p);
+    return s;
+  }
+  *out = p;
+  return RT_CUDA_OK;
+}
+
+void rt_gpu_input_free(RtGpuInput *p) {
+  if (!p) return;
+  const RtCudaApi *a = p->api;
+  /* teardown errors have nobody to report to; both streams finish first,
+   * since a copy or a conversion may still read the buffers */
+  rt_cuda_ctx_bind(p->x->ctx, NULL, 0);
+  if (p->copy) a->StreamSynchronize(p->copy);
+  a->StreamSynchronize(p->x->stream);
+  for (int k = 0; k < SLOTS; k++) {
+    if (p->copied[k]) a->EventDestroy(p->copied[k]);
+    if (p->consumed[k]) a->EventDestroy(p->consumed[k]);
+    if (p->dev[k]) a->MemFree(p->dev[k]);
+    if (p->host[k]) a->MemFreeHost(p->host[k]);
+  }
+  if (p->copy) a->StreamDestroy(p->copy);
+  rt_cuda_module_free(p->mod);
+  free(p);
+}
+
+RtCudaStatus rt_gpu_input_buffer(RtGpuInput *p, uint8_t **host, char *err, size_t errlen) {
+  if (!p || !host) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_buffer: NULL argument");
+  if (p->filling < 0 && p->sent == SLOTS)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_buffer: both batches are sent and not fed");
+  int k = p->filling >= 0 ? p->filling : p->next_fill;
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  if (!s) s = RT_CU(p->api, EventSynchronize, (p->copied[k]), "waiting for a pinned input batch", err, errlen);
+  if (s) return s;
+  p->filling = k;
+  *host = p->host[k];
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_input_send(RtGpuInput *p, char *err, size_t errlen) {
+  if (!p || p->filling < 0)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_send: no buffer taken with rt_gpu_input_buffer");
+  int k = p->filling;
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  /* the device buffer's last conversion must be done before it is overwritten */
+  if (!s) s = RT_CU(p->api, StreamWaitEvent, (p->copy, p->consumed[k], 0), "ordering an input copy", err, errlen);
+  if (!s)
+    s = RT_CU(p->api, MemcpyHtoDAsync, (p->dev[k], p->host[k], p->bytes, p->copy), "copying an input batch", err,
+              errlen);
+  if (!s) s = RT_CU(p->api, EventRecord, (p->copied[k], p->copy), "copying an input batch", err, errlen);
+  if (s) return s;
+  p->filling = -1, p->next_fill = (k + 1) % SLOTS, p->sent++;
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_input_feed(RtGpuInput *p, char *err, size_t errlen) {
+  if (!p || p->sent == 0) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_feed: no batch was sent");
+  int k = p->next_feed;
+  Norm norm;
+  memcpy(norm.scale, p->in.scale, sizeof norm.scale);
+  memcpy(norm.shift, p->in.shift, sizeof norm.shift);
+  CUdeviceptr src = p->dev[k], dst = p->x->addr[p->v];
+  void *args[] = {&src, &dst, &norm};
+  CUstream st = p->x->stream;
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  if (!s) s = RT_CU(p->api, StreamWaitEvent, (st, p->copied[k], 0), "waiting for an input copy", err, errlen);
+  if (!s)
+    s = RT_CU(p->api, LaunchKernel, (p->fn, p->grid, 1, 1, BLOCK, 1, 1, 0, st, args, NULL), "the input kernel", err,
+              errlen);
+  if (!s) s = RT_CU(p->api, EventRecord, (p->consumed[k], st), "the input kernel", err, errlen);
+  if (s) return s;
+  p->next_feed = (k + 1) % SLOTS, p->sent--;
+  return RT_CUDA_OK;
+}
