@@ -184,10 +184,13 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
 }
 
 /* Whether convolutions may write batch-norm statistics (cuDNN's GenStats
- * fusion): $NETC_GENSTATS = 0 turns it off, for comparisons. */
-static int genstats_allowed(void) {
+ * fusion): $NETC_GENSTATS = 0 turns it off, for comparisons, and so does
+ * the deterministic mode: the fused sums are added in no fixed order (on
+ * the H200 a replay of the same step differs in the last bits, though
+ * cuDNN notes no NONDETERMINISTIC on the engine). */
+static int genstats_allowed(int deterministic) {
   const char *v = getenv("NETC_GENSTATS");
-  return !(v && strcmp(v, "0") == 0);
+  return !deterministic && !(v && strcmp(v, "0") == 0);
 }
 
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
@@ -196,7 +199,8 @@ static int genstats_allowed(void) {
  * unfused launches). */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
-  int allowed = genstats_allowed();
+  const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
+  int allowed = genstats_allowed(determ && strcmp(determ, "1") == 0);
   for (int i = 0; i < x->g->nnode; i++) {
     if (!x->prog.kn[i].has_conv) continue;
     RtConvDesc d = x->prog.kn[i].conv;

@@ -11,9 +11,8 @@
  * rounding, and cuDNN rounds in other places than the CPU).  Then the step
  * is captured as a CUDA graph and replayed from the same start state,
  * twice: each replay must give what the launched step gave (1e-4 at
- * fp32, 1e-3 at fp16: steps are not bitwise deterministic).  These runs
- * take only the cuDNN engines marked deterministic
- * (NETC_CUDNN_DETERMINISTIC=1).  The fp16 training steps run once more
+ * fp32, 1e-3 at fp16).  These runs take only the cuDNN engines marked
+ * deterministic and no GenStats fusion (NETC_CUDNN_DETERMINISTIC=1).  The fp16 training steps run once more
  * with the default engines, which include the convolutions that write
  * batch-norm statistics (GenStats, summed with atomics): against the CPU as
  * above, and each replay held to the CPU's own perturbation spread, since
