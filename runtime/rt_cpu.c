@@ -14,8 +14,7 @@
 
 static int is_int_dtype(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int rt_cpu_failf(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   if (err && errlen) vsnprintf(err, errlen, fmt, ap);
@@ -44,7 +43,7 @@ static int check_node(RtCpu *x, int i) {
   const IrNode *n = &g->node[i];
   const IrOpInfo *info = ir_op_info(n->op);
   const RtCpuOp *op = rt_cpu_op_find(n->op);
-  if (!info) return fail(x->err, x->errlen, "node %d: unknown op %d", i, (int)n->op);
+  if (!info) return rt_cpu_failf(x->err, x->errlen, "node %d: unknown op %d", i, (int)n->op);
   if (!op) return rt_cpu_op_fail(x, n, "op %s not supported by the CPU executor", info->name);
   if (n->nin < info->min_in || n->nin > info->max_in || (info->nout >= 0 && n->nout != info->nout))
     return rt_cpu_op_fail(x, n, "%d inputs and %d outputs do not fit the op", n->nin, n->nout);
@@ -75,10 +74,10 @@ static int check_node(RtCpu *x, int i) {
 
 int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen) {
   *out = NULL;
-  if (!g) return fail(err, errlen, "no graph");
-  if (batch < 1 || batch > INT_MAX) return fail(err, errlen, "batch size %lld out of range", (long long)batch);
+  if (!g) return rt_cpu_failf(err, errlen, "no graph");
+  if (batch < 1 || batch > INT_MAX) return rt_cpu_failf(err, errlen, "batch size %lld out of range", (long long)batch);
   RtCpu *x = calloc(1, sizeof *x);
-  if (!x) return fail(err, errlen, "out of memory");
+  if (!x) return rt_cpu_failf(err, errlen, "out of memory");
   x->g = g;
   x->batch = batch;
   x->err = err;
@@ -92,7 +91,7 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
     if (x->numel[v] < 0) {
       char b[96];
       rt_cpu_free(x);
-      return fail(err, errlen, "value %d (%s) is too large", v, ir_type_str(t, b, sizeof b));
+      return rt_cpu_failf(err, errlen, "value %d (%s) is too large", v, ir_type_str(t, b, sizeof b));
     }
     size_t es = is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float);
     x->buf[v] = calloc(x->numel[v] ? (size_t)x->numel[v] : 1, es);
@@ -117,7 +116,7 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
   return 0;
 oom:
   rt_cpu_free(x);
-  return fail(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
+  return rt_cpu_failf(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
 }
 
 void rt_cpu_free(RtCpu *x) {
@@ -156,12 +155,12 @@ static void round_outputs(RtCpu *x, const IrNode *n) {
 }
 
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen) {
-  if (!x) return fail(err, errlen, "no executor");
+  if (!x) return rt_cpu_failf(err, errlen, "no executor");
   return rt_cpu_run_nodes(x, 0, x->g->nnode, err, errlen);
 }
 
 int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen) {
-  if (!x || lo < 0 || hi > x->g->nnode || lo > hi) return fail(err, errlen, "no executor, or nodes out of range");
+  if (!x || lo < 0 || hi > x->g->nnode || lo > hi) return rt_cpu_failf(err, errlen, "no executor, or nodes out of range");
   x->err = err;
   x->errlen = errlen;
   int rc = 0;

@@ -3,7 +3,7 @@
  * rt_gpu_new() takes a graph that went through the whole pipeline (its
  * memory plan gives every activation an offset in one arena), allocates the
  * arena and the persistent parameter/state storage on the device, emits and
- * compiles every node's kernels with NVRTC in one program (rt_gpu_kernels.h),
+ * compiles every node's distinct kernels with NVRTC (rt_gpu_kernels.h, rt_gpu_prog.h),
  * and builds the cuDNN plans of its convolutions (rt_cudnn.h).  rt_gpu_run()
  * launches the whole step on the executor's stream with no host
  * synchronization inside; rt_gpu_capture() records that step once as a CUDA
@@ -64,7 +64,7 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
 /* --- the program without a GPU, and what an executor holds --- */
 
 /* What rt_gpu_new compiles, done without a GPU: every node's kernels emitted
- * for dev, one NVRTC program for sm_<cc_major><cc_minor>, its cubin stored
+ * for dev, its NVRTC programs for sm_<cc_major><cc_minor>, their cubins stored
  * in the cache (cache_dir, or the default below).  A later rt_gpu_new on a
  * device with the same attributes then loads the cubin without compiling.
  * The default cache is $XDG_CACHE_HOME/netc, else ~/.cache/netc. */
