@@ -7,6 +7,7 @@
 # GPU machine needs neither flex nor bison), all at batch BATCH (default 256):
 #   resnet50.so         netc models/resnet50.net --batch=B -o DIR/resnet50.so
 #   resnet50_nofuse.so  the same with -fno-fuse
+#   resnet50_noprologue.so  the same with -fno-prologue
 #   resnet50_fp32.so    the same with --precision=fp32
 # A missing file leaves its row out.  Each row is one `netrun bench`
 # (3 warm-up steps, STEPS timed, default 30); the table comes last, with
@@ -25,6 +26,9 @@ rows=(
   "all on|-|-|resnet50.so"
   "no CUDA graph (NETC_CUDA_GRAPH=0)|NETC_CUDA_GRAPH=0|-|resnet50.so"
   "no conv+statistics fusion (NETC_GENSTATS=0)|NETC_GENSTATS=0|-|resnet50.so"
+  "prologue by a kernel, not cuDNN (NETC_PROLOGUE=0)|NETC_PROLOGUE=0|-|resnet50.so"
+  "no prologue pass (netc -fno-prologue)|-|-|resnet50_noprologue.so"
+  "optimizer per tensor (NETC_MULTI_TENSOR=0)|NETC_MULTI_TENSOR=0|-|resnet50.so"
   "no fuse pass (netc -fno-fuse)|-|-|resnet50_nofuse.so"
   "no mixed precision (netc --precision=fp32)|-|-|resnet50_fp32.so"
   "cuDNN workspace capped (NETC_CUDNN_WORKSPACE_MB=256)|NETC_CUDNN_WORKSPACE_MB=256|-|resnet50.so"

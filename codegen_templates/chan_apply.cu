@@ -8,6 +8,9 @@
  *                      stores it),
  *                      then relu with NETC_RELU (batch norm forward)
  *   NETC_APPLY_BIAS    y = x + bias[c]  (a convolution's bias)
+ *   NETC_APPLY_SBR     y = relu(x * sb[c] + sb[C+c]), sb of type NETC_TB (a
+ *                      convolution's prologue: the batch norm and relu of
+ *                      the layer before, by its equivalent scale and bias)
  *   NETC_APPLY_BWD     dx = coef[c]*g + coef[C+c]*(x - mean[c]) + coef[2C+c],
  *                      g = dy, with NETC_RELU masked by the batch norm's output
  *                      recomputed from x: (x - mean[c]) * coef[c] + coef[3C+c] > 0
@@ -51,11 +54,16 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
   for (int j = 0; j < V; j++) q.k[0][j] = coef[c0 + j], q.k[1][j] = coef[NETC_C + c0 + j], q.k[2][j] = coef[2 * NETC_C + c0 + j];
   return q;
 }
-#elif defined(NETC_APPLY_BIAS)
+#elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
 __device__ __forceinline__ Coef coef_of(const float *, const NETC_TB *bias, const float *, int c0) {
   Coef q;
 #pragma unroll
-  for (int j = 0; j < V; j++) q.k[0][j] = netc_ld(bias[c0 + j]);
+  for (int j = 0; j < V; j++) {
+    q.k[0][j] = netc_ld(bias[c0 + j]);
+#if defined(NETC_APPLY_SBR)
+    q.k[1][j] = netc_ld(bias[NETC_C + c0 + j]);
+#endif
+  }
   return q;
 }
 #else
@@ -74,18 +82,18 @@ extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(const tx_t *x, const float *coef, const tx_t *res, tx_t *out)
 #elif defined(NETC_APPLY_AFFINE)
 NETC_KERNEL_NAME(const tx_t *x, const float *coef, tx_t *out)
-#elif defined(NETC_APPLY_BIAS)
+#elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
 NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, tx_t *out)
 #elif defined(NETC_APPLY_BWD)
 NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *coef, tx_t *out)
 #else
-#error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS or NETC_APPLY_BWD"
+#error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS, NETC_APPLY_SBR or NETC_APPLY_BWD"
 #endif
 {
 #if defined(NETC_APPLY_AFFINE)
   const NETC_TB *bias = nullptr;
   const float *mean = nullptr;
-#elif defined(NETC_APPLY_BIAS)
+#elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
   const float *coef = nullptr, *mean = nullptr;
 #else
   const NETC_TB *bias = nullptr;
@@ -115,6 +123,9 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
 #endif
 #elif defined(NETC_APPLY_BIAS)
       r = xv + q.k[0][j];
+#elif defined(NETC_APPLY_SBR)
+      r = xv * q.k[0][j] + q.k[1][j];
+      r = r > 0.0f ? r : 0.0f;
 #else
       float g = netc_ld(vd.v[j]);
       const float xc = xv - q.k[3][j];

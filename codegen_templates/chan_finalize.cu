@@ -15,7 +15,9 @@
  *          invstd = 1/sqrt(var + eps); save_mean, save_invstd;
  *          running_mean = (1-mom)*running_mean + mom*mean,
  *          running_var  = (1-mom)*running_var + mom*var*M/(M-1) (in place);
- *          coef = {gamma*invstd, beta, mean}
+ *          coef = {gamma*invstd, beta, mean}; with NETC_FIN_SB 1 also the
+ *          equivalent scale and bias, in NETC_TX: sb[c] = gamma*invstd,
+ *          sb[C+c] = beta - mean*sb[c] (from the f32 scale, then rounded)
  *   INFER  coef = {gamma/sqrt(running_var + eps), beta, running_mean}
  *   BWD    dbeta = S1, dgamma = S2 (sum dy*xhat); with k = gamma*invstd:
  *          coef = {k, -k*invstd*S2/M, -k*S1/M, beta}  (dx = A*dy + B*(x-mean) + D;
@@ -33,7 +35,11 @@ extern "C" __global__ void __launch_bounds__(128)
 #if defined(NETC_FIN_TRAIN)
 NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const float *__restrict__ part, const float *__restrict__ gamma,
                  const float *__restrict__ beta, float *__restrict__ running_mean, float *__restrict__ running_var,
-                 float *__restrict__ save_mean, float *__restrict__ save_invstd, float *__restrict__ coef)
+                 float *__restrict__ save_mean, float *__restrict__ save_invstd, float *__restrict__ coef
+#if defined(NETC_FIN_SB) && NETC_FIN_SB
+                 , NETC_TX *__restrict__ sb
+#endif
+                 )
 #elif defined(NETC_FIN_INFER)
 NETC_KERNEL_NAME(const float *__restrict__ gamma, const float *__restrict__ beta,
                  const float *__restrict__ running_mean, const float *__restrict__ running_var,
@@ -77,6 +83,11 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
   coef[c] = (float)(gamma[c] * inv);
   coef[C + c] = beta[c];
   coef[2 * C + c] = (float)mean;
+#if defined(NETC_FIN_SB) && NETC_FIN_SB
+  const float scale = (float)(gamma[c] * inv);
+  sb[c] = netc_cv<NETC_TX>(scale);
+  sb[C + c] = netc_cv<NETC_TX>(beta[c] - (float)mean * scale);
+#endif
 #elif defined(NETC_FIN_INFER)
   const double inv = 1.0 / sqrt((double)running_var[c] + (double)NETC_EPS);
   coef[c] = (float)(gamma[c] * inv);

@@ -154,6 +154,33 @@ double ir_attr_float(const IrNode *n, const char *key, double dflt) {
   return a->kind == IR_ATTR_FLOAT ? a->f : a->kind == IR_ATTR_INT ? (double)a->i[0] : dflt;
 }
 
+/* Where a convolution's optional inputs start: after (x, w, gamma, beta,
+ * running_mean, running_var) for the conv + batch-norm forms, after (dy, x)
+ * for the weight gradient; -1 for ops that take none. */
+static int conv_optional_from(IrOp op) {
+  switch (op) {
+  case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_CONV2D_BN_STATS: return 6;
+  case IR_OP_CONV2D_BWD_WEIGHT: return 2;
+  default: return -1;
+  }
+}
+
+static int rank_of(const IrGraph *g, const IrNode *n, int i) {
+  return n->in[i] >= 0 && n->in[i] < g->nval ? g->val[n->in[i]].type.rank : -1;
+}
+
+int ir_conv_prologue(const IrGraph *g, const IrNode *n) {
+  int i = conv_optional_from(n->op);
+  return i >= 0 && i < n->nin && rank_of(g, n, i) == 2 ? i : -1;
+}
+
+int ir_conv_residual(const IrGraph *g, const IrNode *n) {
+  if (n->op != IR_OP_CONV2D_BN_TRAIN && n->op != IR_OP_CONV2D_BN) return -1;
+  int from = conv_optional_from(n->op), pro = ir_conv_prologue(g, n);
+  int i = pro >= 0 ? pro + 1 : from;
+  return from >= 0 && i < n->nin && rank_of(g, n, i) == 4 ? i : -1;
+}
+
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *src) {
   for (int i = 0; i < g->ntrain; i++)
     if (strcmp(g->train[i].key, src->key) == 0) {

@@ -133,6 +133,13 @@ IrAttr *ir_attr_set_str(IrGraph *g, int node, const char *key, const char *v);
 const IrAttr *ir_attr_find(const IrNode *n, const char *key);
 int64_t ir_attr_int(const IrNode *n, const char *key, int64_t dflt);
 double ir_attr_float(const IrNode *n, const char *key, double dflt);
+/* A convolution's optional inputs, told apart by rank: the prologue's
+ * scale and bias sbx ([2, C_in], rank 2; conv2d_bn_train, conv2d_bn,
+ * conv2d_bn_stats, conv2d_bwd_weight) and the residual (rank 4, shaped like
+ * the output; conv2d_bn_train, conv2d_bn).  Each returns the input index, or
+ * -1 when n has none (or is another op). */
+int ir_conv_prologue(const IrGraph *g, const IrNode *n);
+int ir_conv_residual(const IrGraph *g, const IrNode *n);
 /* Train-section entries (same attribute representation). */
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *a);
 const IrAttr *ir_train_find(const IrGraph *g, const char *key);

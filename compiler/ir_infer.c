@@ -227,6 +227,26 @@ static int infer_softmax_ce(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* The optional inputs of a convolution (ir_conv_prologue,
+ * ir_conv_residual): the prologue's sbx is [2, C] in x's dtype, C being x's
+ * channels (x is input x_at); every optional input must be one of the two. */
+static int optional_inputs(Ctx *c, int from, int x_at) {
+  int pro = ir_conv_prologue(c->g, c->n), res = ir_conv_residual(c->g, c->n);
+  char b1[96], b2[96];
+  for (int i = from; i < c->n->nin; i++)
+    if (i != pro && i != res)
+      return fail(c, "input %d (%s) is neither a prologue scale/bias [2, C] nor a residual", i,
+                  ir_type_str(in_type(c, i), b1, sizeof b1));
+  if (pro < 0) return 0;
+  const IrType *sb = in_type(c, pro), *x = in_type(c, x_at);
+  if (!is_act4(x)) return fail(c, "a prologue needs an image input, got %s", ir_type_str(x, b1, sizeof b1));
+  int64_t C = x->dim[act_c(x)];
+  if (sb->layout != IR_LAYOUT_ROW || sb->dim[0] != 2 || sb->dim[1] != C || sb->dtype != x->dtype)
+    return fail(c, "prologue scale/bias %s must be %s[2,%" PRId64 "] for input %s", ir_type_str(sb, b1, sizeof b1),
+                ir_dtype_name(x->dtype), C, ir_type_str(x, b2, sizeof b2));
+  return 0;
+}
+
 /* --- training forms ------------------------------------------------------ */
 
 static IrType vec_f32(int64_t C) { return ir_type(IR_DT_F32, IR_LAYOUT_ROW, 1, &C); }
@@ -284,6 +304,7 @@ static int infer_conv2d_bwd_data(Ctx *c, IrType *out) {
   return check_forward(c, IR_OP_CONV2D, out, &wt, dy);
 }
 
+/* (dy, x [, sbx]) -> dw of conv(P(x), w) */
 static int infer_conv2d_bwd_weight(Ctx *c, IrType *out) {
   if (need_act4(c, 0, "conv2d_bwd_weight") || need_act4(c, 1, "conv2d_bwd_weight")) return -1;
   const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
@@ -294,7 +315,7 @@ static int infer_conv2d_bwd_weight(Ctx *c, IrType *out) {
   int nhwc = x->layout == IR_LAYOUT_NHWC;
   int64_t d[4] = {K, nhwc ? k[0] : Cg, nhwc ? k[1] : k[0], nhwc ? Cg : k[1]};
   *out = ir_type(x->dtype, nhwc ? IR_LAYOUT_KRSC : IR_LAYOUT_KCRS, 4, d);
-  return check_forward(c, IR_OP_CONV2D, x, out, dy);
+  return check_forward(c, IR_OP_CONV2D, x, out, dy) || optional_inputs(c, 2, 1);
 }
 
 static int infer_channel_sum(Ctx *c, IrType *out) {
@@ -466,30 +487,46 @@ static int bn_attrs(Ctx *c, int with_momentum) {
   return 0;
 }
 
-/* (x, w, gamma, beta, running_mean, running_var) -> z = conv, y = [relu](bn(z)), mean, invstd */
-/* The optional 7th input of conv2d_bn_train / conv2d_bn: a residual added
- * to the batch norm's output before the relu, shaped like that output. */
+/* (x, w, gamma, beta, running_mean, running_var [, sbx] [, residual])
+ * -> z = conv(P(x)), y = [relu](bn(z) [+ residual]), mean, invstd.
+ * The residual is added to the batch norm's output before the relu, shaped
+ * like that output. */
 static int residual(Ctx *c, const IrType *y) {
-  if (c->n->nin < 7) return 0;
-  return need_same_shape(c, "residual", in_type(c, 6), "the batch norm's output", y) ||
-         (in_type(c, 6)->dtype != y->dtype ? fail(c, "residual is %s, the batch norm's output %s",
-                                                  ir_dtype_name(in_type(c, 6)->dtype), ir_dtype_name(y->dtype))
+  int r = ir_conv_residual(c->g, c->n);
+  if (r < 0) return 0;
+  return need_same_shape(c, "residual", in_type(c, r), "the batch norm's output", y) ||
+         (in_type(c, r)->dtype != y->dtype ? fail(c, "residual is %s, the batch norm's output %s",
+                                                  ir_dtype_name(in_type(c, r)->dtype), ir_dtype_name(y->dtype))
                                            : 0);
 }
 
 static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
   if (probe_conv(c, &out[0]) || relu_flag(c) || bn_attrs(c, 1)) return -1;
   int64_t K = chan(&out[0]);
-  if (bn_vectors(c, 2, 6, K) || residual(c, &out[0])) return -1;
+  if (bn_vectors(c, 2, 6, K) || optional_inputs(c, 6, 0) || residual(c, &out[0])) return -1;
   out[1] = out[0];
   out[2] = out[3] = vec_f32(K);
   return 0;
 }
 
-/* Inference: (x, w, gamma, beta, running_mean, running_var) -> y, batch norm folded into the conv. */
+/* Inference: (x, w, gamma, beta, running_mean, running_var [, sbx] [, residual])
+ * -> y, batch norm folded into the conv. */
 static int infer_conv2d_bn(Ctx *c, IrType *out) {
   if (probe_conv(c, out) || relu_flag(c) || bn_attrs(c, 0)) return -1;
-  return bn_vectors(c, 2, 6, chan(out)) || residual(c, out);
+  return bn_vectors(c, 2, 6, chan(out)) || optional_inputs(c, 6, 0) || residual(c, out);
+}
+
+/* (x, w, gamma, beta, running_mean, running_var [, sbx]) -> z = conv(P(x)),
+ * mean, invstd, sb = [2, K] in z's dtype: the batch norm's scale and bias
+ * (relu(bn(z)) == relu(z * sb[0] + sb[1])), for the next convolution's prologue. */
+static int infer_conv2d_bn_stats(Ctx *c, IrType *out) {
+  if (probe_conv(c, &out[0]) || bn_attrs(c, 1)) return -1;
+  int64_t K = chan(&out[0]);
+  if (bn_vectors(c, 2, 6, K) || optional_inputs(c, 6, 0)) return -1;
+  out[1] = out[2] = vec_f32(K);
+  int64_t d[2] = {2, K};
+  out[3] = ir_type(out[0].dtype, IR_LAYOUT_ROW, 2, d);
+  return 0;
 }
 
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
@@ -606,6 +643,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_SGD_UPDATE] = infer_sgd_update,
     [IR_OP_CONV2D_BN_TRAIN] = infer_conv2d_bn_train,
     [IR_OP_CONV2D_BN] = infer_conv2d_bn,
+    [IR_OP_CONV2D_BN_STATS] = infer_conv2d_bn_stats,
     [IR_OP_ADD_RELU] = infer_add,
     [IR_OP_BATCHNORM_RELU_BWD] = infer_batchnorm_relu_bwd,
     [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,

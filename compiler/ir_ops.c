@@ -21,7 +21,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     /* training forms */
     [IR_OP_BATCHNORM_TRAIN]    = {"batchnorm_train",           5, 5, 3, "eps momentum"},
     [IR_OP_CONV2D_BWD_DATA]    = {"conv2d_bwd_data",           2, 2, 1, "k s p d groups in_hw"},
-    [IR_OP_CONV2D_BWD_WEIGHT]  = {"conv2d_bwd_weight",         2, 2, 1, "k s p d groups"},
+    [IR_OP_CONV2D_BWD_WEIGHT]  = {"conv2d_bwd_weight",         2, 3, 1, "k s p d groups"},
     [IR_OP_CHANNEL_SUM]        = {"channel_sum",               1, 1, 1, ""},
     [IR_OP_BATCHNORM_BWD]      = {"batchnorm_bwd",             5, 5, 3, ""},
     [IR_OP_RELU_BWD]           = {"relu_bwd",                  2, 2, 1, ""},
@@ -34,8 +34,9 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
     [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 6, 0, "momentum nesterov weight_decay"},
     /* fused forms */
-    [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 7, 4, "k s p d groups eps momentum relu"},
+    [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 8, 4, "k s p d groups eps momentum relu"},
     [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 7, 1, "k s p d groups eps relu"},
+    [IR_OP_CONV2D_BN_STATS]      = {"conv2d_bn_stats",      6, 7, 4, "k s p d groups eps momentum"},
     [IR_OP_ADD_RELU]             = {"add_relu",             2, 2, 1, ""},
     [IR_OP_BATCHNORM_RELU_BWD]   = {"batchnorm_relu_bwd",   6, 6, 3, ""},
     [IR_OP_CONV2D_BWD_DATA_RELU] = {"conv2d_bwd_data_relu", 3, 3, 1, "k s p d groups in_hw"},

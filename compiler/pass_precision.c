@@ -49,7 +49,8 @@ static IrDtype default_dtype(const IrGraph *g, const PassCtx *cx) {
 }
 
 static int is_fwd_weighted(IrOp op) {
-  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_LINEAR;
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BN_STATS ||
+         op == IR_OP_LINEAR;
 }
 
 static int is_bwd_weighted(IrOp op) {
@@ -58,7 +59,7 @@ static int is_bwd_weighted(IrOp op) {
 }
 
 static int is_conv(IrOp op) {
-  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN ||
+  return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BN_STATS ||
          op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
 }
 
@@ -191,10 +192,11 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   const IrAttr *pa = ir_attr_find(node, "precision");
   int asked = pa && is_float((IrDtype)pa->i[0]) ? (int)pa->i[0] : -1;
   switch (node->op) {
-  case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_LINEAR:
+  case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_CONV2D_BN_STATS: case IR_OP_LINEAR:
   case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
   case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT:
-    return i < 2 || i == 6 ? (int)compute : -1; /* 6: conv2d_bn*'s residual, in the output's dtype */
+    /* the residual in the output's dtype, the prologue's scale and bias in the input's */
+    return i < 2 || i == ir_conv_residual(p->g, node) || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
   case IR_OP_SUM_RELU_BWD:

@@ -9,16 +9,23 @@
  * the batch-norm affine, its backward's final pass and relu_bwd each write
  * element i from element i of their inputs only (rt_ref_bn.c,
  * rt_ref_eltwise.c), after any reductions over those inputs.  Nothing is
- * allocated here; the convolutions use the executor's scratch. */
+ * allocated here; the convolutions use the executor's scratch, which also
+ * holds a prologue's P(x) (rt_cpu_op_prologue) when the node has one. */
 #include "rt_cpu_op.h"
 
+size_t rt_cpu_fused_conv_scratch(const RtCpu *x, const IrNode *n) {
+  return rt_cpu_op_prologue_scratch(x, n, 0, rt_cpu_fwd_conv2d_scratch(x, n));
+}
+
+/* z = conv(P(x), w): the prologue (if any) applied first, then padding. */
 static int conv_into(RtCpu *x, const IrNode *n, float *z) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
   RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
   RtRefConvParam p = rt_cpu_op_conv_param(n);
-  return rt_cpu_op_check(x, n,
-                         rt_ref_conv2d_fwd(&xs, rt_cpu_op_in(x, n, 0), &wf, rt_cpu_op_in(x, n, 1), NULL, &p, &zs, z,
-                                           x->scratch),
+  const float *in;
+  void *work;
+  if (rt_cpu_op_prologue(x, n, 0, &in, &work)) return -1;
+  return rt_cpu_op_check(x, n, rt_ref_conv2d_fwd(&xs, in, &wf, rt_cpu_op_in(x, n, 1), NULL, &p, &zs, z, work),
                          "rt_ref_conv2d_fwd");
 }
 
@@ -32,14 +39,15 @@ static int round_out(RtCpu *x, const IrNode *n, int k) {
   return 0;
 }
 
-/* Result k: the residual (input 6, when the node has one) added, then
- * relu when relu=1.  The batch norm's output is rounded to the result's
+/* Result k: the residual (ir_conv_residual, when the node has one) added,
+ * then relu when relu=1.  The batch norm's output is rounded to the result's
  * dtype before the sum, as the unfused batch norm stores it. */
 static int relu_if(RtCpu *x, const IrNode *n, int k) {
   float *y = rt_cpu_op_out(x, n, k);
   int64_t count = x->numel[n->out[k]];
-  if (n->nin > 6 && (round_out(x, n, k) || rt_cpu_op_check(x, n, rt_ref_add_fwd(count, y, rt_cpu_op_in(x, n, 6), y),
-                                                             "rt_ref_add_fwd")))
+  int r = ir_conv_residual(x->g, n);
+  if (r >= 0 && (round_out(x, n, k) || rt_cpu_op_check(x, n, rt_ref_add_fwd(count, y, rt_cpu_op_in(x, n, r), y),
+                                                        "rt_ref_add_fwd")))
     return -1;
   if (ir_attr_int(n, "relu", 0) == 0) return 0;
   return rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd");
@@ -49,7 +57,7 @@ static int relu_if(RtCpu *x, const IrNode *n, int k) {
  * keeps it, as they are from an unfused conv2d's rounded output. */
 static int round_z(RtCpu *x, const IrNode *n) { return round_out(x, n, 0); }
 
-/* (x, w, gamma, beta, running_mean, running_var[, r]) -> z = conv(x, w),
+/* (x, w, gamma, beta, running_mean, running_var[, sbx][, r]) -> z = conv(P(x), w),
  * y = [relu] (batchnorm_train(z) [+ r]), batch mean, invstd; running
  * statistics updated in place. */
 int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
@@ -66,6 +74,28 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
                       "rt_ref_batchnorm_fwd_train"))
     return -1;
   return relu_if(x, n, 1);
+}
+
+/* (x, w, gamma, beta, running_mean, running_var[, sbx]) -> z = conv(P(x), w),
+ * batch mean, invstd (running statistics updated in place, the same numbers
+ * as conv2d_bn_train's) and sb = [gamma * invstd; beta - mean * scale]
+ * rounded to its dtype. */
+int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);
+  if ((int64_t)zs.N * zs.H * zs.W < 2)
+    return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
+  if (conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_z(x, n)) return -1;
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_batchnorm_stats(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5),
+                                             mom, eps, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+                      "rt_ref_batchnorm_stats") ||
+      rt_cpu_op_check(x, n,
+                      rt_ref_bn_scale_bias(zs.C, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1),
+                                           rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
+                      "rt_ref_bn_scale_bias"))
+    return -1;
+  return round_out(x, n, 3);
 }
 
 /* Inference: the convolution, then the running-statistics batch norm

@@ -37,8 +37,9 @@ static const RtCpuOp RT_CPU_OPS[IR_OP_COUNT] = {
     [IR_OP_LINEAR_BWD_WEIGHT] = {rt_cpu_train_linear_bwd_weight, NULL, 0},
     [IR_OP_SOFTMAX_CE_BWD] = {rt_cpu_train_softmax_ce_bwd, rt_cpu_fwd_labels_scratch, LABELS},
     [IR_OP_SGD_UPDATE] = {rt_cpu_train_sgd_update, rt_cpu_train_sgd_scratch, 0},
-    [IR_OP_CONV2D_BN_TRAIN] = {rt_cpu_fused_conv2d_bn_train, rt_cpu_fwd_conv2d_scratch, 0},
-    [IR_OP_CONV2D_BN] = {rt_cpu_fused_conv2d_bn, rt_cpu_fwd_conv2d_scratch, 0},
+    [IR_OP_CONV2D_BN_TRAIN] = {rt_cpu_fused_conv2d_bn_train, rt_cpu_fused_conv_scratch, 0},
+    [IR_OP_CONV2D_BN] = {rt_cpu_fused_conv2d_bn, rt_cpu_fused_conv_scratch, 0},
+    [IR_OP_CONV2D_BN_STATS] = {rt_cpu_fused_conv2d_bn_stats, rt_cpu_fused_conv_scratch, 0},
     [IR_OP_ADD_RELU] = {rt_cpu_fused_add_relu, NULL, 0},
     [IR_OP_SUM_RELU_BWD] = {rt_cpu_fused_sum_relu_bwd, NULL, 0},
     [IR_OP_BATCHNORM_RELU_BWD] = {rt_cpu_fused_batchnorm_relu_bwd, NULL, 0},
@@ -138,4 +139,34 @@ size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt
   RtRefConvParam p = rt_cpu_op_conv_param(n);
   int64_t f = rt_ref_conv2d_workspace(&xs, &wf, &ys, &p);
   return f > 0 ? (size_t)f * sizeof(float) : 0;
+}
+
+/* P(x) is kept at the start of the scratch, the convolution's column buffer
+ * after it, on a 64-byte boundary. */
+static size_t prologue_bytes(const RtCpu *x, const IrNode *n, int xi) {
+  if (ir_conv_prologue(x->g, n) < 0) return 0;
+  size_t b = (size_t)x->numel[n->in[xi]] * sizeof(float);
+  return (b + 63) & ~(size_t)63;
+}
+
+size_t rt_cpu_op_prologue_scratch(const RtCpu *x, const IrNode *n, int xi, size_t conv_bytes) {
+  return prologue_bytes(x, n, xi) + conv_bytes;
+}
+
+int rt_cpu_op_prologue(RtCpu *x, const IrNode *n, int xi, const float **in, void **work) {
+  int sbx = ir_conv_prologue(x->g, n);
+  size_t skip = prologue_bytes(x, n, xi);
+  *in = rt_cpu_op_in(x, n, xi);
+  *work = (char *)x->scratch + skip;
+  if (sbx < 0) return 0;
+  float *p = x->scratch;
+  int64_t count = x->numel[n->in[xi]];
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, xi));
+  if (rt_cpu_op_check(x, n, rt_ref_bn_prologue(&xs, *in, rt_cpu_op_in(x, n, sbx), p), "rt_ref_bn_prologue"))
+    return -1;
+  IrDtype dt = rt_cpu_op_in_type(x, n, xi)->dtype;
+  if (dt == IR_DT_F16 && rt_cpu_op_check(x, n, rt_ref_round_f16(count, p, p), "rt_ref_round_f16")) return -1;
+  if (dt == IR_DT_BF16 && rt_cpu_op_check(x, n, rt_ref_round_bf16(count, p, p), "rt_ref_round_bf16")) return -1;
+  *in = p;
+  return 0;
 }

@@ -70,6 +70,15 @@ RtRefPoolParam rt_cpu_op_pool_param(const IrNode *n);
 /* Bytes of column buffer a convolution of x (xt) by w (wt) into y (yt) uses. */
 size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt, const IrType *yt,
                               const IrNode *n);
+/* A convolution's prologue (ir_conv_prologue): when node n has one, P(x) =
+ * max(0, x * scale + bias) of input xi, rounded to x's dtype, is written to
+ * the start of the scratch and *in points there; otherwise *in is input xi.
+ * *work is the scratch left for the convolution.  0, or -1 after
+ * rt_cpu_op_fail(). */
+int rt_cpu_op_prologue(RtCpu *x, const IrNode *n, int xi, const float **in, void **work);
+/* Scratch bytes for a convolution that needs conv_bytes, plus P(x) of input
+ * xi when n has a prologue. */
+size_t rt_cpu_op_prologue_scratch(const RtCpu *x, const IrNode *n, int xi, size_t conv_bytes);
 /* A two-element spatial attribute (one int means both); dflt when absent. */
 void rt_cpu_op_attr2(const IrNode *n, const char *key, int dflt, int v[2]);
 
@@ -111,6 +120,9 @@ int rt_cpu_train_loss_scale_update(RtCpu *x, const IrNode *n);
 /* rt_cpu_fused.c: the fuse pass's ops */
 int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_conv2d_bn(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n);
+/* conv2d_bn_train, conv2d_bn, conv2d_bn_stats: the column buffer and P(x). */
+size_t rt_cpu_fused_conv_scratch(const RtCpu *x, const IrNode *n);
 int rt_cpu_fused_add_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n);

@@ -42,19 +42,24 @@ int rt_cpu_train_conv2d_bwd_data(RtCpu *x, const IrNode *n) {
                          "rt_ref_conv2d_bwd_data");
 }
 
-/* (dy, x) -> dw in the filter layout matching x's (KCRS for NCHW). */
+/* (dy, x[, sbx]) -> dw of conv(P(x), w), in the filter layout matching x's
+ * (KCRS for NCHW); P(x) is materialized in the scratch before the column buffer. */
 size_t rt_cpu_train_conv2d_bwd_weight_scratch(const RtCpu *x, const IrNode *n) {
-  return rt_cpu_op_conv_scratch(x, rt_cpu_op_in_type(x, n, 1), rt_cpu_op_out_type(x, n, 0),
-                                rt_cpu_op_in_type(x, n, 0), n);
+  return rt_cpu_op_prologue_scratch(x, n, 1,
+                                    rt_cpu_op_conv_scratch(x, rt_cpu_op_in_type(x, n, 1), rt_cpu_op_out_type(x, n, 0),
+                                                           rt_cpu_op_in_type(x, n, 0), n));
 }
 
 int rt_cpu_train_conv2d_bwd_weight(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_out_type(x, n, 0));
   RtRefConvParam p = rt_cpu_op_conv_param(n);
+  const float *in;
+  void *work;
+  if (rt_cpu_op_prologue(x, n, 1, &in, &work)) return -1;
   return rt_cpu_op_check(x, n,
-                         rt_ref_conv2d_bwd_weight(&xs, rt_cpu_op_in(x, n, 1), &wf, rt_cpu_op_out(x, n, 0), NULL, &p,
-                                                  &ys, rt_cpu_op_in(x, n, 0), x->scratch),
+                         rt_ref_conv2d_bwd_weight(&xs, in, &wf, rt_cpu_op_out(x, n, 0), NULL, &p, &ys,
+                                                  rt_cpu_op_in(x, n, 0), work),
                          "rt_ref_conv2d_bwd_weight");
 }
 

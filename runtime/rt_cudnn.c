@@ -24,7 +24,11 @@
  * A forward description with genstats adds a GenStats operation on y to
  * the graph (uids 4 and 5: per-channel sum and sum of squares, f32), the
  * fused batch-norm statistics; deterministic handles skip engines noted
- * NONDETERMINISTIC.
+ * NONDETERMINISTIC.  A description with prologue puts three pointwise
+ * operations before the convolution's x (forward or weight gradient):
+ * x * scale, + bias, relu, through FP32 virtual tensors (uids 8..10), with
+ * scale and bias [1, C, 1, 1] tensors of x's dtype (uids 6 and 7): the
+ * graph of cuDNN's ConvBNfprop and ConvBNwgrad engines.
  *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
@@ -38,12 +42,14 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5 };
+enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7, UID_VIRT = 8 };
+enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
 enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
 
 typedef struct DnnApi {
@@ -77,6 +83,8 @@ struct RtConvPlan {
   RtConvDesc key; /* normalized: zeroed, then field by field */
   cudnnBackendDescriptor_t x, w, y, conv, op, graph, cfg, plan;
   cudnnBackendDescriptor_t sum, sqsum, stats; /* genstats only: its outputs and operation */
+  /* prologue only: scale, bias, the virtual results, pointwise descriptors and operations */
+  cudnnBackendDescriptor_t scale, bias, virt[PRO_OPS], pw[PRO_OPS], pwop[PRO_OPS];
   int64_t workspace;
   int mode, index; /* where the chosen configuration was in the heuristics' lists */
   char what[256];
@@ -233,9 +241,10 @@ static void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
 
 static void plan_free(const DnnApi *d, RtConvPlan *p) {
   if (!p) return;
-  cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->stats, &p->op, &p->conv,
-                                     &p->x,    &p->w,   &p->y,     &p->sum,   &p->sqsum};
+  cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->stats, &p->op,    &p->conv, &p->x,
+                                     &p->w,    &p->y,   &p->sum,   &p->sqsum, &p->scale, &p->bias};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
+  for (int i = 0; i < PRO_OPS; i++) destroy(d, &p->pwop[i]), destroy(d, &p->pw[i]), destroy(d, &p->virt[i]);
   free(p);
 }
 
@@ -267,6 +276,8 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
     bad = "output size";
   else if (d->genstats && (d->kind != RT_CONV_FWD || d->dtype == IR_DT_F32))
     bad = "genstats (forward convolutions on f16 or bf16 only)";
+  else if (d->prologue && (d->kind == RT_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->groups != 1))
+    bad = "prologue (ungrouped forward or weight-gradient convolutions on f16 or bf16 only)";
   if (!bad) return RT_CUDA_OK;
   rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
        d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
@@ -285,14 +296,17 @@ static RtConvDesc normalize(const RtConvDesc *d) {
   k.dtype = d->dtype;
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
   k.genstats = d->genstats != 0;
+  k.prologue = d->prologue != 0;
   return k;
 }
 
 /* A dense tensor with logical dims {N, C, H, W} (filters {K, C/g, R, S})
  * laid out channels-last. */
-static RtCudaStatus make_tensor(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t uid, IrDtype dtype, int64_t d0,
-                                int64_t d1, int64_t d2, int64_t d3, const char *what, char *err, size_t errlen) {
+static RtCudaStatus make_tensor_as(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t uid, IrDtype dtype, int virt,
+                                   int64_t d0, int64_t d1, int64_t d2, int64_t d3, const char *what, char *err,
+                                   size_t errlen) {
   int64_t dims[4] = {d0, d1, d2, d3};
+  bool is_virtual = virt != 0;
   int64_t strides[4] = {d1 * d2 * d3, 1, d3 * d1, d1};
   int64_t align = 16;
   cudnnDataType_t dt = dtype == IR_DT_F32 ? CUDNN_DATA_FLOAT : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
@@ -304,9 +318,15 @@ static RtCudaStatus make_tensor(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t
       (s = SET(h, *t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, what)) ||
       (s = SET(h, *t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what)) ||
       (s = SET(h, *t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what)) ||
+      (virt && (s = SET(h, *t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, what))) ||
       (s = DNN(h, BackendFinalize, (*t), what)))
     return s;
   return RT_CUDA_OK;
+}
+
+static RtCudaStatus make_tensor(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t uid, IrDtype dtype, int64_t d0,
+                                int64_t d1, int64_t d2, int64_t d3, const char *what, char *err, size_t errlen) {
+  return make_tensor_as(h, t, uid, dtype, 0, d0, d1, d2, d3, what, err, errlen);
 }
 
 static RtCudaStatus make_conv(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
@@ -386,27 +406,65 @@ static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t e
   return RT_CUDA_OK;
 }
 
+/* relu(x * scale + bias) into p->virt[PRO_RELU], the convolution's input. */
+static RtCudaStatus make_prologue(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  static const cudnnPointwiseMode_t MODE[PRO_OPS] = {CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD,
+                                                     CUDNN_POINTWISE_RELU_FWD};
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  RtCudaStatus s;
+  if ((s = make_tensor(h, &p->scale, UID_SCALE, d->dtype, 1, d->c, 1, 1, p->what, err, errlen)) ||
+      (s = make_tensor(h, &p->bias, UID_BIAS, d->dtype, 1, d->c, 1, 1, p->what, err, errlen)))
+    return s;
+  cudnnBackendDescriptor_t in = p->x, operand[PRO_OPS] = {p->scale, p->bias, NULL};
+  for (int i = 0; i < PRO_OPS; i++) {
+    if ((s = make_tensor_as(h, &p->virt[i], UID_VIRT + i, IR_DT_F32, 1, d->n, d->c, d->h, d->w, p->what, err,
+                            errlen)) ||
+        (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &p->pw[i]), p->what)) ||
+        (s = SET(h, p->pw[i], CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &MODE[i], p->what)) ||
+        (s = SET(h, p->pw[i], CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
+        (s = DNN(h, BackendFinalize, (p->pw[i]), p->what)) ||
+        (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &p->pwop[i]), p->what)) ||
+        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &p->pw[i], p->what)) ||
+        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in,
+                 p->what)) ||
+        (operand[i] && (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                1, &operand[i], p->what))) ||
+        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->virt[i],
+                 p->what)) ||
+        (s = DNN(h, BackendFinalize, (p->pwop[i]), p->what)))
+      return s;
+    in = p->virt[i];
+  }
+  return RT_CUDA_OK;
+}
+
 static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   RtCudaStatus s;
   if ((s = make_tensor(h, &p->x, UID_X, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
       (s = make_tensor(h, &p->w, UID_W, d->dtype, d->k, d->c / d->groups, d->r, d->s, p->what, err, errlen)) ||
       (s = make_tensor(h, &p->y, UID_Y, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen)) ||
-      (s = make_conv(h, p, err, errlen)))
+      (s = make_conv(h, p, err, errlen)) || (d->prologue && (s = make_prologue(h, p, err, errlen))))
     return s;
+  cudnnBackendDescriptor_t conv_x = d->prologue ? p->virt[PRO_RELU] : p->x;
   float alpha = 1.0f, beta = 0.0f;
   if ((s = DNN(h, BackendCreateDescriptor, (OPS[d->kind].type, &p->op), p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].beta, CUDNN_TYPE_FLOAT, 1, &beta, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->conv, p->what)) ||
-      (s = SET(h, p->op, OPS[d->kind].x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->x, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv_x, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->w, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y, p->what)) ||
       (s = DNN(h, BackendFinalize, (p->op), p->what)))
     return s;
   if (d->genstats && (s = make_genstats(h, p, err, errlen))) return s;
-  cudnnBackendDescriptor_t ops[2] = {p->op, p->stats};
-  int64_t nops = d->genstats ? 2 : 1;
+  cudnnBackendDescriptor_t ops[PRO_OPS + 2];
+  int64_t nops = 0;
+  for (int i = 0; d->prologue && i < PRO_OPS; i++) ops[nops++] = p->pwop[i];
+  ops[nops++] = p->op;
+  if (d->genstats) ops[nops++] = p->stats;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
       (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
       (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops, p->what)) ||
@@ -501,17 +559,27 @@ static cudnnBackendDescriptor_t make_plan(RtCudnn *h, RtConvPlan *p, cudnnBacken
   return plan;
 }
 
-/* Runs plan on x, w, y and, when stats is not 0, the GenStats outputs
- * stats[0..K) and stats[K..2K) (K = the plan's output channels). */
-static RtCudaStatus execute(RtCudnn *h, cudnnBackendDescriptor_t plan, const char *what, CUdeviceptr x,
-                            CUdeviceptr w, CUdeviceptr y, CUdeviceptr stats, int k, CUdeviceptr workspace, char *err,
-                            size_t errlen) {
-  int64_t uids[5] = {UID_X, UID_W, UID_Y, UID_SUM, UID_SQSUM};
-  CUdeviceptr sq = stats + (CUdeviceptr)k * sizeof(float);
-  void *ptrs[5] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y, (void *)(uintptr_t)stats,
-                   (void *)(uintptr_t)sq};
-  int64_t n = stats ? 5 : 3;
-  void *ws = (void *)(uintptr_t)workspace;
+static void *ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+/* Runs plan (made from p's graph) on io: x, w, y and, as p's description
+ * asks, the GenStats outputs stats[0..K) and stats[K..2K), the prologue's
+ * scale sb[0..C) and bias sb[C..2C). */
+static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
+                            char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  const char *what = p->what;
+  int64_t uids[7] = {UID_X, UID_W, UID_Y};
+  void *ptrs[7] = {ptr(io->x), ptr(io->w), ptr(io->y)};
+  int64_t n = 3;
+  if (d->genstats) {
+    uids[n] = UID_SUM, ptrs[n++] = ptr(io->stats);
+    uids[n] = UID_SQSUM, ptrs[n++] = ptr(io->stats + (CUdeviceptr)d->k * sizeof(float));
+  }
+  if (d->prologue) {
+    uids[n] = UID_SCALE, ptrs[n++] = ptr(io->sb);
+    uids[n] = UID_BIAS, ptrs[n++] = ptr(io->sb + (CUdeviceptr)d->c * dtype_bytes(d->dtype));
+  }
+  void *ws = ptr(io->workspace);
   cudnnBackendDescriptor_t pack = NULL;
   RtCudaStatus s;
   if (!(s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), what)) &&
@@ -526,12 +594,12 @@ static RtCudaStatus execute(RtCudnn *h, cudnnBackendDescriptor_t plan, const cha
 
 /* Device buffers for timing candidates (contents do not matter). */
 typedef struct TuneBufs {
-  CUdeviceptr x, w, y, stats, ws;
+  RtConvIo io;
   size_t ws_bytes;
 } TuneBufs;
 
 static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
-  CUdeviceptr *all[] = {&b->x, &b->w, &b->y, &b->stats, &b->ws};
+  CUdeviceptr *all[] = {&b->io.x, &b->io.w, &b->io.y, &b->io.stats, &b->io.sb, &b->io.workspace};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) cu->MemFree(*all[i]);
   memset(b, 0, sizeof *b);
@@ -543,21 +611,21 @@ static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan,
                        char *err, size_t errlen) {
   const RtCudaApi *cu = h->cu;
   if ((size_t)ws > b->ws_bytes) {
-    if (b->ws) cu->MemFree(b->ws);
-    b->ws = 0;
+    if (b->io.workspace) cu->MemFree(b->io.workspace);
+    b->io.workspace = 0;
     b->ws_bytes = 0;
-    if (RT_CU(cu, MemAlloc, (&b->ws, (size_t)ws), p->what, err, errlen)) return -1;
+    if (RT_CU(cu, MemAlloc, (&b->io.workspace, (size_t)ws), p->what, err, errlen)) return -1;
     b->ws_bytes = (size_t)ws;
   }
   CUevent ev[2] = {NULL, NULL};
   float ms = -1;
   if (RT_CU(cu, EventCreate, (&ev[0], CU_EVENT_DEFAULT), p->what, err, errlen) ||
       RT_CU(cu, EventCreate, (&ev[1], CU_EVENT_DEFAULT), p->what, err, errlen) ||
-      execute(h, plan, p->what, b->x, b->w, b->y, b->stats, p->key.k, b->ws, err, errlen) ||
+      execute(h, p, plan, &b->io, err, errlen) ||
       RT_CU(cu, EventRecord, (ev[0], h->stream), p->what, err, errlen))
     goto done;
   for (int i = 0; i < TUNE_RUNS; i++)
-    if (execute(h, plan, p->what, b->x, b->w, b->y, b->stats, p->key.k, b->ws, err, errlen)) goto done;
+    if (execute(h, p, plan, &b->io, err, errlen)) goto done;
   float t = 0;
   if (RT_CU(cu, EventRecord, (ev[1], h->stream), p->what, err, errlen) ||
       RT_CU(cu, EventSynchronize, (ev[1]), p->what, err, errlen) ||
@@ -594,12 +662,17 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
       const RtConvDesc *d = &p->key;
       size_t eb = dtype_bytes(d->dtype);
       const RtCudaApi *cu = h->cu;
-      if (!b->x && (RT_CU(cu, MemAlloc, (&b->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
-                    RT_CU(cu, MemAlloc, (&b->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what,
-                          err, errlen) ||
-                    RT_CU(cu, MemAlloc, (&b->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
-                    (d->genstats &&
-                     RT_CU(cu, MemAlloc, (&b->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)))) {
+      RtConvIo *io = &b->io;
+      if (!io->x && (RT_CU(cu, MemAlloc, (&io->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
+                     RT_CU(cu, MemAlloc, (&io->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what,
+                           err, errlen) ||
+                     RT_CU(cu, MemAlloc, (&io->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
+                     (d->genstats &&
+                      RT_CU(cu, MemAlloc, (&io->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)) ||
+                     (d->prologue &&
+                      (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
+                       RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err,
+                             errlen))))) {
         destroy(h->dnn, &plan);
         return RT_CUDA_ECALL;
       }
@@ -813,8 +886,9 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
-  snprintf(p->what, sizeof p->what, "conv %s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
-           KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
+  snprintf(p->what, sizeof p->what, "conv %s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
+           key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "",
+           dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
            key.n, key.h, key.w, key.c, key.k, key.r, key.s, key.c / key.groups, key.ho, key.wo, key.stride[0],
            key.stride[1], key.pad[0], key.pad[1], key.dilation[0], key.dilation[1], key.groups,
            h->deterministic ? " deterministic" : "");
@@ -828,31 +902,21 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
-                               CUdeviceptr workspace, char *err, size_t errlen) {
-  if (!h || !plan || !x || !w || !y || (plan->workspace > 0 && !workspace)) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run: NULL argument%s", plan ? "" : " (plan)");
+RtCudaStatus rt_cudnn_conv_exec(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, char *err, size_t errlen) {
+  if (!h || !plan || !io || !io->x || !io->w || !io->y || (plan->workspace > 0 && !io->workspace)) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_exec: NULL argument%s", plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
-  if (plan->key.genstats) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run: %s writes statistics: use rt_cudnn_conv_run_stats", plan->what);
+  const RtConvDesc *d = &plan->key;
+  if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_exec: %s %s statistics and %s scale and bias, the call gives %s and %s",
+                 plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
+                 io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
     return RT_CUDA_EARG;
   }
-  return execute(h, plan->plan, plan->what, x, w, y, 0, 0, workspace, err, errlen);
-}
-
-RtCudaStatus rt_cudnn_conv_run_stats(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
-                                     CUdeviceptr stats, CUdeviceptr workspace, char *err, size_t errlen) {
-  if (!h || !plan || !x || !w || !y || !stats || (plan->workspace > 0 && !workspace)) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run_stats: NULL argument%s", plan ? "" : " (plan)");
-    return RT_CUDA_EARG;
-  }
-  if (!plan->key.genstats) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_run_stats: %s writes no statistics", plan->what);
-    return RT_CUDA_EARG;
-  }
-  RtCudaStatus s = RT_CU(h->cu, MemsetD8Async, (stats, 0, 2 * sizeof(float) * (size_t)plan->key.k, h->stream),
-                         plan->what, err, errlen);
-  if (s) return s;
-  return execute(h, plan->plan, plan->what, x, w, y, stats, plan->key.k, workspace, err, errlen);
+  RtCudaStatus s;
+  if (d->genstats && (s = RT_CU(h->cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream),
+                                plan->what, err, errlen)))
+    return s;
+  return execute(h, plan, plan->plan, io, err, errlen);
 }

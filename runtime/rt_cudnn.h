@@ -35,8 +35,22 @@ typedef struct RtConvDesc {
                            * FP32 accumulation); 0 keeps full FP32 numerics */
   int genstats;           /* RT_CONV_FWD on f16/bf16 only: the same kernel also writes the
                            * per-channel sum and sum of squares of y, f32 (cuDNN's conv +
-                           * GenStats fusion); see rt_cudnn_conv_run_stats */
+                           * GenStats fusion); see RtConvIo.stats */
+  int prologue;           /* RT_CONV_FWD / RT_CONV_BWD_FILTER on f16/bf16 only: the convolution
+                           * reads relu(x * scale + bias) in place of x (per channel of x, scale
+                           * and bias in x's dtype, computed in FP32, zero padding applied after),
+                           * a batch norm and its relu applied on the fly (cuDNN's ConvBNfprop
+                           * and ConvBNwgrad patterns); see RtConvIo.sb */
 } RtConvDesc;
+
+/* The device buffers of one run.  stats: 2*K floats when the plan's
+ * description has genstats (zeroed first, on the stream), else 0.  sb: when
+ * it has prologue, the per-channel scale (C elements of x's dtype) followed
+ * by the bias (C more), 16-byte aligned; else 0.  workspace: the plan's
+ * workspace bytes (may be 0 when it needs none). */
+typedef struct RtConvIo {
+  CUdeviceptr x, w, y, stats, sb, workspace;
+} RtConvIo;
 
 typedef struct RtCudnn RtCudnn;
 typedef struct RtConvPlan RtConvPlan; /* owned by the RtCudnn handle */
@@ -63,16 +77,10 @@ void rt_cudnn_workspace_cap(RtCudnn *h, size_t bytes);
 /* How the handle chose its plans so far: from the tuning cache, by timing
  * the candidates, or heuristics' first choice. */
 void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuristic);
-/* Runs a plan on the handle's stream: no host synchronization, so it can be
- * captured in a CUDA graph. */
-RtCudaStatus rt_cudnn_conv_run(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
-                               CUdeviceptr workspace, char *err, size_t errlen);
-/* The same for a plan whose description has genstats: stats receives 2*K
- * floats, the sums over N, H and W of y (stats[k]) and of y*y (stats[K+k]),
- * taken from the FP32 accumulators (it is zeroed first, on the stream).
- * rt_cudnn_conv_run refuses such a plan, this one any other. */
-RtCudaStatus rt_cudnn_conv_run_stats(RtCudnn *h, RtConvPlan *plan, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y,
-                                     CUdeviceptr stats, CUdeviceptr workspace, char *err, size_t errlen);
+/* Runs plan on io's buffers, on the handle's stream (no host
+ * synchronization): io must give exactly the buffers the plan's
+ * description asks for. */
+RtCudaStatus rt_cudnn_conv_exec(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, char *err, size_t errlen);
 /* Plans made from now on take only engines cuDNN marks deterministic (no
  * atomics in the reductions): bit-identical results run to run, for
  * comparisons; none such is an error.  Off by default. */

@@ -26,6 +26,7 @@
 
 #include "rt_cudnn.h"
 #include "rt_gpu_impl.h"
+#include "rt_gpu_optim.h"
 #include "rt_gpu_prog.h"
 #include "rt_ref.h"
 
@@ -112,9 +113,11 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
   const char *nm = n->name ? n->name : "";
   const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
   if (a->kind == RT_KARG_SCRATCH) {
-    if (a->offset >= x->prog.kn[i].scratch_bytes)
+    const RtKNode *k = &x->prog.kn[i];
+    size_t have = k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
+    if (a->offset >= have)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
-                  op, nm, a->offset, x->prog.kn[i].scratch_bytes);
+                  op, nm, a->offset, have);
     *out = x->scratch + a->offset;
     return RT_CUDA_OK;
   }
@@ -129,13 +132,19 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
 }
 
 RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen) {
-  if (c->fused) return rt_cudnn_conv_run_stats(x->dnn, c->plan, c->x, c->w, c->y, c->stats, x->workspace, err, errlen);
-  return rt_cudnn_conv_run(x->dnn, c->plan, c->x, c->w, c->y, x->workspace, err, errlen);
+  RtConvIo io = c->io;
+  io.workspace = x->workspace;
+  return rt_cudnn_conv_exec(x->dnn, c->plan, &io, err, errlen);
 }
 
 /* Whether launch l runs, given its node's convolution plan. */
 static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
-  return l->when == RT_K_ALWAYS || (l->when == RT_K_FUSED) == (c->fused != 0);
+  switch (l->when) {
+  case RT_K_ALWAYS: return 1;
+  case RT_K_PROLOGUE: return !c->pro_fused;
+  case RT_K_FUSED: return c->fused;
+  default: return !c->fused;
+  }
 }
 
 /* Kernels from the module, argument blocks and convolution plans (made by
@@ -147,7 +156,12 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > RT_K_MAX_LAUNCH)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
     x->first[i] = total;
-    for (int j = 0; j < x->prog.kn[i].nlaunch; j++) total += launch_runs(&x->prog.kn[i].launch[j], &x->conv[i]);
+    x->conv[i].pre = 0;
+    for (int j = 0; j < x->prog.kn[i].nlaunch; j++) {
+      const RtKLaunch *l = &x->prog.kn[i].launch[j];
+      total += launch_runs(l, &x->conv[i]);
+      x->conv[i].pre += l->when == RT_K_PROLOGUE && launch_runs(l, &x->conv[i]);
+    }
   }
   x->first[g->nnode] = total;
   x->launch = calloc((size_t)(total ? total : 1), sizeof *x->launch);
@@ -156,10 +170,14 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   for (int i = 0; !s && i < g->nnode; i++) {
     const RtKNode *k = &x->prog.kn[i];
     if (k->has_conv) {
-      if ((s = resolve_arg(x, i, &k->conv_x, &x->conv[i].x, err, errlen)) ||
-          (s = resolve_arg(x, i, &k->conv_w, &x->conv[i].w, err, errlen)) ||
-          (s = resolve_arg(x, i, &k->conv_y, &x->conv[i].y, err, errlen)) ||
-          (x->conv[i].fused && (s = resolve_arg(x, i, &k->conv_stats, &x->conv[i].stats, err, errlen))))
+      GpuConv *c = &x->conv[i];
+      RtKArg pro_x = {.kind = RT_KARG_SCRATCH, .offset = k->pro_offset};
+      int materialized = k->conv.prologue && !c->pro_fused;
+      if ((s = resolve_arg(x, i, materialized ? &pro_x : &k->conv_x, &c->io.x, err, errlen)) ||
+          (s = resolve_arg(x, i, &k->conv_w, &c->io.w, err, errlen)) ||
+          (s = resolve_arg(x, i, &k->conv_y, &c->io.y, err, errlen)) ||
+          (c->fused && (s = resolve_arg(x, i, &k->conv_stats, &c->io.stats, err, errlen))) ||
+          (k->conv.prologue && c->pro_fused && (s = resolve_arg(x, i, &k->conv_sb, &c->io.sb, err, errlen))))
         break;
     }
     for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
@@ -193,24 +211,39 @@ static int genstats_allowed(int deterministic) {
   return !deterministic && !(v && strcmp(v, "0") == 0);
 }
 
+/* Whether convolutions may apply their prologue themselves (cuDNN's
+ * ConvBNfprop and ConvBNwgrad patterns): $NETC_PROLOGUE = 0 has a kernel
+ * write the activation first instead, for comparisons. */
+static int prologue_allowed(void) {
+  const char *v = getenv("NETC_PROLOGUE");
+  return !(v && strcmp(v, "0") == 0);
+}
+
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
- * A convolution that asks for its statistics gets the fused plan when
- * cuDNN has an engine for it, else the plain one (and its node runs the
- * unfused launches). */
+ * A convolution gets the most fused plan cuDNN has an engine for, trying
+ * in order: its description (statistics and prologue as the node asks),
+ * without the prologue, then plain; the node runs the launches that make
+ * up for what its plan leaves out. */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
   const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
-  int allowed = genstats_allowed(determ && strcmp(determ, "1") == 0);
+  int stats_ok = genstats_allowed(determ && strcmp(determ, "1") == 0), pro_ok = prologue_allowed();
   for (int i = 0; i < x->g->nnode; i++) {
     if (!x->prog.kn[i].has_conv) continue;
-    RtConvDesc d = x->prog.kn[i].conv;
+    const RtConvDesc *want = &x->prog.kn[i].conv;
+    RtConvDesc cand[3] = {*want, *want, *want};
+    cand[0].genstats = cand[1].genstats = want->genstats && stats_ok;
+    cand[0].prologue = want->prologue && pro_ok;
+    cand[1].prologue = cand[2].prologue = 0;
+    cand[2].genstats = 0;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
-    char why[512];
-    c->fused = 0;
-    if (d.genstats && allowed && !rt_cudnn_conv_plan(x->dnn, &d, &c->plan, &ws, why, sizeof why)) c->fused = 1;
-    d.genstats = 0;
-    RtCudaStatus s = c->fused ? RT_CUDA_OK : rt_cudnn_conv_plan(x->dnn, &d, &c->plan, &ws, err, errlen);
+    RtCudaStatus s = RT_CUDA_EARG;
+    for (int t = 0; t < 3 && s; t++) {
+      if (t && !memcmp(&cand[t], &cand[t - 1], sizeof cand[t])) continue;
+      s = rt_cudnn_conv_plan(x->dnn, &cand[t], &c->plan, &ws, err, errlen);
+      c->fused = cand[t].genstats, c->pro_fused = cand[t].prologue || !want->prologue;
+    }
     if (s) return s;
     if (ws > *ws_max) *ws_max = ws;
   }
@@ -277,16 +310,21 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
     if (*dir && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
   }
   size_t node_scratch = 0, ws = 0;
-  for (int i = 0; i < g->nnode; i++)
-    if (x->prog.kn[i].scratch_bytes > node_scratch) node_scratch = x->prog.kn[i].scratch_bytes;
   if ((s = plan_convs(x, &ws, err, errlen))) return s;
+  for (int i = 0; i < g->nnode; i++) {
+    const RtKNode *k = &x->prog.kn[i];
+    size_t need = k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
+    if (need > node_scratch) node_scratch = need;
+  }
   x->scratch_bytes = align_up(node_scratch) + align_up(ws) + ALIGN;
   if ((s = dev_alloc(x, &x->scratch, x->scratch_bytes, "kernel scratch and cuDNN workspace", err, errlen)) ||
       (s = RT_CU(x->api, MemsetD8Async, (x->scratch, 0, x->scratch_bytes, x->stream), "zeroing the scratch", err,
                  errlen)))
     return s;
   x->workspace = x->scratch + align_up(node_scratch);
-  if ((s = prepare_nodes(x, err, errlen))) return s;
+  if ((s = prepare_nodes(x, err, errlen)) ||
+      (s = rt_gpu_optim_apply(x, o ? o->cache_dir : NULL, err, errlen)))
+    return s;
   return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
 }
 
@@ -330,6 +368,7 @@ void rt_gpu_free(RtGpu *x) {
     rt_cuda_ctx_bind(x->ctx, NULL, 0);
     x->api->StreamSynchronize(x->stream);
     if (x->exec) x->api->GraphExecDestroy(x->exec);
+    rt_gpu_optim_free(x);
     rt_cudnn_free(x->dnn);
     if (x->arena) x->api->MemFree(x->arena);
     if (x->persist) x->api->MemFree(x->persist);
@@ -365,6 +404,12 @@ int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
 int rt_gpu_fused_convs(const RtGpu *x) {
   int n = 0;
   for (int i = 0; x && i < x->g->nnode; i++) n += x->conv[i].fused;
+  return n;
+}
+
+int rt_gpu_prologue_convs(const RtGpu *x) {
+  int n = 0;
+  for (int i = 0; x && i < x->g->nnode; i++) n += x->conv[i].plan && x->prog.kn[i].conv.prologue && x->conv[i].pro_fused;
   return n;
 }
 int rt_gpu_prebuilt_hit(const RtGpu *x) { return x ? x->prog.prebuilt : 0; }
@@ -454,8 +499,9 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
   for (int i = lo; i < hi; i++) {
     RtCudaStatus s;
     const GpuConv *c = &x->conv[i];
-    if (c->plan && (s = rt_gpu_conv_run(x, c, err, errlen))) return s;
-    for (int j = x->first[i]; j < x->first[i + 1]; j++) {
+    for (int j = x->first[i]; j <= x->first[i + 1]; j++) {
+      if (j == x->first[i] + c->pre && c->plan && (s = rt_gpu_conv_run(x, c, err, errlen))) return s;
+      if (j == x->first[i + 1]) break;
       GpuLaunch *L = &x->launch[j];
       const RtKLaunch *l = L->l;
       if ((s = RT_CU(x->api, LaunchKernel,

@@ -43,6 +43,7 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
 void rt_gpu_free(RtGpu *x); /* takes NULL */
 int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
 int rt_gpu_fused_convs(const RtGpu *x); /* convolutions that write their batch-norm statistics (GenStats) */
+int rt_gpu_prologue_convs(const RtGpu *x); /* convolutions that apply the previous batch norm + relu themselves */
 int64_t rt_gpu_numel(const RtGpu *x, int v);
 /* Host <-> device copies of value v (float for float dtypes, int64 for integer ones). */
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen);

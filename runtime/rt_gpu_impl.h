@@ -17,8 +17,10 @@ typedef struct GpuLaunch {
 
 typedef struct GpuConv {
   RtConvPlan *plan;
-  int fused;         /* the plan writes the statistics (RtConvDesc.genstats) into stats */
-  CUdeviceptr x, w, y, stats;
+  int fused;         /* the plan writes the statistics (RtConvDesc.genstats) into io.stats */
+  int pro_fused;     /* the plan applies the node's prologue (RtConvDesc.prologue) itself */
+  int pre;           /* launches of the node that run before the convolution (its PROLOGUE) */
+  RtConvIo io;       /* workspace: the executor's */
 } GpuConv;
 
 struct RtGpu {
@@ -39,6 +41,7 @@ struct RtGpu {
   CUgraphExec exec;
   void *stage;       /* host staging buffer for conversions */
   size_t stage_bytes;
+  struct RtGpuOptim *optim; /* multi-tensor launches (rt_gpu_optim.h), or NULL */
 };
 
 /* NVTX ranges named after node i's layer (else its op), for Nsight Systems;

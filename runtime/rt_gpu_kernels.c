@@ -281,6 +281,7 @@ typedef struct Chan {
   int64_t rows;
   int C, V, bx, by, G, gy;
   int noshift; /* finalize: the sums are of x itself (G = 1), not shifted by its first row */
+  int sb;      /* finalize (train): also the equivalent scale and bias, in x's dtype */
   IrDtype dt;
   size_t coef; /* scratch offset of coef[4][C] */
 } Chan;
@@ -327,6 +328,7 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   if (begin(e, c->noshift ? "finalize_sums" : "finalize")) return -1;
   def(e, op, "1");
   if (c->noshift) def(e, "NETC_NOSHIFT", "1");
+  if (c->sb) def(e, "NETC_FIN_SB", "1");
   def(e, "NETC_TX", "%s", ctype(c->dt));
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_G", "%d", c->G);
@@ -337,11 +339,18 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_BLOCK - 1) / FIN_BLOCK), 1, FIN_BLOCK, 1);
 }
 
+/* The node's residual input (conv2d_bn[_train] at a block's end), or -1. */
+static int residual_in(const Emit *e) { return ir_conv_residual(e->g, e->n); }
+
 /* residual: NETC_APPLY_AFFINE adds a tensor shaped like x (the node's
- * input 6) before the relu. */
+ * residual input) before the relu. */
 static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const char *tb) {
-  int residual = strcmp(op, "NETC_APPLY_AFFINE") == 0 && e->n->nin > 6;
-  if (begin(e, strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias" : residual ? "apply_add" : "apply")) return -1;
+  int residual = strcmp(op, "NETC_APPLY_AFFINE") == 0 && residual_in(e) >= 0;
+  const char *stage = strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias"
+                      : strcmp(op, "NETC_APPLY_SBR") == 0 ? "prologue"
+                      : residual                           ? "apply_add"
+                                                           : "apply";
+  if (begin(e, stage)) return -1;
   unsigned grid = grid_1d(e, c->rows * (c->C / c->V));
   def(e, op, "1");
   def(e, "NETC_RELU", "%d", relu);
@@ -368,8 +377,8 @@ static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int rel
   if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0) || chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
   ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
-  if (e->n->nin > 6)
-    ARGS(e, x, scratch(c.coef), in(6), y);
+  if (residual_in(e) >= 0)
+    ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
     ARGS(e, x, scratch(c.coef), y);
   return 0;
@@ -381,8 +390,10 @@ static void last_when(Emit *e, RtKWhen when) { e->k->launch[e->k->nlaunch - 1].w
  * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd.
  * After an f16/bf16 forward convolution the statistics may come from the
  * convolution itself (cuDNN's GenStats, sums into scratch 0): both ways
- * are emitted, the executor runs the one its cuDNN plan allows. */
-static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu) {
+ * are emitted, the executor runs the one its cuDNN plan allows.
+ * conv2d_bn_stats (sb >= 0) writes no y: its finalize writes the
+ * equivalent scale and bias into output sb instead (NETC_FIN_SB). */
+static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu, int sb) {
   Chan c;
   if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
@@ -390,21 +401,30 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
   ARGS(e, x, scratch(0));
   if (fusable) last_when(e, RT_K_UNFUSED);
+  c.sb = sb >= 0;
+  if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return fail(e, "the scale and bias must have z's dtype");
   if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
-  ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+  if (sb >= 0)
+    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef), out(sb));
+  else
+    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
   if (fusable) {
     last_when(e, RT_K_UNFUSED);
     Chan f = c;
     f.G = 1, f.noshift = 1;
     if (chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
-    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+    if (sb >= 0)
+      ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef), out(sb));
+    else
+      ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
     last_when(e, RT_K_FUSED);
     e->k->conv.genstats = 1;
     e->k->conv_stats = scratch(0);
   }
+  if (sb >= 0) return 0;
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
-  if (e->n->nin > 6)
-    ARGS(e, x, scratch(c.coef), in(6), y);
+  if (residual_in(e) >= 0)
+    ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
     ARGS(e, x, scratch(c.coef), y);
   return 0;
@@ -471,7 +491,7 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
   return 0;
 }
 
-static int emit_conv(Emit *e) {
+static int emit_conv_body(Emit *e) {
   switch (e->n->op) {
   case IR_OP_CONV2D: {
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
@@ -493,10 +513,43 @@ static int emit_conv(Emit *e) {
   case IR_OP_CONV2D_BN:
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
+  case IR_OP_CONV2D_BN_STATS: /* z = out 0, mean, invstd, sb = out 3 */
+    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    return bn_train(e, out_type(e, 0), out(0), out(0), 2, 1, 1, 3);
   default: /* conv2d_bn_train: z = out 0, y = out 1 */
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
-    return bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0));
+    return bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0), -1);
   }
+}
+
+/* A node whose convolution has a prologue (input sbx: relu(x * scale +
+ * bias) is what it convolves; x is input xi): cuDNN applies it on the fly
+ * when it has an engine for that.  For when it has none, the node's first
+ * launch (PROLOGUE) writes the activation into scratch past everything
+ * else the node uses (placed once the rest is emitted). */
+static int emit_conv(Emit *e) {
+  int sbx = ir_conv_prologue(e->g, e->n), xi = e->n->op == IR_OP_CONV2D_BWD_WEIGHT ? 1 : 0;
+  const IrType *tx = in_type(e, xi);
+  if (sbx >= 0) {
+    const IrType *ts = in_type(e, sbx);
+    if (ts->dtype != tx->dtype || ts->rank != 2 || ts->dim[0] != 2 || ts->dim[1] != tx->dim[3])
+      return fail(e, "the prologue's scale and bias must be [2, %lld] of x's dtype", (long long)tx->dim[3]);
+    Chan c;
+    if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, ctype(tx->dtype))) return -1;
+    ARGS(e, in(xi), in(sbx), scratch(0));
+    last_when(e, RT_K_PROLOGUE);
+  }
+  if (emit_conv_body(e)) return -1;
+  if (sbx < 0) return 0;
+  RtKNode *k = e->k;
+  if (k->conv_x.kind != RT_KARG_IN || k->conv_x.index != xi || k->conv.kind == RT_CONV_BWD_DATA)
+    return fail(e, "a prologue on a convolution that does not read input %d", xi);
+  k->conv.prologue = 1;
+  k->conv_sb = in(sbx);
+  k->pro_offset = align256(k->scratch_bytes);
+  k->pro_bytes = (size_t)numel(e, tx) * ir_dtype_size(tx->dtype);
+  k->launch[0].args[2].offset = k->pro_offset;
+  return 0;
 }
 
 /* --- pooling (pool.cu) ------------------------------------------------------- */
@@ -799,9 +852,10 @@ static int emit_node(Emit *e) {
   case IR_OP_CONV2D_BWD_WEIGHT:
   case IR_OP_CONV2D_BWD_DATA_RELU:
   case IR_OP_CONV2D_BN:
-  case IR_OP_CONV2D_BN_TRAIN: return emit_conv(e);
+  case IR_OP_CONV2D_BN_TRAIN:
+  case IR_OP_CONV2D_BN_STATS: return emit_conv(e);
   case IR_OP_BATCHNORM: return bn_infer(e, in_type(e, 0), 1, in(0), out(0), 0);
-  case IR_OP_BATCHNORM_TRAIN: return bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0);
+  case IR_OP_BATCHNORM_TRAIN: return bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0, -1);
   case IR_OP_BATCHNORM_BWD: return bn_bwd(e, 0);
   case IR_OP_BATCHNORM_RELU_BWD: return bn_bwd(e, 1);
   case IR_OP_CHANNEL_SUM: return emit_channel_sum(e);

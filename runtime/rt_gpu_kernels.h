@@ -42,8 +42,12 @@ typedef struct RtKArg {
 /* When a launch runs.  A convolution whose description asks for its
  * output's statistics (conv.genstats) comes with both ways of getting
  * them; the executor runs the FUSED launches when cuDNN gave it a plan
- * with the statistics, the UNFUSED ones otherwise. */
-typedef enum RtKWhen { RT_K_ALWAYS, RT_K_UNFUSED, RT_K_FUSED } RtKWhen;
+ * with the statistics, the UNFUSED ones otherwise.  One whose description
+ * has a prologue (conv.prologue) comes with a PROLOGUE launch that writes
+ * relu(x * scale + bias) into scratch at pro_offset; the executor runs it,
+ * BEFORE the convolution (PROLOGUE launches come first in the list), and
+ * points the convolution's x there when its cuDNN plan has no prologue. */
+typedef enum RtKWhen { RT_K_ALWAYS, RT_K_UNFUSED, RT_K_FUSED, RT_K_PROLOGUE } RtKWhen;
 
 typedef struct RtKLaunch {
   char name[RT_K_NAME];   /* kernel name in the source */
@@ -58,11 +62,13 @@ typedef struct RtKNode {
   char *source;           /* malloc'd CUDA C defining every kernel below (may be NULL when none) */
   int nlaunch;
   RtKLaunch launch[RT_K_MAX_LAUNCH]; /* in order, after the convolution if any */
-  size_t scratch_bytes;   /* device scratch the launches need */
+  size_t scratch_bytes;   /* device scratch the launches need (PROLOGUE's output excluded) */
+  size_t pro_offset, pro_bytes; /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
   int has_conv;
   RtConvDesc conv;        /* when has_conv */
   RtKArg conv_x, conv_w, conv_y;
   RtKArg conv_stats;      /* conv.genstats: where the fused statistics go (2*K floats) */
+  RtKArg conv_sb;         /* conv.prologue: the scale and bias (2*C of x's dtype) */
 } RtKNode;
 
 /* What the emitter needs to know of the device. */

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "rt_gpu_impl.h"
+#include "rt_gpu_optim.h"
 
 enum { STEP_TIME_REPLAYS = 10 };
 
@@ -102,9 +103,10 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
   static const char *const KIND[] = {"fwd", "dgrad", "wgrad"};
   char stride[32] = "";
   if (d->stride[0] != 1 || d->stride[1] != 1) snprintf(stride, sizeof stride, " s%d", d->stride[0]);
-  snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
-           (unsigned)d->kind < 3 ? KIND[d->kind] : "?", x->conv[i].fused ? "+stats" : "", ir_dtype_name(d->dtype),
-           d->n, d->h, d->w, d->c, d->k, d->r, d->s, stride);
+  snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s%s%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
+           (unsigned)d->kind < 3 ? KIND[d->kind] : "?", x->conv[i].fused ? "+stats" : "",
+           d->prologue && x->conv[i].pro_fused ? "+prologue" : "", ir_dtype_name(d->dtype), d->n, d->h, d->w, d->c,
+           d->k, d->r, d->s, stride);
   int g = d->groups > 0 ? d->groups : 1;
   r->flops = 2.0 * d->n * d->ho * d->wo * d->k * (double)(d->c / g) * d->r * d->s;
   const RtKArg *args[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
@@ -128,10 +130,26 @@ static double linear_flops(const RtGpu *x, const IrNode *n) {
   }
 }
 
+/* The tensors every node of a multi-tensor run reads and writes. */
+static double run_bytes(const RtGpu *x, const RtOptimRun *run) {
+  double b = 0;
+  for (int m = 0; m < run->n; m++) {
+    const IrNode *n = &x->g->node[run->node[m]];
+    for (int a = 0; a < n->nin; a++) b += value_bytes(x, n->in[a]);
+    for (int a = 0; a < n->nout; a++) b += value_bytes(x, n->out[a]);
+  }
+  return b;
+}
+
 static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
   const IrNode *n = &x->g->node[i];
   const RtKLaunch *l = x->launch[x->first[i] + j].l;
   snprintf(r->kernel, sizeof r->kernel, "%s", l->name);
+  const RtOptimRun *run = j == 0 ? rt_gpu_optim_run_at(x, i) : NULL;
+  if (run) {
+    r->bytes = run_bytes(x, run);
+    return;
+  }
   for (int a = 0; a < l->nargs; a++) {
     int v = arg_value(n, &l->args[a]), seen = 0;
     for (int b = 0; b < a && !seen; b++) seen = arg_value(n, &l->args[b]) == v;
@@ -148,12 +166,13 @@ static RtCudaStatus list_pieces(const RtGpu *x, RtGpuProfile *p, char *err, size
   p->rec = calloc((size_t)total + 1, sizeof *p->rec);
   if (!p->rec) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_profile: out of host memory");
   for (int i = 0; i < g->nnode; i++) {
-    if (x->conv[i].plan) {
-      RtGpuProfRec *r = &p->rec[p->nrec++];
-      r->node = i, r->launch = -1;
-      describe_conv(x, i, r);
-    }
-    for (int j = 0; j < x->first[i + 1] - x->first[i]; j++) {
+    for (int j = 0; j <= x->first[i + 1] - x->first[i]; j++) {
+      if (j == x->conv[i].pre && x->conv[i].plan) {
+        RtGpuProfRec *r = &p->rec[p->nrec++];
+        r->node = i, r->launch = -1;
+        describe_conv(x, i, r);
+      }
+      if (j == x->first[i + 1] - x->first[i]) break;
       RtGpuProfRec *r = &p->rec[p->nrec++];
       r->node = i, r->launch = j;
       describe_launch(x, i, j, r);
@@ -170,13 +189,14 @@ static RtCudaStatus queue_step(RtGpu *x, CUevent *ev, char *err, size_t errlen) 
   for (int i = 0; !s && i < x->g->nnode; i++) {
     rt_gpu_nvtx_push(x->g, i);
     const GpuConv *c = &x->conv[i];
-    if (c->plan) {
-      if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);
-      if (!s) s = rt_gpu_conv_run(x, c, err, errlen);
-      if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * k + 1], x->stream), "profiling the step", err, errlen);
-      k++;
-    }
-    for (int j = x->first[i]; !s && j < x->first[i + 1]; j++, k++) {
+    for (int j = x->first[i]; !s && j <= x->first[i + 1]; j++, k++) {
+      if (j == x->first[i] + c->pre && c->plan) {
+        if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);
+        if (!s) s = rt_gpu_conv_run(x, c, err, errlen);
+        if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * k + 1], x->stream), "profiling the step", err, errlen);
+        k++;
+      }
+      if (s || j == x->first[i + 1]) break;
       GpuLaunch *L = &x->launch[j];
       const RtKLaunch *l = L->l;
       if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);

@@ -62,7 +62,8 @@ static int role_of_input(IrOp op, int slot, int *owner_slot) {
     return slot < 5 ? bn[slot] : NO_ROLE;
   }
   case IR_OP_CONV2D_BN:
-  case IR_OP_CONV2D_BN_TRAIN: { /* x, w, gamma, beta, running_mean, running_var */
+  case IR_OP_CONV2D_BN_TRAIN:
+  case IR_OP_CONV2D_BN_STATS: { /* x, w, gamma, beta, running_mean, running_var */
     static const int cbn[6] = {NO_ROLE, RT_INIT_CONV_WEIGHT, RT_INIT_BN_WEIGHT, RT_INIT_BN_BIAS,
                                RT_INIT_RUNNING_MEAN, RT_INIT_RUNNING_VAR};
     return slot < 6 ? cbn[slot] : NO_ROLE;

@@ -155,6 +155,22 @@ int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
                         const float *save_mean, const float *save_invstd,
                         float *g);
 
+/* The training forward's statistics alone (no normalized output): batch
+ * mean and invstd into save_mean/save_invstd (required), running averages
+ * updated as rt_ref_batchnorm_fwd_train does, with the same numbers. */
+int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean,
+                           float *running_var, float momentum, float eps,
+                           float *save_mean, float *save_invstd);
+/* The batch norm's equivalent scale and bias, in f32: sb[c] = scale =
+ * gamma * invstd, sb[C + c] = beta - mean * scale, so that
+ * batchnorm(x) == x * scale + bias ([2, C], row 0 then row 1). */
+int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta,
+                         const float *save_mean, const float *save_invstd,
+                         float *sb);
+/* A convolution's prologue: y = max(0, x * sb[c] + sb[C + c]) per channel,
+ * in f32 (the caller rounds y to x's dtype).  y may be x. */
+int rt_ref_bn_prologue(const RtRefAct *xs, const float *x, const float *sb, float *y);
+
 /* --- elementwise (rt_ref_eltwise.c) --------------------------------------
  * All take n elements; y may alias an input. */
 int rt_ref_relu_fwd(int64_t n, const float *x, float *y);

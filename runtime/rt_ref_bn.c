@@ -63,6 +63,30 @@ static void channel_affine(const RtRefAct *xs, const float *x, const float *m,
   }
 }
 
+/* Batch mean and 1/sqrt(var + eps) per channel into st[0..C-1] and
+ * st[C..2C-1] (double); saves and running averages as the header says. */
+static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean,
+                        float *running_var, float momentum, float eps,
+                        float *save_mean, float *save_invstd, double *st) {
+  int C = xs->C;
+  int64_t M = (int64_t)xs->N * xs->H * xs->W;
+  double *mean = st, *invstd = st + C, *var = invstd;
+  channel_sums(xs, x, NULL, mean);
+  for (int c = 0; c < C; c++) mean[c] /= (double)M;
+  channel_sums(xs, x, mean, var);
+  for (int c = 0; c < C; c++) {
+    double v = var[c] / (double)M;
+    if (running_var)
+      running_var[c] = (1 - momentum) * running_var[c] +
+                       momentum * (float)(var[c] / (double)(M - 1));
+    invstd[c] = 1.0 / sqrt(v + eps);
+    if (save_mean) save_mean[c] = (float)mean[c];
+    if (save_invstd) save_invstd[c] = (float)invstd[c];
+    if (running_mean)
+      running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
+  }
+}
+
 int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
                                const float *gamma, const float *beta,
                                float *y, float *running_mean,
@@ -71,36 +95,73 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !gamma || !beta || !y || !(eps >= 0)) return RT_REF_EARG;
   int C = xs->C;
-  int64_t M = (int64_t)xs->N * xs->H * xs->W;
-  if (M < 2) return RT_REF_ESHAPE;
-  double *mean = malloc(sizeof(double) * 2 * (size_t)C);
+  if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
+  double *st = malloc(sizeof(double) * 2 * (size_t)C);
   float *ab = malloc(sizeof(float) * 3 * (size_t)C);
-  if (!mean || !ab) {
-    free(mean);
+  if (!st || !ab) {
+    free(st);
     free(ab);
     return RT_REF_ENOMEM;
   }
-  double *var = mean + C;
-  channel_sums(xs, x, NULL, mean);
-  for (int c = 0; c < C; c++) mean[c] /= (double)M;
-  channel_sums(xs, x, mean, var);
+  batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
   for (int c = 0; c < C; c++) {
-    double v = var[c] / (double)M;
-    double invstd = 1.0 / sqrt(v + eps);
-    ab[c] = (float)(gamma[c] * invstd);
+    ab[c] = (float)(gamma[c] * st[C + c]);
     ab[C + c] = beta[c];
-    ab[2 * C + c] = (float)mean[c];
-    if (save_mean) save_mean[c] = (float)mean[c];
-    if (save_invstd) save_invstd[c] = (float)invstd;
-    if (running_mean)
-      running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
-    if (running_var)
-      running_var[c] = (1 - momentum) * running_var[c] +
-                       momentum * (float)(var[c] / (double)(M - 1));
+    ab[2 * C + c] = (float)st[c];
   }
   channel_affine(xs, x, ab + 2 * C, ab, ab + C, y);
-  free(mean);
+  free(st);
   free(ab);
+  return RT_REF_OK;
+}
+
+int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean,
+                           float *running_var, float momentum, float eps,
+                           float *save_mean, float *save_invstd) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !save_mean || !save_invstd || !(eps >= 0)) return RT_REF_EARG;
+  if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
+  double *st = malloc(sizeof(double) * 2 * (size_t)xs->C);
+  if (!st) return RT_REF_ENOMEM;
+  batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
+  free(st);
+  return RT_REF_OK;
+}
+
+int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta,
+                         const float *save_mean, const float *save_invstd,
+                         float *sb) {
+  if (C < 1) return RT_REF_ESHAPE;
+  if (!gamma || !beta || !save_mean || !save_invstd || !sb) return RT_REF_EARG;
+  for (int c = 0; c < C; c++) {
+    float scale = gamma[c] * save_invstd[c];
+    float shift = save_mean[c] * scale;
+    sb[c] = scale;
+    sb[C + c] = beta[c] - shift;
+  }
+  return RT_REF_OK;
+}
+
+int rt_ref_bn_prologue(const RtRefAct *xs, const float *x, const float *sb, float *y) {
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !sb || !y) return RT_REF_EARG;
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W;
+  const float *s = sb, *b = sb + C;
+  if (xs->layout == RT_REF_NCHW) {
+    for (int64_t o = 0, n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++)
+        for (int64_t p = 0; p < hw; p++, o++) {
+          float v = x[o] * s[c] + b[c];
+          y[o] = v > 0.0f ? v : 0.0f;
+        }
+  } else {
+    for (int64_t o = 0, i = 0; i < xs->N * hw; i++)
+      for (int c = 0; c < C; c++, o++) {
+        float v = x[o] * s[c] + b[c];
+        y[o] = v > 0.0f ? v : 0.0f;
+      }
+  }
   return RT_REF_OK;
 }
 

@@ -13,6 +13,8 @@
  * GenStats: the f16 forward convolutions of the 1x1 and 3x3 shapes again
  * with the statistics fused (RtConvDesc.genstats); the sums of y and y*y
  * must match those of the y it wrote, within f16 rounding of y.
+ * Prologue: the same shapes' forward (with GenStats) and weight gradient
+ * reading relu(x * scale + bias) (RtConvDesc.prologue), within 1e-2.
  *
  * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
  * 256 in f16 (and the stem's other forms: f32, f32 with TF32, f16 on 8
@@ -172,7 +174,8 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
            (kind == RT_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
            (kind == RT_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
-           !rt_cudnn_conv_run(g->dnn, plan, bx, bw, by, ws, err, sizeof err) &&
+           !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err,
+                               sizeof err) &&
            !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
            download(g, kind == RT_CONV_FWD ? by : kind == RT_CONV_BWD_DATA ? bx : bw, nout, dt, got);
   CHECK(ok, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
@@ -222,16 +225,19 @@ static void check_genstats(Gpu *g, const Shape *sh) {
   int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, w, nw, IR_DT_F16, &bw) &&
            alloc_nan(g, ny, IR_DT_F16, &by) && alloc_nan(g, 2 * (int64_t)d.k, IR_DT_F32, &bs) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
-           !rt_cudnn_conv_run_stats(g->dnn, plan, bx, bw, by, bs, ws, err, sizeof err) &&
+           !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws},
+                               err, sizeof err) &&
            !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
            download(g, by, ny, IR_DT_F16, y) && download(g, bs, 2 * (int64_t)d.k, IR_DT_F32, st);
   CHECK(ok, "%s genstats run: %s", sh->name, err);
   if (!ok) goto done;
-  CHECK(rt_cudnn_conv_run(g->dnn, plan, bx, bw, by, ws, err, sizeof err) == RT_CUDA_EARG,
-        "rt_cudnn_conv_run took a GenStats plan");
+  CHECK(rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err,
+                           sizeof err) == RT_CUDA_EARG,
+        "a GenStats plan ran without its statistics buffer");
   d.genstats = 0;
   CHECK(!rt_cudnn_conv_plan(g->dnn, &d, &plain, &plain_ws, err, sizeof err) && plain != plan &&
-            rt_cudnn_conv_run_stats(g->dnn, plain, bx, bw, by, bs, ws, err, sizeof err) == RT_CUDA_EARG,
+            rt_cudnn_conv_exec(g->dnn, plain, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws},
+                               err, sizeof err) == RT_CUDA_EARG,
         "plain and GenStats plans of %s not told apart", sh->name);
   for (int64_t i = 0; i < ny; i++) {
     int k = (int)(i % d.k);
@@ -254,6 +260,73 @@ done:
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) g->api->MemFree(bufs[i]);
   free(x), free(w), free(y), free(st), free(ref);
+}
+
+/* Shape sh's f16 forward convolution (with GenStats) or weight gradient
+ * with the scale-bias-relu prologue, against the reference convolution of
+ * relu(x * scale + bias) rounded to f16 (the prologue's FP32 result is
+ * converted to f16 for the tensor cores). */
+static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
+  RtConvDesc d = shape_desc(sh, kind, IR_DT_F16);
+  d.prologue = 1;
+  d.genstats = kind == RT_CONV_FWD;
+  RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
+  RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
+  RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1], 1, 1, 1};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
+  int64_t nout = kind == RT_CONV_FWD ? ny : nw;
+  float *x = rand_array(nx, IR_DT_F16), *w = rand_array(nw, IR_DT_F16), *y = rand_array(ny, IR_DT_F16);
+  float *sb = rand_array(2 * (int64_t)d.c, IR_DT_F16), *a = malloc(sizeof *a * (size_t)nx);
+  float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
+  CUdeviceptr bx = 0, bw = 0, by = 0, bs = 0, bsb = 0, ws = 0;
+  const char *kn = KIND_NAMES[kind];
+  CHECK(x && w && y && sb && a && ref && got, "out of host memory");
+  if (!x || !w || !y || !sb || !a || !ref || !got) goto done;
+  for (int64_t i = 0; i < nx; i++) {
+    float v = x[i] * sb[i % d.c] + sb[d.c + i % d.c];
+    a[i] = v > 0 ? v : 0;
+  }
+  rt_ref_round_f16(nx, a, a);
+  int rc = kind == RT_CONV_FWD ? rt_ref_conv2d_fwd(&xs, a, &wf, w, NULL, &p, &ys, ref, NULL)
+                               : rt_ref_conv2d_bwd_weight(&xs, a, &wf, ref, NULL, &p, &ys, y, NULL);
+  CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
+  if (rc) goto done;
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
+  CHECK(!s, "%s prologue %s plan: %s", sh->name, kn, err);
+  if (s) goto done;
+  int fwd = kind == RT_CONV_FWD;
+  RtConvIo io;
+  int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, sb, 2 * (int64_t)d.c, IR_DT_F16, &bsb) &&
+           (fwd ? upload(g, w, nw, IR_DT_F16, &bw) && alloc_nan(g, ny, IR_DT_F16, &by) &&
+                      alloc_nan(g, 2 * (int64_t)d.k, IR_DT_F32, &bs)
+                : alloc_nan(g, nw, IR_DT_F16, &bw) && upload(g, y, ny, IR_DT_F16, &by)) &&
+           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
+  io = (RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .sb = bsb, .workspace = ws};
+  ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
+       !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+       download(g, fwd ? by : bw, nout, IR_DT_F16, got);
+  CHECK(ok, "%s prologue %s run: %s", sh->name, kn, err);
+  if (!ok) goto done;
+  io.sb = 0;
+  CHECK(rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) == RT_CUDA_EARG,
+        "a prologue plan ran without its scale and bias");
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < nout; i++) {
+    double diff = (double)got[i] - (double)ref[i];
+    num += diff * diff, den += (double)ref[i] * ref[i];
+  }
+  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+  int pass = rel < 1e-2;
+  printf("%-22s f16  prologue+%-10s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", sh->name, kn, rel,
+         pass ? "ok" : "FAIL", ws_bytes);
+  CHECK(pass, "%s prologue %s: relative error %.3e", sh->name, kn, rel);
+done:
+  CUdeviceptr bufs[] = {bx, bw, by, bs, bsb, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g->api->MemFree(bufs[i]);
+  free(x), free(w), free(y), free(sb), free(a), free(ref), free(got);
 }
 
 static const Shape CHECKED[] = {
@@ -296,7 +369,7 @@ static const Shape RESNET50[] = {
 enum { NSHAPES = sizeof RESNET50 / sizeof RESNET50[0] };
 
 typedef struct Bench {
-  CUdeviceptr x, w, y, stats, ws;
+  CUdeviceptr x, w, y, stats, sb, ws;
   size_t ws_bytes;
   CUevent ev[2];
 } Bench;
@@ -315,9 +388,9 @@ static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const RtConvDesc *d) {
   float ms = 0;
   for (int i = 0; i < BENCH_WARMUP + BENCH_RUNS; i++) {
     if (i == BENCH_WARMUP && RT_CU(g->api, EventRecord, (b->ev[0], g->stream), "bench", err, sizeof err)) return -1;
-    if (d->genstats ? rt_cudnn_conv_run_stats(dnn, plan, b->x, b->w, b->y, b->stats, b->ws, err, sizeof err)
-                    : rt_cudnn_conv_run(dnn, plan, b->x, b->w, b->y, b->ws, err, sizeof err))
-      return -1;
+    RtConvIo io = {.x = b->x, .w = b->w, .y = b->y, .stats = d->genstats ? b->stats : 0,
+                   .sb = d->prologue ? b->sb : 0, .workspace = b->ws};
+    if (rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err)) return -1;
   }
   if (RT_CU(g->api, EventRecord, (b->ev[1], g->stream), "bench", err, sizeof err) ||
       RT_CU(g->api, EventSynchronize, (b->ev[1]), "bench", err, sizeof err) ||
@@ -354,6 +427,7 @@ static void bench(Gpu *g, double started, int genstats_only) {
   memset(&b, 0, sizeof b);
   int ok = bench_buffer(g, 4 * maxx, &b.x) && bench_buffer(g, 4 * maxw, &b.w) && bench_buffer(g, 4 * maxy, &b.y) &&
            !RT_CU(g->api, MemAlloc, (&b.stats, 2 * sizeof(float) * 2048), "bench", err, sizeof err) &&
+           bench_buffer(g, 2 * sizeof(uint16_t) * 2048, &b.sb) &&
            !RT_CU(g->api, EventCreate, (&b.ev[0], CU_EVENT_DEFAULT), "bench", err, sizeof err) &&
            !RT_CU(g->api, EventCreate, (&b.ev[1], CU_EVENT_DEFAULT), "bench", err, sizeof err);
   CHECK(ok, "bench setup: %s", err);
@@ -388,22 +462,34 @@ static void bench(Gpu *g, double started, int genstats_only) {
     }
     rows++;
   }
-  double plain_ms = 0, fused_ms = 0;
-  printf("\nf16 forward, tuned: plain and with GenStats (ms per run)\n");
+  double plain_ms = 0, fused_ms = 0, pro_ms = 0, wplain_ms = 0, wpro_ms = 0;
+  printf("\nf16, tuned, ms per run: forward plain, with GenStats, with the prologue and GenStats (a prologue\n"
+         "shape: 1x1 s1 and 3x3 with C = the bottleneck width); weight gradient plain and with the prologue\n");
   for (int i = 1; ok && i < NSHAPES; i++) {
-    RtConvDesc d = shape_desc(&RESNET50[i], RT_CONV_FWD, IR_DT_F16);
+    const Shape *sh = &RESNET50[i];
+    RtConvDesc d = shape_desc(sh, RT_CONV_FWD, IR_DT_F16);
     double plain = time_conv(g, &b, g->dnn_tuned, &d);
     d.genstats = 1;
     double fused = time_conv(g, &b, g->dnn_tuned, &d);
-    CHECK(plain > 0 && fused > 0, "bench %s genstats: %s", RESNET50[i].name, err);
-    printf("%-22s %2d  plain %7.3f  +genstats %7.3f  (%+.0f%%)\n", RESNET50[i].name, RESNET50[i].count, plain,
-           fused, plain > 0 ? 100.0 * (fused - plain) / plain : 0.0);
-    plain_ms += RESNET50[i].count * plain, fused_ms += RESNET50[i].count * fused;
+    CHECK(plain > 0 && fused > 0, "bench %s genstats: %s", sh->name, err);
+    d.prologue = 1;
+    double pro = time_conv(g, &b, g->dnn_tuned, &d);
+    RtConvDesc dw = shape_desc(sh, RT_CONV_BWD_FILTER, IR_DT_F16);
+    double wplain = time_conv(g, &b, g->dnn_tuned, &dw);
+    dw.prologue = 1;
+    double wpro = time_conv(g, &b, g->dnn_tuned, &dw);
+    printf("%-22s %2d  plain %7.3f  +genstats %7.3f (%+.0f%%)  +prologue %7.3f  | wgrad %7.3f  +prologue %7.3f%s\n",
+           sh->name, sh->count, plain, fused, plain > 0 ? 100.0 * (fused - plain) / plain : 0.0, pro, wplain, wpro,
+           pro > 0 && wpro > 0 ? "" : "  (a prologue plan failed)");
+    plain_ms += sh->count * plain, fused_ms += sh->count * fused, wplain_ms += sh->count * wplain;
+    pro_ms += sh->count * (pro > 0 ? pro : fused), wpro_ms += sh->count * (wpro > 0 ? wpro : wplain);
   }
-  printf("weighted by use: plain %.2f ms, with GenStats %.2f ms per step\n", plain_ms, fused_ms);
+  printf("weighted by use: plain %.2f ms, with GenStats %.2f ms, with the prologue %.2f ms; wgrad %.2f ms, with "
+         "the prologue %.2f ms\n",
+         plain_ms, fused_ms, pro_ms, wplain_ms, wpro_ms);
   if (b.ev[0]) g->api->EventDestroy(b.ev[0]);
   if (b.ev[1]) g->api->EventDestroy(b.ev[1]);
-  CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.stats, &b.ws};
+  CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.stats, &b.sb, &b.ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (*bufs[i]) g->api->MemFree(*bufs[i]);
 
@@ -465,6 +551,10 @@ int main(int argc, char **argv) {
     for (int dt = 0; dt < 2; dt++)
       for (int k = 0; k < 3; k++) check_case(&g, &CHECKED[i], dt ? IR_DT_F16 : IR_DT_F32, (RtConvKind)k);
   for (size_t i = 1; !s && i <= 4; i++) check_genstats(&g, &CHECKED[i]);
+  for (size_t i = 1; !s && i <= 4; i++) {
+    check_prologue(&g, &CHECKED[i], RT_CONV_FWD);
+    check_prologue(&g, &CHECKED[i], RT_CONV_BWD_FILTER);
+  }
   if (!s && run_bench) bench(&g, started, genstats_only);
   rt_cudnn_free(g.dnn_tuned);
   rt_cudnn_free(g.dnn);

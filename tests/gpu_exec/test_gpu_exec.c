@@ -218,9 +218,10 @@ static void run_config(const char *root, int ci) {
   snprintf(what, sizeof what, "%s %s %s second replay", c->model, mode, prec);
   double e_again = compare_all(g, again, replayed, NULL, tol_replay, what, &bit2, NULL);
   snprintf(table[ci], sizeof table[ci],
-           "%-22s %-9s %s %-13s vs CPU %.2e (tol %.2g)  replay %.2e%s  again %.2e%s  %d fused  %s", c->model, mode,
-           prec, c->any_engine ? "any engine" : "deterministic", e_cpu, tol_used, e_replay, bit1 ? " (bitwise)" : "",
-           e_again, bit2 ? " (bitwise)" : "", rt_gpu_fused_convs(gpu), rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
+           "%-22s %-9s %s %-13s vs CPU %.2e (tol %.2g)  replay %.2e%s  again %.2e%s  %d genstats %d prologue  %s",
+           c->model, mode, prec, c->any_engine ? "any engine" : "deterministic", e_cpu, tol_used, e_replay,
+           bit1 ? " (bitwise)" : "", e_again, bit2 ? " (bitwise)" : "", rt_gpu_fused_convs(gpu),
+           rt_gpu_prologue_convs(gpu), rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
 done:
   if (init) gexec_values_free(g, init);
   free(want);

@@ -160,8 +160,17 @@ static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, co
   int64_t count = fwd ? rt_ref_act_count(&ys) : rt_ref_act_count(&xs);
   float *r = malloc(sizeof *r * (size_t)count);
   if (!r) abort();
-  int rc = fwd ? rt_ref_conv2d_fwd(&xs, rt_cpu_op_in(x, n, xa.index), &wf, rt_cpu_op_in(x, n, wa.index), NULL, &p, &ys,
-                                   r, NULL)
+  const float *in = rt_cpu_op_in(x, n, xa.index);
+  float *pro = NULL;
+  if (k->conv.prologue) { /* the convolution reads relu(x * scale + bias), rounded to x's dtype */
+    int64_t nx = rt_ref_act_count(&xs);
+    if (!(pro = malloc(sizeof *pro * (size_t)nx))) abort();
+    rt_ref_bn_prologue(&xs, in, rt_cpu_op_in(x, n, k->conv_sb.index), pro);
+    if (arg_type(g, n, xa)->dtype == IR_DT_F16) rt_ref_round_f16(nx, pro, pro);
+    if (arg_type(g, n, xa)->dtype == IR_DT_BF16) rt_ref_round_bf16(nx, pro, pro);
+    in = pro;
+  }
+  int rc = fwd ? rt_ref_conv2d_fwd(&xs, in, &wf, rt_cpu_op_in(x, n, wa.index), NULL, &p, &ys, r, NULL)
                : rt_ref_conv2d_bwd_data(&xs, r, &wf, rt_cpu_op_in(x, n, wa.index), &p, &ys,
                                         rt_cpu_op_in(x, n, ya.index), NULL);
   CHECK(rc == 0, "conv stand-in: %s", rt_ref_strerror(rc));
@@ -177,6 +186,7 @@ static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, co
   int ok = out.kind == RT_KARG_OUT && upload(gp, dev[n->out[out.index]], h, bytes);
   free(h);
   free(r);
+  free(pro);
   return rc == 0 && ok;
 }
 
@@ -326,6 +336,7 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
     memcpy(all + len, k[i].source, add + 1);
     len += add;
     if (k[i].scratch_bytes > nscratch) nscratch = k[i].scratch_bytes;
+    if (k[i].pro_bytes && k[i].pro_offset + k[i].pro_bytes > nscratch) nscratch = k[i].pro_offset + k[i].pro_bytes;
   }
   RtNvrtcOut img = {0};
   RtCudaModule *mod = NULL;

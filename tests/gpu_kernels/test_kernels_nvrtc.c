@@ -19,7 +19,7 @@ static char err[1 << 16];
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
-         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
+         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_CONV2D_BN_STATS;
 }
 
 static int contains(const char *hay, size_t n, const char *needle) {
@@ -35,7 +35,8 @@ static void check_arg(const IrNode *n, const RtKNode *k, const char *what, const
   else if (a->kind == RT_KARG_OUT)
     CHECK(a->index >= 0 && a->index < n->nout, "%s: output %d of %d", what, a->index, n->nout);
   else
-    CHECK(a->kind == RT_KARG_SCRATCH && a->offset < k->scratch_bytes && a->offset % 256 == 0,
+    CHECK(a->kind == RT_KARG_SCRATCH && a->offset % 256 == 0 &&
+              (a->offset < k->scratch_bytes || (k->pro_bytes && a->offset == k->pro_offset)),
           "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
 }
 
@@ -48,11 +49,13 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     check_arg(n, k, "conv x", &k->conv_x);
     check_arg(n, k, "conv w", &k->conv_w);
     check_arg(n, k, "conv y", &k->conv_y);
+    if (k->conv.prologue) check_arg(n, k, "conv sb", &k->conv_sb);
     CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
           "%s node %d: conv shape", gname, i);
   }
-  int none = n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
-             (n->op == IR_OP_CONV2D && n->nin == 2);
+  int none = (n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
+              (n->op == IR_OP_CONV2D && n->nin == 2)) &&
+             ir_conv_prologue(g, n) < 0;
   CHECK(none ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
   CHECK((k->nlaunch > 0) == (k->source != NULL), "%s node %d: source without launches or back", gname, i);
   char prefix[64];

@@ -1,0 +1,108 @@
+/* sgd_multi.cu - sgd.cu's update of NETC_NT parameters in one launch: a run
+ * of sgd_update nodes that share lr, loss scale, skip flag, attributes and
+ * dtypes (runtime/rt_gpu_optim.c finds the runs).  Every element gets
+ * exactly sgd.cu's arithmetic, in the same order:
+ *
+ *   g' = g / loss_scale;  d = g' + weight_decay * w
+ *   momentum != 0: buf = momentum * buf + d;  d = nesterov ? d + momentum * buf : buf
+ *   w -= lr * d
+ *
+ * and the same guards: a loss scale that is not a positive finite number,
+ * or (NETC_SKIP) a nonzero skip flag, leaves every w and buf alone.
+ *
+ * The tensors' pointers are only known once the executor has placed its
+ * values, so they come as a device table (tab[t] = {w, g, buf}, written
+ * once when the executor is made); their sizes and the block layout are
+ * constants here.  Tensor t is cut into chunks of NETC_CHUNK elements (a
+ * multiple of NETC_V), one block each, blocks block0[t] .. block0[t+1]-1;
+ * a block reads V-element vectors (every tensor starts 16-byte aligned),
+ * and the last chunk's count % V tail one element per thread.
+ *
+ * Parameters: NETC_KERNEL_NAME; NETC_TW, NETC_TG, NETC_TBUF (storage types);
+ * NETC_NT (tensors); NETC_COUNTS, NETC_BLOCK0 (brace lists: NT element
+ * counts, NT+1 first blocks, the last the grid); NETC_CHUNK; NETC_V;
+ * NETC_MOMENTUM, NETC_WD (float literals), NETC_NESTEROV (0/1), NETC_SKIP (0/1).
+ * Launch: 1-D, grid block0[NT], 256 threads a block. */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TW) || !defined(NETC_TG) || !defined(NETC_TBUF) || \
+    !defined(NETC_NT) || !defined(NETC_COUNTS) || !defined(NETC_BLOCK0) || !defined(NETC_CHUNK) ||     \
+    !defined(NETC_V) || !defined(NETC_SKIP)
+#error "sgd_multi.cu is a template: define NETC_KERNEL_NAME, NETC_TW, NETC_TG, NETC_TBUF, NETC_NT, NETC_COUNTS, NETC_BLOCK0, NETC_CHUNK, NETC_V, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV, NETC_SKIP"
+#endif
+
+static constexpr int NT = NETC_NT, V = NETC_V;
+static constexpr long long CHUNK = NETC_CHUNK;
+static_assert(CHUNK % NETC_V == 0, "chunks must hold whole vectors");
+
+struct netc_sgd_ptrs {
+  NETC_TW *w;
+  const NETC_TG *g;
+  NETC_TBUF *buf;
+};
+
+__constant__ long long netc_count[NT] = NETC_COUNTS;
+__constant__ int netc_block0[NT + 1] = NETC_BLOCK0;
+
+/* sgd.cu's sgd_one, to the letter: the same expression contracts the same way */
+__device__ __forceinline__ void sgd_one(float &w, float gs, float &b, float lr) {
+  const float mu = NETC_MOMENTUM, wd = NETC_WD;
+  float d = gs + wd * w;
+  if (mu != 0.0f) {
+    b = mu * b + d;
+    d = NETC_NESTEROV ? d + mu * b : b;
+  }
+  w -= lr * d;
+}
+
+/* The tensor block b works on: the last t with block0[t] <= b (a tensor
+ * with no elements has no blocks). */
+__device__ __forceinline__ int tensor_of(int b) {
+  int lo = 0, hi = NT - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (netc_block0[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict__ lr_p,
+                 const float *__restrict__ scale_p
+#if NETC_SKIP
+                 , const float *__restrict__ skip_p
+#endif
+) {
+  const float lr = *lr_p, scale = *scale_p;
+  if (!(scale > 0.0f) || scale == __int_as_float(0x7f800000)) return;
+#if NETC_SKIP
+  if (*skip_p != 0.0f) return;
+#endif
+  const int t = tensor_of((int)blockIdx.x);
+  const netc_sgd_ptrs p = tab[t];
+  const long long begin = (long long)((int)blockIdx.x - netc_block0[t]) * CHUNK;
+  const long long left = netc_count[t] - begin, n = left < CHUNK ? left : CHUNK;
+  const long long nv = n / V, v0 = begin / V;
+  for (long long i = threadIdx.x; i < nv; i += blockDim.x) {
+    netc_vec<NETC_TW, V> vw = netc_vld<NETC_TW, V>(p.w, v0 + i);
+    netc_vec<NETC_TG, V> vg = netc_vld<NETC_TG, V>(p.g, v0 + i);
+    netc_vec<NETC_TBUF, V> vb = netc_vld<NETC_TBUF, V>(p.buf, v0 + i);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
+      sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr);
+      vw.v[j] = netc_cv<NETC_TW>(wf);
+      vb.v[j] = netc_cv<NETC_TBUF>(bf);
+    }
+    netc_vst<NETC_TW, V>(p.w, v0 + i, vw);
+    if (NETC_MOMENTUM != 0.0f) netc_vst<NETC_TBUF, V>(p.buf, v0 + i, vb);
+  }
+  for (long long i = begin + nv * V + threadIdx.x; i < begin + n; i += blockDim.x) {
+    float wf = netc_ld(p.w[i]), bf = netc_ld(p.buf[i]);
+    sgd_one(wf, netc_ld(p.g[i]) / scale, bf, lr);
+    p.w[i] = netc_cv<NETC_TW>(wf);
+    if (NETC_MOMENTUM != 0.0f) p.buf[i] = netc_cv<NETC_TBUF>(bf);
+  }
+}

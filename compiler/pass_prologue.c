@@ -1,0 +1,175 @@
+/* pass_prologue.c - batch norm + relu moved into the next convolution's
+ * prologue, so that a conv + batch norm + relu's normalized output is never
+ * stored.
+ *
+ * A training graph's conv2d_bn_train P with relu=1 writes z (the conv output)
+ * and a = relu(bn(z)); when a is read only by convolutions, each can compute
+ * it on the fly from z with the batch norm's equivalent scale and bias
+ * (relu(bn(z)) == relu(z * scale + bias), cuDNN's ConvBNfprop and
+ * ConvBNwgrad).  P becomes conv2d_bn_stats, which writes z, the batch
+ * statistics and sb = [scale; bias] ([2, K] in z's dtype) instead of a, and
+ * each reader of a reads z with sb as its prologue input sbx
+ * (ir_conv_prologue: input 6 of conv2d_bn_train / conv2d_bn_stats, input 2
+ * of conv2d_bwd_weight, before any residual).
+ *
+ * Assumes a verified graph after the precision pass.  P qualifies when it has
+ * relu=1, groups=1, no residual, z in f16 or bf16 (an f32 z, as in fp32
+ * training or the f32 first conv, is left alone), a is no graph output, and
+ * a has at least one use, each input 0 of a conv2d_bn_train or conv2d_bn_stats
+ * or input 1 of a conv2d_bwd_weight, with groups=1 and no prologue of its own.
+ * Nodes are walked in order; a reader that later qualifies itself keeps its
+ * sbx.  Guarantees the same nodes in the same order (sb is made by P, which
+ * precedes every reader), names, SrcLocs and attributes kept (P loses relu);
+ * ids are renumbered densely.  Inference graphs are returned unchanged.
+ *
+ *   before:  %10, %11, %12, %13 = conv2d_bn_train(%0, @c1.weight, ...) {... relu=1} : f16[N,8,8,8] NHWC, ...  # c1
+ *            %14, %15, %16, %17 = conv2d_bn_train(%11, @c2.weight, ...) {... relu=1} : ...  # c2
+ *            %40 = conv2d_bwd_weight(%39, %11) {...} : f16[8,3,3,8] KRSC  # c2.wgrad
+ *   after:   %10, %11, %12, %13 = conv2d_bn_stats(%0, @c1.weight, ...) {...}
+ *                : f16[N,8,8,8] NHWC, f32[8], f32[8], f16[2,8]  # c1
+ *            %14, %15, %16, %17 = conv2d_bn_train(%10, @c2.weight, ..., %13) {... relu=1} : ...  # c2
+ *            %40 = conv2d_bwd_weight(%39, %10, %13) {...} : f16[8,3,3,8] KRSC  # c2.wgrad
+ */
+#include <string.h>
+
+#include "pipeline.h"
+
+typedef struct Pro {
+  const IrGraph *g;
+  char *is_out;  /* per value: a graph output */
+  char *stats;   /* per node: becomes conv2d_bn_stats */
+  int *sbx_from; /* per node: the node whose sb it reads as its prologue, or -1 */
+  int *subst;    /* per value: the value read instead (a -> z), or itself */
+} Pro;
+
+static int is_conv_bn_fwd(const Pro *p, int n) {
+  IrOp op = p->g->node[n].op;
+  return op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN_STATS || p->stats[n];
+}
+
+/* Input k of node u may read a through a prologue. */
+static int prologue_use(const Pro *p, int u, int k) {
+  const IrNode *n = &p->g->node[u];
+  if (ir_attr_int(n, "groups", 1) != 1 || ir_conv_prologue(p->g, n) >= 0 || p->sbx_from[u] >= 0) return 0;
+  return (k == 0 && is_conv_bn_fwd(p, u)) || (k == 1 && n->op == IR_OP_CONV2D_BWD_WEIGHT);
+}
+
+static int qualifies(const Pro *p, int n) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[n];
+  if (node->op != IR_OP_CONV2D_BN_TRAIN || ir_attr_int(node, "relu", 0) != 1 ||
+      ir_attr_int(node, "groups", 1) != 1 || ir_conv_residual(g, node) >= 0)
+    return 0;
+  IrDtype dt = g->val[node->out[0]].type.dtype;
+  int a = node->out[1], uses = 0;
+  if ((dt != IR_DT_F16 && dt != IR_DT_BF16) || p->is_out[a]) return 0;
+  for (int u = n + 1; u < g->nnode; u++)
+    for (int k = 0; k < g->node[u].nin; k++) {
+      if (g->node[u].in[k] != a) continue;
+      if (!prologue_use(p, u, k)) return 0;
+      uses++;
+    }
+  return uses > 0;
+}
+
+static void convert(Pro *p, int n) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[n];
+  int a = node->out[1];
+  p->stats[n] = 1;
+  p->subst[a] = node->out[0];
+  for (int u = n + 1; u < g->nnode; u++)
+    for (int k = 0; k < g->node[u].nin; k++)
+      if (g->node[u].in[k] == a) p->sbx_from[u] = n;
+}
+
+/* node's attributes without relu (conv2d_bn_stats has none). */
+static int attrs_without_relu(Arena *a, const IrNode *node, IrAttr **out) {
+  IrAttr *at = arena_alloc(a, sizeof(IrAttr) * ((size_t)node->nattr + 1));
+  if (!at) return -1;
+  int k = 0;
+  for (int i = 0; i < node->nattr; i++)
+    if (strcmp(node->attr[i].key, "relu")) at[k++] = node->attr[i];
+  *out = at;
+  return k;
+}
+
+/* Node n of the old graph into out: inputs mapped (a read as z), the sbx
+ * inserted at the prologue's place, a stats node's results (z, mean, invstd, sb). */
+static int rebuild_node(Pro *p, IrGraph *out, int n, int *map, int *sb_of) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[n];
+  Arena *a = out->arena;
+  int nin = node->nin + (p->sbx_from[n] >= 0), nout = node->nout;
+  int *in = arena_alloc(a, sizeof(int) * ((size_t)nin + 1));
+  IrType *types = arena_alloc(a, sizeof(IrType) * ((size_t)nout + 1));
+  if (!in || !types) return -1;
+  int at = node->op == IR_OP_CONV2D_BWD_WEIGHT ? 2 : 6, k = 0;
+  for (int i = 0; i < node->nin; i++) {
+    if (p->sbx_from[n] >= 0 && i == at) in[k++] = sb_of[p->sbx_from[n]];
+    in[k++] = map[p->subst[node->in[i]]];
+  }
+  if (k < nin) in[k++] = sb_of[p->sbx_from[n]];
+  IrOp op = node->op;
+  for (int i = 0; i < nout; i++) types[i] = g->val[node->out[i]].type;
+  if (p->stats[n]) {
+    op = IR_OP_CONV2D_BN_STATS;
+    int64_t d[2] = {2, g->val[node->in[2]].type.dim[0]};
+    types[1] = g->val[node->out[2]].type;
+    types[2] = g->val[node->out[3]].type;
+    types[3] = ir_type(g->val[node->out[0]].type.dtype, IR_LAYOUT_ROW, 2, d);
+  }
+  int id = ir_node_add(out, op, node->name, node->loc, in, nin, types, nout);
+  if (id < 0) return -1;
+  IrNode *copy = &out->node[id];
+  if (p->stats[n]) {
+    int na = attrs_without_relu(a, node, &copy->attr);
+    if (na < 0) return -1;
+    copy->nattr = na;
+    map[node->out[0]] = copy->out[0];
+    map[node->out[2]] = copy->out[1];
+    map[node->out[3]] = copy->out[2];
+    sb_of[n] = copy->out[3];
+  } else {
+    copy->attr = node->attr; /* attributes are immutable once made: share them */
+    copy->nattr = node->nattr;
+    for (int i = 0; i < nout; i++) map[node->out[i]] = copy->out[i];
+  }
+  return 0;
+}
+
+IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
+  if (cx->inference) return g;
+  Arena *a = g->arena;
+  Pro p = {.g = g,
+           .is_out = arena_alloc(a, (size_t)g->nval + 1),
+           .stats = arena_alloc(a, (size_t)g->nnode + 1),
+           .sbx_from = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
+           .subst = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1))};
+  int *map = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
+  int *sb_of = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1));
+  if (!p.is_out || !p.stats || !p.sbx_from || !p.subst || !map || !sb_of) return NULL;
+  memset(p.is_out, 0, (size_t)g->nval + 1);
+  memset(p.stats, 0, (size_t)g->nnode + 1);
+  for (int i = 0; i < g->noutput; i++) p.is_out[g->output[i]] = 1;
+  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = sb_of[n] = -1;
+  for (int v = 0; v < g->nval; v++) p.subst[v] = v, map[v] = -1;
+  int changed = 0;
+  for (int n = 0; n < g->nnode; n++)
+    if (qualifies(&p, n)) convert(&p, n), changed = 1;
+  if (!changed) return g;
+
+  IrGraph *out = ir_graph_new(a, g->name);
+  if (!out) return NULL;
+  for (int i = 0; i < g->ntrain; i++)
+    if (!ir_train_set(out, &g->train[i])) return NULL;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
+  }
+  for (int n = 0; n < g->nnode; n++)
+    if (rebuild_node(&p, out, n, map, sb_of)) return NULL;
+  for (int i = 0; i < g->noutput; i++)
+    if (ir_output_add(out, map[g->output[i]])) return NULL;
+  return out;
+}

@@ -1,0 +1,650 @@
+/* rt_gpu_optim.c - multi-tensor launches: runs of sgd_update nodes, and of
+ * casts of f32 master weights, each done by one kernel (rt_gpu_optim.h
+ * gives the rules).
+ *
+ * The runs' kernels are one NVRTC program of their own, compiled when the
+ * executor is made (after the step's program) and cached as
+ * <cache>/netc-multi-<hash>.cubin, hash = FNV-1a 64 of its text, arch and
+ * NVRTC version.  Each run's kernel reads its tensors' pointers from a
+ * table in one small device allocation owned here (an entry per tensor:
+ * {w, g, buf} or {x, y}, 8 bytes a pointer), written once.  The executor's
+ * launch list is then rebuilt: a run's head gets the run's one launch, its
+ * other nodes none; everything else is copied as it was.  Profiles thus
+ * charge a run to its head, and rt_gpu_launch_nodes over a node range
+ * stays whole as long as no run crosses the range's ends (runs stay on one
+ * side of the optimizer section's start). */
+#include "rt_gpu_optim.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_gpu_impl.h"
+#include "rt_gpu_templates.h"
+#include "rt_nvrtc.h"
+
+/* CHUNK elements a block: 4 passes of 256 threads over 4-wide vectors */
+enum { BLOCK = 256, CHUNK = 4096, MAX_DEFS = 16 };
+
+struct RtGpuOptim {
+  RtOptimPlan plan;
+  RtCudaModule *mod;
+  CUdeviceptr table;
+  int folded;
+};
+
+/* --- text -------------------------------------------------------------------- */
+
+typedef struct Text {
+  char *p;
+  size_t len, cap;
+  int bad; /* out of memory once: every later add is ignored */
+} Text;
+
+static void text_add(Text *t, const char *s) {
+  size_t n = strlen(s);
+  if (t->bad) return;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 1024;
+    while (cap < t->len + n + 1) cap *= 2;
+    char *p = realloc(t->p, cap);
+    if (!p) {
+      t->bad = 1;
+      return;
+    }
+    t->p = p, t->cap = cap;
+  }
+  memcpy(t->p + t->len, s, n + 1);
+  t->len += n;
+}
+
+static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(Text *t, const char *fmt, ...) {
+  char b[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof b)
+    t->bad = 1;
+  else
+    text_add(t, b);
+}
+
+/* --- finding the runs ---------------------------------------------------------- */
+
+static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
+static int flat_vec(IrDtype dt) { return (int)(16 / ir_dtype_size(dt)); }
+static const char *ctype(IrDtype dt) {
+  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : "netc_bf16";
+}
+static IrDtype dtype_of(const IrGraph *g, int v) { return g->val[v].type.dtype; }
+
+/* An sgd_update the multi kernel can do (what emit_sgd accepts). */
+static int sgd_ok(const IrGraph *g, const IrNode *n) {
+  if (n->op != IR_OP_SGD_UPDATE || n->nin < 5 || n->nin > 6) return 0;
+  for (int i = 0; i < 3; i++)
+    if (!is_float(dtype_of(g, n->in[i]))) return 0;
+  for (int i = 3; i < n->nin; i++)
+    if (dtype_of(g, n->in[i]) != IR_DT_F32) return 0;
+  return 1;
+}
+
+/* Whether sgd_updates a and b may share a kernel. */
+static int sgd_same(const IrGraph *g, const IrNode *a, const IrNode *b) {
+  if (a->nin != b->nin) return 0;
+  for (int i = 0; i < 3; i++)
+    if (dtype_of(g, a->in[i]) != dtype_of(g, b->in[i])) return 0;
+  for (int i = 3; i < a->nin; i++)
+    if (a->in[i] != b->in[i]) return 0;
+  return (float)ir_attr_float(a, "momentum", 0) == (float)ir_attr_float(b, "momentum", 0) &&
+         (float)ir_attr_float(a, "weight_decay", 0) == (float)ir_attr_float(b, "weight_decay", 0) &&
+         (ir_attr_int(a, "nesterov", 0) != 0) == (ir_attr_int(b, "nesterov", 0) != 0);
+}
+
+/* Whether the sgd_updates lo..hi-1 are independent: no w or buf twice, and
+ * none of them read by another node of the stretch (then any order, and one
+ * launch, computes what the nodes in order do). */
+static int sgd_independent(const IrGraph *g, int lo, int hi) {
+  for (int i = lo; i < hi; i++)
+    for (int r = 0; r < 3; r += 2) {
+      int v = g->node[i].in[r];
+      for (int j = lo; j < hi; j++)
+        for (int k = 0; k < g->node[j].nin; k++)
+          if (g->node[j].in[k] == v && !(j == i && k == r)) return 0;
+    }
+  return 1;
+}
+
+/* A cast of an f32 PARAM to f16/bf16 whose output lies in the arena. */
+static int cast_ok(const IrGraph *g, const IrNode *n) {
+  if (n->op != IR_OP_CAST || n->nin != 1 || n->nout != 1) return 0;
+  const IrValue *x = &g->val[n->in[0]], *y = &g->val[n->out[0]];
+  return x->kind == IR_VAL_PARAM && x->type.dtype == IR_DT_F32 &&
+         (y->type.dtype == IR_DT_F16 || y->type.dtype == IR_DT_BF16) && y->kind == IR_VAL_ACT && y->offset >= 0;
+}
+
+static int is_optimizer(IrOp op) { return op == IR_OP_SGD_UPDATE || op == IR_OP_NONFINITE_CHECK; }
+
+typedef struct Range {
+  int64_t lo, hi;
+} Range;
+
+typedef struct Ranges {
+  Range *r;
+  int n, cap;
+} Ranges;
+
+static int64_t value_bytes(const IrGraph *g, int v, int64_t batch) {
+  int64_t n = ir_type_numel(&g->val[v].type, batch);
+  return n < 0 ? -1 : n * (int64_t)ir_dtype_size(g->val[v].type.dtype);
+}
+
+/* Arena bytes of value v, or lo = hi = 0 when it has none there. */
+static Range arena_range(const IrGraph *g, int v, int64_t batch) {
+  const IrValue *val = &g->val[v];
+  Range r = {0, 0};
+  if ((val->kind == IR_VAL_ACT || val->kind == IR_VAL_INPUT) && val->offset >= 0) {
+    int64_t b = value_bytes(g, v, batch);
+    r.lo = val->offset, r.hi = val->offset + (b > 0 ? b : 1);
+  }
+  return r;
+}
+
+static int ranges_add(Ranges *s, Range r) {
+  if (r.hi <= r.lo) return 0;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    Range *p = realloc(s->r, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    s->r = p, s->cap = cap;
+  }
+  s->r[s->n++] = r;
+  return 0;
+}
+
+static int ranges_hit(const Ranges *s, Range r) {
+  for (int i = 0; i < s->n; i++)
+    if (r.lo < s->r[i].hi && s->r[i].lo < r.hi) return 1;
+  return 0;
+}
+
+static int ranges_add_node(Ranges *s, const IrGraph *g, const IrNode *n, int64_t batch) {
+  for (int k = 0; k < n->nin; k++)
+    if (ranges_add(s, arena_range(g, n->in[k], batch))) return -1;
+  for (int k = 0; k < n->nout; k++)
+    if (ranges_add(s, arena_range(g, n->out[k], batch))) return -1;
+  return 0;
+}
+
+static int run_add(RtOptimPlan *p, RtOptimKind kind, const int *node, int n) {
+  RtOptimRun *r = realloc(p->run, (size_t)(p->nrun + 1) * sizeof *r);
+  if (!r) return -1;
+  p->run = r;
+  r = &p->run[p->nrun];
+  memset(r, 0, sizeof *r);
+  r->kind = kind, r->n = n;
+  if (!(r->node = malloc((size_t)n * sizeof *r->node))) return -1;
+  memcpy(r->node, node, (size_t)n * sizeof *node);
+  p->nrun++;
+  return 0;
+}
+
+/* Every stretch of sgd_updates, split by sgd_same into runs. */
+static int find_sgd_runs(const IrGraph *g, RtOptimPlan *p, int *buf, char *taken) {
+  for (int lo = 0, hi; lo < g->nnode; lo = hi > lo ? hi : lo + 1) {
+    for (hi = lo; hi < g->nnode && g->node[hi].op == IR_OP_SGD_UPDATE; hi++) {}
+    if (hi - lo < 2 || !sgd_independent(g, lo, hi)) continue;
+    for (int i = lo; i < hi; i++) {
+      if (taken[i] || !sgd_ok(g, &g->node[i])) continue;
+      int n = 0;
+      for (int j = i; j < hi; j++)
+        if (!taken[j] && sgd_ok(g, &g->node[j]) && sgd_same(g, &g->node[i], &g->node[j])) buf[n++] = j;
+      if (n < 2) continue;
+      for (int k = 0; k < n; k++) taken[buf[k]] = 1;
+      if (run_add(p, RT_OPTIM_SGD, buf, n)) return -1;
+    }
+  }
+  return 0;
+}
+
+/* Casts of parameters gathered at the first of them (see the header). */
+static int find_cast_runs(const IrGraph *g, int64_t batch, RtOptimPlan *p, int *buf, char *taken) {
+  Ranges used = {0};
+  int rc = 0;
+  for (int i = 0; !rc && i < g->nnode; i++) {
+    const IrNode *h = &g->node[i];
+    if (taken[i] || !cast_ok(g, h)) continue;
+    IrDtype ty = dtype_of(g, h->out[0]);
+    int n = 0;
+    buf[n++] = i;
+    used.n = 0;
+    rc = ranges_add(&used, arena_range(g, h->out[0], batch));
+    for (int j = i + 1; !rc && j < g->nnode && !is_optimizer(g->node[j].op); j++) {
+      const IrNode *c = &g->node[j];
+      if (!taken[j] && cast_ok(g, c) && dtype_of(g, c->out[0]) == ty &&
+          !ranges_hit(&used, arena_range(g, c->out[0], batch))) {
+        buf[n++] = j;
+        rc = ranges_add(&used, arena_range(g, c->out[0], batch));
+      } else {
+        rc = ranges_add_node(&used, g, c, batch);
+      }
+    }
+    if (rc || n < 2) continue;
+    for (int k = 0; k < n; k++) taken[buf[k]] = 1;
+    rc = run_add(p, RT_OPTIM_CAST, buf, n);
+  }
+  free(used.r);
+  return rc;
+}
+
+/* --- the kernels --------------------------------------------------------------- */
+
+typedef struct Defs {
+  int n;
+  char name[MAX_DEFS][32];
+  char *value[MAX_DEFS];
+} Defs;
+
+static void def(Defs *d, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void def(Defs *d, const char *name, const char *fmt, ...) {
+  char b[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  snprintf(d->name[d->n], sizeof d->name[d->n], "%s", name);
+  d->value[d->n++] = strdup(b);
+}
+
+static void defs_free(Defs *d) {
+  for (int i = 0; i < d->n; i++) free(d->value[i]);
+  d->n = 0;
+}
+
+/* A float attribute as a literal with every bit of its f32 value (as rt_gpu_kernels.c writes it). */
+static void def_float(Defs *d, const char *name, double v) { def(d, name, "%.9ef", (double)(float)v); }
+
+/* The counts and first blocks of run r (tensor k: the node's input 0) as
+ * NETC_COUNTS and NETC_BLOCK0; r->blocks = the grid.  -1 when a count is
+ * unknown or the grid too large. */
+static int def_layout(Defs *d, const IrGraph *g, int64_t batch, RtOptimRun *r) {
+  Text counts = {0}, first = {0};
+  int64_t blocks = 0;
+  text_add(&counts, "{");
+  text_add(&first, "{");
+  for (int k = 0; k < r->n; k++) {
+    int64_t n = ir_type_numel(&g->val[g->node[r->node[k]].in[0]].type, batch);
+    if (n < 0) blocks = -1;
+    text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
+    text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
+    if (blocks >= 0) blocks += (n + CHUNK - 1) / CHUNK;
+    if (blocks > 0x7fffffff) blocks = -1;
+  }
+  text_printf(&first, ", %lld}", (long long)blocks);
+  text_add(&counts, "}");
+  int rc = counts.bad || first.bad || blocks <= 0 ? -1 : 0;
+  if (!rc) {
+    snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_COUNTS");
+    d->value[d->n++] = counts.p;
+    snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_BLOCK0");
+    d->value[d->n++] = first.p;
+    counts.p = first.p = NULL;
+  }
+  free(counts.p);
+  free(first.p);
+  r->blocks = blocks;
+  return rc;
+}
+
+/* The defines and launch of run r; *tmpl = its template. */
+static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, const char **tmpl) {
+  const IrNode *h = &g->node[r->node[0]];
+  RtKLaunch *l = &r->launch;
+  memset(l, 0, sizeof *l);
+  int v;
+  if (r->kind == RT_OPTIM_SGD) {
+    IrDtype tw = dtype_of(g, h->in[0]), tg = dtype_of(g, h->in[1]), tb = dtype_of(g, h->in[2]);
+    snprintf(l->name, sizeof l->name, "k%d_sgd_update_multi%d_%s", r->node[0], r->n, ir_dtype_name(tg));
+    v = flat_vec(tw);
+    if (flat_vec(tg) < v) v = flat_vec(tg);
+    if (flat_vec(tb) < v) v = flat_vec(tb);
+    def(d, "NETC_KERNEL_NAME", "%s", l->name);
+    def(d, "NETC_TW", "%s", ctype(tw));
+    def(d, "NETC_TG", "%s", ctype(tg));
+    def(d, "NETC_TBUF", "%s", ctype(tb));
+    def_float(d, "NETC_MOMENTUM", ir_attr_float(h, "momentum", 0));
+    def_float(d, "NETC_WD", ir_attr_float(h, "weight_decay", 0));
+    def(d, "NETC_NESTEROV", "%d", ir_attr_int(h, "nesterov", 0) != 0);
+    def(d, "NETC_SKIP", "%d", h->nin > 5);
+    /* the table first (scratch: a profile counts no tensor for it), then the head's scalars */
+    l->nargs = h->nin - 2;
+    l->args[0] = (RtKArg){RT_KARG_SCRATCH, 0, 0};
+    for (int a = 1; a < l->nargs; a++) l->args[a] = (RtKArg){RT_KARG_IN, a + 2, 0};
+    *tmpl = "sgd_multi.cu";
+  } else {
+    IrDtype ty = dtype_of(g, h->out[0]);
+    snprintf(l->name, sizeof l->name, "k%d_cast_multi%d_f32_%s", r->node[0], r->n, ir_dtype_name(ty));
+    v = flat_vec(ty) < flat_vec(IR_DT_F32) ? flat_vec(ty) : flat_vec(IR_DT_F32);
+    def(d, "NETC_KERNEL_NAME", "%s", l->name);
+    def(d, "NETC_TX", "float");
+    def(d, "NETC_TY", "%s", ctype(ty));
+    l->nargs = 1;
+    l->args[0] = (RtKArg){RT_KARG_SCRATCH, 0, 0};
+    *tmpl = "cast_multi.cu";
+  }
+  def(d, "NETC_NT", "%d", r->n);
+  def(d, "NETC_CHUNK", "%d", CHUNK);
+  def(d, "NETC_V", "%d", v);
+  for (int i = 0; i < d->n; i++)
+    if (!d->value[i]) return -1;
+  if (def_layout(d, g, batch, r)) return -1;
+  l->grid[0] = (unsigned)r->blocks, l->grid[1] = l->grid[2] = 1;
+  l->block[0] = BLOCK, l->block[1] = l->block[2] = 1;
+  return 0;
+}
+
+/* Run k's kernel into r->unit and, in namespace netc_m<k>, onto src. */
+static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, Text *src, char *err, size_t errlen) {
+  Defs d = {0};
+  const char *tmpl = NULL;
+  if (run_defs(g, batch, r, &d, &tmpl)) {
+    defs_free(&d);
+    rt_cuda_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
+    return -1;
+  }
+  const char *common = rt_gpu_templates_text("common.cu"), *text = rt_gpu_templates_text(tmpl);
+  if (!common || !text) {
+    defs_free(&d);
+    rt_cuda_errf(err, errlen, "rt_gpu_optim: template %s is not embedded", text ? "common.cu" : tmpl);
+    return -1;
+  }
+  Text joined = {0};
+  text_add(&joined, common);
+  text_add(&joined, "\n");
+  text_add(&joined, text);
+  RtNvrtcDefine nd[MAX_DEFS];
+  for (int i = 0; i < d.n; i++) nd[i] = (RtNvrtcDefine){d.name[i], d.value[i]};
+  char name[64];
+  snprintf(name, sizeof name, "codegen_templates/%s", tmpl);
+  int rc = joined.bad ? -1 : 0;
+  if (!rc && rt_nvrtc_instantiate(name, joined.p, nd, d.n, &r->unit, err, errlen)) rc = -1;
+  free(joined.p);
+  if (!rc) {
+    text_printf(src, "namespace netc_m%d {\n", k);
+    text_add(src, r->unit);
+    text_add(src, "} /* namespace */\n");
+    for (int i = 0; i < d.n; i++) text_printf(src, "#undef %s\n", d.name[i]);
+  }
+  defs_free(&d);
+  return rc;
+}
+
+int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err, size_t errlen) {
+  memset(p, 0, sizeof *p);
+  int *buf = malloc(sizeof(int) * (size_t)(g->nnode + 1));
+  char *taken = calloc((size_t)g->nnode + 1, 1);
+  int rc = !buf || !taken || find_cast_runs(g, batch, p, buf, taken) || find_sgd_runs(g, p, buf, taken) ? -1 : 0;
+  free(buf);
+  free(taken);
+  if (rc) {
+    rt_gpu_optim_plan_free(p);
+    rt_cuda_errf(err, errlen, "rt_gpu_optim: out of host memory");
+    return -1;
+  }
+  Text src = {0};
+  for (int k = 0; k < p->nrun; k++)
+    if (emit_run(g, batch, &p->run[k], k, &src, err, errlen)) {
+      free(src.p);
+      rt_gpu_optim_plan_free(p);
+      return -1;
+    }
+  if (src.bad) {
+    free(src.p);
+    rt_gpu_optim_plan_free(p);
+    rt_cuda_errf(err, errlen, "rt_gpu_optim: out of host memory");
+    return -1;
+  }
+  p->source = src.p, p->source_len = src.len;
+  return 0;
+}
+
+void rt_gpu_optim_plan_free(RtOptimPlan *p) {
+  if (!p) return;
+  for (int k = 0; k < p->nrun; k++) {
+    free(p->run[k].node);
+    free(p->run[k].unit);
+  }
+  free(p->run);
+  free(p->source);
+  memset(p, 0, sizeof *p);
+}
+
+/* --- compiling (with a cache) ----------------------------------------------------- */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static void *file_read(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  void *p = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n > 16 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)n)) && fread(p, 1, (size_t)n, f) != (size_t)n) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  /* only an ELF image is a cubin; anything else is compiled over */
+  if (p && memcmp(p, "\177ELF", 4) != 0) {
+    free(p);
+    p = NULL;
+  }
+  *size = p ? (size_t)n : 0;
+  return p;
+}
+
+/* Written under a temporary name and renamed: a reader never sees half a file. */
+static void file_write(const char *path, const void *data, size_t size) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), data);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  int ok = fwrite(data, 1, size, f) == size;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+/* The cubin of p's program for x's device: *cubin = NULL (no error) when
+ * NVRTC cannot be loaded. */
+static RtCudaStatus compile(RtGpu *x, const RtOptimPlan *p, const char *cache_dir, void **cubin, char *err,
+                            size_t errlen) {
+  *cubin = NULL;
+  CUdevice dev = rt_cuda_ctx_device(x->ctx);
+  int major = 0, minor = 0, vmaj = 0, vmin = 0;
+  RtCudaStatus s;
+  if ((s = RT_CU(x->api, DeviceGetAttribute, (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                 "device attributes", err, errlen)) ||
+      (s = RT_CU(x->api, DeviceGetAttribute, (&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                 "device attributes", err, errlen)))
+    return s;
+  char why[512];
+  if (rt_nvrtc_version(&vmaj, &vmin, why, sizeof why)) return RT_CUDA_OK;
+  char arch[32], key[96], dir[4096], path[4200];
+  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+  snprintf(key, sizeof key, "|%s|nvrtc %d.%d|cubin|multi", arch, vmaj, vmin);
+  uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, p->source, p->source_len), key, strlen(key));
+  rt_gpu_prog_cache_dir(cache_dir, dir, sizeof dir);
+  path[0] = 0;
+  if (dir[0]) {
+    size_t size;
+    snprintf(path, sizeof path, "%s/netc-multi-%016llx.cubin", dir, (unsigned long long)h);
+    if ((*cubin = file_read(path, &size))) return RT_CUDA_OK;
+  }
+  char name[160];
+  snprintf(name, sizeof name, "netc_%s_multi", x->g->name ? x->g->name : "graph");
+  RtNvrtcOut out = {0};
+  RtNvrtcStatus ns = rt_nvrtc_compile(p->source, name, arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, errlen);
+  if (ns) return ns == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
+  *cubin = out.image;
+  if (path[0]) file_write(path, out.image, out.size);
+  out.image = NULL;
+  rt_nvrtc_out_free(&out);
+  return RT_CUDA_OK;
+}
+
+/* --- the executor's side -------------------------------------------------------- */
+
+/* Value ids whose pointers make up run r's table entry for its k-th node. */
+static int entry_values(const IrGraph *g, const RtOptimRun *r, int k, int v[3]) {
+  const IrNode *n = &g->node[r->node[k]];
+  if (r->kind == RT_OPTIM_SGD) {
+    v[0] = n->in[0], v[1] = n->in[1], v[2] = n->in[2];
+    return 3;
+  }
+  v[0] = n->in[0], v[1] = n->out[0];
+  return 2;
+}
+
+/* The launch list with every run folded into its head (use[k]: run k is folded). */
+static RtCudaStatus rebuild(RtGpu *x, const CUfunction *fn, const int *use, const size_t *tab_off, char *err,
+                            size_t errlen) {
+  const IrGraph *g = x->g;
+  const RtOptimPlan *p = &x->optim->plan;
+  int *run_of = malloc(sizeof(int) * (size_t)(g->nnode + 1)), *first = malloc(sizeof(int) * (size_t)(g->nnode + 1));
+  if (!run_of || !first) {
+    free(run_of);
+    free(first);
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  }
+  for (int i = 0; i < g->nnode; i++) run_of[i] = -1;
+  for (int k = 0; k < p->nrun; k++)
+    for (int j = 0; use[k] && j < p->run[k].n; j++) run_of[p->run[k].node[j]] = k;
+  int total = 0;
+  for (int i = 0; i < g->nnode; i++) {
+    first[i] = total;
+    int k = run_of[i];
+    total += k < 0 ? x->first[i + 1] - x->first[i] : p->run[k].node[0] == i;
+  }
+  first[g->nnode] = total;
+  GpuLaunch *launch = calloc((size_t)(total ? total : 1), sizeof *launch);
+  if (!launch) {
+    free(run_of);
+    free(first);
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  }
+  int folded = 0;
+  for (int i = 0; i < g->nnode; i++) {
+    GpuLaunch *L = &launch[first[i]];
+    int k = run_of[i];
+    if (k < 0) {
+      for (int j = x->first[i]; j < x->first[i + 1]; j++, L++) {
+        *L = x->launch[j];
+        for (int a = 0; a < L->l->nargs; a++) L->argp[a] = &L->arg[a];
+      }
+      continue;
+    }
+    const RtOptimRun *r = &p->run[k];
+    if (r->node[0] != i) {
+      folded++;
+      continue;
+    }
+    L->fn = fn[k], L->l = &r->launch;
+    L->arg[0] = x->optim->table + tab_off[k];
+    for (int a = 1; a < r->launch.nargs; a++) L->arg[a] = x->addr[g->node[i].in[r->launch.args[a].index]];
+    for (int a = 0; a < r->launch.nargs; a++) L->argp[a] = &L->arg[a];
+  }
+  free(x->launch);
+  free(x->first);
+  x->launch = launch, x->first = first;
+  x->optim->folded = folded;
+  free(run_of);
+  return RT_CUDA_OK;
+}
+
+/* The pointer tables of the usable runs (use[k] = 0 for a run with a
+ * pointer that is missing or not 16-byte aligned), uploaded. */
+static RtCudaStatus upload_tables(RtGpu *x, int *use, size_t *tab_off, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  const RtOptimPlan *p = &x->optim->plan;
+  size_t n = 0;
+  for (int k = 0; k < p->nrun; k++) n += (size_t)p->run[k].n * 3;
+  uint64_t *host = calloc(n ? n : 1, sizeof *host);
+  if (!host) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  size_t at = 0;
+  for (int k = 0; k < p->nrun; k++) {
+    tab_off[k] = at * sizeof *host;
+    use[k] = 1;
+    for (int j = 0; j < p->run[k].n; j++) {
+      int v[3], m = entry_values(g, &p->run[k], j, v);
+      for (int e = 0; e < m; e++) {
+        CUdeviceptr a = x->addr[v[e]];
+        if (!a || a % 16) use[k] = 0;
+        host[at++] = (uint64_t)a;
+      }
+    }
+  }
+  RtCudaStatus s = RT_CU(x->api, MemAlloc, (&x->optim->table, at ? at * sizeof *host : 16), "multi-tensor tables",
+                         err, errlen);
+  if (s) x->optim->table = 0;
+  if (!s && at) s = RT_CU(x->api, MemcpyHtoD, (x->optim->table, host, at * sizeof *host), "multi-tensor tables",
+                          err, errlen);
+  free(host);
+  return s;
+}
+
+static int multi_tensor_allowed(void) {
+  const char *v = getenv("NETC_MULTI_TENSOR");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+RtCudaStatus rt_gpu_optim_apply(RtGpu *x, const char *cache_dir, char *err, size_t errlen) {
+  if (!x || x->optim || !multi_tensor_allowed()) return RT_CUDA_OK;
+  if (!(x->optim = calloc(1, sizeof *x->optim)))
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  RtOptimPlan *p = &x->optim->plan;
+  if (rt_gpu_optim_plan(x->g, x->batch, p, err, errlen)) return RT_CUDA_EARG;
+  if (!p->nrun) return RT_CUDA_OK;
+  void *cubin = NULL;
+  RtCudaStatus s = compile(x, p, cache_dir, &cubin, err, errlen);
+  if (s || !cubin) return s; /* no cubin and no error: no NVRTC here, the nodes launch one by one */
+  s = rt_cuda_module_init(&x->optim->mod, x->ctx, cubin, "the multi-tensor kernels", err, errlen);
+  free(cubin);
+  CUfunction *fn = calloc((size_t)p->nrun, sizeof *fn);
+  int *use = calloc((size_t)p->nrun, sizeof *use);
+  size_t *tab_off = calloc((size_t)p->nrun, sizeof *tab_off);
+  if (!s && (!fn || !use || !tab_off)) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  for (int k = 0; !s && k < p->nrun; k++)
+    s = rt_cuda_module_function(x->optim->mod, p->run[k].launch.name, &fn[k], err, errlen);
+  if (!s) s = upload_tables(x, use, tab_off, err, errlen);
+  if (!s) s = rebuild(x, fn, use, tab_off, err, errlen);
+  free(fn);
+  free(use);
+  free(tab_off);
+  return s;
+}
+
+void rt_gpu_optim_free(RtGpu *x) {
+  if (!x || !x->optim) return;
+  if (x->optim->table) x->api->MemFree(x->optim->table);
+  rt_cuda_module_free(x->optim->mod);
+  rt_gpu_optim_plan_free(&x->optim->plan);
+  free(x->optim);
+  x->optim = NULL;
+}
+
+int rt_gpu_optim_folded(const RtGpu *x) { return x && x->optim ? x->optim->folded : 0; }
+
+const RtOptimRun *rt_gpu_optim_run_at(const RtGpu *x, int node) {
+  if (!x || !x->optim || !x->optim->folded) return NULL;
+  for (int r = 0; r < x->optim->plan.nrun; r++)
+    if (x->optim->plan.run[r].node[0] == node && x->first[node] < x->first[node + 1] &&
+        x->launch[x->first[node]].l == &x->optim->plan.run[r].launch)
+      return &x->optim->plan.run[r];
+  return NULL;
+}

@@ -1,0 +1,287 @@
+/* test_prologue.c - the prologue pass and conv2d_bn_stats on the CPU
+ * executor.
+ *
+ * 1. rt_ref_bn_prologue and rt_ref_bn_scale_bias against direct loops.
+ * 2. In f32, a hand-written chain conv2d_bn_stats -> conv2d_bn_stats (with a
+ *    prologue) -> conv2d_bn_train (with a prologue, strided, padded) plus a
+ *    weight gradient with a prologue, against the same chain of
+ *    conv2d_bn_train {relu=1} reading the stored relu(bn(z)): outputs,
+ *    statistics, running statistics and the weight gradient agree to f32
+ *    rounding, and sb is gamma*invstd, beta - mean*scale.
+ * 3. tests/passes/prologue/bottleneck.net trained four steps in f16 with and
+ *    without the pass (which must fire): losses and every parameter agree
+ *    within f16 tolerance.
+ * 4. ResNet-50 in f16: 32 conv2d_bn_stats, 16 of them, 16 conv2d_bn_train and
+ *    32 weight gradients reading through a prologue; in fp32 none. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "exectest.h"
+#include "pipeline.h"
+#include "rt_ref.h"
+
+/* --- 1. the reference kernels ------------------------------------------- */
+
+static void check_kernels(void) {
+  uint64_t seed = 5;
+  enum { N = 2, C = 3, H = 4, W = 5, COUNT = N * C * H * W };
+  static float x[COUNT], y[COUNT], sb[2 * C], gamma[C], beta[C], mean[C], invstd[C];
+  for (int i = 0; i < COUNT; i++) x[i] = exectest_rand(&seed, -2, 2);
+  for (int c = 0; c < C; c++) {
+    gamma[c] = exectest_rand(&seed, -1.5f, 1.5f), beta[c] = exectest_rand(&seed, -1, 1);
+    mean[c] = exectest_rand(&seed, -1, 1), invstd[c] = exectest_rand(&seed, 0.5f, 3);
+  }
+  CHECK(rt_ref_bn_scale_bias(C, gamma, beta, mean, invstd, sb) == RT_REF_OK, "rt_ref_bn_scale_bias runs");
+  for (int c = 0; c < C; c++) {
+    double s = (double)gamma[c] * invstd[c];
+    CHECK(fabs(sb[c] - s) <= 1e-6 * fabs(s) + 1e-7, "scale[%d] %g, want %g", c, sb[c], s);
+    double b = beta[c] - mean[c] * s;
+    CHECK(fabs(sb[C + c] - b) <= 1e-5, "bias[%d] %g, want %g", c, sb[C + c], b);
+  }
+  for (int layout = 0; layout < 2; layout++) {
+    RtRefAct xs = {N, C, H, W, layout ? RT_REF_NHWC : RT_REF_NCHW};
+    CHECK(rt_ref_bn_prologue(&xs, x, sb, y) == RT_REF_OK, "rt_ref_bn_prologue runs");
+    int bad = 0, zeros = 0;
+    for (int n = 0; n < N; n++)
+      for (int c = 0; c < C; c++)
+        for (int h = 0; h < H; h++)
+          for (int w = 0; w < W; w++) {
+            int i = layout ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
+            double want = (double)x[i] * sb[c] + sb[C + c];
+            want = want > 0 ? want : 0;
+            zeros += want == 0;
+            bad += fabs(y[i] - want) > 1e-6 * (1 + fabs(want));
+          }
+    CHECK(bad == 0, "prologue (%s): %d elements differ from max(0, x*scale + bias)", layout ? "NHWC" : "NCHW", bad);
+    CHECK(zeros > 0 && zeros < COUNT, "the relu clips some elements and not all (%d zeros)", zeros);
+  }
+  RtRefAct bad_shape = {0, C, H, W, RT_REF_NHWC};
+  CHECK(rt_ref_bn_prologue(&bad_shape, x, sb, y) == RT_REF_ESHAPE, "empty batch: ESHAPE");
+  CHECK(rt_ref_bn_scale_bias(C, gamma, beta, mean, NULL, sb) == RT_REF_EARG, "missing invstd: EARG");
+}
+
+/* --- 2. f32 semantics against the stored-activation chain --------------- */
+
+#define DECLS                                                                                    \
+  "  input %0 x : f32[N,6,6,8] NHWC\n"                                                           \
+  "  input %1 dy : f32[N,6,6,8] NHWC\n"                                                          \
+  "  param @w1 : f32[8,1,1,8] KRSC\n  param @g1 : f32[8]\n  param @b1 : f32[8]\n"                \
+  "  state @rm1 : f32[8]\n  state @rv1 : f32[8]\n"                                               \
+  "  param @w2 : f32[8,3,3,8] KRSC\n  param @g2 : f32[8]\n  param @b2 : f32[8]\n"                \
+  "  state @rm2 : f32[8]\n  state @rv2 : f32[8]\n"                                               \
+  "  param @w3 : f32[16,3,3,8] KRSC\n  param @g3 : f32[16]\n  param @b3 : f32[16]\n"             \
+  "  state @rm3 : f32[16]\n  state @rv3 : f32[16]\n"
+#define BN1 "(%0, @w1, @g1, @b1, @rm1, @rv1"
+#define BN2 "@w2, @g2, @b2, @rm2, @rv2"
+#define BN3 "@w3, @g3, @b3, @rm3, @rv3"
+#define K1 "{k=1x1 s=1x1 p=0x0 d=1x1 groups=1 eps=1e-05 momentum=0.1"
+#define K2 "{k=3x3 s=1x1 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1"
+#define K3 "{k=3x3 s=2x2 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1 relu=1}"
+#define Z "f32[N,6,6,8] NHWC"
+#define V8 "f32[8], f32[8]"
+#define OUT3 " : f32[N,3,3,16] NHWC, f32[N,3,3,16] NHWC, f32[16], f32[16]\n"
+
+static const char *const PROLOGUE_IR =
+    "graph pro {\n" DECLS
+    "  %2, %3, %4, %5 = conv2d_bn_stats" BN1 ") " K1 "} : " Z ", " V8 ", f32[2,8]\n"
+    "  %6, %7, %8, %9 = conv2d_bn_stats(%2, " BN2 ", %5) " K2 "} : " Z ", " V8 ", f32[2,8]\n"
+    "  %10, %11, %12, %13 = conv2d_bn_train(%6, " BN3 ", %9) " K3 OUT3
+    "  %14 = conv2d_bwd_weight(%1, %2, %5) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[8,3,3,8] KRSC\n"
+    "  output %11, %14\n}\n";
+
+static const char *const STORED_IR =
+    "graph stored {\n" DECLS
+    "  %2, %3, %4, %5 = conv2d_bn_train" BN1 ") " K1 " relu=1} : " Z ", " Z ", " V8 "\n"
+    "  %6, %7, %8, %9 = conv2d_bn_train(%3, " BN2 ") " K2 " relu=1} : " Z ", " Z ", " V8 "\n"
+    "  %10, %11, %12, %13 = conv2d_bn_train(%7, " BN3 ") " K3 OUT3
+    "  %14 = conv2d_bwd_weight(%1, %3) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[8,3,3,8] KRSC\n"
+    "  output %11, %14\n}\n";
+
+/* Gives every named float value of b the contents of a's value of that name. */
+static void copy_named(RtCpu *a, const IrGraph *ga, RtCpu *b) {
+  for (int v = 0; v < ga->nval; v++) {
+    if (!ga->val[v].name || rt_cpu_is_int(a, v)) continue;
+    int w = rt_cpu_find(b, ga->val[v].name);
+    if (w < 0 || rt_cpu_numel(b, w) != rt_cpu_numel(a, v)) {
+      CHECK(0, "%s missing or differently sized in the second graph", ga->val[v].name);
+      continue;
+    }
+    memcpy(rt_cpu_data(b, w), rt_cpu_data(a, v), sizeof(float) * (size_t)rt_cpu_numel(a, v));
+  }
+}
+
+static void fill_values(RtCpu *x, const IrGraph *g, uint64_t *seed) {
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    if (val->kind == IR_VAL_ACT || rt_cpu_is_int(x, v)) continue;
+    const char *n = val->name;
+    if (val->kind == IR_VAL_PARAM && val->type.rank >= 2) {
+      float r = 1.0f / sqrtf((float)(rt_cpu_numel(x, v) / val->type.dim[0]));
+      exectest_fill(x, v, seed, -r, r);
+    } else if (strstr(n, "running_var") || (n[0] == 'r' && n[1] == 'v')) {
+      exectest_fill(x, v, seed, 0.5f, 1.5f);
+    } else if (strstr(n, "bn") && strstr(n, ".weight")) {
+      exectest_fill(x, v, seed, 0.8f, 1.2f);
+    } else if (n[0] == 'g' && n[1] >= '0' && n[1] <= '9') {
+      exectest_fill(x, v, seed, 0.5f, 1.5f);
+    } else if (val->kind != IR_VAL_INPUT || val->type.rank > 0) {
+      exectest_fill(x, v, seed, -0.5f, 0.5f);
+    }
+  }
+}
+
+/* Result k of node i. */
+static float *res(ExectestCase *c, int i, int k) { return rt_cpu_data(c->x, c->g->node[i].out[k]); }
+
+static void check_f32_semantics(void) {
+  enum { BATCH = 3 };
+  ExectestCase p = {0}, s = {0};
+  int ok = exectest_open(&p, PROLOGUE_IR, BATCH) == 0 && exectest_open(&s, STORED_IR, BATCH) == 0;
+  CHECK(ok, "both hand-written graphs read, verify and get executors");
+  if (!ok) goto done;
+  uint64_t seed = 11;
+  fill_values(p.x, p.g, &seed);
+  copy_named(p.x, p.g, s.x);
+  CHECK(exectest_run(p.x) == 0 && exectest_run(s.x) == 0, "both graphs run");
+  const double TOL = 2e-5;
+  double worst = 0;
+  int64_t ny = rt_cpu_numel(p.x, p.g->output[0]), nz = rt_cpu_numel(p.x, p.g->node[1].out[0]);
+  worst = fmax(worst, exectest_compare("y3", exectest_out(&p, 0), exectest_out(&s, 0), ny, TOL));
+  worst = fmax(worst, exectest_compare("dw2", exectest_out(&p, 1), exectest_out(&s, 1), 8 * 9 * 8, TOL));
+  worst = fmax(worst, exectest_compare("z2", res(&p, 1, 0), res(&s, 1, 0), nz, TOL));
+  /* statistics: outputs 1, 2 of conv2d_bn_stats, 2, 3 of conv2d_bn_train */
+  worst = fmax(worst, exectest_compare("mean1", res(&p, 0, 1), res(&s, 0, 2), 8, TOL));
+  worst = fmax(worst, exectest_compare("invstd1", res(&p, 0, 2), res(&s, 0, 3), 8, TOL));
+  worst = fmax(worst, exectest_compare("mean2", res(&p, 1, 1), res(&s, 1, 2), 8, TOL));
+  worst = fmax(worst, exectest_compare("invstd2", res(&p, 1, 2), res(&s, 1, 3), 8, TOL));
+  static const char *const running[] = {"rm1", "rv1", "rm2", "rv2", "rm3", "rv3"};
+  for (int i = 0; i < 6; i++) {
+    int vp = rt_cpu_find(p.x, running[i]), vs = rt_cpu_find(s.x, running[i]);
+    worst = fmax(worst, exectest_compare(running[i], rt_cpu_data(p.x, vp), rt_cpu_data(s.x, vs),
+                                         rt_cpu_numel(p.x, vp), TOL));
+  }
+  printf("f32 prologue chain vs stored activations: worst relative difference %.2e\n", worst);
+  CHECK(worst <= TOL, "f32 prologue chain matches the stored-activation chain (%.2e)", worst);
+  /* sb of the first stats node, against gamma, beta and its own statistics */
+  const float *sb = res(&p, 0, 3), *g1 = exectest_f(p.x, "g1"), *b1 = exectest_f(p.x, "b1");
+  const float *m1 = res(&p, 0, 1), *is1 = res(&p, 0, 2);
+  for (int c = 0; c < 8; c++) {
+    double scale = (double)g1[c] * is1[c];
+    CHECK(fabs(sb[c] - scale) <= 1e-6 * fabs(scale), "sb scale[%d] %g, want %g", c, sb[c], scale);
+    CHECK(fabs(sb[8 + c] - (b1[c] - m1[c] * scale)) <= 1e-5, "sb bias[%d] %g, want %g", c, sb[8 + c],
+          b1[c] - m1[c] * scale);
+  }
+done:
+  exectest_close(&p);
+  exectest_close(&s);
+}
+
+/* --- 3. f16 training with and without the pass --------------------------- */
+
+enum { TBATCH = 4, STEPS = 4 };
+
+static IrGraph *compile_bottleneck(Arena *a, const char *root, int prologue) {
+  IrGraph *g = exectest_model(a, root, "tests/passes/prologue/bottleneck.net");
+  Diag d;
+  diag_init(&d, stderr);
+  PassCtx cx = {.d = &d, .out = stdout, .precision = IR_DT_F16, .precision_set = 1,
+                .disabled = prologue ? 0 : pipeline_bit("prologue")};
+  if (!g || pipeline_run(&g, &cx)) return NULL;
+  return g;
+}
+
+static int count_op(const IrGraph *g, IrOp op) {
+  int k = 0;
+  for (int i = 0; i < g->nnode; i++) k += g->node[i].op == op;
+  return k;
+}
+
+static void check_training(const char *root) {
+  Arena aa, ab;
+  arena_init(&aa);
+  arena_init(&ab);
+  IrGraph *gp = compile_bottleneck(&aa, root, 1), *gs = compile_bottleneck(&ab, root, 0);
+  CHECK(gp && gs, "bottleneck.net compiles with and without the prologue pass");
+  RtCpu *xp = gp ? exectest_new(gp, TBATCH) : NULL, *xs = gs ? exectest_new(gs, TBATCH) : NULL;
+  if (!xp || !xs) goto done;
+  CHECK(count_op(gp, IR_OP_CONV2D_BN_STATS) == 2 && count_op(gs, IR_OP_CONV2D_BN_STATS) == 0,
+        "the pass made 2 conv2d_bn_stats (%d), none without it (%d)", count_op(gp, IR_OP_CONV2D_BN_STATS),
+        count_op(gs, IR_OP_CONV2D_BN_STATS));
+  uint64_t seed = 29;
+  fill_values(xp, gp, &seed);
+  exectest_fill(xp, exectest_val(xp, "image"), &seed, 0, 1);
+  int64_t *lp = rt_cpu_data(xp, exectest_val(xp, "label"));
+  for (int i = 0; i < TBATCH; i++) lp[i] = i % 3;
+  *exectest_f(xp, "lr") = 0.1f;
+  *exectest_f(xp, "loss_scale") = 256;
+  copy_named(xp, gp, xs);
+  memcpy(rt_cpu_data(xs, exectest_val(xs, "label")), lp, sizeof(int64_t) * TBATCH);
+  float lossp[STEPS], losss[STEPS];
+  for (int s = 0; s < STEPS; s++) {
+    CHECK(exectest_run(xp) == 0 && exectest_run(xs) == 0, "step %d runs", s);
+    lossp[s] = *(float *)rt_cpu_data(xp, gp->output[0]);
+    losss[s] = *(float *)rt_cpu_data(xs, gs->output[0]);
+    printf("step %d: loss %.5f with the prologue, %.5f without\n", s, lossp[s], losss[s]);
+    CHECK(isfinite(lossp[s]) && fabs(lossp[s] - losss[s]) <= 1e-2 * fmax(1, fabs(losss[s])),
+          "step %d loss %g vs %g", s, lossp[s], losss[s]);
+  }
+  CHECK(lossp[STEPS - 1] < lossp[0], "training lowers the loss (%g -> %g)", lossp[0], lossp[STEPS - 1]);
+  int params = 0;
+  double worst = 0;
+  for (int v = 0; v < gp->nval; v++) {
+    const IrValue *val = &gp->val[v];
+    if (val->kind != IR_VAL_PARAM && val->kind != IR_VAL_STATE) continue;
+    int w = rt_cpu_find(xs, val->name);
+    worst = fmax(worst, exectest_compare(val->name, rt_cpu_data(xp, v), rt_cpu_data(xs, w), rt_cpu_numel(xp, v), 1e-2));
+    params++;
+  }
+  printf("%d parameters and state after %d f16 steps: worst relative difference %.2e\n", params, STEPS, worst);
+  CHECK(params > 20 && worst <= 1e-2, "every parameter agrees within f16 tolerance (%.2e)", worst);
+done:
+  rt_cpu_free(xp);
+  rt_cpu_free(xs);
+  arena_free(&aa);
+  arena_free(&ab);
+}
+
+/* --- 4. ResNet-50's counts ---------------------------------------------- */
+
+static void check_resnet50(const char *root, IrDtype precision) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = exectest_model(&a, root, "models/resnet50.net");
+  Diag d;
+  diag_init(&d, stderr);
+  PassCtx cx = {.d = &d, .out = stdout, .precision = precision, .precision_set = 1};
+  CHECK(g && pipeline_run(&g, &cx) == 0, "resnet50 compiles (%s)", ir_dtype_name(precision));
+  if (g) {
+    int stats = 0, stats_pro = 0, train_pro = 0, wgrad_pro = 0;
+    for (int i = 0; i < g->nnode; i++) {
+      const IrNode *n = &g->node[i];
+      int pro = ir_conv_prologue(g, n) >= 0;
+      stats += n->op == IR_OP_CONV2D_BN_STATS;
+      stats_pro += n->op == IR_OP_CONV2D_BN_STATS && pro;
+      train_pro += n->op == IR_OP_CONV2D_BN_TRAIN && pro;
+      wgrad_pro += n->op == IR_OP_CONV2D_BWD_WEIGHT && pro;
+    }
+    int on = precision != IR_DT_F32;
+    printf("resnet50 %s: %d conv2d_bn_stats (%d with a prologue), %d conv2d_bn_train and %d wgrads with a prologue\n",
+           ir_dtype_name(precision), stats, stats_pro, train_pro, wgrad_pro);
+    CHECK(stats == 32 * on && stats_pro == 16 * on && train_pro == 16 * on && wgrad_pro == 32 * on,
+          "resnet50 %s: conv1, conv2 of 16 bottlenecks made conv2d_bn_stats; conv2, conv3 and their wgrads "
+          "read through a prologue", ir_dtype_name(precision));
+  }
+  arena_free(&a);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return check_skip("usage: exec_test_prologue SOURCE_DIR");
+  check_kernels();
+  check_f32_semantics();
+  check_training(argv[1]);
+  check_resnet50(argv[1], IR_DT_F16);
+  check_resnet50(argv[1], IR_DT_F32);
+  return check_report();
+}
