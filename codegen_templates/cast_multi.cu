@@ -29,21 +29,8 @@ struct netc_cast_ptrs {
 __constant__ long long netc_count[NT] = NETC_COUNTS;
 __constant__ int netc_block0[NT + 1] = NETC_BLOCK0;
 
-/* The tensor block b works on: the last t with block0[t] <= b. */
-__device__ __forceinline__ int tensor_of(int b) {
-  int lo = 0, hi = NT - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (netc_block0[mid] <= b)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
 extern "C" __global__ void __launch_bounds__(256) NETC_KERNEL_NAME(const netc_cast_ptrs *__restrict__ tab) {
-  const int t = tensor_of((int)blockIdx.x);
+  const int t = netc_run_tensor(netc_block0, NT, (int)blockIdx.x);
   const netc_cast_ptrs p = tab[t];
   const long long begin = (long long)((int)blockIdx.x - netc_block0[t]) * CHUNK;
   const long long left = netc_count[t] - begin, n = left < CHUNK ? left : CHUNK;

@@ -85,3 +85,31 @@ __device__ __forceinline__ float netc_block_max(float v, float *sh) {
   v = lane < nwarp ? sh[lane] : -__int_as_float(0x7f800000);
   return netc_warp_max(v);
 }
+
+/* Multi-tensor runs (sgd_multi.cu, cast_multi.cu): the tensor block b of a
+ * run works on, the last t with block0[t] <= b (block0 ascending, nt
+ * tensors; a tensor with no elements has no blocks). */
+__device__ __forceinline__ int netc_run_tensor(const int *block0, int nt, int b) {
+  int lo = 0, hi = nt - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (block0[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* One element of torch.optim.SGD (sgd.cu and sgd_multi.cu share it, so both
+ * contract the same expressions the same way): gs is the gradient already
+ * divided by the loss scale. */
+__device__ __forceinline__ void netc_sgd_one(float &w, float gs, float &b, float lr, float mu, float wd,
+                                             bool nesterov) {
+  float d = gs + wd * w;
+  if (mu != 0.0f) {
+    b = mu * b + d;
+    d = nesterov ? d + mu * b : b;
+  }
+  w -= lr * d;
+}

@@ -29,18 +29,6 @@
 static constexpr long long count = NETC_COUNT, nvec = NETC_COUNT / NETC_V;
 static constexpr int V = NETC_V;
 
-/* gs: the gradient already divided by the loss scale (a division, as the
- * reference does it, not a multiplication by a reciprocal) */
-__device__ __forceinline__ void sgd_one(float &w, float gs, float &b, float lr) {
-  const float mu = NETC_MOMENTUM, wd = NETC_WD;
-  float d = gs + wd * w;
-  if (mu != 0.0f) {
-    b = mu * b + d;
-    d = NETC_NESTEROV ? d + mu * b : b;
-  }
-  w -= lr * d;
-}
-
 extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(NETC_TW *__restrict__ w, const NETC_TG *__restrict__ g, NETC_TBUF *__restrict__ buf,
                  const float *__restrict__ lr_p, const float *__restrict__ scale_p
@@ -62,7 +50,7 @@ NETC_KERNEL_NAME(NETC_TW *__restrict__ w, const NETC_TG *__restrict__ g, NETC_TB
 #pragma unroll
     for (int j = 0; j < V; j++) {
       float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
-      sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr);
+      netc_sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
       vw.v[j] = netc_cv<NETC_TW>(wf);
       vb.v[j] = netc_cv<NETC_TBUF>(bf);
     }
@@ -72,7 +60,7 @@ NETC_KERNEL_NAME(NETC_TW *__restrict__ w, const NETC_TG *__restrict__ g, NETC_TB
   if (count % V != 0 && first < count % V) {
     const long long i = nvec * V + first;
     float wf = netc_ld(w[i]), bf = netc_ld(buf[i]);
-    sgd_one(wf, netc_ld(g[i]) / scale, bf, lr);
+    netc_sgd_one(wf, netc_ld(g[i]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
     w[i] = netc_cv<NETC_TW>(wf);
     if (NETC_MOMENTUM != 0.0f) buf[i] = netc_cv<NETC_TBUF>(bf);
   }

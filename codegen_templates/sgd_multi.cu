@@ -43,31 +43,6 @@ struct netc_sgd_ptrs {
 __constant__ long long netc_count[NT] = NETC_COUNTS;
 __constant__ int netc_block0[NT + 1] = NETC_BLOCK0;
 
-/* sgd.cu's sgd_one, to the letter: the same expression contracts the same way */
-__device__ __forceinline__ void sgd_one(float &w, float gs, float &b, float lr) {
-  const float mu = NETC_MOMENTUM, wd = NETC_WD;
-  float d = gs + wd * w;
-  if (mu != 0.0f) {
-    b = mu * b + d;
-    d = NETC_NESTEROV ? d + mu * b : b;
-  }
-  w -= lr * d;
-}
-
-/* The tensor block b works on: the last t with block0[t] <= b (a tensor
- * with no elements has no blocks). */
-__device__ __forceinline__ int tensor_of(int b) {
-  int lo = 0, hi = NT - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (netc_block0[mid] <= b)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
 extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict__ lr_p,
                  const float *__restrict__ scale_p
@@ -80,7 +55,7 @@ NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict_
 #if NETC_SKIP
   if (*skip_p != 0.0f) return;
 #endif
-  const int t = tensor_of((int)blockIdx.x);
+  const int t = netc_run_tensor(netc_block0, NT, (int)blockIdx.x);
   const netc_sgd_ptrs p = tab[t];
   const long long begin = (long long)((int)blockIdx.x - netc_block0[t]) * CHUNK;
   const long long left = netc_count[t] - begin, n = left < CHUNK ? left : CHUNK;
@@ -92,7 +67,7 @@ NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict_
 #pragma unroll
     for (int j = 0; j < V; j++) {
       float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
-      sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr);
+      netc_sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
       vw.v[j] = netc_cv<NETC_TW>(wf);
       vb.v[j] = netc_cv<NETC_TBUF>(bf);
     }
@@ -101,7 +76,7 @@ NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict_
   }
   for (long long i = begin + nv * V + threadIdx.x; i < begin + n; i += blockDim.x) {
     float wf = netc_ld(p.w[i]), bf = netc_ld(p.buf[i]);
-    sgd_one(wf, netc_ld(p.g[i]) / scale, bf, lr);
+    netc_sgd_one(wf, netc_ld(p.g[i]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
     p.w[i] = netc_cv<NETC_TW>(wf);
     if (NETC_MOMENTUM != 0.0f) p.buf[i] = netc_cv<NETC_TBUF>(bf);
   }

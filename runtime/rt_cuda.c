@@ -105,6 +105,7 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(MemHostAlloc, cuMemHostAlloc, NULL);
   LOAD(MemFreeHost, cuMemFreeHost, NULL);
   LOAD(StreamWaitEvent, cuStreamWaitEvent, NULL);
+  LOAD(MemcpyDtoDAsync, cuMemcpyDtoDAsync, NULL);
   return 1;
 }
 

@@ -110,6 +110,10 @@ typedef struct RtCudaApi {
   CUresult (*MemHostAlloc)(void **p, size_t bytes, unsigned int flags);
   CUresult (*MemFreeHost)(void *p);
   CUresult (*StreamWaitEvent)(CUstream stream, CUevent ev, unsigned int flags);
+  /* the executor's prologue choice (rt_gpu.c plan_convs): a device copy
+   * times the traffic of a materialized prologue */
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                              CUstream stream);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is

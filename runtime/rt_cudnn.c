@@ -605,8 +605,48 @@ static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* Milliseconds per run of plan (mean of TUNE_RUNS after one warm-up), or
- * a negative value when it fails to run. */
+/* Runs plan (made from p's graph) on io, first zeroing the statistics
+ * when zero_stats is set and p's description has genstats. */
+static RtCudaStatus run_io(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
+                           int zero_stats, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  RtCudaStatus s;
+  if (zero_stats && d->genstats &&
+      (s = RT_CU(h->cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
+                 errlen)))
+    return s;
+  return execute(h, p, plan, io, err, errlen);
+}
+
+/* Milliseconds per run of plan on io (mean of runs after one warm-up,
+ * between two events on the handle's stream), or a negative value when it
+ * fails to run. */
+static float time_runs(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io, int runs,
+                       int zero_stats, char *err, size_t errlen) {
+  const RtCudaApi *cu = h->cu;
+  CUevent ev[2] = {NULL, NULL};
+  float ms = -1;
+  if (RT_CU(cu, EventCreate, (&ev[0], CU_EVENT_DEFAULT), p->what, err, errlen) ||
+      RT_CU(cu, EventCreate, (&ev[1], CU_EVENT_DEFAULT), p->what, err, errlen) ||
+      run_io(h, p, plan, io, zero_stats, err, errlen) ||
+      RT_CU(cu, EventRecord, (ev[0], h->stream), p->what, err, errlen))
+    goto done;
+  for (int i = 0; i < runs; i++)
+    if (run_io(h, p, plan, io, zero_stats, err, errlen)) goto done;
+  float t = 0;
+  if (RT_CU(cu, EventRecord, (ev[1], h->stream), p->what, err, errlen) ||
+      RT_CU(cu, EventSynchronize, (ev[1]), p->what, err, errlen) ||
+      RT_CU(cu, EventElapsedTime, (&t, ev[0], ev[1]), p->what, err, errlen))
+    goto done;
+  ms = t / runs;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) cu->EventDestroy(ev[i]);
+  return ms;
+}
+
+/* Milliseconds per run of a tuning candidate (TUNE_RUNS after one
+ * warm-up), its workspace grown in b as needed; negative when it fails. */
 static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan, int64_t ws, TuneBufs *b,
                        char *err, size_t errlen) {
   const RtCudaApi *cu = h->cu;
@@ -617,25 +657,7 @@ static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan,
     if (RT_CU(cu, MemAlloc, (&b->io.workspace, (size_t)ws), p->what, err, errlen)) return -1;
     b->ws_bytes = (size_t)ws;
   }
-  CUevent ev[2] = {NULL, NULL};
-  float ms = -1;
-  if (RT_CU(cu, EventCreate, (&ev[0], CU_EVENT_DEFAULT), p->what, err, errlen) ||
-      RT_CU(cu, EventCreate, (&ev[1], CU_EVENT_DEFAULT), p->what, err, errlen) ||
-      execute(h, p, plan, &b->io, err, errlen) ||
-      RT_CU(cu, EventRecord, (ev[0], h->stream), p->what, err, errlen))
-    goto done;
-  for (int i = 0; i < TUNE_RUNS; i++)
-    if (execute(h, p, plan, &b->io, err, errlen)) goto done;
-  float t = 0;
-  if (RT_CU(cu, EventRecord, (ev[1], h->stream), p->what, err, errlen) ||
-      RT_CU(cu, EventSynchronize, (ev[1]), p->what, err, errlen) ||
-      RT_CU(cu, EventElapsedTime, (&t, ev[0], ev[1]), p->what, err, errlen))
-    goto done;
-  ms = t / TUNE_RUNS;
-done:
-  for (int i = 0; i < 2; i++)
-    if (ev[i]) cu->EventDestroy(ev[i]);
-  return ms;
+  return time_runs(h, p, plan, &b->io, TUNE_RUNS, 0, err, errlen);
 }
 
 /* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
@@ -902,21 +924,36 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_cudnn_conv_exec(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, char *err, size_t errlen) {
+/* Whether io gives exactly the buffers plan's description asks for. */
+static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo *io, const char *fn, char *err,
+                             size_t errlen) {
   if (!h || !plan || !io || !io->x || !io->w || !io->y || (plan->workspace > 0 && !io->workspace)) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_exec: NULL argument%s", plan ? "" : " (plan)");
+    rt_cuda_errf(err, errlen, "%s: NULL argument%s", fn, plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
   const RtConvDesc *d = &plan->key;
   if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_exec: %s %s statistics and %s scale and bias, the call gives %s and %s",
+    rt_cuda_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
                  plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
                  io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
     return RT_CUDA_EARG;
   }
-  RtCudaStatus s;
-  if (d->genstats && (s = RT_CU(h->cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream),
-                                plan->what, err, errlen)))
-    return s;
-  return execute(h, plan, plan->plan, io, err, errlen);
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_cudnn_conv_exec(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, char *err, size_t errlen) {
+  RtCudaStatus s = check_io(h, plan, io, "rt_cudnn_conv_exec", err, errlen);
+  return s ? s : run_io(h, plan, plan->plan, io, 1, err, errlen);
+}
+
+RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, int runs, float *ms, char *err,
+                                size_t errlen) {
+  RtCudaStatus s = check_io(h, plan, io, "rt_cudnn_conv_time", err, errlen);
+  if (s) return s;
+  if (!ms || runs < 1) {
+    rt_cuda_errf(err, errlen, "rt_cudnn_conv_time: %s", ms ? "runs must be at least 1" : "ms is NULL");
+    return RT_CUDA_EARG;
+  }
+  *ms = time_runs(h, plan, plan->plan, io, runs, 1, err, errlen);
+  return *ms < 0 ? RT_CUDA_ECALL : RT_CUDA_OK;
 }

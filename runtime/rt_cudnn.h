@@ -81,6 +81,12 @@ void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuris
  * synchronization): io must give exactly the buffers the plan's
  * description asks for. */
 RtCudaStatus rt_cudnn_conv_exec(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, char *err, size_t errlen);
+/* Times plan on io's buffers: one warm-up run, then `runs` runs between
+ * two events on the handle's stream; *ms = their mean in milliseconds.
+ * Waits for the second event (so for all earlier work on the stream);
+ * writes what rt_cudnn_conv_exec writes. */
+RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, int runs, float *ms, char *err,
+                                size_t errlen);
 /* Plans made from now on take only engines cuDNN marks deterministic (no
  * atomics in the reductions): bit-identical results run to run, for
  * comparisons; none such is an error.  Off by default. */

@@ -219,16 +219,145 @@ static int prologue_allowed(void) {
   return !(v && strcmp(v, "0") == 0);
 }
 
+/* Whether a convolution that can apply its prologue itself times that
+ * against a kernel writing the activation first: $NETC_PROLOGUE_PICK = 0
+ * keeps the fused prologue wherever cuDNN plans it, for comparisons. */
+static int prologue_pick_allowed(void) {
+  const char *v = getenv("NETC_PROLOGUE_PICK");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+enum { PICK_RUNS = 5 };
+
+/* Temporary device buffers for plan_convs' timings, grown as needed and
+ * freed when planning ends (the scratch does not exist yet). */
+typedef struct PickBufs {
+  CUdeviceptr stats, workspace, copy;
+  size_t stats_bytes, workspace_bytes, copy_bytes;
+} PickBufs;
+
+/* One timed description and its outcome: the fused prologue or not. */
+typedef struct PickMemo {
+  RtConvDesc fused_desc;
+  int fused;
+} PickMemo;
+
+static RtCudaStatus pick_grow(RtGpu *x, CUdeviceptr *p, size_t *have, size_t need, char *err, size_t errlen) {
+  if (need <= *have) return RT_CUDA_OK;
+  if (*p) x->api->MemFree(*p);
+  *p = 0, *have = 0;
+  RtCudaStatus s = RT_CU(x->api, MemAlloc, (p, need), "timing a convolution's prologue", err, errlen);
+  if (!s) *have = need;
+  return s;
+}
+
+static void pick_bufs_free(RtGpu *x, PickBufs *b) {
+  CUdeviceptr all[] = {b->stats, b->workspace, b->copy};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]) x->api->MemFree(all[i]);
+  memset(b, 0, sizeof *b);
+}
+
+/* Milliseconds per device copy of bytes from src into b->copy (mean of
+ * PICK_RUNS after one warm-up): the read and write of x that a
+ * materialized prologue adds. */
+static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs *b, float *ms, char *err,
+                              size_t errlen) {
+  const char *what = "timing a materialized prologue";
+  CUevent ev[2] = {NULL, NULL};
+  RtCudaStatus s = pick_grow(x, &b->copy, &b->copy_bytes, bytes, err, errlen);
+  for (int i = 0; !s && i < 2; i++) s = RT_CU(x->api, EventCreate, (&ev[i], CU_EVENT_DEFAULT), what, err, errlen);
+  for (int i = 0; !s && i <= PICK_RUNS; i++) {
+    if (i == 1) s = RT_CU(x->api, EventRecord, (ev[0], x->stream), what, err, errlen);
+    if (!s) s = RT_CU(x->api, MemcpyDtoDAsync, (b->copy, src, bytes, x->stream), what, err, errlen);
+  }
+  float t = 0;
+  if (!s) s = RT_CU(x->api, EventRecord, (ev[1], x->stream), what, err, errlen);
+  if (!s) s = RT_CU(x->api, EventSynchronize, (ev[1]), what, err, errlen);
+  if (!s) s = RT_CU(x->api, EventElapsedTime, (&t, ev[0], ev[1]), what, err, errlen);
+  *ms = t / PICK_RUNS;
+  for (int i = 0; i < 2; i++)
+    if (ev[i]) x->api->EventDestroy(ev[i]);
+  return s;
+}
+
+/* Times node i's convolution with the fused prologue (fused, as planned
+ * from desc) against the plain plan plus a copy of x's bytes, on the
+ * node's own value addresses (they hold nothing yet) and temporary
+ * statistics, workspace and copy buffers; *use_fused = whether the fused
+ * one is no slower. */
+static RtCudaStatus time_prologue(RtGpu *x, int i, const RtConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
+                                  RtConvPlan *plain, size_t ws_plain, PickBufs *b, int *use_fused, char *err,
+                                  size_t errlen) {
+  const RtKNode *k = &x->prog.kn[i];
+  RtConvIo io;
+  memset(&io, 0, sizeof io);
+  size_t ws = ws_fused > ws_plain ? ws_fused : ws_plain;
+  size_t x_bytes = (size_t)desc->n * desc->h * desc->w * desc->c * ir_dtype_size(desc->dtype);
+  RtCudaStatus s;
+  if ((s = resolve_arg(x, i, &k->conv_x, &io.x, err, errlen)) ||
+      (s = resolve_arg(x, i, &k->conv_w, &io.w, err, errlen)) ||
+      (s = resolve_arg(x, i, &k->conv_y, &io.y, err, errlen)) ||
+      (s = resolve_arg(x, i, &k->conv_sb, &io.sb, err, errlen)) ||
+      (desc->genstats &&
+       (s = pick_grow(x, &b->stats, &b->stats_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
+      (ws && (s = pick_grow(x, &b->workspace, &b->workspace_bytes, ws, err, errlen))))
+    return s;
+  io.stats = desc->genstats ? b->stats : 0;
+  io.workspace = ws ? b->workspace : 0;
+  float t_fused = 0, t_plain = 0, t_copy = 0;
+  if ((s = rt_cudnn_conv_time(x->dnn, fused, &io, PICK_RUNS, &t_fused, err, errlen))) return s;
+  io.sb = 0;
+  if ((s = rt_cudnn_conv_time(x->dnn, plain, &io, PICK_RUNS, &t_plain, err, errlen)) ||
+      (s = time_copy(x, io.x, x_bytes, b, &t_copy, err, errlen)))
+    return s;
+  *use_fused = t_fused <= t_plain + t_copy;
+  return RT_CUDA_OK;
+}
+
+/* Whether node i (its fused-prologue plan made from cand[0]) keeps that
+ * plan or takes cand[1]'s (no prologue, same statistics) with a kernel
+ * materializing the prologue: timed once per description (memo), the
+ * fused plan kept on any failure. */
+static void pick_prologue(RtGpu *x, int i, const RtConvDesc cand[2], size_t *ws, PickMemo *memo, int *nmemo,
+                          PickBufs *b) {
+  GpuConv *c = &x->conv[i];
+  char err[1024];
+  int m = 0;
+  while (m < *nmemo && memcmp(&memo[m].fused_desc, &cand[0], sizeof cand[0])) m++;
+  int use_fused = m < *nmemo ? memo[m].fused : 1;
+  if (m < *nmemo && use_fused) return;
+  RtConvPlan *plain = NULL;
+  size_t ws_plain = 0;
+  int planned = !rt_cudnn_conv_plan(x->dnn, &cand[1], &plain, &ws_plain, err, sizeof err);
+  if (m == *nmemo) {
+    if (!planned || time_prologue(x, i, &cand[0], c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
+      use_fused = 1;
+    memo[*nmemo].fused_desc = cand[0], memo[*nmemo].fused = use_fused;
+    ++*nmemo;
+  }
+  if (use_fused || !planned) return;
+  c->plan = plain, *ws = ws_plain;
+  c->fused = cand[1].genstats, c->pro_fused = 0;
+}
+
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
  * A convolution gets the most fused plan cuDNN has an engine for, trying
  * in order: its description (statistics and prologue as the node asks),
  * without the prologue, then plain; the node runs the launches that make
- * up for what its plan leaves out. */
+ * up for what its plan leaves out.  Where the fused prologue plans, it is
+ * timed against the plan without it plus the kernel that writes the
+ * prologue's activation (pick_prologue), and the faster is kept. */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
   const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
   int stats_ok = genstats_allowed(determ && strcmp(determ, "1") == 0), pro_ok = prologue_allowed();
-  for (int i = 0; i < x->g->nnode; i++) {
+  int pick = pro_ok && prologue_pick_allowed(), nmemo = 0;
+  PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
+  PickBufs bufs;
+  memset(&bufs, 0, sizeof bufs);
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int i = 0; !s && i < x->g->nnode; i++) {
     if (!x->prog.kn[i].has_conv) continue;
     const RtConvDesc *want = &x->prog.kn[i].conv;
     RtConvDesc cand[3] = {*want, *want, *want};
@@ -238,16 +367,21 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     cand[2].genstats = 0;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
-    RtCudaStatus s = RT_CUDA_EARG;
-    for (int t = 0; t < 3 && s; t++) {
+    s = RT_CUDA_EARG;
+    int t = 0;
+    for (; t < 3 && s; t++) {
       if (t && !memcmp(&cand[t], &cand[t - 1], sizeof cand[t])) continue;
       s = rt_cudnn_conv_plan(x->dnn, &cand[t], &c->plan, &ws, err, errlen);
       c->fused = cand[t].genstats, c->pro_fused = cand[t].prologue || !want->prologue;
     }
-    if (s) return s;
+    if (s) break;
+    if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes)
+      pick_prologue(x, i, cand, &ws, memo, &nmemo, &bufs);
     if (ws > *ws_max) *ws_max = ws;
   }
-  return RT_CUDA_OK;
+  pick_bufs_free(x, &bufs);
+  free(memo);
+  return s;
 }
 
 static RtCudaStatus device_of(RtGpu *x, RtGpuDevice *d, char *err, size_t errlen) {

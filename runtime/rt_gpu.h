@@ -55,6 +55,10 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *   NETC_CUDA_GRAPH=0           no CUDA graph: every step launches node by node
  *   NETC_GENSTATS=0             batch-norm statistics by their own kernels, not
  *                               from the convolution (cuDNN GenStats)
+ *   NETC_PROLOGUE=0             a convolution's prologue (the batch norm + relu
+ *                               before it) by a kernel into scratch, not by cuDNN
+ *   NETC_MULTI_TENSOR=0         one launch per sgd_update / weight cast, not one
+ *                               per run of them
  *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
  *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);

@@ -312,6 +312,12 @@ static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
   io.sb = 0;
   CHECK(rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) == RT_CUDA_EARG,
         "a prologue plan ran without its scale and bias");
+  io.sb = bsb;
+  float ms = -1;
+  CHECK(!rt_cudnn_conv_time(g->dnn, plan, &io, 3, &ms, err, sizeof err) && ms > 0, "%s prologue %s timing: %s",
+        sh->name, kn, err);
+  CHECK(rt_cudnn_conv_time(g->dnn, plan, &io, 0, &ms, err, sizeof err) == RT_CUDA_EARG,
+        "conv timing with 0 runs accepted");
   double num = 0, den = 0;
   for (int64_t i = 0; i < nout; i++) {
     double diff = (double)got[i] - (double)ref[i];
