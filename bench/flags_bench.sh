@@ -27,7 +27,7 @@ rows=(
   "no CUDA graph (NETC_CUDA_GRAPH=0)|NETC_CUDA_GRAPH=0|-|resnet50.so"
   "no conv+statistics fusion (NETC_GENSTATS=0)|NETC_GENSTATS=0|-|resnet50.so"
   "prologue by a kernel, not cuDNN (NETC_PROLOGUE=0)|NETC_PROLOGUE=0|-|resnet50.so"
-  "prologue fused everywhere, not timed (NETC_PROLOGUE_PICK=0)|NETC_PROLOGUE_PICK=0|-|resnet50.so"
+  "prologue fused everywhere, not timed (NETC_FUSION_PICK=0)|NETC_FUSION_PICK=0|-|resnet50.so"
   "no prologue pass (netc -fno-prologue)|-|-|resnet50_noprologue.so"
   "optimizer per tensor (NETC_MULTI_TENSOR=0)|NETC_MULTI_TENSOR=0|-|resnet50.so"
   "no fuse pass (netc -fno-fuse)|-|-|resnet50_nofuse.so"

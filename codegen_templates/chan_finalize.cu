@@ -18,7 +18,9 @@
  *          coef = {gamma*invstd, beta, mean}; with NETC_FIN_SB 1 also the
  *          equivalent scale and bias, in NETC_TX: sb[c] = gamma*invstd,
  *          sb[C+c] = beta - mean*sb[c] (from the f32 scale, then rounded)
- *   INFER  coef = {gamma/sqrt(running_var + eps), beta, running_mean}
+ *   INFER  coef = {gamma/sqrt(running_var + eps), beta, running_mean}; with
+ *          NETC_FIN_SB 1 also, in f32, sb[c] = scale = coef[c] and
+ *          sb[C+c] = beta - running_mean*scale (a convolution's epilogue)
  *   BWD    dbeta = S1, dgamma = S2 (sum dy*xhat); with k = gamma*invstd:
  *          coef = {k, -k*invstd*S2/M, -k*S1/M, beta}  (dx = A*dy + B*(x-mean) + D;
  *          beta for the relu mask of batchnorm_relu_bwd, (x-mean)*k + beta > 0)
@@ -43,7 +45,11 @@ NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const float *__restrict__ part, 
 #elif defined(NETC_FIN_INFER)
 NETC_KERNEL_NAME(const float *__restrict__ gamma, const float *__restrict__ beta,
                  const float *__restrict__ running_mean, const float *__restrict__ running_var,
-                 float *__restrict__ coef)
+                 float *__restrict__ coef
+#if defined(NETC_FIN_SB) && NETC_FIN_SB
+                 , float *__restrict__ sb
+#endif
+                 )
 #elif defined(NETC_FIN_BWD)
 NETC_KERNEL_NAME(const float *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ beta,
                  const float *__restrict__ invstd, float *__restrict__ dgamma, float *__restrict__ dbeta,
@@ -93,6 +99,11 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
   coef[c] = (float)(gamma[c] * inv);
   coef[C + c] = beta[c];
   coef[2 * C + c] = running_mean[c];
+#if defined(NETC_FIN_SB) && NETC_FIN_SB
+  const float scale = (float)(gamma[c] * inv);
+  sb[c] = scale;
+  sb[C + c] = beta[c] - running_mean[c] * scale;
+#endif
 #elif defined(NETC_FIN_BWD)
   const double M = (double)NETC_M, k = (double)gamma[c] * invstd[c];
   dbeta[c] = (float)s1;

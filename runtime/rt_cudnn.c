@@ -28,7 +28,12 @@
  * operations before the convolution's x (forward or weight gradient):
  * x * scale, + bias, relu, through FP32 virtual tensors (uids 8..10), with
  * scale and bias [1, C, 1, 1] tensors of x's dtype (uids 6 and 7): the
- * graph of cuDNN's ConvBNfprop and ConvBNwgrad engines.
+ * graph of cuDNN's ConvBNfprop and ConvBNwgrad engines.  A description with
+ * an epilogue puts pointwise operations after the convolution's result (an
+ * FP32 virtual tensor): on a forward one MUL by scale and ADD bias (f32
+ * [1, K, 1, 1], uids 11 and 12), ADD the residual (uid 13), RELU_FWD, as
+ * its flags ask, the last writing y; on a data gradient RELU_BWD against the
+ * mask (uid 14), writing dx.  Their virtual tensors are uids 20 on.
  *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
@@ -49,7 +54,9 @@
 #include <string.h>
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7, UID_VIRT = 8 };
+enum { UID_ESCALE = 11, UID_EBIAS = 12, UID_RESIDUAL = 13, UID_MASK = 14, UID_EVIRT = 20 };
 enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
+enum { EPI_OPS = 4 };                         /* at most: scale, bias, residual, relu */
 enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
 
 typedef struct DnnApi {
@@ -85,6 +92,9 @@ struct RtConvPlan {
   cudnnBackendDescriptor_t sum, sqsum, stats; /* genstats only: its outputs and operation */
   /* prologue only: scale, bias, the virtual results, pointwise descriptors and operations */
   cudnnBackendDescriptor_t scale, bias, virt[PRO_OPS], pw[PRO_OPS], pwop[PRO_OPS];
+  /* epilogue only: its operands, the virtual results, pointwise descriptors and operations */
+  cudnnBackendDescriptor_t escale, ebias, eres, emask, evirt[EPI_OPS], epw[EPI_OPS], epop[EPI_OPS];
+  int nepi;
   int64_t workspace;
   int mode, index; /* where the chosen configuration was in the heuristics' lists */
   char what[256];
@@ -245,6 +255,9 @@ static void plan_free(const DnnApi *d, RtConvPlan *p) {
                                      &p->w,    &p->y,   &p->sum,   &p->sqsum, &p->scale, &p->bias};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
   for (int i = 0; i < PRO_OPS; i++) destroy(d, &p->pwop[i]), destroy(d, &p->pw[i]), destroy(d, &p->virt[i]);
+  for (int i = 0; i < EPI_OPS; i++) destroy(d, &p->epop[i]), destroy(d, &p->epw[i]), destroy(d, &p->evirt[i]);
+  cudnnBackendDescriptor_t *epi[] = {&p->escale, &p->ebias, &p->eres, &p->emask};
+  for (size_t i = 0; i < sizeof epi / sizeof epi[0]; i++) destroy(d, epi[i]);
   free(p);
 }
 
@@ -278,6 +291,10 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
     bad = "genstats (forward convolutions on f16 or bf16 only)";
   else if (d->prologue && (d->kind == RT_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->groups != 1))
     bad = "prologue (ungrouped forward or weight-gradient convolutions on f16 or bf16 only)";
+  else if (d->epilogue && (d->kind == RT_CONV_BWD_FILTER || d->genstats || d->prologue ||
+                           (d->kind == RT_CONV_FWD ? (d->epilogue & RT_EPI_DRELU) || !(d->epilogue & RT_EPI_AFFINE)
+                                                   : d->epilogue != RT_EPI_DRELU)))
+    bad = "epilogue (a forward one scales, a data gradient's masks; neither with genstats or a prologue)";
   if (!bad) return RT_CUDA_OK;
   rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
        d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
@@ -297,6 +314,7 @@ static RtConvDesc normalize(const RtConvDesc *d) {
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
   k.genstats = d->genstats != 0;
   k.prologue = d->prologue != 0;
+  k.epilogue = d->epilogue;
   return k;
 }
 
@@ -406,12 +424,36 @@ static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t e
   return RT_CUDA_OK;
 }
 
+/* One pointwise operation (math in FP32): y = mode(x, b) (b NULL for a
+ * unary mode); RELU_BWD takes x as the forward's tensor and b as dy. */
+static RtCudaStatus make_pointwise(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                   cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *pw,
+                                   cudnnBackendDescriptor_t *op, char *err, size_t errlen) {
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  int bwd = mode == CUDNN_POINTWISE_RELU_BWD;
+  RtCudaStatus s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pw), p->what)) ||
+      (s = SET(h, *pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, p->what)) ||
+      (s = SET(h, *pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
+      (s = DNN(h, BackendFinalize, (*pw), p->what)) ||
+      (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op), p->what)) ||
+      (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw,
+               p->what)) ||
+      (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, p->what)) ||
+      (b && (s = SET(h, *op, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DYDESC : CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, p->what))) ||
+      (s = SET(h, *op, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DXDESC : CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, p->what)) ||
+      (s = DNN(h, BackendFinalize, (*op), p->what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
 /* relu(x * scale + bias) into p->virt[PRO_RELU], the convolution's input. */
 static RtCudaStatus make_prologue(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   static const cudnnPointwiseMode_t MODE[PRO_OPS] = {CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD,
                                                      CUDNN_POINTWISE_RELU_FWD};
-  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   RtCudaStatus s;
   if ((s = make_tensor(h, &p->scale, UID_SCALE, d->dtype, 1, d->c, 1, 1, p->what, err, errlen)) ||
       (s = make_tensor(h, &p->bias, UID_BIAS, d->dtype, 1, d->c, 1, 1, p->what, err, errlen)))
@@ -420,23 +462,49 @@ static RtCudaStatus make_prologue(RtCudnn *h, RtConvPlan *p, char *err, size_t e
   for (int i = 0; i < PRO_OPS; i++) {
     if ((s = make_tensor_as(h, &p->virt[i], UID_VIRT + i, IR_DT_F32, 1, d->n, d->c, d->h, d->w, p->what, err,
                             errlen)) ||
-        (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &p->pw[i]), p->what)) ||
-        (s = SET(h, p->pw[i], CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &MODE[i], p->what)) ||
-        (s = SET(h, p->pw[i], CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
-        (s = DNN(h, BackendFinalize, (p->pw[i]), p->what)) ||
-        (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &p->pwop[i]), p->what)) ||
-        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &p->pw[i], p->what)) ||
-        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in,
-                 p->what)) ||
-        (operand[i] && (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                1, &operand[i], p->what))) ||
-        (s = SET(h, p->pwop[i], CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->virt[i],
-                 p->what)) ||
-        (s = DNN(h, BackendFinalize, (p->pwop[i]), p->what)))
+        (s = make_pointwise(h, p, MODE[i], in, operand[i], p->virt[i], &p->pw[i], &p->pwop[i], err, errlen)))
       return s;
     in = p->virt[i];
   }
+  return RT_CUDA_OK;
+}
+
+/* The epilogue's operations after the convolution's result, which goes to
+ * p->evirt[0] (*conv_out); the last writes p->y (forward) or p->x (dx). */
+static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *conv_out, char *err,
+                                  size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  int fwd = d->kind == RT_CONV_FWD, e = d->epilogue;
+  cudnnPointwiseMode_t mode[EPI_OPS];
+  cudnnBackendDescriptor_t operand[EPI_OPS];
+  int n = 0;
+  RtCudaStatus s;
+  if (fwd) {
+    if ((s = make_tensor(h, &p->escale, UID_ESCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
+        (s = make_tensor(h, &p->ebias, UID_EBIAS, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
+        ((e & RT_EPI_RESIDUAL) &&
+         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
+      return s;
+    mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->escale;
+    mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->ebias;
+    if (e & RT_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
+    if (e & RT_EPI_RELU) mode[n] = CUDNN_POINTWISE_RELU_FWD, operand[n++] = NULL;
+  } else {
+    if ((s = make_tensor(h, &p->emask, UID_MASK, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))) return s;
+    mode[n] = CUDNN_POINTWISE_RELU_BWD, operand[n++] = NULL;
+  }
+  int64_t c = fwd ? d->k : d->c, hh = fwd ? d->ho : d->h, ww = fwd ? d->wo : d->w;
+  for (int i = 0; i < n; i++)
+    if ((s = make_tensor_as(h, &p->evirt[i], UID_EVIRT + i, IR_DT_F32, 1, d->n, c, hh, ww, p->what, err, errlen)))
+      return s;
+  for (int i = 0; i < n; i++) {
+    cudnnBackendDescriptor_t out = i + 1 < n ? p->evirt[i + 1] : fwd ? p->y : p->x;
+    /* RELU_BWD: x is the forward's relu output (the mask), dy the data gradient */
+    cudnnBackendDescriptor_t x = fwd ? p->evirt[i] : p->emask, b = fwd ? operand[i] : p->evirt[i];
+    if ((s = make_pointwise(h, p, mode[i], x, b, out, &p->epw[i], &p->epop[i], err, errlen))) return s;
+  }
+  p->nepi = n;
+  *conv_out = p->evirt[0];
   return RT_CUDA_OK;
 }
 
@@ -448,7 +516,10 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
       (s = make_tensor(h, &p->y, UID_Y, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen)) ||
       (s = make_conv(h, p, err, errlen)) || (d->prologue && (s = make_prologue(h, p, err, errlen))))
     return s;
-  cudnnBackendDescriptor_t conv_x = d->prologue ? p->virt[PRO_RELU] : p->x;
+  cudnnBackendDescriptor_t conv_x = d->prologue ? p->virt[PRO_RELU] : p->x, conv_y = p->y;
+  /* the epilogue's first operation reads what the convolution writes: y forward, dx backward */
+  cudnnBackendDescriptor_t *epi_from = d->kind == RT_CONV_FWD ? &conv_y : &conv_x;
+  if (d->epilogue && (s = make_epilogue(h, p, epi_from, err, errlen))) return s;
   float alpha = 1.0f, beta = 0.0f;
   if ((s = DNN(h, BackendCreateDescriptor, (OPS[d->kind].type, &p->op), p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, p->what)) ||
@@ -456,14 +527,15 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
       (s = SET(h, p->op, OPS[d->kind].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->conv, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv_x, p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->w, p->what)) ||
-      (s = SET(h, p->op, OPS[d->kind].y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y, p->what)) ||
+      (s = SET(h, p->op, OPS[d->kind].y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv_y, p->what)) ||
       (s = DNN(h, BackendFinalize, (p->op), p->what)))
     return s;
   if (d->genstats && (s = make_genstats(h, p, err, errlen))) return s;
-  cudnnBackendDescriptor_t ops[PRO_OPS + 2];
+  cudnnBackendDescriptor_t ops[PRO_OPS + EPI_OPS + 2];
   int64_t nops = 0;
   for (int i = 0; d->prologue && i < PRO_OPS; i++) ops[nops++] = p->pwop[i];
   ops[nops++] = p->op;
+  for (int i = 0; d->epilogue && i < p->nepi; i++) ops[nops++] = p->epop[i];
   if (d->genstats) ops[nops++] = p->stats;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
       (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
@@ -568,8 +640,8 @@ static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescrip
                             char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   const char *what = p->what;
-  int64_t uids[7] = {UID_X, UID_W, UID_Y};
-  void *ptrs[7] = {ptr(io->x), ptr(io->w), ptr(io->y)};
+  int64_t uids[10] = {UID_X, UID_W, UID_Y};
+  void *ptrs[10] = {ptr(io->x), ptr(io->w), ptr(io->y)};
   int64_t n = 3;
   if (d->genstats) {
     uids[n] = UID_SUM, ptrs[n++] = ptr(io->stats);
@@ -579,6 +651,12 @@ static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescrip
     uids[n] = UID_SCALE, ptrs[n++] = ptr(io->sb);
     uids[n] = UID_BIAS, ptrs[n++] = ptr(io->sb + (CUdeviceptr)d->c * dtype_bytes(d->dtype));
   }
+  if (d->epilogue & RT_EPI_AFFINE) {
+    uids[n] = UID_ESCALE, ptrs[n++] = ptr(io->esb);
+    uids[n] = UID_EBIAS, ptrs[n++] = ptr(io->esb + (CUdeviceptr)d->k * sizeof(float));
+  }
+  if (d->epilogue & RT_EPI_RESIDUAL) uids[n] = UID_RESIDUAL, ptrs[n++] = ptr(io->residual);
+  if (d->epilogue & RT_EPI_DRELU) uids[n] = UID_MASK, ptrs[n++] = ptr(io->mask);
   void *ws = ptr(io->workspace);
   cudnnBackendDescriptor_t pack = NULL;
   RtCudaStatus s;
@@ -599,7 +677,8 @@ typedef struct TuneBufs {
 } TuneBufs;
 
 static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
-  CUdeviceptr *all[] = {&b->io.x, &b->io.w, &b->io.y, &b->io.stats, &b->io.sb, &b->io.workspace};
+  CUdeviceptr *all[] = {&b->io.x,  &b->io.w,   &b->io.y,        &b->io.stats,
+                        &b->io.sb, &b->io.esb, &b->io.residual, &b->io.mask, &b->io.workspace};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) cu->MemFree(*all[i]);
   memset(b, 0, sizeof *b);
@@ -694,7 +773,17 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                      (d->prologue &&
                       (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
                        RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err,
-                             errlen))))) {
+                             errlen))) ||
+                     ((d->epilogue & RT_EPI_AFFINE) &&
+                      (RT_CU(cu, MemAlloc, (&io->esb, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen) ||
+                       RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what,
+                             err, errlen))) ||
+                     ((d->epilogue & RT_EPI_RESIDUAL) &&
+                      RT_CU(cu, MemAlloc, (&io->residual, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err,
+                            errlen)) ||
+                     ((d->epilogue & RT_EPI_DRELU) &&
+                      RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err,
+                            errlen)))) {
         destroy(h->dnn, &plan);
         return RT_CUDA_ECALL;
       }
@@ -908,8 +997,13 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
-  snprintf(p->what, sizeof p->what, "conv %s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
-           key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "",
+  char epi[48] = "";
+  if (key.epilogue)
+    snprintf(epi, sizeof epi, "+%s%s%s", key.epilogue & RT_EPI_AFFINE ? "scale-bias" : "",
+             key.epilogue & RT_EPI_RESIDUAL ? "-add" : "",
+             key.epilogue & RT_EPI_RELU ? "-relu" : key.epilogue & RT_EPI_DRELU ? "drelu" : "");
+  snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
+           key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
            dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
            key.n, key.h, key.w, key.c, key.k, key.r, key.s, key.c / key.groups, key.ho, key.wo, key.stride[0],
            key.stride[1], key.pad[0], key.pad[1], key.dilation[0], key.dilation[1], key.groups,
@@ -936,6 +1030,12 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
     rt_cuda_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
                  plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
                  io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
+    return RT_CUDA_EARG;
+  }
+  int e = d->epilogue;
+  if (!io->esb != !(e & RT_EPI_AFFINE) || !io->residual != !(e & RT_EPI_RESIDUAL) || !io->mask != !(e & RT_EPI_DRELU)) {
+    rt_cuda_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
+                 fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
     return RT_CUDA_EARG;
   }
   return RT_CUDA_OK;

@@ -41,7 +41,15 @@ typedef struct RtConvDesc {
                            * and bias in x's dtype, computed in FP32, zero padding applied after),
                            * a batch norm and its relu applied on the fly (cuDNN's ConvBNfprop
                            * and ConvBNwgrad patterns); see RtConvIo.sb */
+  int epilogue;           /* RT_CONV_FWD, no genstats or prologue: the convolution's FP32 result
+                           * r becomes y = [relu](r * scale + bias [+ residual]) (per channel of
+                           * y, scale and bias f32; cuDNN's conv-scale-bias-add-relu runtime
+                           * fusion); RT_EPI_* flags; see RtConvIo.esb and residual.
+                           * RT_CONV_BWD_DATA: RT_EPI_DRELU only, dx masked where the forward's
+                           * relu output (RtConvIo.mask, shaped like dx) is not positive */
 } RtConvDesc;
+
+enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8 };
 
 /* The device buffers of one run.  stats: 2*K floats when the plan's
  * description has genstats (zeroed first, on the stream), else 0.  sb: when
@@ -50,6 +58,9 @@ typedef struct RtConvDesc {
  * workspace bytes (may be 0 when it needs none). */
 typedef struct RtConvIo {
   CUdeviceptr x, w, y, stats, sb, workspace;
+  CUdeviceptr esb;      /* epilogue RT_EPI_AFFINE: K f32 scales, then K f32 biases */
+  CUdeviceptr residual; /* epilogue RT_EPI_RESIDUAL: shaped and typed like y */
+  CUdeviceptr mask;     /* epilogue RT_EPI_DRELU: shaped and typed like x (dx) */
 } RtConvIo;
 
 typedef struct RtCudnn RtCudnn;

@@ -142,6 +142,7 @@ static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
   switch (l->when) {
   case RT_K_ALWAYS: return 1;
   case RT_K_PROLOGUE: return !c->pro_fused;
+  case RT_K_EPI_UNFUSED: return !c->epi_fused;
   case RT_K_FUSED: return c->fused;
   default: return !c->fused;
   }
@@ -160,7 +161,7 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     for (int j = 0; j < x->prog.kn[i].nlaunch; j++) {
       const RtKLaunch *l = &x->prog.kn[i].launch[j];
       total += launch_runs(l, &x->conv[i]);
-      x->conv[i].pre += l->when == RT_K_PROLOGUE && launch_runs(l, &x->conv[i]);
+      x->conv[i].pre += l->before && launch_runs(l, &x->conv[i]);
     }
   }
   x->first[g->nnode] = total;
@@ -178,6 +179,11 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
           (s = resolve_arg(x, i, &k->conv_y, &c->io.y, err, errlen)) ||
           (c->fused && (s = resolve_arg(x, i, &k->conv_stats, &c->io.stats, err, errlen))) ||
           (k->conv.prologue && c->pro_fused && (s = resolve_arg(x, i, &k->conv_sb, &c->io.sb, err, errlen))))
+        break;
+      int epi = c->epi_fused ? k->conv.epilogue : 0;
+      if (((epi & RT_EPI_AFFINE) && (s = resolve_arg(x, i, &k->conv_esb, &c->io.esb, err, errlen))) ||
+          ((epi & RT_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &c->io.residual, err, errlen))) ||
+          ((epi & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))))
         break;
     }
     for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
@@ -219,11 +225,12 @@ static int prologue_allowed(void) {
   return !(v && strcmp(v, "0") == 0);
 }
 
-/* Whether a convolution that can apply its prologue itself times that
- * against a kernel writing the activation first: $NETC_PROLOGUE_PICK = 0
- * keeps the fused prologue wherever cuDNN plans it, for comparisons. */
-static int prologue_pick_allowed(void) {
-  const char *v = getenv("NETC_PROLOGUE_PICK");
+/* Whether a convolution that can apply its prologue or epilogue itself
+ * times that against the plain convolution plus the kernel doing that
+ * part: $NETC_FUSION_PICK = 0 keeps the fused plan wherever cuDNN makes
+ * one, for comparisons. */
+static int fusion_pick_allowed(void) {
+  const char *v = getenv("NETC_FUSION_PICK");
   return !(v && strcmp(v, "0") == 0);
 }
 
@@ -232,11 +239,11 @@ enum { PICK_RUNS = 5 };
 /* Temporary device buffers for plan_convs' timings, grown as needed and
  * freed when planning ends (the scratch does not exist yet). */
 typedef struct PickBufs {
-  CUdeviceptr stats, workspace, copy;
-  size_t stats_bytes, workspace_bytes, copy_bytes;
+  CUdeviceptr stats, workspace, copy, esb;
+  size_t stats_bytes, workspace_bytes, copy_bytes, esb_bytes;
 } PickBufs;
 
-/* One timed description and its outcome: the fused prologue or not. */
+/* One timed description and its outcome: the fused plan or not. */
 typedef struct PickMemo {
   RtConvDesc fused_desc;
   int fused;
@@ -246,24 +253,25 @@ static RtCudaStatus pick_grow(RtGpu *x, CUdeviceptr *p, size_t *have, size_t nee
   if (need <= *have) return RT_CUDA_OK;
   if (*p) x->api->MemFree(*p);
   *p = 0, *have = 0;
-  RtCudaStatus s = RT_CU(x->api, MemAlloc, (p, need), "timing a convolution's prologue", err, errlen);
+  RtCudaStatus s = RT_CU(x->api, MemAlloc, (p, need), "timing a convolution's fusion", err, errlen);
+  if (!s) s = RT_CU(x->api, MemsetD8Async, (*p, 0, need, x->stream), "timing a convolution's fusion", err, errlen);
   if (!s) *have = need;
   return s;
 }
 
 static void pick_bufs_free(RtGpu *x, PickBufs *b) {
-  CUdeviceptr all[] = {b->stats, b->workspace, b->copy};
+  CUdeviceptr all[] = {b->stats, b->workspace, b->copy, b->esb};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]) x->api->MemFree(all[i]);
   memset(b, 0, sizeof *b);
 }
 
 /* Milliseconds per device copy of bytes from src into b->copy (mean of
- * PICK_RUNS after one warm-up): the read and write of x that a
- * materialized prologue adds. */
+ * PICK_RUNS after one warm-up): the read and write of a tensor that the
+ * kernel doing a prologue's or an epilogue's work adds. */
 static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs *b, float *ms, char *err,
                               size_t errlen) {
-  const char *what = "timing a materialized prologue";
+  const char *what = "timing an unfused prologue or epilogue";
   CUevent ev[2] = {NULL, NULL};
   RtCudaStatus s = pick_grow(x, &b->copy, &b->copy_bytes, bytes, err, errlen);
   for (int i = 0; !s && i < 2; i++) s = RT_CU(x->api, EventCreate, (&ev[i], CU_EVENT_DEFAULT), what, err, errlen);
@@ -281,78 +289,95 @@ static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs 
   return s;
 }
 
-/* Times node i's convolution with the fused prologue (fused, as planned
- * from desc) against the plain plan plus a copy of x's bytes, on the
- * node's own value addresses (they hold nothing yet) and temporary
- * statistics, workspace and copy buffers; *use_fused = whether the fused
- * one is no slower. */
-static RtCudaStatus time_prologue(RtGpu *x, int i, const RtConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
-                                  RtConvPlan *plain, size_t ws_plain, PickBufs *b, int *use_fused, char *err,
-                                  size_t errlen) {
+/* Times node i's convolution as planned from desc with its prologue or
+ * epilogue fused (fused) against the plan without it (plain) plus what the
+ * kernel doing that part moves: a copy of x's bytes for a prologue, of the
+ * output's for an epilogue (one and a half for one that also reads a
+ * residual or a mask).  On the node's own value addresses (they hold
+ * nothing yet) and temporary statistics, scale and bias, workspace and copy
+ * buffers; *use_fused = whether the fused one is no slower. */
+static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
+                                RtConvPlan *plain, size_t ws_plain, PickBufs *b, int *use_fused, char *err,
+                                size_t errlen) {
   const RtKNode *k = &x->prog.kn[i];
+  int e = desc->epilogue;
   RtConvIo io;
   memset(&io, 0, sizeof io);
-  size_t ws = ws_fused > ws_plain ? ws_fused : ws_plain;
-  size_t x_bytes = (size_t)desc->n * desc->h * desc->w * desc->c * ir_dtype_size(desc->dtype);
+  size_t ws = ws_fused > ws_plain ? ws_fused : ws_plain, el = ir_dtype_size(desc->dtype);
+  size_t x_bytes = (size_t)desc->n * desc->h * desc->w * desc->c * el;
+  size_t y_bytes = (size_t)desc->n * desc->ho * desc->wo * desc->k * el;
   RtCudaStatus s;
   if ((s = resolve_arg(x, i, &k->conv_x, &io.x, err, errlen)) ||
       (s = resolve_arg(x, i, &k->conv_w, &io.w, err, errlen)) ||
       (s = resolve_arg(x, i, &k->conv_y, &io.y, err, errlen)) ||
-      (s = resolve_arg(x, i, &k->conv_sb, &io.sb, err, errlen)) ||
+      (desc->prologue && (s = resolve_arg(x, i, &k->conv_sb, &io.sb, err, errlen))) ||
+      ((e & RT_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &io.residual, err, errlen))) ||
+      ((e & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &io.mask, err, errlen))) ||
+      ((e & RT_EPI_AFFINE) &&
+       (s = pick_grow(x, &b->esb, &b->esb_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
       (desc->genstats &&
        (s = pick_grow(x, &b->stats, &b->stats_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
       (ws && (s = pick_grow(x, &b->workspace, &b->workspace_bytes, ws, err, errlen))))
     return s;
+  io.esb = e & RT_EPI_AFFINE ? b->esb : 0;
   io.stats = desc->genstats ? b->stats : 0;
   io.workspace = ws ? b->workspace : 0;
   float t_fused = 0, t_plain = 0, t_copy = 0;
   if ((s = rt_cudnn_conv_time(x->dnn, fused, &io, PICK_RUNS, &t_fused, err, errlen))) return s;
-  io.sb = 0;
+  io.sb = io.esb = io.residual = io.mask = 0;
+  int fwd_out = desc->kind == RT_CONV_FWD && e;
   if ((s = rt_cudnn_conv_time(x->dnn, plain, &io, PICK_RUNS, &t_plain, err, errlen)) ||
-      (s = time_copy(x, io.x, x_bytes, b, &t_copy, err, errlen)))
+      (s = time_copy(x, fwd_out ? io.y : io.x, fwd_out ? y_bytes : x_bytes, b, &t_copy, err, errlen)))
     return s;
+  if (e & (RT_EPI_RESIDUAL | RT_EPI_DRELU)) t_copy *= 1.5f;
   *use_fused = t_fused <= t_plain + t_copy;
   return RT_CUDA_OK;
 }
 
-/* Whether node i (its fused-prologue plan made from cand[0]) keeps that
- * plan or takes cand[1]'s (no prologue, same statistics) with a kernel
- * materializing the prologue: timed once per description (memo), the
- * fused plan kept on any failure. */
-static void pick_prologue(RtGpu *x, int i, const RtConvDesc cand[2], size_t *ws, PickMemo *memo, int *nmemo,
-                          PickBufs *b) {
+/* Whether node i (its fused plan made from fused_desc) keeps that plan or
+ * takes plain_desc's (without the prologue or epilogue) with the kernel
+ * doing that part: timed once per description (memo), the fused plan kept
+ * on any failure. */
+static void pick_fusion(RtGpu *x, int i, const RtConvDesc *fused_desc, const RtConvDesc *plain_desc, size_t *ws,
+                        PickMemo *memo, int *nmemo, PickBufs *b) {
   GpuConv *c = &x->conv[i];
   char err[1024];
   int m = 0;
-  while (m < *nmemo && memcmp(&memo[m].fused_desc, &cand[0], sizeof cand[0])) m++;
+  while (m < *nmemo && memcmp(&memo[m].fused_desc, fused_desc, sizeof *fused_desc)) m++;
   int use_fused = m < *nmemo ? memo[m].fused : 1;
   if (m < *nmemo && use_fused) return;
   RtConvPlan *plain = NULL;
   size_t ws_plain = 0;
-  int planned = !rt_cudnn_conv_plan(x->dnn, &cand[1], &plain, &ws_plain, err, sizeof err);
+  int planned = !rt_cudnn_conv_plan(x->dnn, plain_desc, &plain, &ws_plain, err, sizeof err);
   if (m == *nmemo) {
-    if (!planned || time_prologue(x, i, &cand[0], c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
+    if (!planned ||
+        time_fusion(x, i, fused_desc, c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
       use_fused = 1;
-    memo[*nmemo].fused_desc = cand[0], memo[*nmemo].fused = use_fused;
+    memo[*nmemo].fused_desc = *fused_desc, memo[*nmemo].fused = use_fused;
     ++*nmemo;
   }
   if (use_fused || !planned) return;
+  const RtConvDesc *want = &x->prog.kn[i].conv;
   c->plan = plain, *ws = ws_plain;
-  c->fused = cand[1].genstats, c->pro_fused = 0;
+  c->fused = plain_desc->genstats;
+  c->pro_fused = plain_desc->prologue || !want->prologue;
+  c->epi_fused = plain_desc->epilogue || !want->epilogue;
 }
 
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
  * A convolution gets the most fused plan cuDNN has an engine for, trying
  * in order: its description (statistics and prologue as the node asks),
  * without the prologue, then plain; the node runs the launches that make
- * up for what its plan leaves out.  Where the fused prologue plans, it is
- * timed against the plan without it plus the kernel that writes the
- * prologue's activation (pick_prologue), and the faster is kept. */
+ * up for what its plan leaves out.  Where a fused prologue or epilogue
+ * plans, it is timed against the plan without it plus the kernel doing
+ * that part (pick_fusion), and the faster is kept. */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
   const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
   int stats_ok = genstats_allowed(determ && strcmp(determ, "1") == 0), pro_ok = prologue_allowed();
-  int pick = pro_ok && prologue_pick_allowed(), nmemo = 0;
+  const char *epi_env = getenv("NETC_EPILOGUE"); /* "0": epilogues by their own kernels, for comparisons */
+  int epi_ok = !(epi_env && strcmp(epi_env, "0") == 0);
+  int pick = fusion_pick_allowed(), nmemo = 0;
   PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;
   memset(&bufs, 0, sizeof bufs);
@@ -364,7 +389,8 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     cand[0].genstats = cand[1].genstats = want->genstats && stats_ok;
     cand[0].prologue = want->prologue && pro_ok;
     cand[1].prologue = cand[2].prologue = 0;
-    cand[2].genstats = 0;
+    cand[0].epilogue = cand[1].epilogue = epi_ok ? want->epilogue : 0;
+    cand[2].genstats = cand[2].epilogue = 0;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
     s = RT_CUDA_EARG;
@@ -373,10 +399,13 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
       if (t && !memcmp(&cand[t], &cand[t - 1], sizeof cand[t])) continue;
       s = rt_cudnn_conv_plan(x->dnn, &cand[t], &c->plan, &ws, err, errlen);
       c->fused = cand[t].genstats, c->pro_fused = cand[t].prologue || !want->prologue;
+      c->epi_fused = cand[t].epilogue || !want->epilogue;
     }
     if (s) break;
     if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes)
-      pick_prologue(x, i, cand, &ws, memo, &nmemo, &bufs);
+      pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs);
+    else if (memo && t == 1 && cand[0].epilogue)
+      pick_fusion(x, i, &cand[0], &cand[2], &ws, memo, &nmemo, &bufs);
     if (ws > *ws_max) *ws_max = ws;
   }
   pick_bufs_free(x, &bufs);

@@ -57,6 +57,10 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *                               from the convolution (cuDNN GenStats)
  *   NETC_PROLOGUE=0             a convolution's prologue (the batch norm + relu
  *                               before it) by a kernel into scratch, not by cuDNN
+ *   NETC_FUSION_PICK=0          keep every fused prologue / epilogue cuDNN plans,
+ *                               without timing it against the separate kernel
+ *   NETC_EPILOGUE=0             a convolution's epilogue (inference batch norm,
+ *                               relu backward) by its own kernel, not by cuDNN
  *   NETC_MULTI_TENSOR=0         one launch per sgd_update / weight cast, not one
  *                               per run of them
  *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic

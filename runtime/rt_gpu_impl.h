@@ -19,6 +19,7 @@ typedef struct GpuConv {
   RtConvPlan *plan;
   int fused;         /* the plan writes the statistics (RtConvDesc.genstats) into io.stats */
   int pro_fused;     /* the plan applies the node's prologue (RtConvDesc.prologue) itself */
+  int epi_fused;     /* the plan applies the node's epilogue (RtConvDesc.epilogue) itself */
   int pre;           /* launches of the node that run before the convolution (its PROLOGUE) */
   RtConvIo io;       /* workspace: the executor's */
 } GpuConv;

@@ -370,21 +370,39 @@ static int check_f32(Emit *e, int first_in, int last_in, int first_out, int last
   return 0;
 }
 
+static void last_when(Emit *e, RtKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
+
 /* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
- * mean, var) into coef, then the affine on tensor x into y. */
+ * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
+ * (conv set): the finalize runs before the convolution and also writes the
+ * equivalent scale and bias (f32) for the convolution's epilogue; the
+ * affine runs only when cuDNN's plan has no epilogue. */
 static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int relu) {
   Chan c;
-  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0) || chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
-  ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
+  int epi = e->k->has_conv;
+  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0)) return -1;
+  size_t esb = c.coef + align256((size_t)4 * c.C * sizeof(float));
+  c.sb = epi;
+  if (chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
+  if (epi) {
+    ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
+    need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
+    e->k->launch[e->k->nlaunch - 1].before = 1;
+    RtConvDesc *d = &e->k->conv;
+    d->epilogue = RT_EPI_AFFINE | (relu ? RT_EPI_RELU : 0) | (residual_in(e) >= 0 ? RT_EPI_RESIDUAL : 0);
+    e->k->conv_esb = scratch(esb);
+    if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
+  } else {
+    ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
+  }
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
+  if (epi) last_when(e, RT_K_EPI_UNFUSED);
   if (residual_in(e) >= 0)
     ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
     ARGS(e, x, scratch(c.coef), y);
   return 0;
 }
-
-static void last_when(Emit *e, RtKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
 
 /* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
  * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd.
@@ -506,10 +524,15 @@ static int emit_conv_body(Emit *e) {
   }
   case IR_OP_CONV2D_BWD_DATA: return conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0));
   case IR_OP_CONV2D_BWD_WEIGHT: return conv(e, RT_CONV_BWD_FILTER, in(1), out(0), in(0));
-  case IR_OP_CONV2D_BWD_DATA_RELU:
+  case IR_OP_CONV2D_BWD_DATA_RELU: /* cuDNN masks dx in its epilogue, or a kernel does after */
     if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
-    return eltwise(e, "mask", "NETC_OP_RELU_BWD", out_type(e, 0)->dtype, numel(e, out_type(e, 0)), in(2), out(0),
-                   out(0), out(0));
+    e->k->conv.epilogue = RT_EPI_DRELU;
+    e->k->conv_mask = in(2);
+    if (eltwise(e, "mask", "NETC_OP_RELU_BWD", out_type(e, 0)->dtype, numel(e, out_type(e, 0)), in(2), out(0),
+                out(0), out(0)))
+      return -1;
+    last_when(e, RT_K_EPI_UNFUSED);
+    return 0;
   case IR_OP_CONV2D_BN:
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
@@ -538,6 +561,7 @@ static int emit_conv(Emit *e) {
     if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, ctype(tx->dtype))) return -1;
     ARGS(e, in(xi), in(sbx), scratch(0));
     last_when(e, RT_K_PROLOGUE);
+    e->k->launch[e->k->nlaunch - 1].before = 1;
   }
   if (emit_conv_body(e)) return -1;
   if (sbx < 0) return 0;

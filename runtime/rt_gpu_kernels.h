@@ -47,11 +47,14 @@ typedef struct RtKArg {
  * relu(x * scale + bias) into scratch at pro_offset; the executor runs it,
  * BEFORE the convolution (PROLOGUE launches come first in the list), and
  * points the convolution's x there when its cuDNN plan has no prologue. */
-typedef enum RtKWhen { RT_K_ALWAYS, RT_K_UNFUSED, RT_K_FUSED, RT_K_PROLOGUE } RtKWhen;
+typedef enum RtKWhen { RT_K_ALWAYS, RT_K_UNFUSED, RT_K_FUSED, RT_K_PROLOGUE, RT_K_EPI_UNFUSED } RtKWhen;
+/* RT_K_EPI_UNFUSED: what a convolution's epilogue (conv.epilogue) does, run
+ * after it when its cuDNN plan has no epilogue. */
 
 typedef struct RtKLaunch {
   char name[RT_K_NAME];   /* kernel name in the source */
   RtKWhen when;
+  int before;             /* runs before the node's convolution (such launches come first) */
   unsigned grid[3], block[3];
   unsigned smem;          /* dynamic shared memory bytes */
   int nargs;
@@ -69,6 +72,7 @@ typedef struct RtKNode {
   RtKArg conv_x, conv_w, conv_y;
   RtKArg conv_stats;      /* conv.genstats: where the fused statistics go (2*K floats) */
   RtKArg conv_sb;         /* conv.prologue: the scale and bias (2*C of x's dtype) */
+  RtKArg conv_esb, conv_res, conv_mask; /* conv.epilogue: RtConvIo.esb, residual, mask */
 } RtKNode;
 
 /* What the emitter needs to know of the device. */

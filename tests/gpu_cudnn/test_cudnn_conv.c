@@ -15,6 +15,9 @@
  * must match those of the y it wrote, within f16 rounding of y.
  * Prologue: the same shapes' forward (with GenStats) and weight gradient
  * reading relu(x * scale + bias) (RtConvDesc.prologue), within 1e-2.
+ * Epilogue: their forward with scale and bias (plus a residual, plus relu)
+ * applied to the FP32 result, and their data gradient masked by a relu
+ * output (RtConvDesc.epilogue), within 1e-2.
  *
  * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
  * 256 in f16 (and the stem's other forms: f32, f32 with TF32, f16 on 8
@@ -335,6 +338,79 @@ done:
   free(x), free(w), free(y), free(sb), free(a), free(ref), free(got);
 }
 
+/* Shape sh's f16 forward convolution with the epilogue flags epi (scale and
+ * bias, a residual, relu), or its data gradient masked by relu's output
+ * (RT_EPI_DRELU), against the reference convolution then the same
+ * arithmetic in f32, rounded to f16 once. */
+static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
+  int fwd = !(epi & RT_EPI_DRELU);
+  RtConvDesc d = shape_desc(sh, fwd ? RT_CONV_FWD : RT_CONV_BWD_DATA, IR_DT_F16);
+  d.epilogue = epi;
+  RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
+  RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
+  RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1], 1, 1, 1};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
+  int64_t nout = fwd ? ny : nx;
+  float *x = rand_array(nx, IR_DT_F16), *w = rand_array(nw, IR_DT_F16), *y = rand_array(ny, IR_DT_F16);
+  float *extra = rand_array(nout, IR_DT_F16), *esb = rand_array(2 * (int64_t)d.k, IR_DT_F32);
+  float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
+  CUdeviceptr bx = 0, bw = 0, by = 0, be = 0, bsb = 0, ws = 0;
+  char what[64];
+  snprintf(what, sizeof what, "%s%s%s", fwd ? "fwd+scale-bias" : "bwd-data+drelu", epi & RT_EPI_RESIDUAL ? "-add" : "",
+           epi & RT_EPI_RELU ? "-relu" : "");
+  CHECK(x && w && y && extra && esb && ref && got, "out of host memory");
+  if (!x || !w || !y || !extra || !esb || !ref || !got) goto done;
+  int rc = fwd ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
+               : rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, y, NULL);
+  CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
+  if (rc) goto done;
+  for (int64_t i = 0; i < nout; i++) {
+    float r = ref[i];
+    if (fwd) {
+      int k = (int)(i % d.k);
+      r = r * esb[k] + esb[d.k + k];
+      if (epi & RT_EPI_RESIDUAL) r += extra[i];
+      if ((epi & RT_EPI_RELU) && r < 0) r = 0;
+    } else if (!(extra[i] > 0)) {
+      r = 0;
+    }
+    ref[i] = r;
+  }
+  rt_ref_round_f16(nout, ref, ref);
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
+  CHECK(!s, "%s %s plan: %s", sh->name, what, err);
+  if (s) goto done;
+  int ok = upload(g, w, nw, IR_DT_F16, &bw) && upload(g, extra, nout, IR_DT_F16, &be) &&
+           (fwd ? upload(g, x, nx, IR_DT_F16, &bx) && alloc_nan(g, ny, IR_DT_F16, &by) &&
+                      upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb)
+                : alloc_nan(g, nx, IR_DT_F16, &bx) && upload(g, y, ny, IR_DT_F16, &by)) &&
+           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
+  RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb,
+                 .residual = epi & RT_EPI_RESIDUAL ? be : 0, .mask = fwd ? 0 : be};
+  ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
+       !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+       download(g, fwd ? by : bx, nout, IR_DT_F16, got);
+  CHECK(ok, "%s %s run: %s", sh->name, what, err);
+  if (!ok) goto done;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < nout; i++) {
+    double diff = (double)got[i] - (double)ref[i];
+    num += diff * diff, den += (double)ref[i] * ref[i];
+  }
+  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+  int pass = rel < 1e-2;
+  printf("%-22s f16  %-26s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", sh->name, what, rel, pass ? "ok" : "FAIL",
+         ws_bytes);
+  CHECK(pass, "%s %s: relative error %.3e", sh->name, what, rel);
+done:
+  CUdeviceptr bufs[] = {bx, bw, by, be, bsb, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g->api->MemFree(bufs[i]);
+  free(x), free(w), free(y), free(extra), free(esb), free(ref), free(got);
+}
+
 static const Shape CHECKED[] = {
     {"stem 7x7 s2 C=4", 2, 4, 112, 112, 64, 7, 7, 2, 3, 1, 1, 0},
     {"1x1 s1", 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 0},
@@ -560,6 +636,10 @@ int main(int argc, char **argv) {
   for (size_t i = 1; !s && i <= 4; i++) {
     check_prologue(&g, &CHECKED[i], RT_CONV_FWD);
     check_prologue(&g, &CHECKED[i], RT_CONV_BWD_FILTER);
+    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE | RT_EPI_RELU);
+    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE | RT_EPI_RESIDUAL | RT_EPI_RELU);
+    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE);
+    check_epilogue(&g, &CHECKED[i], RT_EPI_DRELU);
   }
   if (!s && run_bench) bench(&g, started, genstats_only);
   rt_cudnn_free(g.dnn_tuned);

@@ -50,6 +50,9 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     check_arg(n, k, "conv w", &k->conv_w);
     check_arg(n, k, "conv y", &k->conv_y);
     if (k->conv.prologue) check_arg(n, k, "conv sb", &k->conv_sb);
+    if (k->conv.epilogue & RT_EPI_AFFINE) check_arg(n, k, "conv epilogue scale and bias", &k->conv_esb);
+    if (k->conv.epilogue & RT_EPI_RESIDUAL) check_arg(n, k, "conv residual", &k->conv_res);
+    if (k->conv.epilogue & RT_EPI_DRELU) check_arg(n, k, "conv relu mask", &k->conv_mask);
     CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
           "%s node %d: conv shape", gname, i);
   }

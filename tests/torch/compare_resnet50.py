@@ -199,7 +199,7 @@ def torch_curve(model_state, images, labels, device, amp, lr):
     return losses
 
 
-CURVE_LR = 0.01
+CURVE_LR = 0.01  # at --curve-batch 16; scaled linearly with the batch (the usual rule)
 CURVE_CRITERIA = (2e-2, 5e-2)  # floor of the allowed relative difference: fp32, fp16
 
 
@@ -217,6 +217,7 @@ def curves(args, state, weights, device):
     """The --curve comparison; True when both criteria are met."""
     import torch
     S, N = args.curve, args.curve_batch
+    lr = args.curve_lr if args.curve_lr else CURVE_LR * N / 16
     gen = torch.Generator().manual_seed(args.seed + 2)
     distinct = [torch.randn(N, 3, 224, 224, generator=gen) for _ in range(5)]
     dlabels = [torch.randint(0, 1000, (N,), generator=gen, dtype=torch.int64) for _ in range(5)]
@@ -224,21 +225,21 @@ def curves(args, state, weights, device):
     labels = [dlabels[i % 5] for i in range(S)]
     inputs = os.path.join(args.work, "curve_inputs.safetensors")
     save(inputs, {"image": torch.cat(images), "label": torch.cat(labels)})
-    t32 = torch_curve(state, images, labels, device, False, CURVE_LR)
-    t16 = torch_curve(state, images, labels, device, True, CURVE_LR)
+    t32 = torch_curve(state, images, labels, device, False, lr)
+    t16 = torch_curve(state, images, labels, device, True, lr)
     nudge = torch.Generator().manual_seed(args.seed + 3)
     drift, t32n = (0.0, [0.0] * ((S + 9) // 10)), None
     for k in range(max(1, args.curve_nudges)):
         tk = torch_curve(state, [x * (1 + 1e-6 * torch.randn(x.shape, generator=nudge)) for x in images], labels,
-                         device, False, CURVE_LR)
+                         device, False, lr)
         dk = curve_diff(tk, t32)
         print(f"curve torch fp32, nudge {k + 1}          10-step windows "
               + " ".join(f"{x:8.2e}" for x in dk[1]) + "  (info)")
         drift = (max(drift[0], dk[0]), [max(a, b) for a, b in zip(drift[1], dk[1])])
         t32n = t32n or tk
-    n32 = netc_step(args, weights, inputs, "fp32", 1.0, S, CURVE_LR)
-    n16 = netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, CURVE_LR)
-    print(f"\nloss curves: {S} SGD steps (lr {CURVE_LR}, batch {N}, 5 distinct batches cycled)")
+    n32 = netc_step(args, weights, inputs, "fp32", 1.0, S, lr)
+    n16 = netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, lr)
+    print(f"\nloss curves: {S} SGD steps (lr {lr:g}, batch {N}, 5 distinct batches cycled)")
     print(f"{'step':>4s} {'torch fp32':>11s} {'netc fp32':>11s} {'torch amp16':>11s} {'netc fp16':>11s} "
           f"{'torch nudged':>12s} {'netc fp16 scale':>15s}")
     sc = args.scales.get("fp16", [])
@@ -310,6 +311,7 @@ def main():
     ap.add_argument("--cache", default=None, help="netrun's NVRTC kernel cache")
     ap.add_argument("--curve", type=int, default=0, help="SGD steps of the loss-curve comparison (0: off)")
     ap.add_argument("--curve-batch", type=int, default=16)
+    ap.add_argument("--curve-lr", type=float, default=0, help="SGD lr of the curves (default 0.01 * batch / 16)")
     ap.add_argument("--curve-nudges", type=int, default=3, help="nudged PyTorch FP32 curves measuring the drift")
     ap.add_argument("--init", choices=["perturbed", "default"], default="perturbed",
                     help="batch-norm parameters: perturbed (none 0 or 1) or torchvision's default")
