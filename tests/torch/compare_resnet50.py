@@ -21,7 +21,7 @@ the same SGD step in each implementation:
 With --curve S (0: off), also S SGD steps on S batches of --curve-batch
 images cycled from 5 distinct ones, in PyTorch FP32 and AMP fp16 on the
 GPU and in netc fp32 and fp16 (`netrun step --steps S --curve`), printed
-side by side.  Training-mode batch norm on small batches makes the
+side by side, at lr 0.01 * batch / 16 (--curve-lr to set it).  Training-mode batch norm on small batches makes the
 trajectory chaotic (a 1e-6 change of the images moves later losses by
 percents), so further PyTorch FP32 curves on nudged images (--curve-nudges,
 each with its own 1e-6 relative noise; the drift of a window is the largest
