@@ -132,6 +132,8 @@ typedef struct NetTrainState {
   char model_hash[65];    /* out: SHA-256 (hex) of the parameter and state names and shapes */
   int allow_weights;      /* in (load): a plain weights file loads, at position 0 */
   int from_weights;       /* out (load): it was a plain weights file */
+  int64_t accum_steps;    /* batches accumulated per step (0 counts as 1); a checkpoint without
+                           * the entry, written before it existed, loads as 1 */
 } NetTrainState;
 
 /* Writes m's parameters and state and st's position to path, replaced

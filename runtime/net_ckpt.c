@@ -47,6 +47,7 @@ static const IntKey INT_KEYS[] = {
 };
 static const char KEY_SEED[] = "netc.seed";
 static const char KEY_LR[] = "netc.lr";
+static const char KEY_ACCUM[] = "netc.accum_steps"; /* optional: absent in older checkpoints, meaning 1 */
 
 enum { N_INT_KEYS = sizeof INT_KEYS / sizeof INT_KEYS[0] };
 
@@ -121,6 +122,8 @@ static int set_meta(RtStWriter *w, void *user) {
   }
   if (!s) s = rt_st_writer_set_meta(w, KEY_SEED, (snprintf(buf, sizeof buf, "%llu", (unsigned long long)st->seed), buf));
   if (!s) s = rt_st_writer_set_meta(w, KEY_LR, (snprintf(buf, sizeof buf, "%.17g", st->lr), buf));
+  int64_t accum = st->accum_steps > 1 ? st->accum_steps : 1;
+  if (!s) s = rt_st_writer_set_meta(w, KEY_ACCUM, (snprintf(buf, sizeof buf, "%lld", (long long)accum), buf));
   return s != RT_ST_OK;
 }
 
@@ -212,6 +215,10 @@ static NetStatus read_position(const RtStFile *f, const char *path, NetTrainStat
       return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a non-negative integer", path,
                       INT_KEYS[i].key, v);
   }
+  const char *accum = rt_st_meta_get(f, KEY_ACCUM);
+  st->accum_steps = 1;
+  if (accum && (!parse_i64(accum, &st->accum_steps) || st->accum_steps < 1))
+    return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a positive integer", path, KEY_ACCUM, accum);
   const char *seed = rt_st_meta_get(f, KEY_SEED), *lr = rt_st_meta_get(f, KEY_LR), *hash = rt_st_meta_get(f, KEY_HASH);
   if (!parse_u64(seed, &st->seed))
     return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a non-negative integer", path, KEY_SEED, seed);

@@ -338,9 +338,14 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   int64_t t = 0, last_ckpt = 0, started = -1;
   /* a resumed run starts at the checkpoint's step of the same plan: the
    * epochs before it only shuffle (the order of each epoch is as it was) */
-  NetTrainState st = {.seed = c->seed, .epochs = epochs, .steps_total = total};
+  NetTrainState st = {.seed = c->seed, .epochs = epochs, .steps_total = total, .accum_steps = K};
   if (c->resume && !(s = net_checkpoint_load(m, c->resume, &st))) {
-    if (st.seed != c->seed || st.epochs != epochs || st.steps_total != total)
+    if (st.accum_steps != K)
+      s = net_fail(NET_ERR_ARG,
+                   "%s: made by a run accumulating %lld batches per step; this run accumulates %lld (resume with "
+                   "the same --accum)",
+                   c->resume, (long long)st.accum_steps, (long long)K);
+    else if (st.seed != c->seed || st.epochs != epochs || st.steps_total != total)
       s = net_fail(NET_ERR_ARG,
                    "%s: made by a run of %lld epochs, %lld steps, seed %llu; this run has %lld, %lld, seed %llu "
                    "(resume with the same settings)",

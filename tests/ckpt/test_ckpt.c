@@ -134,7 +134,7 @@ static int count_files(const char *dir) {
 }
 
 static const NetTrainState POS = {.step = 3, .epoch = 1, .batch_in_epoch = 2, .epochs = 4, .steps_total = 40,
-                                  .seed = 18446744073709551557ull, .lr = 0.0421875};
+                                  .seed = 18446744073709551557ull, .lr = 0.0421875, .accum_steps = 3};
 
 static void test_round_trip(void) {
   NetModel *m = load("models/smallcnn.net", BATCH, 7), *m2 = load("models/smallcnn.net", BATCH, 9);
@@ -153,6 +153,7 @@ static void test_round_trip(void) {
           (long long)st.epochs, (long long)st.steps_total);
     CHECK(st.seed == POS.seed && st.lr == POS.lr && st.batch == BATCH && !st.from_weights, "seed %llu lr %.17g batch %lld",
           (unsigned long long)st.seed, st.lr, (long long)st.batch);
+    CHECK(st.accum_steps == 3, "accumulation %lld batches per step, saved as 3", (long long)st.accum_steps);
     CHECK(strcmp(st.model_name, "smallcnn") == 0 && strlen(st.model_hash) == 64, "model '%s' hash '%s'", st.model_name,
           st.model_hash);
     RtStFile *f = NULL;

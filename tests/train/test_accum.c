@@ -11,7 +11,8 @@
  *     micro-batch skips the whole update (weights bit for bit unchanged) and
  *     halves the scale; without one the update happens.
  *  4. A stopped and resumed accumulation run (smallcnn fp16, net_train with
- *     checkpoints) ends bit for bit where the straight run ends.
+ *     checkpoints) ends bit for bit where the straight run ends; its checkpoint
+ *     refuses a resume that accumulates another number of batches.
  *  5. Bad accum_steps and an epoch shorter than one update are refused.
  *
  *   test_accum SOURCE_DIR WORK_DIR */
@@ -290,7 +291,10 @@ static void resume(void) {
   }
   m = load("smallcnn", 16, NULL);
   if (!m) return;
-  c.on_step = NULL, c.resume = stopped;
+  c.on_step = NULL, c.resume = stopped, c.accum_steps = 1, c.checkpoint = NULL;
+  CHECK(net_train(m, &c) == NET_ERR_ARG && strstr(net_last_error(), "accumulating 2 batches per step"),
+        "a checkpoint of an accumulating run resumed without accumulation: %s", net_last_error());
+  c.accum_steps = 2, c.checkpoint = stopped;
   CHECK(net_train(m, &c) == NET_OK, "resumed run: %s", net_last_error());
   CHECK(r.steps == 9, "the resumed run ended at step %lld", (long long)r.steps);
   net_free(m);
