@@ -8,6 +8,9 @@
 #   resnet50.so         netc models/resnet50.net --batch=B -o DIR/resnet50.so
 #   resnet50_nofuse.so  the same with -fno-fuse
 #   resnet50_noprologue.so  the same with -fno-prologue
+#   resnet50_f16stem.so the same from a copy of models/resnet50.net whose first
+#                       convolution says precision=f16 (what the design's FP32
+#                       first convolution costs)
 #   resnet50_fp32.so    the same with --precision=fp32
 # A missing file leaves its row out.  Each row is one `netrun bench`
 # (3 warm-up steps, STEPS timed, default 30); the table comes last, with
@@ -30,6 +33,7 @@ rows=(
   "prologue fused everywhere, not timed (NETC_FUSION_PICK=0)|NETC_FUSION_PICK=0|-|resnet50.so"
   "no prologue pass (netc -fno-prologue)|-|-|resnet50_noprologue.so"
   "optimizer per tensor (NETC_MULTI_TENSOR=0)|NETC_MULTI_TENSOR=0|-|resnet50.so"
+  "first convolution in f16, not FP32 (precision=f16 on conv1)|-|-|resnet50_f16stem.so"
   "no fuse pass (netc -fno-fuse)|-|-|resnet50_nofuse.so"
   "no mixed precision (netc --precision=fp32)|-|-|resnet50_fp32.so"
   "cuDNN workspace capped (NETC_CUDNN_WORKSPACE_MB=256)|NETC_CUDNN_WORKSPACE_MB=256|-|resnet50.so"
