@@ -13,6 +13,7 @@
 #ifdef NET_HAVE_GPU
 #include "rt_gpu.h"
 #include "rt_gpu_input.h"
+#include "rt_err.h"
 #endif
 
 /* The CPU side of the input pipeline: two byte buffers taken in turn. */
@@ -43,7 +44,7 @@ static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) 
 static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
+  rt_verrf(err, len, fmt, ap);
   va_end(ap);
   return s;
 }

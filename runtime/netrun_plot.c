@@ -7,6 +7,7 @@
  * panel maps data to pixels with a linear Axis per direction whose range
  * is widened to "nice" tick steps (1, 2 or 5 times a power of ten). */
 #include "netrun_plot.h"
+#include "rt_err.h"
 
 #include <cairo.h>
 #include <cjson/cJSON.h>
@@ -134,17 +135,6 @@ int netrun_plot_cairo_ready(char *why, size_t len) {
   return cairo.ok ? 0 : -1;
 }
 
-static int failf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int failf(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
-
 int netrun_plot_read_png(const char *path, int *width, int *height, uint32_t **pixels, char *err, size_t errlen) {
   *pixels = NULL;
   if (netrun_plot_cairo_ready(err, errlen)) return -1;
@@ -153,7 +143,7 @@ int netrun_plot_read_png(const char *path, int *width, int *height, uint32_t **p
   cairo_status_t st = c->surface_status(s);
   if (st != CAIRO_STATUS_SUCCESS) {
     c->surface_destroy(s);
-    return failf(err, errlen, "%s: cannot read the PNG: %s", path, c->status_to_string(st));
+    return rt_errf(err, errlen, "%s: cannot read the PNG: %s", path, c->status_to_string(st));
   }
   c->surface_flush(s);
   int w = c->image_surface_get_width(s), h = c->image_surface_get_height(s), stride = c->image_surface_get_stride(s);
@@ -162,7 +152,7 @@ int netrun_plot_read_png(const char *path, int *width, int *height, uint32_t **p
   if (px)
     for (int y = 0; y < h; y++) memcpy(px + (size_t)y * (size_t)w, data + (size_t)y * (size_t)stride, sizeof *px * (size_t)w);
   c->surface_destroy(s);
-  if (!px) return failf(err, errlen, "%s: out of memory for a %dx%d image", path, w, h);
+  if (!px) return rt_errf(err, errlen, "%s: out of memory for a %dx%d image", path, w, h);
   *width = w, *height = h, *pixels = px;
   return 0;
 }
@@ -218,29 +208,29 @@ static int number(const cJSON *o, const char *key, double *out) {
 static int take_line(Log *lg, const cJSON *o, const char *path, int line, char *err, size_t errlen) {
   double step, loss, epoch, acc, top5;
   int has_step = number(o, "step", &step);
-  if (has_step < 0) return failf(err, errlen, "%s:%d: \"step\" is not a number", path, line);
+  if (has_step < 0) return rt_errf(err, errlen, "%s:%d: \"step\" is not a number", path, line);
   if (has_step) {
     if (number(o, "loss", &loss) != 1)
-      return failf(err, errlen, "%s:%d: a step line needs a finite number \"loss\"", path, line);
-    return series_add(&lg->loss, step, loss) ? failf(err, errlen, "out of memory reading %s", path) : 0;
+      return rt_errf(err, errlen, "%s:%d: a step line needs a finite number \"loss\"", path, line);
+    return series_add(&lg->loss, step, loss) ? rt_errf(err, errlen, "out of memory reading %s", path) : 0;
   }
   int has_epoch = number(o, "epoch", &epoch);
-  if (has_epoch < 0) return failf(err, errlen, "%s:%d: \"epoch\" is not a number", path, line);
+  if (has_epoch < 0) return rt_errf(err, errlen, "%s:%d: \"epoch\" is not a number", path, line);
   if (!has_epoch) return 0; /* neither a step nor an epoch line: a kind this reader does not know */
   lg->epochs++;
   int has_acc = number(o, "test_accuracy", &acc), has_top5 = number(o, "test_top5", &top5);
   if (has_acc < 0 || has_top5 < 0)
-    return failf(err, errlen, "%s:%d: \"%s\" is not a number", path, line, has_acc < 0 ? "test_accuracy" : "test_top5");
+    return rt_errf(err, errlen, "%s:%d: \"%s\" is not a number", path, line, has_acc < 0 ? "test_accuracy" : "test_top5");
   /* accuracy -1: the run had no test set */
   if ((has_acc && acc >= 0 && series_add(&lg->top1, epoch, 100 * acc)) ||
       (has_top5 && top5 >= 0 && series_add(&lg->top5, epoch, 100 * top5)))
-    return failf(err, errlen, "out of memory reading %s", path);
+    return rt_errf(err, errlen, "out of memory reading %s", path);
   return 0;
 }
 
 static int log_read(Log *lg, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
-  if (!f) return failf(err, errlen, "%s: cannot open the log: %s", path, strerror(errno));
+  if (!f) return rt_errf(err, errlen, "%s: cannot open the log: %s", path, strerror(errno));
   char *buf = NULL;
   size_t cap = 0;
   ssize_t len;
@@ -251,17 +241,17 @@ static int log_read(Log *lg, const char *path, char *err, size_t errlen) {
     lg->lines++;
     cJSON *o = cJSON_ParseWithLength(buf, (size_t)len);
     if (!o || !cJSON_IsObject(o))
-      rc = failf(err, errlen, "%s:%d: not a JSON object: %.60s", path, line, buf);
+      rc = rt_errf(err, errlen, "%s:%d: not a JSON object: %.60s", path, line, buf);
     else
       rc = take_line(lg, o, path, line, err, errlen);
     cJSON_Delete(o);
   }
-  if (!rc && ferror(f)) rc = failf(err, errlen, "%s: read error after line %d", path, line);
+  if (!rc && ferror(f)) rc = rt_errf(err, errlen, "%s: read error after line %d", path, line);
   free(buf);
   fclose(f);
-  if (!rc && lg->lines == 0) rc = failf(err, errlen, "%s: the log is empty", path);
+  if (!rc && lg->lines == 0) rc = rt_errf(err, errlen, "%s: the log is empty", path);
   if (!rc && lg->loss.n == 0)
-    rc = failf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path, lg->lines);
+    rc = rt_errf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path, lg->lines);
   return rc;
 }
 
@@ -484,7 +474,7 @@ static void title(cairo_t *cr, const char *log_path, const Log *lg) {
 static int draw(const Log *lg, const char *log_path, const char *png_path, char *err, size_t errlen) {
   const CairoApi *c = &cairo.api;
   double *smoothed = malloc(sizeof *smoothed * (size_t)lg->loss.n);
-  if (!smoothed) return failf(err, errlen, "out of memory drawing %s", png_path);
+  if (!smoothed) return rt_errf(err, errlen, "out of memory drawing %s", png_path);
   smooth(&lg->loss, smoothed);
   cairo_surface_t *s = c->image_surface_create(CAIRO_FORMAT_ARGB32, NETRUN_PLOT_WIDTH, NETRUN_PLOT_HEIGHT);
   cairo_t *cr = c->create(s);
@@ -498,12 +488,12 @@ static int draw(const Log *lg, const char *log_path, const char *png_path, char 
   c->destroy(cr);
   c->surface_destroy(s);
   free(smoothed);
-  if (st != CAIRO_STATUS_SUCCESS) return failf(err, errlen, "%s: cannot write the PNG: %s", png_path, c->status_to_string(st));
+  if (st != CAIRO_STATUS_SUCCESS) return rt_errf(err, errlen, "%s: cannot write the PNG: %s", png_path, c->status_to_string(st));
   return 0;
 }
 
 int netrun_plot(const char *log_path, const char *png_path, char *err, size_t errlen) {
-  if (!log_path || !png_path) return failf(err, errlen, "netrun_plot: %s is NULL", log_path ? "png_path" : "log_path");
+  if (!log_path || !png_path) return rt_errf(err, errlen, "netrun_plot: %s is NULL", log_path ? "png_path" : "log_path");
   Log lg = {0};
   int rc = log_read(&lg, log_path, err, errlen);
   if (!rc) rc = netrun_plot_cairo_ready(err, errlen);

@@ -11,16 +11,9 @@
 #include <string.h>
 
 #include "rt_cpu_op.h"
+#include "rt_err.h"
 
 static int is_int_dtype(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
-
-int rt_cpu_failf(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 /* Elements of type t at this batch size, or -1 when a dim is out of range
  * for the kernels (which index with int dims). */
@@ -43,7 +36,7 @@ static int check_node(RtCpu *x, int i) {
   const IrNode *n = &g->node[i];
   const IrOpInfo *info = ir_op_info(n->op);
   const RtCpuOp *op = rt_cpu_op_find(n->op);
-  if (!info) return rt_cpu_failf(x->err, x->errlen, "node %d: unknown op %d", i, (int)n->op);
+  if (!info) return rt_errf(x->err, x->errlen, "node %d: unknown op %d", i, (int)n->op);
   if (!op) return rt_cpu_op_fail(x, n, "op %s not supported by the CPU executor", info->name);
   if (n->nin < info->min_in || n->nin > info->max_in || (info->nout >= 0 && n->nout != info->nout))
     return rt_cpu_op_fail(x, n, "%d inputs and %d outputs do not fit the op", n->nin, n->nout);
@@ -74,10 +67,10 @@ static int check_node(RtCpu *x, int i) {
 
 int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen) {
   *out = NULL;
-  if (!g) return rt_cpu_failf(err, errlen, "no graph");
-  if (batch < 1 || batch > INT_MAX) return rt_cpu_failf(err, errlen, "batch size %lld out of range", (long long)batch);
+  if (!g) return rt_errf(err, errlen, "no graph");
+  if (batch < 1 || batch > INT_MAX) return rt_errf(err, errlen, "batch size %lld out of range", (long long)batch);
   RtCpu *x = calloc(1, sizeof *x);
-  if (!x) return rt_cpu_failf(err, errlen, "out of memory");
+  if (!x) return rt_errf(err, errlen, "out of memory");
   x->g = g;
   x->batch = batch;
   x->err = err;
@@ -91,7 +84,7 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
     if (x->numel[v] < 0) {
       char b[96];
       rt_cpu_free(x);
-      return rt_cpu_failf(err, errlen, "value %d (%s) is too large", v, ir_type_str(t, b, sizeof b));
+      return rt_errf(err, errlen, "value %d (%s) is too large", v, ir_type_str(t, b, sizeof b));
     }
     size_t es = is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float);
     x->buf[v] = calloc(x->numel[v] ? (size_t)x->numel[v] : 1, es);
@@ -116,7 +109,7 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
   return 0;
 oom:
   rt_cpu_free(x);
-  return rt_cpu_failf(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
+  return rt_errf(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
 }
 
 void rt_cpu_free(RtCpu *x) {
@@ -155,12 +148,12 @@ static void round_outputs(RtCpu *x, const IrNode *n) {
 }
 
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen) {
-  if (!x) return rt_cpu_failf(err, errlen, "no executor");
+  if (!x) return rt_errf(err, errlen, "no executor");
   return rt_cpu_run_nodes(x, 0, x->g->nnode, err, errlen);
 }
 
 int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen) {
-  if (!x || lo < 0 || hi > x->g->nnode || lo > hi) return rt_cpu_failf(err, errlen, "no executor, or nodes out of range");
+  if (!x || lo < 0 || hi > x->g->nnode || lo > hi) return rt_errf(err, errlen, "no executor, or nodes out of range");
   x->err = err;
   x->errlen = errlen;
   int rc = 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "rt_cpu_op.h"
+#include "rt_err.h"
 
 struct RtCpuAccum {
   RtCpu *x;
@@ -28,12 +29,12 @@ struct RtCpuAccum {
 int rt_cpu_accum_new(RtCpu *x, int first, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen) {
   *out = NULL;
   if (!x || first < 0 || first > x->g->nnode || ngrad < 0 || (ngrad && !grad))
-    return rt_cpu_failf(err, errlen, "rt_cpu_accum_new: bad arguments");
+    return rt_errf(err, errlen, "rt_cpu_accum_new: bad arguments");
   for (int i = 0; i < ngrad; i++)
     if (grad[i] < 0 || grad[i] >= x->g->nval || rt_cpu_is_int(x, grad[i]))
-      return rt_cpu_failf(err, errlen, "rt_cpu_accum_new: value %d is not a float gradient", grad[i]);
+      return rt_errf(err, errlen, "rt_cpu_accum_new: value %d is not a float gradient", grad[i]);
   RtCpuAccum *a = calloc(1, sizeof *a);
-  if (!a) return rt_cpu_failf(err, errlen, "out of memory");
+  if (!a) return rt_errf(err, errlen, "out of memory");
   a->x = x, a->first = first, a->n = ngrad;
   a->grad = malloc(sizeof(int) * (size_t)(ngrad ? ngrad : 1));
   a->sum = calloc((size_t)(ngrad ? ngrad : 1), sizeof *a->sum);
@@ -44,7 +45,7 @@ int rt_cpu_accum_new(RtCpu *x, int first, const int *grad, int ngrad, RtCpuAccum
   }
   if (!ok) {
     rt_cpu_accum_free(a);
-    return rt_cpu_failf(err, errlen, "out of memory for the gradient sums");
+    return rt_errf(err, errlen, "out of memory for the gradient sums");
   }
   *out = a;
   return 0;
@@ -75,7 +76,7 @@ static void finish(RtCpuAccum *a, int i, int k) {
 }
 
 int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen) {
-  if (!a || k < 1) return rt_cpu_failf(err, errlen, "rt_cpu_accum_run: bad arguments");
+  if (!a || k < 1) return rt_errf(err, errlen, "rt_cpu_accum_run: bad arguments");
   RtCpu *x = a->x;
   if (rt_cpu_run_nodes(x, 0, a->first, err, errlen)) return -1;
   for (int i = 0; i < a->n; i++) {

@@ -53,19 +53,25 @@ static int relu_if(RtCpu *x, const IrNode *n, int k) {
   return rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd");
 }
 
-/* z is a result of its own: the statistics are taken from z as its dtype
- * keeps it, as they are from an unfused conv2d's rounded output. */
-static int round_z(RtCpu *x, const IrNode *n) { return round_out(x, n, 0); }
+/* The convolution of a training conv + batch norm into z (result 0),
+ * rounded: z is a result of its own, so the statistics are taken from z as
+ * its dtype keeps it, as they are from an unfused conv2d's rounded output.
+ * *zs, *eps and *mom for the batch norm that follows. */
+static int conv_z(RtCpu *x, const IrNode *n, RtRefAct *zs, float *eps, float *mom) {
+  *zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  *eps = (float)ir_attr_float(n, "eps", 1e-5), *mom = (float)ir_attr_float(n, "momentum", 0.1);
+  if ((int64_t)zs->N * zs->H * zs->W < 2)
+    return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
+  return conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_out(x, n, 0) ? -1 : 0;
+}
 
 /* (x, w, gamma, beta, running_mean, running_var[, sbx][, r]) -> z = conv(P(x), w),
  * y = [relu] (batchnorm_train(z) [+ r]), batch mean, invstd; running
  * statistics updated in place. */
 int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
-  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
-  float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);
-  if ((int64_t)zs.N * zs.H * zs.W < 2)
-    return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
-  if (conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_z(x, n)) return -1;
+  RtRefAct zs;
+  float eps, mom;
+  if (conv_z(x, n, &zs, &eps, &mom)) return -1;
   if (rt_cpu_op_check(x, n,
                       rt_ref_batchnorm_fwd_train(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2),
                                                  rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1), rt_cpu_op_in(x, n, 4),
@@ -81,11 +87,9 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
  * as conv2d_bn_train's) and sb = [gamma * invstd; beta - mean * scale]
  * rounded to its dtype. */
 int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n) {
-  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
-  float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);
-  if ((int64_t)zs.N * zs.H * zs.W < 2)
-    return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
-  if (conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_z(x, n)) return -1;
+  RtRefAct zs;
+  float eps, mom;
+  if (conv_z(x, n, &zs, &eps, &mom)) return -1;
   if (rt_cpu_op_check(x, n,
                       rt_ref_batchnorm_stats(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5),
                                              mom, eps, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),

@@ -44,9 +44,6 @@ const RtCpuOp *rt_cpu_op_find(IrOp op);
 
 /* Writes "node 'NAME' (op, %id): message" into x's error buffer; returns -1. */
 int rt_cpu_op_fail(RtCpu *x, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Formats a message into err (when err and errlen) and returns -1: the
- * executor's (rt_cpu.c, rt_cpu_accum.c) failures that name no node. */
-int rt_cpu_failf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Fails with rt_ref's text for a nonzero kernel status; returns 0 on 0. */
 int rt_cpu_op_check(RtCpu *x, const IrNode *n, int status, const char *kernel);
 

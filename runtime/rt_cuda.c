@@ -23,21 +23,11 @@ static struct {
   char why[512];
 } loaded = {PTHREAD_ONCE_INIT, RT_CUDA_OK, {0}, ""};
 
-void rt_cuda_errf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
+RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
+  rt_verrf(err, errlen, fmt, ap);
   va_end(ap);
-}
-
-RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
   return s;
 }
 
@@ -143,12 +133,12 @@ static void load_once(void) {
 
 RtCudaStatus rt_cuda_api(const RtCudaApi **api, char *err, size_t errlen) {
   if (!api) {
-    rt_cuda_errf(err, errlen, "rt_cuda_api: api is NULL");
+    rt_errf(err, errlen, "rt_cuda_api: api is NULL");
     return RT_CUDA_EARG;
   }
   pthread_once(&loaded.once, load_once);
   *api = loaded.status == RT_CUDA_OK ? &loaded.api : NULL;
-  if (loaded.status != RT_CUDA_OK) rt_cuda_errf(err, errlen, "%s", loaded.why);
+  if (loaded.status != RT_CUDA_OK) rt_errf(err, errlen, "%s", loaded.why);
   return loaded.status;
 }
 
@@ -163,7 +153,7 @@ RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
   }
   char code[32];
   snprintf(code, sizeof code, "CUresult %d", (int)status);
-  rt_cuda_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
+  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
        name ? name : code, text ? text : "unknown status", what ? what : "");
   return RT_CUDA_ECALL;
 }
@@ -173,7 +163,7 @@ RtCudaStatus rt_cuda_device_count(int *count, char *err, size_t errlen) {
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
   if (!count) {
-    rt_cuda_errf(err, errlen, "rt_cuda_device_count: count is NULL");
+    rt_errf(err, errlen, "rt_cuda_device_count: count is NULL");
     return RT_CUDA_EARG;
   }
   return RT_CU(api, DeviceGetCount, (count), "counting devices", err, errlen);
@@ -185,7 +175,7 @@ RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info,
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
   if (!info) {
-    rt_cuda_errf(err, errlen, "rt_cuda_device_info: info is NULL");
+    rt_errf(err, errlen, "rt_cuda_device_info: info is NULL");
     return RT_CUDA_EARG;
   }
   memset(info, 0, sizeof *info);
@@ -239,7 +229,7 @@ struct RtCudaCtx {
 RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
                               size_t errlen) {
   if (!out) {
-    rt_cuda_errf(err, errlen, "rt_cuda_ctx_init: out is NULL");
+    rt_errf(err, errlen, "rt_cuda_ctx_init: out is NULL");
     return RT_CUDA_EARG;
   }
   *out = NULL;
@@ -250,12 +240,12 @@ RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
   if ((s = RT_CU(api, DeviceGetCount, (&count), "context", err, errlen)))
     return s;
   if (ordinal < 0 || ordinal >= count) {
-    rt_cuda_errf(err, errlen, "no GPU %d (the driver sees %d)", ordinal, count);
+    rt_errf(err, errlen, "no GPU %d (the driver sees %d)", ordinal, count);
     return count ? RT_CUDA_EARG : RT_CUDA_ENODEVICE;
   }
   RtCudaCtx *c = calloc(1, sizeof *c);
   if (!c) {
-    rt_cuda_errf(err, errlen, "rt_cuda_ctx_init: out of host memory");
+    rt_errf(err, errlen, "rt_cuda_ctx_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   c->api = api;
@@ -290,7 +280,7 @@ void rt_cuda_ctx_free(RtCudaCtx *c) {
 
 RtCudaStatus rt_cuda_ctx_bind(RtCudaCtx *c, char *err, size_t errlen) {
   if (!c) {
-    rt_cuda_errf(err, errlen, "rt_cuda_ctx_bind: context is NULL");
+    rt_errf(err, errlen, "rt_cuda_ctx_bind: context is NULL");
     return RT_CUDA_EARG;
   }
   return RT_CU(c->api, CtxSetCurrent, (c->ctx), "binding the context", err,
@@ -311,13 +301,13 @@ RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c,
                                  const void *image, const char *what,
                                  char *err, size_t errlen) {
   if (!out || !c || !image) {
-    rt_cuda_errf(err, errlen, "rt_cuda_module_init: NULL argument");
+    rt_errf(err, errlen, "rt_cuda_module_init: NULL argument");
     return RT_CUDA_EARG;
   }
   *out = NULL;
   RtCudaModule *m = calloc(1, sizeof *m);
   if (!m) {
-    rt_cuda_errf(err, errlen, "rt_cuda_module_init: out of host memory");
+    rt_errf(err, errlen, "rt_cuda_module_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   m->ctx = c;
@@ -345,7 +335,7 @@ RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name,
                                      CUfunction *fn, char *err,
                                      size_t errlen) {
   if (!m || !name || !fn) {
-    rt_cuda_errf(err, errlen, "rt_cuda_module_function: NULL argument");
+    rt_errf(err, errlen, "rt_cuda_module_function: NULL argument");
     return RT_CUDA_EARG;
   }
   char buf[256];

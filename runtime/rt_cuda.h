@@ -33,6 +33,8 @@
 
 #include <cuda.h> /* types and constants only; no libcuda symbol is linked */
 
+#include "rt_err.h"
+
 typedef enum RtCudaStatus {
   RT_CUDA_OK = 0,
   RT_CUDA_ENODRIVER, /* libcuda.so.1 missing, or an entry point missing */
@@ -46,8 +48,8 @@ typedef enum RtCudaStatus {
 /* The driver entry points netc uses, named after the driver's functions
  * without their "cu" prefix (api->MemAlloc is cuMemAlloc_v2). */
 /* The GPU runtime's one failure path: writes a one-line message to the
- * caller's err buffer (errlen bytes, may be 0); rt_cuda_fail also returns s. */
-void rt_cuda_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+ * caller's err buffer (errlen bytes, may be 0; rt_errf of rt_err.h) and
+ * returns s. */
 RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

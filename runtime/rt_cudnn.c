@@ -190,7 +190,7 @@ static RtCudaStatus dnn_check(const DnnApi *d, cudnnStatus_t status, const char 
   size_t n = strlen(text);
   while (n && text[n - 1] == ' ') text[--n] = 0;
   const char *name = d->GetErrorString(status);
-  rt_cuda_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
+  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
        *text ? text : "no details", what ? what : "");
   return RT_CUDA_ECALL;
 }
@@ -211,7 +211,7 @@ static const char *KIND_NAMES[] = {"fwd", "bwd-data", "bwd-filter"};
 
 RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen) {
   if (!out) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_init: out is NULL");
+    rt_errf(err, errlen, "rt_cudnn_init: out is NULL");
     return RT_CUDA_EARG;
   }
   *out = NULL;
@@ -220,12 +220,12 @@ RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, 
   if (s) return s;
   pthread_once(&loaded.once, load_once);
   if (loaded.status) {
-    rt_cuda_errf(err, errlen, "%s", loaded.why);
+    rt_errf(err, errlen, "%s", loaded.why);
     return loaded.status;
   }
   RtCudnn *h = calloc(1, sizeof *h);
   if (!h) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_init: out of host memory");
+    rt_errf(err, errlen, "rt_cudnn_init: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   h->dnn = &loaded.api;
@@ -296,7 +296,7 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
                                                    : d->epilogue != RT_EPI_DRELU)))
     bad = "epilogue (a forward one scales, a data gradient's masks; neither with genstats or a prologue)";
   if (!bad) return RT_CUDA_OK;
-  rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
+  rt_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
        d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
   return RT_CUDA_EARG;
 }
@@ -565,7 +565,7 @@ static RtCudaStatus heuristics(RtCudnn *h, RtConvPlan *p, cudnnBackendHeurMode_t
   if (n <= 0) goto done;
   cudnnBackendDescriptor_t *c = calloc((size_t)n, sizeof *c);
   if (!c) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory (%s)", p->what);
+    rt_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory (%s)", p->what);
     s = RT_CUDA_ENOMEM;
     goto done;
   }
@@ -878,13 +878,13 @@ static void tune_save(RtCudnn *h) {
 
 RtCudaStatus rt_cudnn_tune_cache(RtCudnn *h, const char *path, char *err, size_t errlen) {
   if (!h || !path) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_tune_cache: NULL argument");
+    rt_errf(err, errlen, "rt_cudnn_tune_cache: NULL argument");
     return RT_CUDA_EARG;
   }
   if (!h->tune) return RT_CUDA_OK;
   free(h->tune_path);
   if (!(h->tune_path = strdup(path))) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_tune_cache: out of host memory");
+    rt_errf(err, errlen, "rt_cudnn_tune_cache: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   FILE *f = fopen(path, "r");
@@ -948,9 +948,9 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   if (!p->plan) {
     if (!total && heur) return heur;
     if (!total)
-      rt_cuda_errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
+      rt_errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
     else if (!acceptable)
-      rt_cuda_errf(err, errlen,
+      rt_errf(err, errlen,
            "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
            "reductions)%s (%s)",
            __FILE__, __LINE__, (long long)total, h->deterministic ? " and is deterministic" : "", p->what);
@@ -969,7 +969,7 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
                                 size_t errlen) {
   if (!h || !d || !plan || !workspace) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
+    rt_errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
     return RT_CUDA_EARG;
   }
   RtCudaStatus s = check_desc(d, err, errlen);
@@ -985,7 +985,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     int cap = h->cap ? 2 * h->cap : 16;
     RtConvPlan **grown = realloc(h->plans, sizeof *grown * (size_t)cap);
     if (!grown) {
-      rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+      rt_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
       return RT_CUDA_ENOMEM;
     }
     h->plans = grown;
@@ -993,7 +993,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   }
   RtConvPlan *p = calloc(1, sizeof *p);
   if (!p) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
+    rt_errf(err, errlen, "rt_cudnn_conv_plan: out of host memory");
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
@@ -1022,19 +1022,19 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
 static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo *io, const char *fn, char *err,
                              size_t errlen) {
   if (!h || !plan || !io || !io->x || !io->w || !io->y || (plan->workspace > 0 && !io->workspace)) {
-    rt_cuda_errf(err, errlen, "%s: NULL argument%s", fn, plan ? "" : " (plan)");
+    rt_errf(err, errlen, "%s: NULL argument%s", fn, plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
   const RtConvDesc *d = &plan->key;
   if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
-    rt_cuda_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
+    rt_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
                  plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
                  io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
     return RT_CUDA_EARG;
   }
   int e = d->epilogue;
   if (!io->esb != !(e & RT_EPI_AFFINE) || !io->residual != !(e & RT_EPI_RESIDUAL) || !io->mask != !(e & RT_EPI_DRELU)) {
-    rt_cuda_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
+    rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
                  fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
     return RT_CUDA_EARG;
   }
@@ -1051,7 +1051,7 @@ RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io
   RtCudaStatus s = check_io(h, plan, io, "rt_cudnn_conv_time", err, errlen);
   if (s) return s;
   if (!ms || runs < 1) {
-    rt_cuda_errf(err, errlen, "rt_cudnn_conv_time: %s", ms ? "runs must be at least 1" : "ms is NULL");
+    rt_errf(err, errlen, "rt_cudnn_conv_time: %s", ms ? "runs must be at least 1" : "ms is NULL");
     return RT_CUDA_EARG;
   }
   *ms = time_runs(h, plan, plan->plan, io, runs, 1, err, errlen);

@@ -352,13 +352,13 @@ static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, Text 
   const char *tmpl = NULL;
   if (run_defs(g, batch, r, &d, &tmpl)) {
     defs_free(&d);
-    rt_cuda_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
+    rt_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
     return -1;
   }
   const char *common = rt_gpu_templates_text("common.cu"), *text = rt_gpu_templates_text(tmpl);
   if (!common || !text) {
     defs_free(&d);
-    rt_cuda_errf(err, errlen, "rt_gpu_optim: template %s is not embedded", text ? "common.cu" : tmpl);
+    rt_errf(err, errlen, "rt_gpu_optim: template %s is not embedded", text ? "common.cu" : tmpl);
     return -1;
   }
   Text joined = {0};
@@ -391,7 +391,7 @@ int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err
   free(taken);
   if (rc) {
     rt_gpu_optim_plan_free(p);
-    rt_cuda_errf(err, errlen, "rt_gpu_optim: out of host memory");
+    rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
     return -1;
   }
   Text src = {0};
@@ -404,7 +404,7 @@ int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err
   if (src.bad) {
     free(src.p);
     rt_gpu_optim_plan_free(p);
-    rt_cuda_errf(err, errlen, "rt_gpu_optim: out of host memory");
+    rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
     return -1;
   }
   p->source = src.p, p->source_len = src.len;

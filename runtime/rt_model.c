@@ -28,19 +28,9 @@
 
 #include "cg_model.h"
 #include "compile.h"
+#include "rt_err.h"
 
 _Static_assert(CG_MODEL_MAX_PART == RT_MODEL_MAX_PART, "a model holds as many programs as the executor makes");
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
 
 static uint64_t get_u64(const unsigned char *p) {
   uint64_t v = 0;
@@ -70,7 +60,7 @@ static int compile_net(const char *path, Arena *a, IrGraph *g[2], char *err, siz
   size_t loglen = 0;
   FILE *f = open_memstream(&log, &loglen);
   if (!f)
-    return fail(err, errlen, "%s: out of memory", path);
+    return rt_errf(err, errlen, "%s: out of memory", path);
   Diag d;
   diag_init(&d, f);
   for (int i = 0; i < 2; i++) {
@@ -83,7 +73,7 @@ static int compile_net(const char *path, Arena *a, IrGraph *g[2], char *err, siz
   first_line(line, sizeof line, log);
   free(log);
   if (!g[0] || !g[1])
-    return fail(err, errlen, "%s", line[0] ? line : "compile failed");
+    return rt_errf(err, errlen, "%s", line[0] ? line : "compile failed");
   return 0;
 }
 
@@ -94,7 +84,7 @@ static IrGraph *read_graph(const char *path, const char *what, const char *text,
   size_t loglen = 0;
   FILE *f = open_memstream(&log, &loglen);
   if (!f) {
-    fail(err, errlen, "%s: out of memory", path);
+    rt_errf(err, errlen, "%s: out of memory", path);
     return NULL;
   }
   char name[4200];
@@ -108,7 +98,7 @@ static IrGraph *read_graph(const char *path, const char *what, const char *text,
   if (!g) {
     char line[512];
     first_line(line, sizeof line, log);
-    fail(err, errlen, "%s: the %s graph does not read back: %s", path, what, line[0] ? line : "unknown error");
+    rt_errf(err, errlen, "%s: the %s graph does not read back: %s", path, what, line[0] ? line : "unknown error");
   }
   free(log);
   return g;
@@ -118,19 +108,19 @@ static IrGraph *read_graph(const char *path, const char *what, const char *text,
 static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint64_t sec_off[], uint64_t sec_len[],
                       char *err, size_t errlen) {
   if (n < 16 || memcmp(b, CG_MODEL_MAGIC, 8) != 0)
-    return fail(err, errlen, "%s: not a netc model (the %s blob does not start with %s)", path, CG_MODEL_SYMBOL,
+    return rt_errf(err, errlen, "%s: not a netc model (the %s blob does not start with %s)", path, CG_MODEL_SYMBOL,
                 CG_MODEL_MAGIC);
   uint32_t version = get_u32(b + 8), header = get_u32(b + 12);
   if (version != CG_MODEL_VERSION)
-    return fail(err, errlen,
+    return rt_errf(err, errlen,
                 "%s: model format version %u, but this runtime reads version %d (the model was written by %s "
                 "netc): recompile it with this netc (netc FILE.net -o %s)",
                 path, version, CG_MODEL_VERSION, version < CG_MODEL_VERSION ? "an older" : "a newer", path);
   if (header != CG_MODEL_HEADER || n < CG_MODEL_HEADER)
-    return fail(err, errlen, "%s: corrupt model (header of %u bytes in a %llu-byte blob)", path, header,
+    return rt_errf(err, errlen, "%s: corrupt model (header of %u bytes in a %llu-byte blob)", path, header,
                 (unsigned long long)n);
   if (memchr(b + 24, 0, CG_MODEL_ARCH_LEN) == NULL)
-    return fail(err, errlen, "%s: corrupt model (the arch field is not a string)", path);
+    return rt_errf(err, errlen, "%s: corrupt model (the arch field is not a string)", path);
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     uint64_t off = get_u64(b + 40 + 16 * i), len = get_u64(b + 48 + 16 * i);
     int text = i < CG_MODEL_TRAIN_CUBIN;
@@ -139,7 +129,7 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
       continue;
     if (off < CG_MODEL_HEADER || off > n || len > n - off || (text && len == n - off) || (text && b[off + len] != 0) ||
         (!text && (len < 16 || memcmp(b + off, "\177ELF", 4) != 0)))
-      return fail(err, errlen, "%s: corrupt model (section %d: %llu bytes at %llu of a %llu-byte blob)", path, i,
+      return rt_errf(err, errlen, "%s: corrupt model (section %d: %llu bytes at %llu of a %llu-byte blob)", path, i,
                   (unsigned long long)len, (unsigned long long)off, (unsigned long long)n);
   }
   for (int g = 0; g < 2; g++)
@@ -147,11 +137,11 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
       int cu = (g ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
       int bin = (g ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
       if ((k && !sec_len[cu - 1] && sec_len[cu]) || (sec_len[bin] && !sec_len[cu]))
-        return fail(err, errlen, "%s: corrupt model (the %s graph's kernel program %d is %s)", path,
+        return rt_errf(err, errlen, "%s: corrupt model (the %s graph's kernel program %d is %s)", path,
                     g ? "inference" : "training", k, sec_len[cu] ? "after a missing one" : "a cubin without source");
     }
   if (!sec_len[CG_MODEL_TRAIN_IR] || !sec_len[CG_MODEL_INFER_IR])
-    return fail(err, errlen, "%s: corrupt model (no IR for the %s graph)", path,
+    return rt_errf(err, errlen, "%s: corrupt model (no IR for the %s graph)", path,
                 sec_len[CG_MODEL_TRAIN_IR] ? "inference" : "training");
   return 0;
 }
@@ -178,14 +168,14 @@ static int check_elf_file(const char *path, char *err, size_t errlen) {
   if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
       (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff ||
       (eh.e_shnum && (eh.e_shoff > size || (uint64_t)eh.e_shnum * eh.e_shentsize > size - eh.e_shoff)))
-    rc = fail(err, errlen, "%s: truncated or corrupt library (ELF headers past its %llu bytes)", path,
+    rc = rt_errf(err, errlen, "%s: truncated or corrupt library (ELF headers past its %llu bytes)", path,
               (unsigned long long)size);
   for (int i = 0; !rc && i < eh.e_phnum; i++) {
     Elf64_Phdr ph;
     if (fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) != 0 || fread(&ph, sizeof ph, 1, f) != 1)
-      rc = fail(err, errlen, "%s: cannot read its program headers", path);
+      rc = rt_errf(err, errlen, "%s: cannot read its program headers", path);
     else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
-      rc = fail(err, errlen, "%s: truncated library (a segment ends at byte %llu of %llu)", path,
+      rc = rt_errf(err, errlen, "%s: truncated library (a segment ends at byte %llu of %llu)", path,
                 (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
   }
   fclose(f);
@@ -202,17 +192,17 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
   m->dl = dlopen(local, RTLD_NOW | RTLD_LOCAL);
   if (!m->dl) {
     const char *why = dlerror();
-    return fail(err, errlen, "%s: cannot load: %s", path, why ? why : "unknown error");
+    return rt_errf(err, errlen, "%s: cannot load: %s", path, why ? why : "unknown error");
   }
   const unsigned char *b = dlsym(m->dl, CG_MODEL_SYMBOL);
   const unsigned long long *size = dlsym(m->dl, CG_MODEL_SIZE_SYMBOL);
   if (!b || !size)
-    return fail(err, errlen, "%s: not a netc model (no %s symbol; models are written by netc FILE.net -o %s)", path,
+    return rt_errf(err, errlen, "%s: not a netc model (no %s symbol; models are written by netc FILE.net -o %s)", path,
                 !b ? CG_MODEL_SYMBOL : CG_MODEL_SIZE_SYMBOL, path);
   Dl_info info;
   const ElfW(Sym) *sym = NULL;
   if (!dladdr1(b, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || sym->st_size < *size)
-    return fail(err, errlen, "%s: corrupt model (%s says %llu bytes but the symbol holds %llu)", path,
+    return rt_errf(err, errlen, "%s: corrupt model (%s says %llu bytes but the symbol holds %llu)", path,
                 CG_MODEL_SIZE_SYMBOL, *size, sym ? (unsigned long long)sym->st_size : 0ull);
   uint64_t off[CG_MODEL_NSECTION], len[CG_MODEL_NSECTION];
   if (check_blob(path, b, *size, off, len, err, errlen))
@@ -225,7 +215,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
                               err, errlen)))
     return -1;
   if (m->train->plan_batch != m->batch || m->infer->plan_batch != m->batch)
-    return fail(err, errlen, "%s: corrupt model (plans for batch %lld and %lld, header says %lld)", path,
+    return rt_errf(err, errlen, "%s: corrupt model (plans for batch %lld and %lld, header says %lld)", path,
                 (long long)m->train->plan_batch, (long long)m->infer->plan_batch, (long long)m->batch);
   RtModelProgram *prog[2] = {&m->train_prog, &m->infer_prog};
   for (int i = 0; i < 2; i++)
@@ -244,16 +234,16 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
 
 int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t errlen) {
   if (!out)
-    return fail(err, errlen, "rt_model_open: out is NULL");
+    return rt_errf(err, errlen, "rt_model_open: out is NULL");
   memset(out, 0, sizeof *out);
   if (!path || !a)
-    return fail(err, errlen, "rt_model_open: no path or arena");
+    return rt_errf(err, errlen, "rt_model_open: no path or arena");
   int rc;
   if (ends_with(path, ".net")) {
     IrGraph *g[2] = {NULL, NULL};
     rc = compile_net(path, a, g, err, errlen);
     if (!rc && g[0]->plan_batch != g[1]->plan_batch)
-      rc = fail(err, errlen, "%s: training planned for batch %lld, inference for %lld", path,
+      rc = rt_errf(err, errlen, "%s: training planned for batch %lld, inference for %lld", path,
                 (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
     if (!rc)
       out->train = g[0], out->infer = g[1], out->batch = g[0]->plan_batch;

@@ -15,7 +15,7 @@
 
 #include <nvrtc.h> /* types and constants only */
 
-#include "rt_cuda.h" /* rt_cuda_errf */
+#include "rt_cuda.h"
 
 typedef struct NvrtcApi {
   nvrtcResult (*Version)(int *major, int *minor);
@@ -106,7 +106,7 @@ static void load_once(void) {
 static RtNvrtcStatus api_get(const NvrtcApi **api, char *err, size_t errlen) {
   pthread_once(&loaded.once, load_once);
   *api = loaded.status == RT_NVRTC_OK ? &loaded.api : NULL;
-  if (loaded.status != RT_NVRTC_OK) rt_cuda_errf(err, errlen, "%s", loaded.why);
+  if (loaded.status != RT_NVRTC_OK) rt_errf(err, errlen, "%s", loaded.why);
   return loaded.status;
 }
 
@@ -129,7 +129,7 @@ static const char *status_text(nvrtcResult r) {
 static RtNvrtcStatus call_failed(const NvrtcApi *api, nvrtcResult r,
                                  int line, const char *call, const char *what,
                                  char *err, size_t errlen) {
-  rt_cuda_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
+  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
        api->GetErrorString(r), status_text(r), what);
   return RT_NVRTC_ECALL;
 }
@@ -150,7 +150,7 @@ RtNvrtcStatus rt_nvrtc_version(int *major, int *minor, char *err,
   RtNvrtcStatus status = api_get(&api, err, errlen);
   if (status) return status;
   if (!major || !minor) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_version: NULL argument");
+    rt_errf(err, errlen, "rt_nvrtc_version: NULL argument");
     return RT_NVRTC_EARG;
   }
   NV(Version, (major, minor), "NVRTC version");
@@ -206,12 +206,12 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
   RtNvrtcStatus status = api_get(&api, err, errlen);
   if (status) return status;
   if (!src || !name || !out || nextra < 0 || (nextra && !extra)) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_compile: NULL or invalid argument");
+    rt_errf(err, errlen, "rt_nvrtc_compile: NULL or invalid argument");
     return RT_NVRTC_EARG;
   }
   if (!arch) arch = "sm_90";
   if (strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3])) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_compile: arch '%s' is not of the form sm_90",
+    rt_errf(err, errlen, "rt_nvrtc_compile: arch '%s' is not of the form sm_90",
          arch);
     return RT_NVRTC_EARG;
   }
@@ -223,7 +223,7 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
   enum { NBASE = 2 };
   const char **opts = malloc(sizeof *opts * (size_t)(NBASE + nextra));
   if (!opts) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_compile: out of host memory");
+    rt_errf(err, errlen, "rt_nvrtc_compile: out of host memory");
     return RT_NVRTC_ENOMEM;
   }
   opts[0] = archopt;
@@ -239,7 +239,7 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
   if (r != NVRTC_SUCCESS) {
     char path[512];
     save_source(src, name, path, sizeof path);
-    rt_cuda_errf(err, errlen,
+    rt_errf(err, errlen,
          "%s:%d: nvrtcCompileProgram(prog, nopt, opts): %s: %s (%s; source "
          "saved as %s)\n%s",
          __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what,
@@ -254,7 +254,7 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
     NV(GetCUBINSize, (prog, &size), what);
   out->image = malloc(size ? size : 1);
   if (!out->image || !log) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_compile: out of host memory (%s)", what);
+    rt_errf(err, errlen, "rt_nvrtc_compile: out of host memory (%s)", what);
     status = RT_NVRTC_ENOMEM;
     goto done;
   }
@@ -297,14 +297,14 @@ RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
   if (src) *src = NULL;
   if (!template_name || !template_text || !src || ndefs < 0 ||
       (ndefs && !defs)) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_instantiate: NULL or invalid argument");
+    rt_errf(err, errlen, "rt_nvrtc_instantiate: NULL or invalid argument");
     return RT_NVRTC_EARG;
   }
   size_t need = strlen(template_text) + strlen(template_name) + 64;
   for (int i = 0; i < ndefs; i++) {
     const char *v = defs[i].value;
     if (!is_identifier(defs[i].name) || !v || strpbrk(v, "\r\n")) {
-      rt_cuda_errf(err, errlen,
+      rt_errf(err, errlen,
            "%s: parameter %d (%s) needs a C identifier and a one-line value",
            template_name, i, defs[i].name ? defs[i].name : "NULL");
       return RT_NVRTC_EARG;
@@ -313,7 +313,7 @@ RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
   }
   char *s = malloc(need);
   if (!s) {
-    rt_cuda_errf(err, errlen, "rt_nvrtc_instantiate: out of host memory");
+    rt_errf(err, errlen, "rt_nvrtc_instantiate: out of host memory");
     return RT_NVRTC_ENOMEM;
   }
   size_t at = (size_t)snprintf(s, need, "/* instantiated from %s */\n",

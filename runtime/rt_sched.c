@@ -1,5 +1,6 @@
 /* rt_sched.c - learning-rate schedules with linear warm-up (see rt_sched.h). */
 #include "rt_sched.h"
+#include "rt_err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -14,7 +15,7 @@ static RtSchedStatus fail(RtSched *s, RtSchedStatus st, char *err, size_t errlen
   va_list ap;
   va_start(ap, fmt);
   memset(s, 0, sizeof *s);
-  vsnprintf(err, errlen, fmt, ap);
+  rt_verrf(err, errlen, fmt, ap);
   va_end(ap);
   return st;
 }

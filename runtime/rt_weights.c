@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "rt_ref.h"
+#include "rt_err.h"
 
 static const char NUM_BATCHES_TRACKED[] = ".num_batches_tracked";
 static const char MOMENTUM_BUFFER[] = ".momentum_buffer";
@@ -66,14 +67,6 @@ static void transpose(const int64_t *memdim, const float *src, float *dst, float
         }
 }
 
-static void fail(char *err, size_t errlen, const char *fmt, ...) {
-  if (!errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* The problems of one load, appended "; "-separated into err (truncated with
  * "..." when it is full) and counted. */
 typedef struct Problems {
@@ -113,13 +106,13 @@ static RtWeightsStatus check_graph(const IrGraph *g, char *err, size_t errlen) {
     const IrValue *val = &g->val[v];
     if (!is_weight(val)) continue;
     if (!is_float(val->type.dtype)) {
-      fail(err, errlen, "'%s' is %s: weights files hold float values only", val->name,
+      rt_errf(err, errlen, "'%s' is %s: weights files hold float values only", val->name,
            ir_dtype_name(val->type.dtype));
       return RT_WEIGHTS_ERR_GRAPH;
     }
     for (int i = 0; i < val->type.rank; i++)
       if (val->type.dim[i] == IR_DIM_N) {
-        fail(err, errlen, "'%s' has the batch dimension N: not a weight", val->name);
+        rt_errf(err, errlen, "'%s' has the batch dimension N: not a weight", val->name);
         return RT_WEIGHTS_ERR_GRAPH;
       }
   }
@@ -186,7 +179,7 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
   RtStFile *f = NULL;
   char sterr[RT_ST_ERRMAX];
   if (rt_st_open(path, &f, sterr, sizeof sterr) != RT_ST_OK) {
-    fail(err, errlen, "%s", sterr);
+    rt_errf(err, errlen, "%s", sterr);
     return RT_WEIGHTS_ERR_IO;
   }
   Problems p = {err, errlen, 0, 0};
@@ -203,7 +196,7 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
     if (!t) continue;
     float *dst = buf(user, v);
     if (!dst) {
-      fail(err, errlen, "no storage for '%s'", val->name);
+      rt_errf(err, errlen, "no storage for '%s'", val->name);
       st = RT_WEIGHTS_ERR_GRAPH;
       break;
     }
@@ -214,7 +207,7 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
     free(tmp);
     tmp = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *tmp);
     if (!tmp) {
-      fail(err, errlen, "out of memory loading '%s'", val->name);
+      rt_errf(err, errlen, "out of memory loading '%s'", val->name);
       st = RT_WEIGHTS_ERR_NOMEM;
       break;
     }
@@ -234,7 +227,7 @@ RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t,
   int64_t n = ir_type_numel(t, batch);
   float *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
   if (!tmp) {
-    fail(err, errlen, "out of memory writing '%s'", name);
+    rt_errf(err, errlen, "out of memory writing '%s'", name);
     return RT_WEIGHTS_ERR_NOMEM;
   }
   if (channels_last(t))
@@ -244,7 +237,7 @@ RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t,
   RtStStatus s = rt_st_writer_add(w, name, RT_ST_F32, rank, shape, tmp, (size_t)n * sizeof *tmp, RT_ST_COPY);
   free(tmp);
   if (s != RT_ST_OK) {
-    fail(err, errlen, "%s", rt_st_writer_error(w));
+    rt_errf(err, errlen, "%s", rt_st_writer_error(w));
     return s == RT_ST_ERR_NOMEM ? RT_WEIGHTS_ERR_NOMEM : RT_WEIGHTS_ERR_GRAPH;
   }
   return RT_WEIGHTS_OK;
@@ -261,7 +254,7 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
   if (st != RT_WEIGHTS_OK) return st;
   RtStWriter *w = rt_st_writer_new();
   if (!w) {
-    fail(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     return RT_WEIGHTS_ERR_NOMEM;
   }
   for (int v = 0; v < g->nval && st == RT_WEIGHTS_OK; v++) {
@@ -269,7 +262,7 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
     if (!is_weight(val)) continue;
     const float *src = buf(user, v);
     if (!src) {
-      fail(err, errlen, "no storage for '%s'", val->name);
+      rt_errf(err, errlen, "no storage for '%s'", val->name);
       st = RT_WEIGHTS_ERR_GRAPH;
     } else {
       st = rt_weights_add(w, val->name, &val->type, 1, src, 1.0f, err, errlen);
@@ -278,10 +271,10 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
   if (st == RT_WEIGHTS_OK) {
     rt_st_writer_set_meta(w, "format", "pt");
     if (meta && meta(w, meta_user)) {
-      fail(err, errlen, "%s", rt_st_writer_error(w));
+      rt_errf(err, errlen, "%s", rt_st_writer_error(w));
       st = RT_WEIGHTS_ERR_NOMEM;
     } else if (rt_st_writer_write(w, path) != RT_ST_OK) {
-      fail(err, errlen, "%s", rt_st_writer_error(w));
+      rt_errf(err, errlen, "%s", rt_st_writer_error(w));
       st = RT_WEIGHTS_ERR_IO;
     }
   }
