@@ -30,10 +30,11 @@
 
 #include "net.h"
 #include "netrun_plot.h"
+#include "netrun_opt.h"
 #include "netrun_profile.h"
 #include "rt_safetensors.h"
 
-enum { EXIT_FAIL = 1, EXIT_USAGE = 2 };
+enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE };
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
@@ -114,17 +115,6 @@ typedef struct Opts {
   int mean_set, std_set;
 } Opts;
 
-static int parse_count(const char *opt, const char *s, long long max, long long *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < 1 || v > max) {
-    fprintf(stderr, "netrun: error: %s must be an integer in 1..%lld, not '%s'\n", opt, max, s);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 static int parse_real(const char *opt, const char *s, double *out) {
   char *end;
   double v = strtod(s, &end);
@@ -160,6 +150,9 @@ static int parse_rgb(const char *opt, const char *s, int positive, float out[3])
   return 0;
 }
 
+static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
+static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"};
+
 /* Parses argv (argv[0] is the command) with the options `allowed` lists by
  * their short codes.  0, 1 for --help (printed), or an exit status. */
 static int parse(int argc, char **argv, const char *allowed, Opts *o) {
@@ -191,56 +184,45 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     }
     switch (c) {
     case 'D':
-      if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu") && strcmp(optarg, "auto")) {
-        fprintf(stderr, "netrun: error: --device must be cpu or gpu (or auto), not '%s'\n", optarg);
-        return EXIT_USAGE;
-      }
+      if (netrun_opt_word("--device", optarg, DEVICES, 3)) return EXIT_USAGE;
       o->device = optarg;
       break;
-    case 'b': if (parse_count("--batch", optarg, 1 << 20, &o->batch)) return EXIT_USAGE; break;
+    case 'b': if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE; break;
     case 'K': o->cache = optarg; break;
     case 'd': o->data = optarg; break;
     case 'y': o->synthetic = 1; break;
-    case 'e': if (parse_count("--epochs", optarg, 100000, &o->epochs)) return EXIT_USAGE; break;
-    case 'n': if (parse_count("--steps", optarg, 1LL << 40, &o->steps)) return EXIT_USAGE; break;
-    case 't': if (parse_count("--train-images", optarg, 1LL << 40, &o->ntrain)) return EXIT_USAGE; break;
-    case 'T': if (parse_count("--test-images", optarg, 1LL << 40, &o->ntest)) return EXIT_USAGE; break;
-    case 's': if (parse_count("--seed", optarg, 1LL << 62, &o->seed)) return EXIT_USAGE; break;
+    case 'e': if (netrun_opt_int("--epochs", optarg, 1, 100000, &o->epochs)) return EXIT_USAGE; break;
+    case 'n': if (netrun_opt_int("--steps", optarg, 1, 1LL << 40, &o->steps)) return EXIT_USAGE; break;
+    case 't': if (netrun_opt_int("--train-images", optarg, 1, 1LL << 40, &o->ntrain)) return EXIT_USAGE; break;
+    case 'T': if (netrun_opt_int("--test-images", optarg, 1, 1LL << 40, &o->ntest)) return EXIT_USAGE; break;
+    case 's': if (netrun_opt_int("--seed", optarg, 1, 1LL << 62, &o->seed)) return EXIT_USAGE; break;
     case 'L': o->log = optarg; break;
     case 'c': o->checkpoint = optarg; break;
-    case 'k': if (parse_count("--every", optarg, 1LL << 40, &o->every)) return EXIT_USAGE; break;
+    case 'k': if (netrun_opt_int("--every", optarg, 1, 1LL << 40, &o->every)) return EXIT_USAGE; break;
     case 'w': o->weights = optarg; break;
     case 'i': o->inputs = optarg; break;
     case 'o': o->out = optarg; break;
     case 'l': if (parse_real("--lr", optarg, &o->lr)) return EXIT_USAGE; break;
     case 'S': if (parse_real("--loss-scale", optarg, &o->loss_scale)) return EXIT_USAGE; break;
     case 'p':
-      if (strcmp(optarg, "fp32") && strcmp(optarg, "fp16") && strcmp(optarg, "bf16")) {
-        fprintf(stderr, "netrun: error: --precision must be fp32, fp16 or bf16, not '%s'\n", optarg);
-        return EXIT_USAGE;
-      }
+      if (netrun_opt_precision(optarg)) return EXIT_USAGE;
       o->precision = optarg;
       break;
     case 'I': o->inference = 1; break;
     case 'C': o->curve = optarg; break;
     case 'u': o->tune = 1; break;
-    case 'W': if (parse_count("--workers", optarg, 256, &o->workers)) return EXIT_USAGE; break;
+    case 'W': if (netrun_opt_int("--workers", optarg, 1, 256, &o->workers)) return EXIT_USAGE; break;
     case 'P': o->plot = optarg; break;
     case 'M': if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE; o->mean_set = 1; break;
     case 'Z': if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE; o->std_set = 1; break;
     case 'R': o->resume = optarg; break;
-    case 'a': if (parse_count("--accum", optarg, 1 << 20, &o->accum)) return EXIT_USAGE; break;
+    case 'a': if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE; break;
     case 'A':
-      if (strcmp(optarg, "auto") && strcmp(optarg, "rrc") && strcmp(optarg, "pad_crop") && strcmp(optarg, "flip") &&
-          strcmp(optarg, "none")) {
-        fprintf(stderr, "netrun: error: --augment must be auto, rrc, pad_crop, flip or none, not '%s'\n", optarg);
-        return EXIT_USAGE;
-      }
+      if (netrun_opt_word("--augment", optarg, AUGMENTS, 5)) return EXIT_USAGE;
       o->augment = optarg;
       break;
     case 'h': usage(stdout); return 1;
-    case ':': fprintf(stderr, "netrun: error: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
-    default: fprintf(stderr, "netrun: error: unknown option '%s'\n", argv[optind - 1]); return EXIT_USAGE;
+    default: return netrun_opt_bad(c, argv, NULL);
     }
   }
   if (optind != argc - 1) {

@@ -9,12 +9,13 @@
  * the header also gives the captured graph's replay time, what a training
  * step really takes. */
 #include "netrun_profile.h"
+#include "netrun_opt.h"
 
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { EXIT_FAIL = 1, EXIT_USAGE = 2, DEFAULT_TOP = 30, NAME_MAX_LEN = 400 };
+enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE, DEFAULT_TOP = 30, NAME_MAX_LEN = 400 };
 
 /* A line of the table: one row, or the rows of a layer or op summed. */
 typedef struct Line {
@@ -39,7 +40,8 @@ static void usage(FILE *f) {
           "  --by kernel|layer|op one row per kernel (default), per layer, or per IR op\n"
           "  --trace FILE.json    write a Chrome trace (ui.perfetto.dev, chrome://tracing)\n"
           "  --cache DIR          NVRTC kernel cache (default $XDG_CACHE_HOME/netc or ~/.cache/netc)\n"
-          "  --precision P        fp32, fp16 or bf16, for a .net MODEL\n",
+          "  --precision P        fp32, fp16 or bf16, for a .net MODEL\n"
+          "  --device gpu         accepted as by the other commands (a profile runs on the GPU)\n",
           DEFAULT_TOP);
 }
 
@@ -171,17 +173,6 @@ typedef struct ProfOpts {
   NetrunProfBy by;
 } ProfOpts;
 
-static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) {
-    fprintf(stderr, "netrun: error: %s must be an integer in %lld..%lld, not '%s'\n", opt, lo, hi, s);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
 /* 0, 1 for --help (printed), or an exit status. */
 static int parse(int argc, char **argv, ProfOpts *o) {
   static const struct option longopts[] = {
@@ -189,38 +180,38 @@ static int parse(int argc, char **argv, ProfOpts *o) {
       {"reps", required_argument, NULL, 'r'},      {"top", required_argument, NULL, 't'},
       {"trace", required_argument, NULL, 'T'},     {"by", required_argument, NULL, 'y'},
       {"cache", required_argument, NULL, 'K'},     {"precision", required_argument, NULL, 'p'},
-      {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+      {"device", required_argument, NULL, 'D'},    {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
   };
   int c;
   opterr = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
-    case 'b': if (parse_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE; break;
-    case 'r': if (parse_int("--reps", optarg, 1, 1000, &o->reps)) return EXIT_USAGE; break;
-    case 't': if (parse_int("--top", optarg, 0, 1 << 30, &o->top)) return EXIT_USAGE; break;
+    case 'b': if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE; break;
+    case 'r': if (netrun_opt_int("--reps", optarg, 1, 1000, &o->reps)) return EXIT_USAGE; break;
+    case 't': if (netrun_opt_int("--top", optarg, 0, 1 << 30, &o->top)) return EXIT_USAGE; break;
     case 'I': o->inference = 1; break;
     case 'T': o->trace = optarg; break;
     case 'K': o->cache = optarg; break;
-    case 'y':
-      if (strcmp(optarg, "kernel") == 0) o->by = NETRUN_BY_KERNEL;
-      else if (strcmp(optarg, "layer") == 0) o->by = NETRUN_BY_LAYER;
-      else if (strcmp(optarg, "op") == 0) o->by = NETRUN_BY_OP;
-      else {
-        fprintf(stderr, "netrun: error: --by must be kernel, layer or op, not '%s'\n", optarg);
+    case 'y': {
+      static const char *const BY[] = {"kernel", "layer", "op"};
+      if (netrun_opt_word("--by", optarg, BY, 3)) return EXIT_USAGE;
+      o->by = strcmp(optarg, "kernel") == 0 ? NETRUN_BY_KERNEL : strcmp(optarg, "layer") == 0 ? NETRUN_BY_LAYER : NETRUN_BY_OP;
+      break;
+    }
+    case 'D': /* accepted for symmetry with the other commands: a profile times GPU kernels */
+      if (strcmp(optarg, "gpu") != 0) {
+        fprintf(stderr, "netrun: error: profile times the GPU's kernels: --device must be gpu, not '%s'\n", optarg);
         return EXIT_USAGE;
       }
       break;
     case 'p':
-      if (strcmp(optarg, "fp32") && strcmp(optarg, "fp16") && strcmp(optarg, "bf16")) {
-        fprintf(stderr, "netrun: error: --precision must be fp32, fp16 or bf16, not '%s'\n", optarg);
-        return EXIT_USAGE;
-      }
+      if (netrun_opt_precision(optarg)) return EXIT_USAGE;
       o->precision = optarg;
       break;
     case 'h': usage(stdout); return 1;
-    case ':': fprintf(stderr, "netrun: error: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
-    default: fprintf(stderr, "netrun: error: profile: unknown option '%s'\n", argv[optind - 1]); return EXIT_USAGE;
+    default: return netrun_opt_bad(c, argv, "profile");
     }
   }
   if (optind != argc - 1) {

@@ -11,7 +11,7 @@ expect 2 "usage: netrun" "$netrun"
 expect 2 "unknown command 'fly'" "$netrun" fly
 expect 2 "train takes one MODEL" "$netrun" train
 expect 2 "--epochs must be an integer" "$netrun" train "$src/models/mlp.net" --epochs 0
-expect 2 "--device must be cpu or gpu" "$netrun" train "$src/models/mlp.net" --device tpu
+expect 2 "--device must be cpu, gpu or auto" "$netrun" train "$src/models/mlp.net" --device tpu
 # forced GPU with a driver that cannot exist: a clear "no GPU" and exit 1; auto falls back to the CPU
 nodrv=/nonexistent/libcuda-netc-test.so.1
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/mlp.net" --device gpu
