@@ -17,7 +17,10 @@
  * batch-norm statistics (GenStats, summed with atomics): against the CPU as
  * above, and each replay held to the CPU's own perturbation spread, since
  * the model amplifies the statistics' last-bit differences as it amplifies
- * rounding.  The table gives how many convolutions ran fused.
+ * rounding.  The table gives how many convolutions ran fused.  Then the
+ * same with every prologue and epilogue cuDNN plans kept rather than timed
+ * against the separate kernel (NETC_FUSION_PICK=0), so that the executor's
+ * fused paths run whatever the timing picks.
  *
  * Without a GPU, only the checks that need none run (a graph planned for
  * another batch is refused with the batch it was planned for), then the
@@ -38,7 +41,7 @@ typedef struct Config {
   const char *model;
   int inference;
   IrDtype precision;
-  int any_engine; /* 0: deterministic cuDNN engines only */
+  int any_engine; /* 0: deterministic cuDNN engines only; 2: any, every fusion cuDNN plans kept (NETC_FUSION_PICK=0) */
 } Config;
 
 static const Config CONFIGS[] = {
@@ -47,6 +50,8 @@ static const Config CONFIGS[] = {
     {"models/resnet20.net", 0, IR_DT_F32, 0}, {"models/resnet20.net", 0, IR_DT_F16, 0},
     {"models/resnet20.net", 1, IR_DT_F32, 0}, {"models/resnet20.net", 1, IR_DT_F16, 0},
     {"models/smallcnn.net", 0, IR_DT_F16, 1}, {"models/resnet20.net", 0, IR_DT_F16, 1},
+    {"models/resnet20.net", 0, IR_DT_F16, 2}, {"models/resnet20.net", 1, IR_DT_F16, 2},
+    {"models/smallcnn.net", 0, IR_DT_F16, 2},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -161,6 +166,7 @@ static void run_config(const char *root, int ci) {
   }
   RtGpuOpts o = {.device = 0, .cache_dir = cache_dir};
   setenv("NETC_CUDNN_DETERMINISTIC", c->any_engine ? "0" : "1", 1);
+  setenv("NETC_FUSION_PICK", c->any_engine == 2 ? "0" : "1", 1);
   if (rt_gpu_new(g, BATCH, &o, &gpu, err, sizeof err)) {
     CHECK(0, "%s %s %s: rt_gpu_new: %s", c->model, mode, prec, err);
     goto done;
@@ -217,11 +223,12 @@ static void run_config(const char *root, int ci) {
   again = read_all(gpu, g);
   snprintf(what, sizeof what, "%s %s %s second replay", c->model, mode, prec);
   double e_again = compare_all(g, again, replayed, NULL, tol_replay, what, &bit2, NULL);
+  const char *engines = c->any_engine == 2 ? "every fusion" : c->any_engine ? "any engine" : "deterministic";
   snprintf(table[ci], sizeof table[ci],
            "%-22s %-9s %s %-13s vs CPU %.2e (tol %.2g)  replay %.2e%s  again %.2e%s  %d genstats %d prologue  %s",
-           c->model, mode, prec, c->any_engine ? "any engine" : "deterministic", e_cpu, tol_used, e_replay,
-           bit1 ? " (bitwise)" : "", e_again, bit2 ? " (bitwise)" : "", rt_gpu_fused_convs(gpu),
-           rt_gpu_prologue_convs(gpu), rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
+           c->model, mode, prec, engines, e_cpu, tol_used, e_replay, bit1 ? " (bitwise)" : "", e_again,
+           bit2 ? " (bitwise)" : "", rt_gpu_fused_convs(gpu), rt_gpu_prologue_convs(gpu),
+           rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
 done:
   if (init) gexec_values_free(g, init);
   free(want);
