@@ -30,18 +30,15 @@ __constant__ long long netc_count[NT] = NETC_COUNTS;
 __constant__ int netc_block0[NT + 1] = NETC_BLOCK0;
 
 extern "C" __global__ void __launch_bounds__(256) NETC_KERNEL_NAME(const netc_cast_ptrs *__restrict__ tab) {
-  const int t = netc_run_tensor(netc_block0, NT, (int)blockIdx.x);
-  const netc_cast_ptrs p = tab[t];
-  const long long begin = (long long)((int)blockIdx.x - netc_block0[t]) * CHUNK;
-  const long long left = netc_count[t] - begin, n = left < CHUNK ? left : CHUNK;
-  const long long nv = n / V, v0 = begin / V;
-  for (long long i = threadIdx.x; i < nv; i += blockDim.x) {
-    netc_vec<NETC_TX, V> vx = netc_vld<NETC_TX, V>(p.x, v0 + i);
+  const NetcChunk c = netc_run_chunk(netc_block0, netc_count, NT, CHUNK, V, (int)blockIdx.x);
+  const netc_cast_ptrs p = tab[c.t];
+  for (long long i = threadIdx.x; i < c.nv; i += blockDim.x) {
+    netc_vec<NETC_TX, V> vx = netc_vld<NETC_TX, V>(p.x, c.v0 + i);
     netc_vec<NETC_TY, V> vy;
 #pragma unroll
     for (int j = 0; j < V; j++) vy.v[j] = netc_cv<NETC_TY>(netc_ld(vx.v[j]));
-    netc_vst<NETC_TY, V>(p.y, v0 + i, vy);
+    netc_vst<NETC_TY, V>(p.y, c.v0 + i, vy);
   }
-  for (long long i = begin + nv * V + threadIdx.x; i < begin + n; i += blockDim.x)
+  for (long long i = c.begin + c.nv * V + threadIdx.x; i < c.begin + c.n; i += blockDim.x)
     p.y[i] = netc_cv<NETC_TY>(netc_ld(p.x[i]));
 }

@@ -86,10 +86,18 @@ __device__ __forceinline__ float netc_block_max(float v, float *sh) {
   return netc_warp_max(v);
 }
 
-/* Multi-tensor runs (sgd_multi.cu, cast_multi.cu): the tensor block b of a
- * run works on, the last t with block0[t] <= b (block0 ascending, nt
- * tensors; a tensor with no elements has no blocks). */
-__device__ __forceinline__ int netc_run_tensor(const int *block0, int nt, int b) {
+/* Multi-tensor runs (sgd_multi.cu, cast_multi.cu): tensor t of a run is
+ * cut into chunks of `chunk` elements (a multiple of v), one block each,
+ * blocks block0[t] .. block0[t+1]-1 (block0 ascending, nt tensors; a tensor
+ * with no elements has no blocks).  Block b's tensor t and chunk: elements
+ * begin .. begin+n-1 of it, the first nv*v of them as nv whole v-vectors
+ * starting at vector v0. */
+struct NetcChunk {
+  int t;
+  long long begin, n, nv, v0;
+};
+__device__ __forceinline__ NetcChunk netc_run_chunk(const int *block0, const long long *count, int nt,
+                                                    long long chunk, int v, int b) {
   int lo = 0, hi = nt - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
@@ -98,7 +106,13 @@ __device__ __forceinline__ int netc_run_tensor(const int *block0, int nt, int b)
     else
       hi = mid - 1;
   }
-  return lo;
+  NetcChunk c;
+  c.t = lo;
+  c.begin = (long long)(b - block0[lo]) * chunk;
+  const long long left = count[lo] - c.begin;
+  c.n = left < chunk ? left : chunk;
+  c.nv = c.n / v, c.v0 = c.begin / v;
+  return c;
 }
 
 /* One element of torch.optim.SGD (sgd.cu and sgd_multi.cu share it, so both
@@ -112,4 +126,31 @@ __device__ __forceinline__ void netc_sgd_one(float &w, float gs, float &b, float
     d = nesterov ? d + mu * b : b;
   }
   w -= lr * d;
+}
+
+/* netc_sgd_one on V-vector i of w, g and buf (stored back; buf only with
+ * momentum), and on element i alone: sgd.cu's and sgd_multi.cu's loops. */
+template <typename TW, typename TG, typename TB, int V>
+__device__ __forceinline__ void netc_sgd_vec(TW *w, const TG *g, TB *buf, long long i, float lr, float scale, float mu,
+                                             float wd, bool nesterov) {
+  netc_vec<TW, V> vw = netc_vld<TW, V>(w, i);
+  netc_vec<TG, V> vg = netc_vld<TG, V>(g, i);
+  netc_vec<TB, V> vb = netc_vld<TB, V>(buf, i);
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
+    netc_sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr, mu, wd, nesterov);
+    vw.v[j] = netc_cv<TW>(wf);
+    vb.v[j] = netc_cv<TB>(bf);
+  }
+  netc_vst<TW, V>(w, i, vw);
+  if (mu != 0.0f) netc_vst<TB, V>(buf, i, vb);
+}
+template <typename TW, typename TG, typename TB>
+__device__ __forceinline__ void netc_sgd_elem(TW *w, const TG *g, TB *buf, long long i, float lr, float scale, float mu,
+                                              float wd, bool nesterov) {
+  float wf = netc_ld(w[i]), bf = netc_ld(buf[i]);
+  netc_sgd_one(wf, netc_ld(g[i]) / scale, bf, lr, mu, wd, nesterov);
+  w[i] = netc_cv<TW>(wf);
+  if (mu != 0.0f) buf[i] = netc_cv<TB>(bf);
 }

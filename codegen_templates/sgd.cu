@@ -43,25 +43,8 @@ NETC_KERNEL_NAME(NETC_TW *__restrict__ w, const NETC_TG *__restrict__ g, NETC_TB
 #endif
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (long long i = first; i < nvec; i += stride) {
-    netc_vec<NETC_TW, V> vw = netc_vld<NETC_TW, V>(w, i);
-    netc_vec<NETC_TG, V> vg = netc_vld<NETC_TG, V>(g, i);
-    netc_vec<NETC_TBUF, V> vb = netc_vld<NETC_TBUF, V>(buf, i);
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-      float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
-      netc_sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
-      vw.v[j] = netc_cv<NETC_TW>(wf);
-      vb.v[j] = netc_cv<NETC_TBUF>(bf);
-    }
-    netc_vst<NETC_TW, V>(w, i, vw);
-    if (NETC_MOMENTUM != 0.0f) netc_vst<NETC_TBUF, V>(buf, i, vb);
-  }
-  if (count % V != 0 && first < count % V) {
-    const long long i = nvec * V + first;
-    float wf = netc_ld(w[i]), bf = netc_ld(buf[i]);
-    netc_sgd_one(wf, netc_ld(g[i]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
-    w[i] = netc_cv<NETC_TW>(wf);
-    if (NETC_MOMENTUM != 0.0f) buf[i] = netc_cv<NETC_TBUF>(bf);
-  }
+  for (long long i = first; i < nvec; i += stride)
+    netc_sgd_vec<NETC_TW, NETC_TG, NETC_TBUF, V>(w, g, buf, i, lr, scale, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
+  if (count % V != 0 && first < count % V)
+    netc_sgd_elem(w, g, buf, nvec * V + first, lr, scale, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
 }

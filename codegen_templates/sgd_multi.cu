@@ -55,29 +55,11 @@ NETC_KERNEL_NAME(const netc_sgd_ptrs *__restrict__ tab, const float *__restrict_
 #if NETC_SKIP
   if (*skip_p != 0.0f) return;
 #endif
-  const int t = netc_run_tensor(netc_block0, NT, (int)blockIdx.x);
-  const netc_sgd_ptrs p = tab[t];
-  const long long begin = (long long)((int)blockIdx.x - netc_block0[t]) * CHUNK;
-  const long long left = netc_count[t] - begin, n = left < CHUNK ? left : CHUNK;
-  const long long nv = n / V, v0 = begin / V;
-  for (long long i = threadIdx.x; i < nv; i += blockDim.x) {
-    netc_vec<NETC_TW, V> vw = netc_vld<NETC_TW, V>(p.w, v0 + i);
-    netc_vec<NETC_TG, V> vg = netc_vld<NETC_TG, V>(p.g, v0 + i);
-    netc_vec<NETC_TBUF, V> vb = netc_vld<NETC_TBUF, V>(p.buf, v0 + i);
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-      float wf = netc_ld(vw.v[j]), bf = netc_ld(vb.v[j]);
-      netc_sgd_one(wf, netc_ld(vg.v[j]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
-      vw.v[j] = netc_cv<NETC_TW>(wf);
-      vb.v[j] = netc_cv<NETC_TBUF>(bf);
-    }
-    netc_vst<NETC_TW, V>(p.w, v0 + i, vw);
-    if (NETC_MOMENTUM != 0.0f) netc_vst<NETC_TBUF, V>(p.buf, v0 + i, vb);
-  }
-  for (long long i = begin + nv * V + threadIdx.x; i < begin + n; i += blockDim.x) {
-    float wf = netc_ld(p.w[i]), bf = netc_ld(p.buf[i]);
-    netc_sgd_one(wf, netc_ld(p.g[i]) / scale, bf, lr, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
-    p.w[i] = netc_cv<NETC_TW>(wf);
-    if (NETC_MOMENTUM != 0.0f) p.buf[i] = netc_cv<NETC_TBUF>(bf);
-  }
+  const NetcChunk c = netc_run_chunk(netc_block0, netc_count, NT, CHUNK, V, (int)blockIdx.x);
+  const netc_sgd_ptrs p = tab[c.t];
+  for (long long i = threadIdx.x; i < c.nv; i += blockDim.x)
+    netc_sgd_vec<NETC_TW, NETC_TG, NETC_TBUF, V>(p.w, p.g, p.buf, c.v0 + i, lr, scale, NETC_MOMENTUM, NETC_WD,
+                                                  NETC_NESTEROV);
+  for (long long i = c.begin + c.nv * V + threadIdx.x; i < c.begin + c.n; i += blockDim.x)
+    netc_sgd_elem(p.w, p.g, p.buf, i, lr, scale, NETC_MOMENTUM, NETC_WD, NETC_NESTEROV);
 }
