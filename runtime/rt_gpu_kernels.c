@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "rt_nvrtc.h"
+#include "rt_text.h"
 
 /* The embedded codegen_templates/ files (rt_gpu_templates.c, generated at
  * build time): the text of "name", or NULL. */
@@ -44,7 +45,7 @@ typedef struct Emit {
   size_t errlen;
   const char *dtype;  /* of the node's main tensor, for kernel names */
   const char *layout; /* "nhwc", "nchw", "krsc", "kcrs" or "row" */
-  size_t cap, len;    /* of k->source */
+  RtText src;         /* k->source as it grows (handed over when the node is done) */
   /* the launch being built */
   RtKLaunch *cur;
   int ndefs;
@@ -184,20 +185,7 @@ static void args(Emit *e, int nargs, const RtKArg *a) {
 }
 #define ARGS(e, ...) args((e), (int)(sizeof((RtKArg[]){__VA_ARGS__}) / sizeof(RtKArg)), (RtKArg[]){__VA_ARGS__})
 
-static int append(Emit *e, const char *s) {
-  size_t n = strlen(s);
-  if (e->len + n + 1 > e->cap) {
-    size_t cap = e->cap ? e->cap : 4096;
-    while (cap < e->len + n + 1) cap *= 2;
-    char *p = realloc(e->k->source, cap);
-    if (!p) return fail(e, "out of memory");
-    e->k->source = p;
-    e->cap = cap;
-  }
-  memcpy(e->k->source + e->len, s, n + 1);
-  e->len += n;
-  return 0;
-}
+static int append(Emit *e, const char *s) { return rt_text_puts(&e->src, s) ? fail(e, "out of memory") : 0; }
 
 /* Instantiates template tmpl with the defines gathered since begin(),
  * appends it to the node's source and completes the launch. */
@@ -921,10 +909,11 @@ int rt_gpu_kernels_emit(const IrGraph *g, int node, int64_t batch, const RtGpuDe
   e.dtype = ir_dtype_name(mt->dtype);
   e.layout = layout_tag(mt);
   if (emit_node(&e)) {
-    rt_gpu_kernels_free(out);
+    free(e.src.p);
     memset(out, 0, sizeof *out);
     return -1;
   }
+  out->source = e.src.p;
   return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "rt_gpu_impl.h"
 #include "rt_gpu_templates.h"
 #include "rt_nvrtc.h"
+#include "rt_text.h"
 
 /* CHUNK elements a block: 4 passes of 256 threads over 4-wide vectors */
 enum { BLOCK = 256, CHUNK = 4096, MAX_DEFS = 16 };
@@ -34,44 +35,6 @@ struct RtGpuOptim {
   CUdeviceptr table;
   int folded;
 };
-
-/* --- text -------------------------------------------------------------------- */
-
-typedef struct Text {
-  char *p;
-  size_t len, cap;
-  int bad; /* out of memory once: every later add is ignored */
-} Text;
-
-static void text_add(Text *t, const char *s) {
-  size_t n = strlen(s);
-  if (t->bad) return;
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 1024;
-    while (cap < t->len + n + 1) cap *= 2;
-    char *p = realloc(t->p, cap);
-    if (!p) {
-      t->bad = 1;
-      return;
-    }
-    t->p = p, t->cap = cap;
-  }
-  memcpy(t->p + t->len, s, n + 1);
-  t->len += n;
-}
-
-static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(Text *t, const char *fmt, ...) {
-  char b[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(b, sizeof b, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof b)
-    t->bad = 1;
-  else
-    text_add(t, b);
-}
 
 /* --- finding the runs ---------------------------------------------------------- */
 
@@ -271,20 +234,20 @@ static void def_float(Defs *d, const char *name, double v) { def(d, name, "%.9ef
  * NETC_COUNTS and NETC_BLOCK0; r->blocks = the grid.  -1 when a count is
  * unknown or the grid too large. */
 static int def_layout(Defs *d, const IrGraph *g, int64_t batch, RtOptimRun *r) {
-  Text counts = {0}, first = {0};
+  RtText counts = {0}, first = {0};
   int64_t blocks = 0;
-  text_add(&counts, "{");
-  text_add(&first, "{");
+  rt_text_puts(&counts, "{");
+  rt_text_puts(&first, "{");
   for (int k = 0; k < r->n; k++) {
     int64_t n = ir_type_numel(&g->val[g->node[r->node[k]].in[0]].type, batch);
     if (n < 0) blocks = -1;
-    text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
-    text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
+    rt_text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
+    rt_text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
     if (blocks >= 0) blocks += (n + CHUNK - 1) / CHUNK;
     if (blocks > 0x7fffffff) blocks = -1;
   }
-  text_printf(&first, ", %lld}", (long long)blocks);
-  text_add(&counts, "}");
+  rt_text_printf(&first, ", %lld}", (long long)blocks);
+  rt_text_puts(&counts, "}");
   int rc = counts.bad || first.bad || blocks <= 0 ? -1 : 0;
   if (!rc) {
     snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_COUNTS");
@@ -347,7 +310,7 @@ static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, con
 }
 
 /* Run k's kernel into r->unit and, in namespace netc_m<k>, onto src. */
-static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, Text *src, char *err, size_t errlen) {
+static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, RtText *src, char *err, size_t errlen) {
   Defs d = {0};
   const char *tmpl = NULL;
   if (run_defs(g, batch, r, &d, &tmpl)) {
@@ -361,10 +324,10 @@ static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, Text 
     rt_errf(err, errlen, "rt_gpu_optim: template %s is not embedded", text ? "common.cu" : tmpl);
     return -1;
   }
-  Text joined = {0};
-  text_add(&joined, common);
-  text_add(&joined, "\n");
-  text_add(&joined, text);
+  RtText joined = {0};
+  rt_text_puts(&joined, common);
+  rt_text_puts(&joined, "\n");
+  rt_text_puts(&joined, text);
   RtNvrtcDefine nd[MAX_DEFS];
   for (int i = 0; i < d.n; i++) nd[i] = (RtNvrtcDefine){d.name[i], d.value[i]};
   char name[64];
@@ -373,10 +336,10 @@ static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, Text 
   if (!rc && rt_nvrtc_instantiate(name, joined.p, nd, d.n, &r->unit, err, errlen)) rc = -1;
   free(joined.p);
   if (!rc) {
-    text_printf(src, "namespace netc_m%d {\n", k);
-    text_add(src, r->unit);
-    text_add(src, "} /* namespace */\n");
-    for (int i = 0; i < d.n; i++) text_printf(src, "#undef %s\n", d.name[i]);
+    rt_text_printf(src, "namespace netc_m%d {\n", k);
+    rt_text_puts(src, r->unit);
+    rt_text_puts(src, "} /* namespace */\n");
+    for (int i = 0; i < d.n; i++) rt_text_printf(src, "#undef %s\n", d.name[i]);
   }
   defs_free(&d);
   return rc;
@@ -394,7 +357,7 @@ int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err
     rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
     return -1;
   }
-  Text src = {0};
+  RtText src = {0};
   for (int k = 0; k < p->nrun; k++)
     if (emit_run(g, batch, &p->run[k], k, &src, err, errlen)) {
       free(src.p);

@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,42 +38,13 @@
 #include <unistd.h>
 
 #include "rt_nvrtc.h"
+#include "rt_text.h"
 
 /* distinct kernels per part at least: fewer, smaller programs for small graphs */
 enum { KERNELS_PER_PART = 4 };
 
-typedef struct Buf {
-  char *p;
-  size_t len, cap;
-} Buf;
-
-static int buf_add(Buf *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p, b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = 0;
-  return 0;
-}
-
-static int buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int buf_printf(Buf *b, const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof line) return -1;
-  return buf_add(b, line, (size_t)n);
-}
-
 /* Appends "#undef NAME" for every "#define NAME" line of src. */
-static int undef_macros(Buf *b, const char *src) {
+static int undef_macros(RtText *b, const char *src) {
   for (const char *l = src; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
     const char *p = l;
     while (*p == ' ' || *p == '\t') p++;
@@ -87,7 +57,7 @@ static int undef_macros(Buf *b, const char *src) {
     while (p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') ||
            (n && p[n] >= '0' && p[n] <= '9'))
       n++;
-    if (n && (buf_add(b, "#undef ", 7) || buf_add(b, p, n) || buf_add(b, "\n", 1))) return -1;
+    if (n && (rt_text_add(b, "#undef ", 7) || rt_text_add(b, p, n) || rt_text_add(b, "\n", 1))) return -1;
   }
   return 0;
 }
@@ -146,17 +116,17 @@ static void file_write(const char *path, const void *data, size_t size) {
 }
 
 /* The program text of every node's source into *b (--emit-cuda's text). */
-static RtCudaStatus assemble(const IrGraph *g, int64_t batch, RtGpuProg *p, Buf *b, char *err, size_t errlen) {
-  if (buf_printf(b, "/* netc: graph %s at batch %lld, %d nodes */\n", g->name ? g->name : "?", (long long)batch,
+static RtCudaStatus assemble(const IrGraph *g, int64_t batch, RtGpuProg *p, RtText *b, char *err, size_t errlen) {
+  if (rt_text_printf(b, "/* netc: graph %s at batch %lld, %d nodes */\n", g->name ? g->name : "?", (long long)batch,
                  g->nnode))
     return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
   for (int i = 0; i < p->nnode; i++) {
     const char *src = p->kn[i].source;
     if (!src || !*src) continue;
     const IrOpInfo *info = ir_op_info(g->node[i].op);
-    if (buf_printf(b, "\n/* node %d: %s %s */\nnamespace netc_node%d {\n", i, info ? info->name : "?",
+    if (rt_text_printf(b, "\n/* node %d: %s %s */\nnamespace netc_node%d {\n", i, info ? info->name : "?",
                    g->node[i].name ? g->node[i].name : "", i) ||
-        buf_add(b, src, strlen(src)) || buf_printf(b, "\n} /* namespace netc_node%d */\n", i) ||
+        rt_text_add(b, src, strlen(src)) || rt_text_printf(b, "\n} /* namespace netc_node%d */\n", i) ||
         undef_macros(b, src))
       return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
   }
@@ -201,7 +171,7 @@ static int ident_char(char c) {
 /* u->key: u's text with every identifier in names[] replaced by "\1" and a
  * letter for its index, then each of its launches' shared memory. */
 static int make_key(Unit *u, const RtKNode *k, const char *const *names, int nnames) {
-  Buf b = {0};
+  RtText b = {0};
   const char *s = u->text;
   size_t i = 0, n = u->len, plain = 0;
   while (i < n) {
@@ -214,16 +184,16 @@ static int make_key(Unit *u, const RtKNode *k, const char *const *names, int nna
     for (int x = 0; x < nnames; x++) {
       if (strlen(names[x]) != m || memcmp(names[x], s + i, m) != 0) continue;
       char ph[3] = {1, (char)('A' + x), 0};
-      if (buf_add(&b, s + plain, i - plain) || buf_add(&b, ph, 2)) goto oom;
+      if (rt_text_add(&b, s + plain, i - plain) || rt_text_add(&b, ph, 2)) goto oom;
       plain = i + m;
       break;
     }
     i += m;
   }
-  if (buf_add(&b, s + plain, n - plain)) goto oom;
+  if (rt_text_add(&b, s + plain, n - plain)) goto oom;
   for (int j = u->launch < 0 ? 0 : u->launch; j < (u->launch < 0 ? k->nlaunch : u->launch + 1); j++)
-    if (buf_printf(&b, "\2smem %u", k->launch[j].smem)) goto oom;
-  if (!b.p && buf_add(&b, "", 0)) goto oom;
+    if (rt_text_printf(&b, "\2smem %u", k->launch[j].smem)) goto oom;
+  if (!b.p && rt_text_add(&b, "", 0)) goto oom;
   u->key = b.p, u->key_len = b.len;
   u->hash = fnv1a(0xcbf29ce484222325ull, b.p, b.len);
   return 0;
@@ -302,19 +272,19 @@ static void deal(Unit *u, int n, int ndistinct, int *npart) {
 
 /* The text of part k: its units in node order. */
 static int part_text(const IrGraph *g, int64_t batch, const Unit *u, int n, int k, RtGpuProg *p) {
-  Buf b = {0};
-  int rc = buf_printf(&b, "/* netc: graph %s at batch %lld, kernel program %d of %d */\n", g->name ? g->name : "?",
+  RtText b = {0};
+  int rc = rt_text_printf(&b, "/* netc: graph %s at batch %lld, kernel program %d of %d */\n", g->name ? g->name : "?",
                       (long long)batch, k + 1, p->npart);
   for (int i = 0; i < n && !rc; i++) {
     if (u[i].canon != i || u[i].part != k) continue;
     const IrNode *nd = &g->node[u[i].node];
     const IrOpInfo *info = ir_op_info(nd->op);
-    rc = buf_printf(&b, "\n/* node %d: %s %s */\n", u[i].node, info ? info->name : "?", nd->name ? nd->name : "");
-    if (!rc && u[i].launch < 0) rc = buf_printf(&b, "namespace netc_node%d {\n", u[i].node);
+    rc = rt_text_printf(&b, "\n/* node %d: %s %s */\n", u[i].node, info ? info->name : "?", nd->name ? nd->name : "");
+    if (!rc && u[i].launch < 0) rc = rt_text_printf(&b, "namespace netc_node%d {\n", u[i].node);
     /* the text of one unit: an undef_macros scan must not run past it */
     char *text = rc ? NULL : strndup(u[i].text, u[i].len);
-    rc = rc || !text || buf_add(&b, text, u[i].len) ||
-         (u[i].launch < 0 && buf_printf(&b, "\n} /* namespace netc_node%d */\n", u[i].node)) ||
+    rc = rc || !text || rt_text_add(&b, text, u[i].len) ||
+         (u[i].launch < 0 && rt_text_printf(&b, "\n} /* namespace netc_node%d */\n", u[i].node)) ||
          undef_macros(&b, text);
     free(text);
     p->part[k].nkernel++;
@@ -502,7 +472,7 @@ RtCudaStatus rt_gpu_prog_emit(const IrGraph *g, int64_t batch, const RtGpuDevice
     p->nnode = i + 1;
     any |= p->kn[i].source && p->kn[i].source[0];
   }
-  Buf b = {0};
+  RtText b = {0};
   RtCudaStatus s = make_parts(g, batch, p, err, errlen);
   if (!s && any) s = assemble(g, batch, p, &b, err, errlen);
   if (s) {

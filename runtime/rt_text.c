@@ -1,0 +1,49 @@
+/* rt_text.c - a growing text buffer (rt_text.h). */
+#include "rt_text.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Room for n more bytes and the NUL. */
+static int reserve(RtText *t, size_t n) {
+  if (t->bad) return -1;
+  if (t->len + n + 1 <= t->cap) return 0;
+  size_t cap = t->cap ? t->cap : 4096;
+  while (cap < t->len + n + 1) cap *= 2;
+  char *p = realloc(t->p, cap);
+  if (!p) {
+    t->bad = 1;
+    return -1;
+  }
+  t->p = p, t->cap = cap;
+  return 0;
+}
+
+int rt_text_add(RtText *t, const char *s, size_t n) {
+  if (reserve(t, n)) return -1;
+  memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = 0;
+  return 0;
+}
+
+int rt_text_puts(RtText *t, const char *s) { return rt_text_add(t, s, strlen(s)); }
+
+int rt_text_printf(RtText *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    t->bad = 1;
+    return -1;
+  }
+  if (reserve(t, (size_t)n)) return -1;
+  va_start(ap, fmt);
+  vsnprintf(t->p + t->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+  return 0;
+}
