@@ -142,6 +142,29 @@ static float *rand_array(int64_t n, IrDtype dt) {
 
 static const char *KIND_NAMES[] = {"fwd", "bwd-data", "bwd-filter"};
 
+/* norm(got - ref) / norm(ref) over n elements (NaN when got holds one);
+ * *at (when not NULL): the element with the largest difference. */
+static double rel_error(const float *got, const float *ref, int64_t n, int64_t *at) {
+  double num = 0, den = 0, worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double diff = (double)got[i] - (double)ref[i];
+    num += diff * diff, den += (double)ref[i] * ref[i];
+    if (at && !(fabs(diff) <= worst)) worst = fabs(diff), *at = i;
+  }
+  return sqrt(num) / (den > 0 ? sqrt(den) : 1);
+}
+
+/* A fused f16 convolution's result against its reference, within 1e-2:
+ * one printed row, one check. */
+static void judge_fused(const char *shape, const char *what, const float *got, const float *ref, int64_t n,
+                        size_t ws_bytes) {
+  double rel = rel_error(got, ref, n, NULL);
+  int pass = rel < 1e-2; /* false for NaN */
+  printf("%-22s f16  %-26s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", shape, what, rel, pass ? "ok" : "FAIL",
+         ws_bytes);
+  CHECK(pass, "%s %s: relative error %.3e", shape, what, rel);
+}
+
 /* One shape, dtype and kind: GPU against the reference; prints one row. */
 static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
   RtConvDesc d = shape_desc(sh, kind, dt);
@@ -184,15 +207,8 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
   CHECK(ok, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
   if (!ok) goto done;
 
-  double num = 0, den = 0, worst = 0;
   int64_t at = 0;
-  for (int64_t i = 0; i < nout; i++) {
-    double diff = (double)got[i] - (double)ref[i];
-    num += diff * diff;
-    den += (double)ref[i] * ref[i];
-    if (!(fabs(diff) <= worst)) worst = fabs(diff), at = i;
-  }
-  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+  double rel = rel_error(got, ref, nout, &at), worst = fabs((double)got[at] - (double)ref[at]);
   double tol = dt == IR_DT_F32 ? 1e-4 : 1e-2;
   int pass = rel < tol; /* false for NaN */
   printf("%-22s %-4s %-10s rel err %.3e  (tol %.0e) %s  ws %zu B\n", sh->name, dtn, KIND_NAMES[kind], rel, tol,
@@ -321,16 +337,9 @@ static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
         sh->name, kn, err);
   CHECK(rt_cudnn_conv_time(g->dnn, plan, &io, 0, &ms, err, sizeof err) == RT_CUDA_EARG,
         "conv timing with 0 runs accepted");
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < nout; i++) {
-    double diff = (double)got[i] - (double)ref[i];
-    num += diff * diff, den += (double)ref[i] * ref[i];
-  }
-  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
-  int pass = rel < 1e-2;
-  printf("%-22s f16  prologue+%-10s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", sh->name, kn, rel,
-         pass ? "ok" : "FAIL", ws_bytes);
-  CHECK(pass, "%s prologue %s: relative error %.3e", sh->name, kn, rel);
+  char what[64];
+  snprintf(what, sizeof what, "prologue+%s", kn);
+  judge_fused(sh->name, what, got, ref, nout, ws_bytes);
 done:
   CUdeviceptr bufs[] = {bx, bw, by, bs, bsb, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -394,16 +403,7 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
        download(g, fwd ? by : bx, nout, IR_DT_F16, got);
   CHECK(ok, "%s %s run: %s", sh->name, what, err);
   if (!ok) goto done;
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < nout; i++) {
-    double diff = (double)got[i] - (double)ref[i];
-    num += diff * diff, den += (double)ref[i] * ref[i];
-  }
-  double rel = sqrt(num) / (den > 0 ? sqrt(den) : 1);
-  int pass = rel < 1e-2;
-  printf("%-22s f16  %-26s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", sh->name, what, rel, pass ? "ok" : "FAIL",
-         ws_bytes);
-  CHECK(pass, "%s %s: relative error %.3e", sh->name, what, rel);
+  judge_fused(sh->name, what, got, ref, nout, ws_bytes);
 done:
   CUdeviceptr bufs[] = {bx, bw, by, be, bsb, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
