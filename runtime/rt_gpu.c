@@ -107,14 +107,25 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
   return s;
 }
 
+int rt_gpu_env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && strcmp(v, value) == 0;
+}
+
+/* Scratch bytes node i uses: its launches', and the prologue's activation
+ * when a kernel writes it (the plan does not apply the prologue). */
+static size_t node_scratch(const RtGpu *x, int i) {
+  const RtKNode *k = &x->prog.kn[i];
+  return k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
+}
+
 /* Device address of a kernel argument of node i. */
 static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *out, char *err, size_t errlen) {
   const IrNode *n = &x->g->node[i];
   const char *nm = n->name ? n->name : "";
   const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
   if (a->kind == RT_KARG_SCRATCH) {
-    const RtKNode *k = &x->prog.kn[i];
-    size_t have = k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
+    size_t have = node_scratch(x, i);
     if (a->offset >= have)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
                   op, nm, a->offset, have);
@@ -205,33 +216,6 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     }
   }
   return s;
-}
-
-/* Whether convolutions may write batch-norm statistics (cuDNN's GenStats
- * fusion): $NETC_GENSTATS = 0 turns it off, for comparisons, and so does
- * the deterministic mode: the fused sums are added in no fixed order (on
- * the H200 a replay of the same step differs in the last bits, though
- * cuDNN notes no NONDETERMINISTIC on the engine). */
-static int genstats_allowed(int deterministic) {
-  const char *v = getenv("NETC_GENSTATS");
-  return !deterministic && !(v && strcmp(v, "0") == 0);
-}
-
-/* Whether convolutions may apply their prologue themselves (cuDNN's
- * ConvBNfprop and ConvBNwgrad patterns): $NETC_PROLOGUE = 0 has a kernel
- * write the activation first instead, for comparisons. */
-static int prologue_allowed(void) {
-  const char *v = getenv("NETC_PROLOGUE");
-  return !(v && strcmp(v, "0") == 0);
-}
-
-/* Whether a convolution that can apply its prologue or epilogue itself
- * times that against the plain convolution plus the kernel doing that
- * part: $NETC_FUSION_PICK = 0 keeps the fused plan wherever cuDNN makes
- * one, for comparisons. */
-static int fusion_pick_allowed(void) {
-  const char *v = getenv("NETC_FUSION_PICK");
-  return !(v && strcmp(v, "0") == 0);
 }
 
 enum { PICK_RUNS = 5 };
@@ -334,6 +318,14 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvP
   return RT_CUDA_OK;
 }
 
+/* c runs a plan made from desc for a node that asks for want: what the
+ * plan itself does (the node's launches do the rest). */
+static void take_desc(GpuConv *c, const RtConvDesc *want, const RtConvDesc *desc) {
+  c->fused = desc->genstats;
+  c->pro_fused = desc->prologue || !want->prologue;
+  c->epi_fused = desc->epilogue || !want->epilogue;
+}
+
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
  * takes plain_desc's (without the prologue or epilogue) with the kernel
  * doing that part: timed once per description (memo), the fused plan kept
@@ -357,11 +349,8 @@ static void pick_fusion(RtGpu *x, int i, const RtConvDesc *fused_desc, const RtC
     ++*nmemo;
   }
   if (use_fused || !planned) return;
-  const RtConvDesc *want = &x->prog.kn[i].conv;
   c->plan = plain, *ws = ws_plain;
-  c->fused = plain_desc->genstats;
-  c->pro_fused = plain_desc->prologue || !want->prologue;
-  c->epi_fused = plain_desc->epilogue || !want->epilogue;
+  take_desc(c, &x->prog.kn[i].conv, plain_desc);
 }
 
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
@@ -373,11 +362,16 @@ static void pick_fusion(RtGpu *x, int i, const RtConvDesc *fused_desc, const RtC
  * that part (pick_fusion), and the faster is kept. */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
-  const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
-  int stats_ok = genstats_allowed(determ && strcmp(determ, "1") == 0), pro_ok = prologue_allowed();
-  const char *epi_env = getenv("NETC_EPILOGUE"); /* "0": epilogues by their own kernels, for comparisons */
-  int epi_ok = !(epi_env && strcmp(epi_env, "0") == 0);
-  int pick = fusion_pick_allowed(), nmemo = 0;
+  /* Switches for comparisons, each "0" to turn its fusion off: GenStats
+   * (off in the deterministic mode too: the fused sums are added in no fixed
+   * order; on the H200 a replay of the same step differs in the last bits,
+   * though cuDNN notes no NONDETERMINISTIC on the engine), the prologue
+   * (cuDNN's ConvBNfprop and ConvBNwgrad; a kernel writes the activation
+   * first instead), the epilogue (its own kernel after), and the timing
+   * (every fusion cuDNN plans kept). */
+  int stats_ok = !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1") && !rt_gpu_env_is("NETC_GENSTATS", "0");
+  int pro_ok = !rt_gpu_env_is("NETC_PROLOGUE", "0"), epi_ok = !rt_gpu_env_is("NETC_EPILOGUE", "0");
+  int pick = !rt_gpu_env_is("NETC_FUSION_PICK", "0"), nmemo = 0;
   PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;
   memset(&bufs, 0, sizeof bufs);
@@ -398,8 +392,7 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     for (; t < 3 && s; t++) {
       if (t && !memcmp(&cand[t], &cand[t - 1], sizeof cand[t])) continue;
       s = rt_cudnn_conv_plan(x->dnn, &cand[t], &c->plan, &ws, err, errlen);
-      c->fused = cand[t].genstats, c->pro_fused = cand[t].prologue || !want->prologue;
-      c->epi_fused = cand[t].epilogue || !want->epilogue;
+      take_desc(c, want, &cand[t]);
     }
     if (s) break;
     if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes)
@@ -464,27 +457,23 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   if ((s = rt_gpu_prog_load(&x->prog, x->ctx, err, errlen))) return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
   rt_cudnn_workspace_cap(x->dnn, workspace_cap());
-  const char *determ = getenv("NETC_CUDNN_DETERMINISTIC");
-  rt_cudnn_deterministic(x->dnn, determ && strcmp(determ, "1") == 0);
+  rt_cudnn_deterministic(x->dnn, rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1"));
   if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
     char dir[3072], path[3200];
     rt_gpu_prog_cache_dir(o->cache_dir, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/cudnn-tune.txt", dir);
     if (*dir && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
   }
-  size_t node_scratch = 0, ws = 0;
+  size_t scratch = 0, ws = 0;
   if ((s = plan_convs(x, &ws, err, errlen))) return s;
-  for (int i = 0; i < g->nnode; i++) {
-    const RtKNode *k = &x->prog.kn[i];
-    size_t need = k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
-    if (need > node_scratch) node_scratch = need;
-  }
-  x->scratch_bytes = align_up(node_scratch) + align_up(ws) + ALIGN;
+  for (int i = 0; i < g->nnode; i++)
+    if (node_scratch(x, i) > scratch) scratch = node_scratch(x, i);
+  x->scratch_bytes = align_up(scratch) + align_up(ws) + ALIGN;
   if ((s = dev_alloc(x, &x->scratch, x->scratch_bytes, "kernel scratch and cuDNN workspace", err, errlen)) ||
       (s = RT_CU(x->api, MemsetD8Async, (x->scratch, 0, x->scratch_bytes, x->stream), "zeroing the scratch", err,
                  errlen)))
     return s;
-  x->workspace = x->scratch + align_up(node_scratch);
+  x->workspace = x->scratch + align_up(scratch);
   if ((s = prepare_nodes(x, err, errlen)) ||
       (s = rt_gpu_optim_apply(x, o ? o->cache_dir : NULL, err, errlen)))
     return s;
@@ -693,8 +682,7 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     x->api->GraphExecDestroy(x->exec);
     x->exec = NULL;
   }
-  const char *graphs = getenv("NETC_CUDA_GRAPH"); /* "0": launch node by node, for comparisons */
-  if (graphs && strcmp(graphs, "0") == 0) return RT_CUDA_OK;
+  if (rt_gpu_env_is("NETC_CUDA_GRAPH", "0")) return RT_CUDA_OK; /* launch node by node, for comparisons */
   if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
                  err, errlen)))
     return s;

@@ -49,6 +49,9 @@ struct RtGpu {
  * inert unless a tool injects itself.  rt_gpu_nvtx_enabled() is 1 when
  * $NETC_NVTX is "1" (read once), for the uncaptured steps of launch_all. */
 int rt_gpu_nvtx_enabled(void);
+/* Whether environment variable name is set to value: the executor's
+ * switches for comparisons (rt_gpu.h lists them). */
+int rt_gpu_env_is(const char *name, const char *value);
 /* Queues node convolution c on the executor's stream. */
 RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
