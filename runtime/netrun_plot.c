@@ -220,7 +220,8 @@ static int take_line(Log *lg, const cJSON *o, const char *path, int line, char *
   lg->epochs++;
   int has_acc = number(o, "test_accuracy", &acc), has_top5 = number(o, "test_top5", &top5);
   if (has_acc < 0 || has_top5 < 0)
-    return rt_errf(err, errlen, "%s:%d: \"%s\" is not a number", path, line, has_acc < 0 ? "test_accuracy" : "test_top5");
+    return rt_errf(err, errlen, "%s:%d: \"%s\" is not a number", path, line,
+                   has_acc < 0 ? "test_accuracy" : "test_top5");
   /* accuracy -1: the run had no test set */
   if ((has_acc && acc >= 0 && series_add(&lg->top1, epoch, 100 * acc)) ||
       (has_top5 && top5 >= 0 && series_add(&lg->top5, epoch, 100 * top5)))
@@ -251,7 +252,8 @@ static int log_read(Log *lg, const char *path, char *err, size_t errlen) {
   fclose(f);
   if (!rc && lg->lines == 0) rc = rt_errf(err, errlen, "%s: the log is empty", path);
   if (!rc && lg->loss.n == 0)
-    rc = rt_errf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path, lg->lines);
+    rc = rt_errf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path,
+                 lg->lines);
   return rc;
 }
 
@@ -488,12 +490,14 @@ static int draw(const Log *lg, const char *log_path, const char *png_path, char 
   c->destroy(cr);
   c->surface_destroy(s);
   free(smoothed);
-  if (st != CAIRO_STATUS_SUCCESS) return rt_errf(err, errlen, "%s: cannot write the PNG: %s", png_path, c->status_to_string(st));
+  if (st != CAIRO_STATUS_SUCCESS)
+    return rt_errf(err, errlen, "%s: cannot write the PNG: %s", png_path, c->status_to_string(st));
   return 0;
 }
 
 int netrun_plot(const char *log_path, const char *png_path, char *err, size_t errlen) {
-  if (!log_path || !png_path) return rt_errf(err, errlen, "netrun_plot: %s is NULL", log_path ? "png_path" : "log_path");
+  if (!log_path || !png_path)
+    return rt_errf(err, errlen, "netrun_plot: %s is NULL", log_path ? "png_path" : "log_path");
   Log lg = {0};
   int rc = log_read(&lg, log_path, err, errlen);
   if (!rc) rc = netrun_plot_cairo_ready(err, errlen);

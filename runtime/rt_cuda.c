@@ -154,7 +154,7 @@ RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
   char code[32];
   snprintf(code, sizeof code, "CUresult %d", (int)status);
   rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
-       name ? name : code, text ? text : "unknown status", what ? what : "");
+          name ? name : code, text ? text : "unknown status", what ? what : "");
   return RT_CUDA_ECALL;
 }
 

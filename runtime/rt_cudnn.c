@@ -191,7 +191,7 @@ static RtCudaStatus dnn_check(const DnnApi *d, cudnnStatus_t status, const char 
   while (n && text[n - 1] == ' ') text[--n] = 0;
   const char *name = d->GetErrorString(status);
   rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : "CUDNN_STATUS_?",
-       *text ? text : "no details", what ? what : "");
+          *text ? text : "no details", what ? what : "");
   return RT_CUDA_ECALL;
 }
 
@@ -297,7 +297,7 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
     bad = "epilogue (a forward one scales, a data gradient's masks; neither with genstats or a prologue)";
   if (!bad) return RT_CUDA_OK;
   rt_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
-       d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
+          d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
   return RT_CUDA_EARG;
 }
 
@@ -951,9 +951,9 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
       rt_errf(err, errlen, "%s:%d: cuDNN heuristics gave no engine configuration (%s)", __FILE__, __LINE__, p->what);
     else if (!acceptable)
       rt_errf(err, errlen,
-           "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
-           "reductions)%s (%s)",
-           __FILE__, __LINE__, (long long)total, h->deterministic ? " and is deterministic" : "", p->what);
+              "%s:%d: none of cuDNN's %lld engine configurations keeps FP32 numerics (no TF32 on f32, FP32 "
+              "reductions)%s (%s)",
+              __FILE__, __LINE__, (long long)total, h->deterministic ? " and is deterministic" : "", p->what);
     /* otherwise err holds the last configuration's failure */
     return RT_CUDA_ECALL;
   }
@@ -1028,14 +1028,14 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
   const RtConvDesc *d = &plan->key;
   if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
     rt_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
-                 plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
-                 io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
+            plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
+            io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
     return RT_CUDA_EARG;
   }
   int e = d->epilogue;
   if (!io->esb != !(e & RT_EPI_AFFINE) || !io->residual != !(e & RT_EPI_RESIDUAL) || !io->mask != !(e & RT_EPI_DRELU)) {
     rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
-                 fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
+            fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
     return RT_CUDA_EARG;
   }
   return RT_CUDA_OK;

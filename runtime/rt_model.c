@@ -109,16 +109,16 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
                       char *err, size_t errlen) {
   if (n < 16 || memcmp(b, CG_MODEL_MAGIC, 8) != 0)
     return rt_errf(err, errlen, "%s: not a netc model (the %s blob does not start with %s)", path, CG_MODEL_SYMBOL,
-                CG_MODEL_MAGIC);
+                   CG_MODEL_MAGIC);
   uint32_t version = get_u32(b + 8), header = get_u32(b + 12);
   if (version != CG_MODEL_VERSION)
     return rt_errf(err, errlen,
-                "%s: model format version %u, but this runtime reads version %d (the model was written by %s "
-                "netc): recompile it with this netc (netc FILE.net -o %s)",
-                path, version, CG_MODEL_VERSION, version < CG_MODEL_VERSION ? "an older" : "a newer", path);
+                   "%s: model format version %u, but this runtime reads version %d (the model was written by %s "
+                   "netc): recompile it with this netc (netc FILE.net -o %s)",
+                   path, version, CG_MODEL_VERSION, version < CG_MODEL_VERSION ? "an older" : "a newer", path);
   if (header != CG_MODEL_HEADER || n < CG_MODEL_HEADER)
     return rt_errf(err, errlen, "%s: corrupt model (header of %u bytes in a %llu-byte blob)", path, header,
-                (unsigned long long)n);
+                   (unsigned long long)n);
   if (memchr(b + 24, 0, CG_MODEL_ARCH_LEN) == NULL)
     return rt_errf(err, errlen, "%s: corrupt model (the arch field is not a string)", path);
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
@@ -130,7 +130,7 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
     if (off < CG_MODEL_HEADER || off > n || len > n - off || (text && len == n - off) || (text && b[off + len] != 0) ||
         (!text && (len < 16 || memcmp(b + off, "\177ELF", 4) != 0)))
       return rt_errf(err, errlen, "%s: corrupt model (section %d: %llu bytes at %llu of a %llu-byte blob)", path, i,
-                  (unsigned long long)len, (unsigned long long)off, (unsigned long long)n);
+                     (unsigned long long)len, (unsigned long long)off, (unsigned long long)n);
   }
   for (int g = 0; g < 2; g++)
     for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
@@ -138,11 +138,11 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
       int bin = (g ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
       if ((k && !sec_len[cu - 1] && sec_len[cu]) || (sec_len[bin] && !sec_len[cu]))
         return rt_errf(err, errlen, "%s: corrupt model (the %s graph's kernel program %d is %s)", path,
-                    g ? "inference" : "training", k, sec_len[cu] ? "after a missing one" : "a cubin without source");
+                       g ? "inference" : "training", k, sec_len[cu] ? "after a missing one" : "a cubin without source");
     }
   if (!sec_len[CG_MODEL_TRAIN_IR] || !sec_len[CG_MODEL_INFER_IR])
     return rt_errf(err, errlen, "%s: corrupt model (no IR for the %s graph)", path,
-                sec_len[CG_MODEL_TRAIN_IR] ? "inference" : "training");
+                   sec_len[CG_MODEL_TRAIN_IR] ? "inference" : "training");
   return 0;
 }
 
@@ -169,14 +169,14 @@ static int check_elf_file(const char *path, char *err, size_t errlen) {
       (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff ||
       (eh.e_shnum && (eh.e_shoff > size || (uint64_t)eh.e_shnum * eh.e_shentsize > size - eh.e_shoff)))
     rc = rt_errf(err, errlen, "%s: truncated or corrupt library (ELF headers past its %llu bytes)", path,
-              (unsigned long long)size);
+                 (unsigned long long)size);
   for (int i = 0; !rc && i < eh.e_phnum; i++) {
     Elf64_Phdr ph;
     if (fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) != 0 || fread(&ph, sizeof ph, 1, f) != 1)
       rc = rt_errf(err, errlen, "%s: cannot read its program headers", path);
     else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
       rc = rt_errf(err, errlen, "%s: truncated library (a segment ends at byte %llu of %llu)", path,
-                (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
+                   (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
   }
   fclose(f);
   return rc;
@@ -198,12 +198,12 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
   const unsigned long long *size = dlsym(m->dl, CG_MODEL_SIZE_SYMBOL);
   if (!b || !size)
     return rt_errf(err, errlen, "%s: not a netc model (no %s symbol; models are written by netc FILE.net -o %s)", path,
-                !b ? CG_MODEL_SYMBOL : CG_MODEL_SIZE_SYMBOL, path);
+                   !b ? CG_MODEL_SYMBOL : CG_MODEL_SIZE_SYMBOL, path);
   Dl_info info;
   const ElfW(Sym) *sym = NULL;
   if (!dladdr1(b, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || sym->st_size < *size)
     return rt_errf(err, errlen, "%s: corrupt model (%s says %llu bytes but the symbol holds %llu)", path,
-                CG_MODEL_SIZE_SYMBOL, *size, sym ? (unsigned long long)sym->st_size : 0ull);
+                   CG_MODEL_SIZE_SYMBOL, *size, sym ? (unsigned long long)sym->st_size : 0ull);
   uint64_t off[CG_MODEL_NSECTION], len[CG_MODEL_NSECTION];
   if (check_blob(path, b, *size, off, len, err, errlen))
     return -1;
@@ -216,7 +216,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
     return -1;
   if (m->train->plan_batch != m->batch || m->infer->plan_batch != m->batch)
     return rt_errf(err, errlen, "%s: corrupt model (plans for batch %lld and %lld, header says %lld)", path,
-                (long long)m->train->plan_batch, (long long)m->infer->plan_batch, (long long)m->batch);
+                   (long long)m->train->plan_batch, (long long)m->infer->plan_batch, (long long)m->batch);
   RtModelProgram *prog[2] = {&m->train_prog, &m->infer_prog};
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
@@ -244,7 +244,7 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
     rc = compile_net(path, a, g, err, errlen);
     if (!rc && g[0]->plan_batch != g[1]->plan_batch)
       rc = rt_errf(err, errlen, "%s: training planned for batch %lld, inference for %lld", path,
-                (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
+                   (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
     if (!rc)
       out->train = g[0], out->infer = g[1], out->batch = g[0]->plan_batch;
   } else {

@@ -130,7 +130,7 @@ static RtNvrtcStatus call_failed(const NvrtcApi *api, nvrtcResult r,
                                  int line, const char *call, const char *what,
                                  char *err, size_t errlen) {
   rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
-       api->GetErrorString(r), status_text(r), what);
+          api->GetErrorString(r), status_text(r), what);
   return RT_NVRTC_ECALL;
 }
 
@@ -212,7 +212,7 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
   if (!arch) arch = "sm_90";
   if (strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3])) {
     rt_errf(err, errlen, "rt_nvrtc_compile: arch '%s' is not of the form sm_90",
-         arch);
+            arch);
     return RT_NVRTC_EARG;
   }
   char archopt[64], what[192];
@@ -240,10 +240,10 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
     char path[512];
     save_source(src, name, path, sizeof path);
     rt_errf(err, errlen,
-         "%s:%d: nvrtcCompileProgram(prog, nopt, opts): %s: %s (%s; source "
-         "saved as %s)\n%s",
-         __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what,
-         path, log ? log : "(no log)");
+            "%s:%d: nvrtcCompileProgram(prog, nopt, opts): %s: %s (%s; source "
+            "saved as %s)\n%s",
+            __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what,
+            path, log ? log : "(no log)");
     status = r == NVRTC_ERROR_COMPILATION ? RT_NVRTC_ECOMPILE : RT_NVRTC_ECALL;
     goto done;
   }
@@ -305,8 +305,8 @@ RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
     const char *v = defs[i].value;
     if (!is_identifier(defs[i].name) || !v || strpbrk(v, "\r\n")) {
       rt_errf(err, errlen,
-           "%s: parameter %d (%s) needs a C identifier and a one-line value",
-           template_name, i, defs[i].name ? defs[i].name : "NULL");
+              "%s: parameter %d (%s) needs a C identifier and a one-line value",
+              template_name, i, defs[i].name ? defs[i].name : "NULL");
       return RT_NVRTC_EARG;
     }
     need += strlen(defs[i].name) + strlen(v) + 12;

@@ -107,7 +107,7 @@ static RtWeightsStatus check_graph(const IrGraph *g, char *err, size_t errlen) {
     if (!is_weight(val)) continue;
     if (!is_float(val->type.dtype)) {
       rt_errf(err, errlen, "'%s' is %s: weights files hold float values only", val->name,
-           ir_dtype_name(val->type.dtype));
+              ir_dtype_name(val->type.dtype));
       return RT_WEIGHTS_ERR_GRAPH;
     }
     for (int i = 0; i < val->type.rank; i++)
