@@ -392,6 +392,16 @@ static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int rel
   return 0;
 }
 
+/* The training finalize's arguments (chan_finalize.cu NETC_FIN_TRAIN): x,
+ * the sums in scratch 0, inputs p..p+3, outputs o and o+1, the
+ * coefficients, and output sb when it writes the scale and bias (sb >= 0). */
+static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, int sb) {
+  if (sb >= 0)
+    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
+  else
+    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
+}
+
 /* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
  * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd.
  * After an f16/bf16 forward convolution the statistics may come from the
@@ -410,19 +420,13 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
   c.sb = sb >= 0;
   if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return fail(e, "the scale and bias must have z's dtype");
   if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
-  if (sb >= 0)
-    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef), out(sb));
-  else
-    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+  train_finalize_args(e, x, p, o, c.coef, sb);
   if (fusable) {
     last_when(e, RT_K_UNFUSED);
     Chan f = c;
     f.G = 1, f.noshift = 1;
     if (chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
-    if (sb >= 0)
-      ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef), out(sb));
-    else
-      ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(c.coef));
+    train_finalize_args(e, x, p, o, c.coef, sb);
     last_when(e, RT_K_FUSED);
     e->k->conv.genstats = 1;
     e->k->conv_stats = scratch(0);
