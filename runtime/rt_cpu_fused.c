@@ -32,11 +32,7 @@ static int conv_into(RtCpu *x, const IrNode *n, float *z) {
 /* Result k rounded to its dtype, as a stored value is. */
 static int round_out(RtCpu *x, const IrNode *n, int k) {
   float *z = rt_cpu_op_out(x, n, k);
-  int64_t count = x->numel[n->out[k]];
-  IrDtype dt = rt_cpu_op_out_type(x, n, k)->dtype;
-  if (dt == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, z, z), "rt_ref_round_f16");
-  if (dt == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, z, z), "rt_ref_round_bf16");
-  return 0;
+  return rt_cpu_op_round(x, n, rt_cpu_op_out_type(x, n, k)->dtype, x->numel[n->out[k]], z, z);
 }
 
 /* Result k: the residual (ir_conv_residual, when the node has one) added,

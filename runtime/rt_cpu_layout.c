@@ -42,8 +42,7 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
   const float *src = rt_cpu_op_in(x, n, 0);
   float *dst = rt_cpu_op_out(x, n, 0);
   IrDtype to = rt_cpu_op_out_type(x, n, 0)->dtype;
-  if (to == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, src, dst), "rt_ref_round_f16");
-  if (to == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, src, dst), "rt_ref_round_bf16");
+  if (to == IR_DT_F16 || to == IR_DT_BF16) return rt_cpu_op_round(x, n, to, count, src, dst);
   if (to != IR_DT_I8) {
     memmove(dst, src, (size_t)count * sizeof(float));
     return 0;

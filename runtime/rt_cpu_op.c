@@ -164,9 +164,13 @@ int rt_cpu_op_prologue(RtCpu *x, const IrNode *n, int xi, const float **in, void
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, xi));
   if (rt_cpu_op_check(x, n, rt_ref_bn_prologue(&xs, *in, rt_cpu_op_in(x, n, sbx), p), "rt_ref_bn_prologue"))
     return -1;
-  IrDtype dt = rt_cpu_op_in_type(x, n, xi)->dtype;
-  if (dt == IR_DT_F16 && rt_cpu_op_check(x, n, rt_ref_round_f16(count, p, p), "rt_ref_round_f16")) return -1;
-  if (dt == IR_DT_BF16 && rt_cpu_op_check(x, n, rt_ref_round_bf16(count, p, p), "rt_ref_round_bf16")) return -1;
+  if (rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, xi)->dtype, count, p, p)) return -1;
   *in = p;
+  return 0;
+}
+
+int rt_cpu_op_round(RtCpu *x, const IrNode *n, IrDtype dt, int64_t count, const float *src, float *dst) {
+  if (dt == IR_DT_F16) return rt_cpu_op_check(x, n, rt_ref_round_f16(count, src, dst), "rt_ref_round_f16");
+  if (dt == IR_DT_BF16) return rt_cpu_op_check(x, n, rt_ref_round_bf16(count, src, dst), "rt_ref_round_bf16");
   return 0;
 }

@@ -44,6 +44,10 @@ const RtCpuOp *rt_cpu_op_find(IrOp op);
 
 /* Writes "node 'NAME' (op, %id): message" into x's error buffer; returns -1. */
 int rt_cpu_op_fail(RtCpu *x, const IrNode *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* count values of src rounded to dtype dt into dst (may be src): f16 and
+ * bf16 as a stored value of that dtype is; src left as it is for other
+ * dtypes (dst untouched).  0, or -1 after rt_cpu_op_fail(). */
+int rt_cpu_op_round(RtCpu *x, const IrNode *n, IrDtype dt, int64_t count, const float *src, float *dst);
 /* Fails with rt_ref's text for a nonzero kernel status; returns 0 on 0. */
 int rt_cpu_op_check(RtCpu *x, const IrNode *n, int status, const char *kernel);
 
