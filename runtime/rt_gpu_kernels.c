@@ -19,7 +19,7 @@
  * 256).  Grids of grid-stride kernels are capped at 8 blocks of 256 per SM
  * (one full wave). */
 #include "rt_gpu_kernels.h"
-#include "rt_gpu_templates.h"
+#include "rt_gpu_tmpl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,21 +78,6 @@ static int64_t numel(const Emit *e, const IrType *t) {
   return n;
 }
 
-static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
-
-/* The C type a template stores dt as. */
-static const char *ctype(IrDtype dt) {
-  switch (dt) {
-  case IR_DT_F32: return "float";
-  case IR_DT_F16: return "netc_f16";
-  case IR_DT_BF16: return "netc_bf16";
-  case IR_DT_I8: return "signed char";
-  case IR_DT_I32: return "int";
-  case IR_DT_I64: return "long long";
-  default: return NULL;
-  }
-}
-
 static const char *layout_tag(const IrType *t) {
   switch (t->layout) {
   case IR_LAYOUT_NCHW: return "nchw";
@@ -115,12 +100,10 @@ static int chan_view(Emit *e, const IrType *t, int64_t *rows, int *C) {
   return 0;
 }
 
-/* Elements per 16-byte access of dt. */
-static int flat_vec(IrDtype dt) { return (int)(16 / ir_dtype_size(dt)); }
 
 /* The widest vector (<= 16 bytes) whose width divides C. */
 static int chan_vec(IrDtype dt, int C) {
-  int v = flat_vec(dt);
+  int v = rt_gpu_tmpl_flat_vec(dt);
   while (v > 1 && C % v != 0) v /= 2;
   return v;
 }
@@ -138,9 +121,6 @@ static void attr2(const IrNode *n, const char *key, int dflt, int v[2]) {
   if (a && a->n >= 1) v[0] = v[1] = (int)a->i[0];
   if (a && a->n >= 2) v[1] = (int)a->i[1];
 }
-
-/* A float attribute as a float literal with every bit of the f32 value. */
-static void float_lit(char *buf, size_t len, double v) { snprintf(buf, len, "%.9ef", (double)(float)v); }
 
 /* --- building launches ------------------------------------------------------ */
 
@@ -161,7 +141,7 @@ static void def(Emit *e, const char *name, const char *fmt, ...) {
 
 static void def_float(Emit *e, const char *name, double v) {
   char b[48];
-  float_lit(b, sizeof b, v);
+  rt_gpu_tmpl_float(b, sizeof b, v);
   def(e, name, "%s", b);
 }
 
@@ -185,38 +165,15 @@ static void args(Emit *e, int nargs, const RtKArg *a) {
 }
 #define ARGS(e, ...) args((e), (int)(sizeof((RtKArg[]){__VA_ARGS__}) / sizeof(RtKArg)), (RtKArg[]){__VA_ARGS__})
 
-static int append(Emit *e, const char *s) { return rt_text_puts(&e->src, s) ? fail(e, "out of memory") : 0; }
-
 /* Instantiates template tmpl with the defines gathered since begin(),
  * appends it to the node's source and completes the launch. */
 static int end(Emit *e, const char *tmpl, unsigned gx, unsigned gy, unsigned bx, unsigned by) {
-  const char *text = rt_gpu_templates_text(tmpl), *common = rt_gpu_templates_text("common.cu");
-  if (!text || !common) return fail(e, "template %s is not embedded", text ? "common.cu" : tmpl);
   if (e->ndefs >= MAX_DEFS) return fail(e, "too many template parameters");
-  int eltwise = strcmp(tmpl, "eltwise.cu") == 0;
-  size_t lc = eltwise ? 0 : strlen(common), lt = strlen(text);
-  char *joined = malloc(lc + lt + 2);
-  if (!joined) return fail(e, "out of memory");
-  if (lc) memcpy(joined, common, lc);
-  joined[lc] = '\n';
-  memcpy(joined + lc + 1, text, lt + 1);
   RtNvrtcDefine d[MAX_DEFS];
   for (int i = 0; i < e->ndefs; i++) d[i] = (RtNvrtcDefine){e->defs[i][0], e->defs[i][1]};
-  char name[64], *src = NULL, msg[512];
-  snprintf(name, sizeof name, "codegen_templates/%s", tmpl);
-  RtNvrtcStatus s = rt_nvrtc_instantiate(name, joined, d, e->ndefs, &src, msg, sizeof msg);
-  free(joined);
-  if (s != RT_NVRTC_OK) return fail(e, "%s", msg);
-  char open[64];
-  snprintf(open, sizeof open, "namespace netc_k%d_%d {\n", e->node, e->k->nlaunch);
-  int rc = append(e, open) || append(e, src) || append(e, "} /* namespace */\n");
-  free(src);
-  for (int i = 0; i < e->ndefs && !rc; i++) {
-    char u[DEF_LEN + 16];
-    snprintf(u, sizeof u, "#undef %s\n", e->defs[i][0]);
-    rc = append(e, u);
-  }
-  if (rc) return -1;
+  char ns[64], msg[512];
+  snprintf(ns, sizeof ns, "netc_k%d_%d", e->node, e->k->nlaunch);
+  if (rt_gpu_tmpl_instantiate(tmpl, d, e->ndefs, ns, &e->src, NULL, msg, sizeof msg)) return fail(e, "%s", msg);
   RtKLaunch *l = e->cur;
   l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = 1;
   l->block[0] = bx, l->block[1] = by, l->block[2] = 1;
@@ -235,8 +192,8 @@ static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 /* Inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
 static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, RtKArg a0, RtKArg a1,
                    RtKArg a2, RtKArg o0) {
-  if (!is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
-  int v = flat_vec(dt);
+  if (!rt_gpu_tmpl_is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
+  int v = rt_gpu_tmpl_flat_vec(dt);
   if (begin(e, stage)) return -1;
   def(e, op, "1");
   def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
@@ -278,7 +235,7 @@ typedef struct Chan {
 static int chan_plan(Emit *e, const IrType *t, Chan *c) {
   memset(c, 0, sizeof *c);
   if (chan_view(e, t, &c->rows, &c->C)) return -1;
-  if (!is_float(t->dtype)) return fail(e, "per-channel kernels need a float tensor");
+  if (!rt_gpu_tmpl_is_float(t->dtype)) return fail(e, "per-channel kernels need a float tensor");
   c->dt = t->dtype;
   c->V = chan_vec(t->dtype, c->C);
   int cv = c->C / c->V;
@@ -294,7 +251,7 @@ static int chan_plan(Emit *e, const IrType *t, Chan *c) {
 }
 
 static void chan_defs(Emit *e, const Chan *c) {
-  def(e, "NETC_TX", "%s", ctype(c->dt));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
   def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_V", "%d", c->V);
@@ -317,7 +274,7 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   def(e, op, "1");
   if (c->noshift) def(e, "NETC_NOSHIFT", "1");
   if (c->sb) def(e, "NETC_FIN_SB", "1");
-  def(e, "NETC_TX", "%s", ctype(c->dt));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_G", "%d", c->G);
   def(e, "NETC_M", "%lldLL", (long long)c->rows);
@@ -480,7 +437,7 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
   const IrType *ty = y.kind == RT_KARG_IN ? in_type(e, y.index) : out_type(e, y.index);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
     return fail(e, "convolutions run on NHWC activations and KRSC filters");
-  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !is_float(tx->dtype))
+  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !rt_gpu_tmpl_is_float(tx->dtype))
     return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                 ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   RtConvDesc *d = &e->k->conv;
@@ -508,8 +465,8 @@ static int emit_conv_body(Emit *e) {
     if (e->n->nin < 3) return 0;
     Chan c;
     if (chan_plan(e, out_type(e, 0), &c)) return -1;
-    const char *tb = ctype(in_type(e, 2)->dtype);
-    if (!is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    const char *tb = rt_gpu_tmpl_ctype(in_type(e, 2)->dtype);
+    if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
     if (chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
     ARGS(e, out(0), in(2), out(0));
     return 0;
@@ -550,7 +507,7 @@ static int emit_conv(Emit *e) {
     if (ts->dtype != tx->dtype || ts->rank != 2 || ts->dim[0] != 2 || ts->dim[1] != tx->dim[3])
       return fail(e, "the prologue's scale and bias must be [2, %lld] of x's dtype", (long long)tx->dim[3]);
     Chan c;
-    if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, ctype(tx->dtype))) return -1;
+    if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, rt_gpu_tmpl_ctype(tx->dtype))) return -1;
     ARGS(e, in(xi), in(sbx), scratch(0));
     last_when(e, RT_K_PROLOGUE);
     e->k->launch[e->k->nlaunch - 1].before = 1;
@@ -574,7 +531,7 @@ static int emit_conv(Emit *e) {
  * tx, output (forward roles) ty. */
 static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType *ty, int C, int V) {
   def(e, which, "1");
-  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
   def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
   def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
   def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
@@ -603,7 +560,7 @@ static int emit_pool(Emit *e) {
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
     return fail(e, "pooling runs on NHWC tensors");
-  if (!is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
+  if (!rt_gpu_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
   int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
   const char *which = op == IR_OP_MAXPOOL           ? "NETC_POOL_MAX"
                       : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
@@ -639,17 +596,17 @@ static int emit_cast(Emit *e) {
   const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
   int64_t count = numel(e, tx);
   int i8 = ty->dtype == IR_DT_I8;
-  if (!is_float(tx->dtype) || !(is_float(ty->dtype) || i8))
+  if (!rt_gpu_tmpl_is_float(tx->dtype) || !(rt_gpu_tmpl_is_float(ty->dtype) || i8))
     return fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype), ir_dtype_name(ty->dtype));
   /* 16-byte accesses on the wider side (f32 -> f16 reads 16 bytes, writes 8):
    * no access wider than the 16-byte alignment every tensor has */
-  int v = flat_vec(tx->dtype);
-  if (!i8 && flat_vec(ty->dtype) < v) v = flat_vec(ty->dtype);
+  int v = rt_gpu_tmpl_flat_vec(tx->dtype);
+  if (!i8 && rt_gpu_tmpl_flat_vec(ty->dtype) < v) v = rt_gpu_tmpl_flat_vec(ty->dtype);
   unsigned G = grid_1d(e, count);
   if (i8) {
     if (begin(e, "amax")) return -1;
     def(e, "NETC_CAST_AMAX", "1");
-    def(e, "NETC_TX", "%s", ctype(tx->dtype));
+    def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
     def(e, "NETC_COUNT", "%lldLL", (long long)count);
     ARGS(e, in(0), scratch(0));
     need_scratch(e, G * sizeof(float));
@@ -657,8 +614,8 @@ static int emit_cast(Emit *e) {
   }
   if (begin(e, i8 ? "quant" : "")) return -1;
   def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", ctype(ty->dtype));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(ty->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)count);
   def(e, "NETC_V", "%d", v);
   def(e, "NETC_G", "%u", G);
@@ -672,15 +629,15 @@ static int emit_cast(Emit *e) {
 /* flatten / unflatten keep the memory order: a copy. */
 static int emit_copy(Emit *e) {
   const IrType *tx = in_type(e, 0);
-  if (!is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
+  if (!rt_gpu_tmpl_is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
   if (begin(e, "")) return -1;
   def(e, "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", ctype(tx->dtype));
-  def(e, "NETC_V", "%d", flat_vec(tx->dtype));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+  def(e, "NETC_V", "%d", rt_gpu_tmpl_flat_vec(tx->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
   ARGS(e, in(0), out(0));
-  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
+  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / rt_gpu_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
 }
 
 /* --- relayout (relayout.cu) -------------------------------------------------- */
@@ -692,7 +649,7 @@ static int emit_relayout(Emit *e) {
   int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
   int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
   if (begin(e, "")) return -1;
-  def(e, "NETC_TX", "%s", ctype(tx->dtype));
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
   def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
   def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
   def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
@@ -710,7 +667,7 @@ static int emit_linear(Emit *e) {
   IrOp op = e->n->op;
   const IrType *t0 = in_type(e, 0), *t1 = in_type(e, 1), *to = out_type(e, 0);
   if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return fail(e, "linear needs [N, C] matrices");
-  if (!is_float(t0->dtype) || !is_float(t1->dtype) || !is_float(to->dtype))
+  if (!rt_gpu_tmpl_is_float(t0->dtype) || !rt_gpu_tmpl_is_float(t1->dtype) || !rt_gpu_tmpl_is_float(to->dtype))
     return fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
   int64_t M, N, K, sam, sak, sbk, sbn;
   int64_t batch = dim(e, t0, 0);
@@ -733,13 +690,13 @@ static int emit_linear(Emit *e) {
   def(e, "NETC_SAK", "%lld", (long long)sak);
   def(e, "NETC_SBK", "%lld", (long long)sbk);
   def(e, "NETC_SBN", "%lld", (long long)sbn);
-  def(e, "NETC_TA", "%s", ctype(t0->dtype));
-  def(e, "NETC_TB", "%s", ctype(t1->dtype));
-  def(e, "NETC_TO", "%s", ctype(to->dtype));
+  def(e, "NETC_TA", "%s", rt_gpu_tmpl_ctype(t0->dtype));
+  def(e, "NETC_TB", "%s", rt_gpu_tmpl_ctype(t1->dtype));
+  def(e, "NETC_TO", "%s", rt_gpu_tmpl_ctype(to->dtype));
   def(e, "NETC_BIAS", "%d", bias);
   if (bias) {
-    if (!is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
-    def(e, "NETC_TBIAS", "%s", ctype(in_type(e, 2)->dtype));
+    if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    def(e, "NETC_TBIAS", "%s", rt_gpu_tmpl_ctype(in_type(e, 2)->dtype));
     ARGS(e, in(0), in(1), in(2), out(0));
   } else {
     ARGS(e, in(0), in(1), out(0));
@@ -751,7 +708,7 @@ static int emit_linear(Emit *e) {
 
 static int emit_softmax_ce(Emit *e) {
   const IrType *tz = in_type(e, 0), *tl = in_type(e, 1);
-  if (tz->rank != 2 || !is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
+  if (tz->rank != 2 || !rt_gpu_tmpl_is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
   if (tl->dtype != IR_DT_I32 && tl->dtype != IR_DT_I64) return fail(e, "labels must be i32 or i64");
   int64_t N = dim(e, tz, 0), classes = tz->dim[1];
   int bwd = e->n->op == IR_OP_SOFTMAX_CE_BWD;
@@ -760,11 +717,11 @@ static int emit_softmax_ce(Emit *e) {
   def(e, "NETC_N", "%lld", (long long)N);
   def(e, "NETC_CLASSES", "%lld", (long long)classes);
   def_float(e, "NETC_EPS", ir_attr_float(e->n, "smoothing", 0));
-  def(e, "NETC_TZ", "%s", ctype(tz->dtype));
-  def(e, "NETC_TL", "%s", ctype(tl->dtype));
+  def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tz->dtype));
+  def(e, "NETC_TL", "%s", rt_gpu_tmpl_ctype(tl->dtype));
   if (bwd) {
     if (in_type(e, 2)->dtype != IR_DT_F32) return fail(e, "the loss scale must be f32");
-    def(e, "NETC_TD", "%s", ctype(out_type(e, 0)->dtype));
+    def(e, "NETC_TD", "%s", rt_gpu_tmpl_ctype(out_type(e, 0)->dtype));
     ARGS(e, in(0), in(1), in(2), out(0));
     return end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1);
   }
@@ -783,17 +740,18 @@ static int emit_softmax_ce(Emit *e) {
 static int emit_sgd(Emit *e) {
   const IrType *tw = in_type(e, 0), *tg = in_type(e, 1), *tb = in_type(e, 2);
   int skip = e->n->nin > 5;
-  if (!is_float(tw->dtype) || !is_float(tg->dtype) || !is_float(tb->dtype) || in_type(e, 3)->dtype != IR_DT_F32 ||
+  if (!rt_gpu_tmpl_is_float(tw->dtype) || !rt_gpu_tmpl_is_float(tg->dtype) || !rt_gpu_tmpl_is_float(tb->dtype) ||
+      in_type(e, 3)->dtype != IR_DT_F32 ||
       in_type(e, 4)->dtype != IR_DT_F32 || (skip && in_type(e, 5)->dtype != IR_DT_F32))
     return fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
   int64_t count = numel(e, tw);
-  int v = flat_vec(tw->dtype);
-  if (flat_vec(tg->dtype) < v) v = flat_vec(tg->dtype);
-  if (flat_vec(tb->dtype) < v) v = flat_vec(tb->dtype);
+  int v = rt_gpu_tmpl_flat_vec(tw->dtype);
+  if (rt_gpu_tmpl_flat_vec(tg->dtype) < v) v = rt_gpu_tmpl_flat_vec(tg->dtype);
+  if (rt_gpu_tmpl_flat_vec(tb->dtype) < v) v = rt_gpu_tmpl_flat_vec(tb->dtype);
   if (begin(e, "")) return -1;
-  def(e, "NETC_TW", "%s", ctype(tw->dtype));
-  def(e, "NETC_TG", "%s", ctype(tg->dtype));
-  def(e, "NETC_TBUF", "%s", ctype(tb->dtype));
+  def(e, "NETC_TW", "%s", rt_gpu_tmpl_ctype(tw->dtype));
+  def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(tg->dtype));
+  def(e, "NETC_TBUF", "%s", rt_gpu_tmpl_ctype(tb->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)count);
   def(e, "NETC_V", "%d", v);
   def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
@@ -830,9 +788,9 @@ static int emit_nonfinite_check(Emit *e) {
     snprintf(tn, sizeof tn, "NETC_T%d", i);
     snprintf(cn, sizeof cn, "NETC_COUNT%d", i);
     IrDtype dt = i < nin ? in_type(e, i)->dtype : IR_DT_F32;
-    if (!is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
-    int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = flat_vec(dt);
-    def(e, tn, "%s", ctype(dt));
+    if (!rt_gpu_tmpl_is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
+    int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = rt_gpu_tmpl_flat_vec(dt);
+    def(e, tn, "%s", rt_gpu_tmpl_ctype(dt));
     def(e, cn, "%lldLL", (long long)count);
     a[i + 1] = in(i < nin ? i : 0); /* an unused slot's pointer is never read */
     if (count / v + count % v > units) units = count / v + count % v;

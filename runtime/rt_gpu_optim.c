@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "rt_gpu_impl.h"
-#include "rt_gpu_templates.h"
+#include "rt_gpu_tmpl.h"
 #include "rt_nvrtc.h"
 #include "rt_text.h"
 
@@ -38,18 +38,13 @@ struct RtGpuOptim {
 
 /* --- finding the runs ---------------------------------------------------------- */
 
-static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16; }
-static int flat_vec(IrDtype dt) { return (int)(16 / ir_dtype_size(dt)); }
-static const char *ctype(IrDtype dt) {
-  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : "netc_bf16";
-}
 static IrDtype dtype_of(const IrGraph *g, int v) { return g->val[v].type.dtype; }
 
 /* An sgd_update the multi kernel can do (what emit_sgd accepts). */
 static int sgd_ok(const IrGraph *g, const IrNode *n) {
   if (n->op != IR_OP_SGD_UPDATE || n->nin < 5 || n->nin > 6) return 0;
   for (int i = 0; i < 3; i++)
-    if (!is_float(dtype_of(g, n->in[i]))) return 0;
+    if (!rt_gpu_tmpl_is_float(dtype_of(g, n->in[i]))) return 0;
   for (int i = 3; i < n->nin; i++)
     if (dtype_of(g, n->in[i]) != IR_DT_F32) return 0;
   return 1;
@@ -228,7 +223,11 @@ static void defs_free(Defs *d) {
 }
 
 /* A float attribute as a literal with every bit of its f32 value (as rt_gpu_kernels.c writes it). */
-static void def_float(Defs *d, const char *name, double v) { def(d, name, "%.9ef", (double)(float)v); }
+static void def_float(Defs *d, const char *name, double v) {
+  char b[48];
+  rt_gpu_tmpl_float(b, sizeof b, v);
+  def(d, name, "%s", b);
+}
 
 /* The counts and first blocks of run r (tensor k: the node's input 0) as
  * NETC_COUNTS and NETC_BLOCK0; r->blocks = the grid.  -1 when a count is
@@ -271,13 +270,13 @@ static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, con
   if (r->kind == RT_OPTIM_SGD) {
     IrDtype tw = dtype_of(g, h->in[0]), tg = dtype_of(g, h->in[1]), tb = dtype_of(g, h->in[2]);
     snprintf(l->name, sizeof l->name, "k%d_sgd_update_multi%d_%s", r->node[0], r->n, ir_dtype_name(tg));
-    v = flat_vec(tw);
-    if (flat_vec(tg) < v) v = flat_vec(tg);
-    if (flat_vec(tb) < v) v = flat_vec(tb);
+    v = rt_gpu_tmpl_flat_vec(tw);
+    if (rt_gpu_tmpl_flat_vec(tg) < v) v = rt_gpu_tmpl_flat_vec(tg);
+    if (rt_gpu_tmpl_flat_vec(tb) < v) v = rt_gpu_tmpl_flat_vec(tb);
     def(d, "NETC_KERNEL_NAME", "%s", l->name);
-    def(d, "NETC_TW", "%s", ctype(tw));
-    def(d, "NETC_TG", "%s", ctype(tg));
-    def(d, "NETC_TBUF", "%s", ctype(tb));
+    def(d, "NETC_TW", "%s", rt_gpu_tmpl_ctype(tw));
+    def(d, "NETC_TG", "%s", rt_gpu_tmpl_ctype(tg));
+    def(d, "NETC_TBUF", "%s", rt_gpu_tmpl_ctype(tb));
     def_float(d, "NETC_MOMENTUM", ir_attr_float(h, "momentum", 0));
     def_float(d, "NETC_WD", ir_attr_float(h, "weight_decay", 0));
     def(d, "NETC_NESTEROV", "%d", ir_attr_int(h, "nesterov", 0) != 0);
@@ -290,10 +289,11 @@ static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, con
   } else {
     IrDtype ty = dtype_of(g, h->out[0]);
     snprintf(l->name, sizeof l->name, "k%d_cast_multi%d_f32_%s", r->node[0], r->n, ir_dtype_name(ty));
-    v = flat_vec(ty) < flat_vec(IR_DT_F32) ? flat_vec(ty) : flat_vec(IR_DT_F32);
+    int vy = rt_gpu_tmpl_flat_vec(ty), vx = rt_gpu_tmpl_flat_vec(IR_DT_F32);
+    v = vy < vx ? vy : vx;
     def(d, "NETC_KERNEL_NAME", "%s", l->name);
     def(d, "NETC_TX", "float");
-    def(d, "NETC_TY", "%s", ctype(ty));
+    def(d, "NETC_TY", "%s", rt_gpu_tmpl_ctype(ty));
     l->nargs = 1;
     l->args[0] = (RtKArg){RT_KARG_SCRATCH, 0, 0};
     *tmpl = "cast_multi.cu";
@@ -318,29 +318,12 @@ static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, RtTex
     rt_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
     return -1;
   }
-  const char *common = rt_gpu_templates_text("common.cu"), *text = rt_gpu_templates_text(tmpl);
-  if (!common || !text) {
-    defs_free(&d);
-    rt_errf(err, errlen, "rt_gpu_optim: template %s is not embedded", text ? "common.cu" : tmpl);
-    return -1;
-  }
-  RtText joined = {0};
-  rt_text_puts(&joined, common);
-  rt_text_puts(&joined, "\n");
-  rt_text_puts(&joined, text);
   RtNvrtcDefine nd[MAX_DEFS];
   for (int i = 0; i < d.n; i++) nd[i] = (RtNvrtcDefine){d.name[i], d.value[i]};
-  char name[64];
-  snprintf(name, sizeof name, "codegen_templates/%s", tmpl);
-  int rc = joined.bad ? -1 : 0;
-  if (!rc && rt_nvrtc_instantiate(name, joined.p, nd, d.n, &r->unit, err, errlen)) rc = -1;
-  free(joined.p);
-  if (!rc) {
-    rt_text_printf(src, "namespace netc_m%d {\n", k);
-    rt_text_puts(src, r->unit);
-    rt_text_puts(src, "} /* namespace */\n");
-    for (int i = 0; i < d.n; i++) rt_text_printf(src, "#undef %s\n", d.name[i]);
-  }
+  char ns[32], msg[512];
+  snprintf(ns, sizeof ns, "netc_m%d", k);
+  int rc = rt_gpu_tmpl_instantiate(tmpl, nd, d.n, ns, src, &r->unit, msg, sizeof msg);
+  if (rc) rt_errf(err, errlen, "rt_gpu_optim: run at node %d: %s", r->node[0], msg);
   defs_free(&d);
   return rc;
 }
