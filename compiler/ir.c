@@ -175,6 +175,7 @@ int ir_conv_prologue(const IrGraph *g, const IrNode *n) {
 }
 
 int ir_conv_residual(const IrGraph *g, const IrNode *n) {
+  if (n->op == IR_OP_CONV2D_BWD_DATA_RELU) return n->nin > 3 && rank_of(g, n, 3) == 4 ? 3 : -1;
   if (n->op != IR_OP_CONV2D_BN_TRAIN && n->op != IR_OP_CONV2D_BN) return -1;
   int from = conv_optional_from(n->op), pro = ir_conv_prologue(g, n);
   int i = pro >= 0 ? pro + 1 : from;

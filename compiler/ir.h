@@ -136,7 +136,8 @@ double ir_attr_float(const IrNode *n, const char *key, double dflt);
 /* A convolution's optional inputs, told apart by rank: the prologue's
  * scale and bias sbx ([2, C_in], rank 2; conv2d_bn_train, conv2d_bn,
  * conv2d_bn_stats, conv2d_bwd_weight) and the residual (rank 4, shaped like
- * the output; conv2d_bn_train, conv2d_bn).  Each returns the input index, or
+ * the output; conv2d_bn_train, conv2d_bn, and conv2d_bwd_data_relu, where it
+ * is the gradient added before the mask).  Each returns the input index, or
  * -1 when n has none (or is another op). */
 int ir_conv_prologue(const IrGraph *g, const IrNode *n);
 int ir_conv_residual(const IrGraph *g, const IrNode *n);

@@ -542,10 +542,18 @@ static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   return 0;
 }
 
-/* (dy, w, y) -> conv2d_bwd_data(dy, w) masked by y > 0 */
+/* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
+ * the other gradient of a value two branches read (a residual block's input) */
 static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
-  if (infer_conv2d_bwd_data(c, out)) return -1;
-  return need_same_shape(c, "conv2d_bwd_data_relu mask", in_type(c, 2), "the gradient", out);
+  if (infer_conv2d_bwd_data(c, out) ||
+      need_same_shape(c, "conv2d_bwd_data_relu mask", in_type(c, 2), "the gradient", out))
+    return -1;
+  if (c->n->nin < 4) return 0;
+  if (ir_conv_residual(c->g, c->n) != 3) return fail(c, "input 3 of conv2d_bwd_data_relu must be a gradient to add");
+  return need_same_shape(c, "conv2d_bwd_data_relu addend", in_type(c, 3), "the gradient", out) ||
+         (in_type(c, 3)->dtype != out->dtype ? fail(c, "addend is %s, the gradient %s",
+                                                    ir_dtype_name(in_type(c, 3)->dtype), ir_dtype_name(out->dtype))
+                                             : 0);
 }
 
 /* --- layout and precision ---------------------------------------------------- */

@@ -13,15 +13,19 @@
  *   add -> relu                                 => add_relu
  *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, beta, z, ...)
  *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
+ *   conv2d_bwd_data(dy, w) -> add(., g) -> relu_bwd(., y)
+ *                                  => conv2d_bwd_data_relu(dy, w, y, g)
  *   add(a, b) -> relu_bwd(., y)                 => sum_relu_bwd(a, b, y)
  *
  * The third is a residual block's end: the batch norm's output plus the
  * shortcut r, then relu, in one pass (r must be made before the conv; of
  * a block whose shortcut is itself a conv + batch norm, the later of the two
  * takes the other's output as r).
- * The last is the gradient at a residual block's input: its two branches'
- * gradients are summed, then masked by the previous block's relu.  A
- * relu_bwd that a batch norm's backward can take goes there instead.
+ * The last two are the gradient at a residual block's input: its two
+ * branches' gradients are summed, then masked by the previous block's relu;
+ * when one of them is a data gradient made after the other, the convolution
+ * adds and masks in its epilogue.  A relu_bwd that a batch norm's backward
+ * can take goes there instead.
  * A value that disappears (the conv output at inference, the batch norm's
  * output before its relu, the add's output, the masked gradient, the
  * unmasked data gradient, the gradient sum) must have exactly one use, by the next node of the
@@ -219,17 +223,26 @@ static int match_bn_relu_bwd(Fz *f, int rb) {
   return commit(f, &u);
 }
 
-/* conv2d_bwd_data(dy, w) -> relu_bwd(dx, y), after the relu_bwd was not
- * taken by a batch norm's backward. */
+/* conv2d_bwd_data(dy, w) [-> add(., g)] -> relu_bwd(., y), after the
+ * relu_bwd was not taken by a batch norm's backward.  With the add, g is the
+ * other branch's gradient at a residual block's input and must be ready
+ * before the data gradient: of two data gradients summed (a block with a
+ * shortcut convolution), the later one takes the earlier as g. */
 static int match_dgrad_relu(Fz *f, int d) {
   const IrNode *dgrad = node(f, d);
   if (dgrad->op != IR_OP_CONV2D_BWD_DATA) return 0;
-  int rb = sole_user(f, dgrad->out[0]);
-  if (rb < 0 || !is_free(f, rb, IR_OP_RELU_BWD) || node(f, rb)->in[0] != dgrad->out[0] ||
-      !same_precision(f, d, rb) || !ready_before(f, node(f, rb)->in[1], d))
+  int dx = dgrad->out[0], rb = sole_user(f, dx), a = -1, g = -1;
+  if (rb >= 0 && is_free(f, rb, IR_OP_ADD) && same_precision(f, d, rb)) {
+    const IrNode *add = node(f, rb);
+    g = add->in[0] == dx ? add->in[1] : add->in[0];
+    if (g == dx || !ready_before(f, g, d)) return 0;
+    a = rb, dx = add->out[0], rb = sole_user(f, dx);
+  }
+  if (rb < 0 || !is_free(f, rb, IR_OP_RELU_BWD) || node(f, rb)->in[0] != dx || !same_precision(f, d, rb) ||
+      !ready_before(f, node(f, rb)->in[1], d))
     return 0;
-  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_RELU, .member = {d, rb}, .nmember = 2,
-              .in = {dgrad->in[0], dgrad->in[1], node(f, rb)->in[1]}, .nin = 3,
+  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_RELU, .member = {d, a >= 0 ? a : rb, rb}, .nmember = a >= 0 ? 3 : 2,
+              .in = {dgrad->in[0], dgrad->in[1], node(f, rb)->in[1], g}, .nin = a >= 0 ? 4 : 3,
               .from = {node(f, rb)->out[0]}, .nout = 1};
   static const char *const keys[] = {"k", "s", "p", "d", "groups", "in_hw"};
   for (int i = 0; i < 6; i++) add_attr(&u, dgrad, keys[i]);

@@ -159,7 +159,7 @@ static int input_for(Lay *l, int n, int i) {
   if ((conv_fwd && i == 0) || (op == IR_OP_CONV2D_BWD_WEIGHT && i == 1))
     return in_layout(l, v, IR_LAYOUT_NHWC, padded(l, n, C), node->loc);
   if ((conv_fwd || conv_dgrad) && i == 1) return in_layout(l, v, IR_LAYOUT_KRSC, padded(l, n, C), node->loc);
-  if (op == IR_OP_CONV2D_BWD_DATA_RELU && i == 2) /* the relu mask, shaped like the data gradient */
+  if (op == IR_OP_CONV2D_BWD_DATA_RELU && i >= 2) /* the relu mask and the addend, shaped like the data gradient */
     return in_layout(l, v, IR_LAYOUT_NHWC, padded(l, n, C), node->loc);
   if (is_filter(t->layout)) return in_layout(l, v, IR_LAYOUT_KRSC, C, node->loc);
   if (op == IR_OP_FLATTEN && is_act(t->layout)) {

@@ -149,14 +149,19 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
                          "rt_ref_batchnorm_bwd");
 }
 
-/* (dy, w, y) -> relu_bwd(conv2d_bwd_data(dy, w), y); dx's size is the output type. */
+/* (dy, w, y [, g]) -> relu_bwd(conv2d_bwd_data(dy, w) [+ g], y); dx's size
+ * is the output type.  As in a fused epilogue, the data gradient is summed
+ * and masked before it is rounded, with the result. */
 int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
   RtRefConvParam p = rt_cpu_op_conv_param(n);
   float *dx = rt_cpu_op_out(x, n, 0);
+  int64_t count = x->numel[n->out[0]];
+  int g = ir_conv_residual(x->g, n);
   if (rt_cpu_op_check(x, n, rt_ref_conv2d_bwd_data(&xs, dx, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
-                      "rt_ref_conv2d_bwd_data"))
+                      "rt_ref_conv2d_bwd_data") ||
+      (g >= 0 && rt_cpu_op_check(x, n, rt_ref_add_fwd(count, dx, rt_cpu_op_in(x, n, g), dx), "rt_ref_add_fwd")))
     return -1;
-  return rt_cpu_op_check(x, n, rt_ref_relu_bwd(x->numel[n->out[0]], rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
+  return rt_cpu_op_check(x, n, rt_ref_relu_bwd(count, rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
 }

@@ -32,8 +32,10 @@
  * an epilogue puts pointwise operations after the convolution's result (an
  * FP32 virtual tensor): on a forward one MUL by scale and ADD bias (f32
  * [1, K, 1, 1], uids 11 and 12), ADD the residual (uid 13), RELU_FWD, as
- * its flags ask, the last writing y; on a data gradient RELU_BWD against the
- * mask (uid 14), writing dx.  Their virtual tensors are uids 20 on.
+ * its flags ask, the last writing y; on a data gradient ADD the residual
+ * (uid 13, shaped like dx: the other gradient of a block input) when asked,
+ * then RELU_BWD against the mask (uid 14), writing dx.  Their virtual
+ * tensors are uids 20 on.
  *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
@@ -293,8 +295,9 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
     bad = "prologue (ungrouped forward or weight-gradient convolutions on f16 or bf16 only)";
   else if (d->epilogue && (d->kind == RT_CONV_BWD_FILTER || d->genstats || d->prologue ||
                            (d->kind == RT_CONV_FWD ? (d->epilogue & RT_EPI_DRELU) || !(d->epilogue & RT_EPI_AFFINE)
-                                                   : d->epilogue != RT_EPI_DRELU)))
-    bad = "epilogue (a forward one scales, a data gradient's masks; neither with genstats or a prologue)";
+                                                   : (d->epilogue & ~RT_EPI_RESIDUAL) != RT_EPI_DRELU)))
+    bad = "epilogue (a forward one scales, a data gradient's [adds and] masks; neither with genstats or a "
+          "prologue)";
   if (!bad) return RT_CUDA_OK;
   rt_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
           d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
@@ -490,7 +493,11 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
     if (e & RT_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
     if (e & RT_EPI_RELU) mode[n] = CUDNN_POINTWISE_RELU_FWD, operand[n++] = NULL;
   } else {
-    if ((s = make_tensor(h, &p->emask, UID_MASK, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))) return s;
+    if ((s = make_tensor(h, &p->emask, UID_MASK, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
+        ((e & RT_EPI_RESIDUAL) &&
+         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))))
+      return s;
+    if (e & RT_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
     mode[n] = CUDNN_POINTWISE_RELU_BWD, operand[n++] = NULL;
   }
   int64_t c = fwd ? d->k : d->c, hh = fwd ? d->ho : d->h, ww = fwd ? d->wo : d->w;
@@ -500,7 +507,8 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
   for (int i = 0; i < n; i++) {
     cudnnBackendDescriptor_t out = i + 1 < n ? p->evirt[i + 1] : fwd ? p->y : p->x;
     /* RELU_BWD: x is the forward's relu output (the mask), dy the data gradient */
-    cudnnBackendDescriptor_t x = fwd ? p->evirt[i] : p->emask, b = fwd ? operand[i] : p->evirt[i];
+    int drelu = mode[i] == CUDNN_POINTWISE_RELU_BWD;
+    cudnnBackendDescriptor_t x = drelu ? p->emask : p->evirt[i], b = drelu ? p->evirt[i] : operand[i];
     if ((s = make_pointwise(h, p, mode[i], x, b, out, &p->epw[i], &p->epop[i], err, errlen))) return s;
   }
   p->nepi = n;
@@ -779,8 +787,10 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                        RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what,
                              err, errlen))) ||
                      ((d->epilogue & RT_EPI_RESIDUAL) &&
-                      RT_CU(cu, MemAlloc, (&io->residual, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err,
-                            errlen)) ||
+                      RT_CU(cu, MemAlloc,
+                            (&io->residual, d->kind == RT_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
+                                                                   : eb * (size_t)d->n * d->h * d->w * d->c),
+                            p->what, err, errlen)) ||
                      ((d->epilogue & RT_EPI_DRELU) &&
                       RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err,
                             errlen)))) {
@@ -998,10 +1008,11 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   }
   p->key = key;
   char epi[48] = "";
-  if (key.epilogue)
-    snprintf(epi, sizeof epi, "+%s%s%s", key.epilogue & RT_EPI_AFFINE ? "scale-bias" : "",
-             key.epilogue & RT_EPI_RESIDUAL ? "-add" : "",
-             key.epilogue & RT_EPI_RELU ? "-relu" : key.epilogue & RT_EPI_DRELU ? "drelu" : "");
+  if (key.epilogue & RT_EPI_DRELU)
+    snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & RT_EPI_RESIDUAL ? "add-" : "");
+  else if (key.epilogue)
+    snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & RT_EPI_RESIDUAL ? "-add" : "",
+             key.epilogue & RT_EPI_RELU ? "-relu" : "");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
            key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
            dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",

@@ -45,8 +45,9 @@ typedef struct RtConvDesc {
                            * r becomes y = [relu](r * scale + bias [+ residual]) (per channel of
                            * y, scale and bias f32; cuDNN's conv-scale-bias-add-relu runtime
                            * fusion); RT_EPI_* flags; see RtConvIo.esb and residual.
-                           * RT_CONV_BWD_DATA: RT_EPI_DRELU only, dx masked where the forward's
-                           * relu output (RtConvIo.mask, shaped like dx) is not positive */
+                           * RT_CONV_BWD_DATA: RT_EPI_DRELU, dx [+ residual, shaped like dx]
+                           * masked where the forward's relu output (RtConvIo.mask, shaped like
+                           * dx) is not positive */
 } RtConvDesc;
 
 enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8 };
@@ -59,7 +60,7 @@ enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8
 typedef struct RtConvIo {
   CUdeviceptr x, w, y, stats, sb, workspace;
   CUdeviceptr esb;      /* epilogue RT_EPI_AFFINE: K f32 scales, then K f32 biases */
-  CUdeviceptr residual; /* epilogue RT_EPI_RESIDUAL: shaped and typed like y */
+  CUdeviceptr residual; /* epilogue RT_EPI_RESIDUAL: shaped and typed like y (forward), dx (data gradient) */
   CUdeviceptr mask;     /* epilogue RT_EPI_DRELU: shaped and typed like x (dx) */
 } RtConvIo;
 

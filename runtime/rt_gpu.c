@@ -276,8 +276,8 @@ static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs 
 /* Times node i's convolution as planned from desc with its prologue or
  * epilogue fused (fused) against the plan without it (plain) plus what the
  * kernel doing that part moves: a copy of x's bytes for a prologue, of the
- * output's for an epilogue (one and a half for one that also reads a
- * residual or a mask).  On the node's own value addresses (they hold
+ * output's for an epilogue (half a copy more for each residual or mask it
+ * also reads).  On the node's own value addresses (they hold
  * nothing yet) and temporary statistics, scale and bias, workspace and copy
  * buffers; *use_fused = whether the fused one is no slower. */
 static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
@@ -313,7 +313,7 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvP
   if ((s = rt_cudnn_conv_time(x->dnn, plain, &io, PICK_RUNS, &t_plain, err, errlen)) ||
       (s = time_copy(x, fwd_out ? io.y : io.x, fwd_out ? y_bytes : x_bytes, b, &t_copy, err, errlen)))
     return s;
-  if (e & (RT_EPI_RESIDUAL | RT_EPI_DRELU)) t_copy *= 1.5f;
+  t_copy *= (2 + !!(e & RT_EPI_RESIDUAL) + !!(e & RT_EPI_DRELU)) / 2.0f; /* tensors read and written */
   *use_fused = t_fused <= t_plain + t_copy;
   return RT_CUDA_OK;
 }

@@ -473,15 +473,21 @@ static int emit_conv_body(Emit *e) {
   }
   case IR_OP_CONV2D_BWD_DATA: return conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0));
   case IR_OP_CONV2D_BWD_WEIGHT: return conv(e, RT_CONV_BWD_FILTER, in(1), out(0), in(0));
-  case IR_OP_CONV2D_BWD_DATA_RELU: /* cuDNN masks dx in its epilogue, or a kernel does after */
+  case IR_OP_CONV2D_BWD_DATA_RELU: /* cuDNN [adds and] masks dx in its epilogue, or a kernel does after */
+  {
+    int g = residual_in(e);
     if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
-    e->k->conv.epilogue = RT_EPI_DRELU;
+    e->k->conv.epilogue = RT_EPI_DRELU | (g >= 0 ? RT_EPI_RESIDUAL : 0);
     e->k->conv_mask = in(2);
-    if (eltwise(e, "mask", "NETC_OP_RELU_BWD", out_type(e, 0)->dtype, numel(e, out_type(e, 0)), in(2), out(0),
-                out(0), out(0)))
+    if (g >= 0) e->k->conv_res = in(g);
+    IrDtype dt = out_type(e, 0)->dtype;
+    int64_t count = numel(e, out_type(e, 0));
+    if (g >= 0 ? eltwise(e, "mask", "NETC_OP_SUM_RELU_BWD", dt, count, in(2), out(0), in(g), out(0))
+               : eltwise(e, "mask", "NETC_OP_RELU_BWD", dt, count, in(2), out(0), out(0), out(0)))
       return -1;
     last_when(e, RT_K_EPI_UNFUSED);
     return 0;
+  }
   case IR_OP_CONV2D_BN:
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));

@@ -348,9 +348,9 @@ done:
 }
 
 /* Shape sh's f16 forward convolution with the epilogue flags epi (scale and
- * bias, a residual, relu), or its data gradient masked by relu's output
- * (RT_EPI_DRELU), against the reference convolution then the same
- * arithmetic in f32, rounded to f16 once. */
+ * bias, a residual, relu), or its data gradient [plus a residual] masked by
+ * relu's output (RT_EPI_DRELU), against the reference convolution then the
+ * same arithmetic in f32, rounded to f16 once. */
 static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
   int fwd = !(epi & RT_EPI_DRELU);
   RtConvDesc d = shape_desc(sh, fwd ? RT_CONV_FWD : RT_CONV_BWD_DATA, IR_DT_F16);
@@ -362,13 +362,14 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
   int64_t nout = fwd ? ny : nx;
   float *x = rand_array(nx, IR_DT_F16), *w = rand_array(nw, IR_DT_F16), *y = rand_array(ny, IR_DT_F16);
   float *extra = rand_array(nout, IR_DT_F16), *esb = rand_array(2 * (int64_t)d.k, IR_DT_F32);
+  float *addend = rand_array(nout, IR_DT_F16); /* the data gradient's residual */
   float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
-  CUdeviceptr bx = 0, bw = 0, by = 0, be = 0, bsb = 0, ws = 0;
+  CUdeviceptr bx = 0, bw = 0, by = 0, be = 0, bsb = 0, ba = 0, ws = 0;
   char what[64];
   snprintf(what, sizeof what, "%s%s%s", fwd ? "fwd+scale-bias" : "bwd-data+drelu", epi & RT_EPI_RESIDUAL ? "-add" : "",
            epi & RT_EPI_RELU ? "-relu" : "");
-  CHECK(x && w && y && extra && esb && ref && got, "out of host memory");
-  if (!x || !w || !y || !extra || !esb || !ref || !got) goto done;
+  CHECK(x && w && y && extra && esb && addend && ref && got, "out of host memory");
+  if (!x || !w || !y || !extra || !esb || !addend || !ref || !got) goto done;
   int rc = fwd ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
                : rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, y, NULL);
   CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
@@ -380,8 +381,9 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
       r = r * esb[k] + esb[d.k + k];
       if (epi & RT_EPI_RESIDUAL) r += extra[i];
       if ((epi & RT_EPI_RELU) && r < 0) r = 0;
-    } else if (!(extra[i] > 0)) {
-      r = 0;
+    } else {
+      if (epi & RT_EPI_RESIDUAL) r += addend[i];
+      if (!(extra[i] > 0)) r = 0;
     }
     ref[i] = r;
   }
@@ -394,10 +396,11 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
   int ok = upload(g, w, nw, IR_DT_F16, &bw) && upload(g, extra, nout, IR_DT_F16, &be) &&
            (fwd ? upload(g, x, nx, IR_DT_F16, &bx) && alloc_nan(g, ny, IR_DT_F16, &by) &&
                       upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb)
-                : alloc_nan(g, nx, IR_DT_F16, &bx) && upload(g, y, ny, IR_DT_F16, &by)) &&
+                : alloc_nan(g, nx, IR_DT_F16, &bx) && upload(g, y, ny, IR_DT_F16, &by) &&
+                      (!(epi & RT_EPI_RESIDUAL) || upload(g, addend, nout, IR_DT_F16, &ba))) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
   RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb,
-                 .residual = epi & RT_EPI_RESIDUAL ? be : 0, .mask = fwd ? 0 : be};
+                 .residual = epi & RT_EPI_RESIDUAL ? (fwd ? be : ba) : 0, .mask = fwd ? 0 : be};
   ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
        !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
        download(g, fwd ? by : bx, nout, IR_DT_F16, got);
@@ -405,10 +408,10 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
   if (!ok) goto done;
   judge_fused(sh->name, what, got, ref, nout, ws_bytes);
 done:
-  CUdeviceptr bufs[] = {bx, bw, by, be, bsb, ws};
+  CUdeviceptr bufs[] = {bx, bw, by, be, bsb, ba, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) g->api->MemFree(bufs[i]);
-  free(x), free(w), free(y), free(extra), free(esb), free(ref), free(got);
+  free(x), free(w), free(y), free(extra), free(esb), free(addend), free(ref), free(got);
 }
 
 static const Shape CHECKED[] = {
@@ -640,6 +643,7 @@ int main(int argc, char **argv) {
     check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE | RT_EPI_RESIDUAL | RT_EPI_RELU);
     check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE);
     check_epilogue(&g, &CHECKED[i], RT_EPI_DRELU);
+    check_epilogue(&g, &CHECKED[i], RT_EPI_RESIDUAL | RT_EPI_DRELU);
   }
   if (!s && run_bench) bench(&g, started, genstats_only);
   rt_cudnn_free(g.dnn_tuned);

@@ -41,7 +41,7 @@ static int count_relu_attr(const IrGraph *g, IrOp op, int relu) {
 
 static int count_residual(const IrGraph *g, IrOp op) {
   int n = 0;
-  for (int i = 0; i < g->nnode; i++) n += g->node[i].op == op && g->node[i].nin == 7;
+  for (int i = 0; i < g->nnode; i++) n += g->node[i].op == op && ir_conv_residual(g, &g->node[i]) >= 0;
   return n;
 }
 
@@ -86,7 +86,8 @@ static void check_reads_back(const IrGraph *g, const char *what) {
  * (33 batchnorm_relu_bwd); the 16 relu_bwd of the block ends feed two batch
  * norms' backwards or a batch norm and a gradient sum, so they and the 20
  * other batchnorm_bwd stay; every conv2d_bwd_data feeds a gradient sum or a
- * batchnorm_relu_bwd, so no conv2d_bwd_data_relu. */
+ * batchnorm_relu_bwd, and the sums at 15 block inputs join the later data
+ * gradient (conv2d_bwd_data_relu with an addend). */
 static void check_resnet50(const char *dir) {
   Arena a;
   arena_init(&a);
@@ -111,13 +112,21 @@ static void check_resnet50(const char *dir) {
     CHECK(count_op(g, IR_OP_BATCHNORM_RELU_BWD) == 33, "batchnorm_relu_bwd: %d", count_op(g, IR_OP_BATCHNORM_RELU_BWD));
     CHECK(count_op(g, IR_OP_BATCHNORM_BWD) == 20, "batchnorm_bwd left: %d", count_op(g, IR_OP_BATCHNORM_BWD));
     /* a block's input gradient is summed from its two branches and masked by the
-     * previous block's relu: 15 sum_relu_bwd; the last block's relu_bwd has no sum
-     * before it, and layer1.0's input (the max pool's output) has no relu */
-    CHECK(count_op(g, IR_OP_SUM_RELU_BWD) == 15, "sum_relu_bwd: %d", count_op(g, IR_OP_SUM_RELU_BWD));
+     * previous block's relu; the next block's conv1 data gradient, made after the
+     * other branch's gradient, adds and masks it: 15 conv2d_bwd_data_relu with an
+     * addend, no sum_relu_bwd; the last block's relu_bwd has no sum before it,
+     * and layer1.0's input (the max pool's output) has no relu */
+    CHECK(count_op(g, IR_OP_SUM_RELU_BWD) == 0, "sum_relu_bwd: %d", count_op(g, IR_OP_SUM_RELU_BWD));
     CHECK(count_op(g, IR_OP_RELU_BWD) == 1, "relu_bwd left: %d", count_op(g, IR_OP_RELU_BWD));
-    CHECK(count_op(g, IR_OP_CONV2D_BWD_DATA_RELU) == 0, "conv2d_bwd_data_relu: %d",
+    CHECK(count_op(g, IR_OP_CONV2D_BWD_DATA_RELU) == 15, "conv2d_bwd_data_relu: %d",
           count_op(g, IR_OP_CONV2D_BWD_DATA_RELU));
-    CHECK(count_op(g, IR_OP_CONV2D_BWD_DATA) == 52, "conv2d_bwd_data: %d", count_op(g, IR_OP_CONV2D_BWD_DATA));
+    CHECK(count_residual(g, IR_OP_CONV2D_BWD_DATA_RELU) == 15, "with an addend: %d",
+          count_residual(g, IR_OP_CONV2D_BWD_DATA_RELU));
+    CHECK(count_op(g, IR_OP_CONV2D_BWD_DATA) == 37, "conv2d_bwd_data: %d", count_op(g, IR_OP_CONV2D_BWD_DATA));
+    const IrNode *g1 = find_node(g, "layer2.0.conv1.dgrad"), *g2 = find_node(g, "layer2.0.downsample.0.dgrad");
+    CHECK(g1 && g2 && g1->op == IR_OP_CONV2D_BWD_DATA_RELU && g1->nin == 4 && g2->op == IR_OP_CONV2D_BWD_DATA &&
+              g1->in[3] == g2->out[0],
+          "layer2.0's input gradient: conv1's data gradient adds the downsample's");
     CHECK(count_op(g, IR_OP_CONV2D_BWD_WEIGHT) == 53, "conv2d_bwd_weight: %d", count_op(g, IR_OP_CONV2D_BWD_WEIGHT));
     CHECK(count_op(g, IR_OP_ADD) == 1, "gradient sums left: %d", count_op(g, IR_OP_ADD));
     CHECK(count_op(g, IR_OP_SGD_UPDATE) == 161, "sgd_update: %d", count_op(g, IR_OP_SGD_UPDATE));

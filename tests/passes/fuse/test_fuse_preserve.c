@@ -29,6 +29,7 @@ typedef enum Mode { TRAIN, INFER, FORWARD } Mode;
 static const char *const MODE_NAME[] = {"training", "inference", "forward"};
 
 static int fused_seen[IR_OP_COUNT];
+static int dgrad_sum_seen; /* conv2d_bwd_data_relu nodes with a fourth input */
 static int residual_seen; /* conv2d_bn[_train] nodes with a residual input */
 
 static IrGraph *compile(Arena *a, const char *path, Mode mode, int fuse) {
@@ -83,10 +84,11 @@ static int count_fused(const IrGraph *g) {
   for (int i = 0; i < g->nnode; i++) {
     IrOp op = g->node[i].op;
     int fused = op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_ADD_RELU ||
-                op == IR_OP_BATCHNORM_RELU_BWD || op == IR_OP_CONV2D_BWD_DATA_RELU;
+                op == IR_OP_BATCHNORM_RELU_BWD || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_SUM_RELU_BWD;
     n += fused;
     if (fused) fused_seen[op]++;
     residual_seen += (op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN) && g->node[i].nin == 7;
+    dgrad_sum_seen += op == IR_OP_CONV2D_BWD_DATA_RELU && ir_conv_residual(g, &g->node[i]) >= 0;
   }
   return n;
 }
@@ -271,7 +273,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   static const char *const nets[][2] = {{"0", "conv_bn_relu"}, {"0", "residual"}, {"0", "unfused"},
-                                        {"1", "smallcnn"},     {"1", "resnet20"}};
+                                        {"0", "gradsum"},      {"1", "smallcnn"}, {"1", "resnet20"}};
   char path[4096];
   for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
     snprintf(path, sizeof path, "%s/%s.net", argv[nets[i][0][0] == '0' ? 1 : 2], nets[i][1]);
@@ -287,9 +289,10 @@ int main(int argc, char **argv) {
     check_hand("inference", INFER_TEXT, nhwc, 2);
   }
   static const IrOp kinds[] = {IR_OP_CONV2D_BN_TRAIN, IR_OP_CONV2D_BN, IR_OP_ADD_RELU, IR_OP_BATCHNORM_RELU_BWD,
-                               IR_OP_CONV2D_BWD_DATA_RELU};
+                               IR_OP_CONV2D_BWD_DATA_RELU, IR_OP_SUM_RELU_BWD};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
     CHECK(fused_seen[kinds[k]] > 0, "no %s was made and run", ir_op_info(kinds[k])->name);
   CHECK(residual_seen > 0, "no conv + batch norm with a residual was made and run");
+  CHECK(dgrad_sum_seen > 0, "no data gradient with an addend was made and run");
   return check_report();
 }
