@@ -4,7 +4,7 @@
  *
  *   NETC_APPLY_AFFINE  y = (x - coef[2C+c]) * coef[c] + coef[C+c], plus
  *                      res[i] with NETC_RESIDUAL 1 (a residual block's end; the
- *                      affine rounded to NETC_TX first, as an unfused batch norm
+ *                      affine rounded to NETC_TY first, as an unfused batch norm
  *                      stores it),
  *                      then relu with NETC_RELU (batch norm forward)
  *   NETC_APPLY_BIAS    y = x + bias[c]  (a convolution's bias)
@@ -17,9 +17,12 @@
  *                      (coef[c] is gamma*invstd, coef[3C+c] beta; batch-norm backward)
  *
  * Parameters: NETC_KERNEL_NAME, the op (defined to 1), NETC_RELU (0/1),
- * NETC_TX (storage type of x, dy, y and the result), NETC_TB (of bias),
- * NETC_ROWS, NETC_C, NETC_V (elements per vector access; C % V == 0, so a
- * vector never straddles two pixels), NETC_GRID (the launch's blocks).
+ * NETC_TX (storage type of x), NETC_TY (of the result and the residual;
+ * default NETC_TX: the f32 stem writes its f16 y from f32 z), NETC_TG (of dy;
+ * default NETC_TX: the stem's f16 gradient with f32 z), NETC_TB (of bias),
+ * NETC_ROWS, NETC_C, NETC_V (elements per vector access, at most 16 bytes
+ * of each type; C % V == 0, so a vector never straddles two pixels),
+ * NETC_GRID (the launch's blocks).
  * Launch: 1-D, NETC_GRID blocks of 256 threads (grid-stride loop).  When
  * the stride is a multiple of the C/V vectors of a pixel (the usual case:
  * C a power of two), every vector a thread touches has the same channels,
@@ -37,6 +40,16 @@
 #endif
 
 typedef NETC_TX tx_t;
+#if defined(NETC_TY)
+typedef NETC_TY ty_t;
+#else
+typedef tx_t ty_t;
+#endif
+#if defined(NETC_TG)
+typedef NETC_TG tg_t;
+#else
+typedef tx_t tg_t;
+#endif
 static constexpr int V = NETC_V, CV = NETC_C / NETC_V;
 static constexpr long long nvec = (long long)NETC_ROWS * CV;
 static constexpr long long STRIDE = (long long)NETC_GRID * 256;
@@ -79,13 +92,13 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
 
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
-NETC_KERNEL_NAME(const tx_t *x, const float *coef, const tx_t *res, tx_t *out)
+NETC_KERNEL_NAME(const tx_t *x, const float *coef, const ty_t *res, ty_t *out)
 #elif defined(NETC_APPLY_AFFINE)
-NETC_KERNEL_NAME(const tx_t *x, const float *coef, tx_t *out)
+NETC_KERNEL_NAME(const tx_t *x, const float *coef, ty_t *out)
 #elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
-NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, tx_t *out)
+NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, ty_t *out)
 #elif defined(NETC_APPLY_BWD)
-NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *coef, tx_t *out)
+NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *coef, ty_t *out)
 #else
 #error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS, NETC_APPLY_SBR or NETC_APPLY_BWD"
 #endif
@@ -103,11 +116,12 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
   if (FIXED) q = coef_of(coef, bias, mean, (int)(first % CV) * V);
   for (long long i = first; i < nvec; i += STRIDE) {
     if (!FIXED) q = coef_of(coef, bias, mean, (int)(i % CV) * V);
-    netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i), vo;
+    netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i);
+    netc_vec<ty_t, V> vo;
 #if defined(NETC_APPLY_BWD)
-    netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, i);
+    netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, i);
 #elif defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
-    netc_vec<tx_t, V> vr = netc_vld<tx_t, V>(res, i);
+    netc_vec<ty_t, V> vr = netc_vld<ty_t, V>(res, i);
 #endif
 #pragma unroll
     for (int j = 0; j < V; j++) {
@@ -116,7 +130,7 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
 #if defined(NETC_APPLY_AFFINE)
       r = (xv - q.k[2][j]) * q.k[0][j] + q.k[1][j];
 #if defined(NETC_RESIDUAL) && NETC_RESIDUAL
-      r = netc_ld(netc_cv<tx_t>(r)) + netc_ld(vr.v[j]); /* rounded as the batch norm's stored output was */
+      r = netc_ld(netc_cv<ty_t>(r)) + netc_ld(vr.v[j]); /* rounded as the batch norm's stored output was */
 #endif
 #if NETC_RELU
       r = r > 0.0f ? r : 0.0f;
@@ -134,8 +148,8 @@ NETC_KERNEL_NAME(const tx_t *dy, const tx_t *x, const float *mean, const float *
 #endif
       r = q.k[0][j] * g + q.k[1][j] * xc + q.k[2][j];
 #endif
-      vo.v[j] = netc_cv<tx_t>(r);
+      vo.v[j] = netc_cv<ty_t>(r);
     }
-    netc_vst<tx_t, V>(out, i, vo);
+    netc_vst<ty_t, V>(out, i, vo);
   }
 }

@@ -9,9 +9,12 @@
  *   NETC_RELU    BWD: 1 to mask dy by the batch norm's output, recomputed from
  *                x: (x - mean) * (float)(gamma*invstd) + beta > 0
  *                (batchnorm_relu_bwd), else 0
- *   NETC_TX      storage type of the tensors read (float, netc_f16, netc_bf16)
+ *   NETC_TX      storage type of x (float, netc_f16, netc_bf16)
+ *   NETC_TG      storage type of dy (BWD, SUM; default NETC_TX: the f32
+ *                stem's batch norm reads an f16 gradient)
  *   NETC_ROWS, NETC_C   the tensor's shape
- *   NETC_V       channels per vector access (C % V == 0)
+ *   NETC_V       channels per vector access (C % V == 0; at most 16 bytes of
+ *                either type)
  *   NETC_BX, NETC_BY    block shape: x over channel vectors, y over rows
  *
  * Launch: grid (G, ceil(C/V / BX)), block (BX, BY); block (g, t) sums rows
@@ -37,6 +40,11 @@
 #endif
 
 typedef NETC_TX tx_t;
+#if defined(NETC_TG)
+typedef NETC_TG tg_t;
+#else
+typedef tx_t tg_t;
+#endif
 static constexpr long long rows = NETC_ROWS;
 static constexpr int C = NETC_C, V = NETC_V, CV = NETC_C / NETC_V;
 #if defined(NETC_RED_SUM)
@@ -49,11 +57,11 @@ extern "C" __global__ void __launch_bounds__(NETC_BX *NETC_BY)
 #if defined(NETC_RED_STATS)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, float *__restrict__ part)
 #elif defined(NETC_RED_BWD)
-NETC_KERNEL_NAME(const tx_t *__restrict__ dy, const tx_t *__restrict__ x, const float *__restrict__ gamma,
+NETC_KERNEL_NAME(const tg_t *__restrict__ dy, const tx_t *__restrict__ x, const float *__restrict__ gamma,
                  const float *__restrict__ beta, const float *__restrict__ mean, const float *__restrict__ invstd,
                  float *__restrict__ part)
 #elif defined(NETC_RED_SUM)
-NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
+NETC_KERNEL_NAME(const tg_t *__restrict__ dy, float *__restrict__ part)
 #else
 #error "chan_reduce.cu: define NETC_RED_STATS, NETC_RED_BWD or NETC_RED_SUM"
 #endif
@@ -97,7 +105,8 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
         s2[j] += d * d;
       }
 #elif defined(NETC_RED_BWD)
-      netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, at), vx = netc_vld<tx_t, V>(x, at);
+      netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, at);
+      netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, at);
 #pragma unroll
       for (int j = 0; j < V; j++) {
         float g = netc_ld(vd.v[j]);
@@ -109,7 +118,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, float *__restrict__ part)
         s2[j] += g * (xc * k1[j]);
       }
 #else
-      netc_vec<tx_t, V> vd = netc_vld<tx_t, V>(dy, at);
+      netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, at);
 #pragma unroll
       for (int j = 0; j < V; j++) s1[j] += netc_ld(vd.v[j]);
 #endif

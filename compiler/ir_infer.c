@@ -500,11 +500,18 @@ static int residual(Ctx *c, const IrType *y) {
                                            : 0);
 }
 
+/* y's dtype: z's, or the y_dtype attribute's (the precision pass stores an
+ * f32 convolution's normalized output in the default dtype). */
 static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
   if (probe_conv(c, &out[0]) || relu_flag(c) || bn_attrs(c, 1)) return -1;
   int64_t K = chan(&out[0]);
-  if (bn_vectors(c, 2, 6, K) || optional_inputs(c, 6, 0) || residual(c, &out[0])) return -1;
+  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
   out[1] = out[0];
+  if (yd) {
+    if (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0])) return fail(c, "y_dtype must be f32, f16 or bf16");
+    out[1].dtype = (IrDtype)yd->i[0];
+  }
+  if (bn_vectors(c, 2, 6, K) || optional_inputs(c, 6, 0) || residual(c, &out[1])) return -1;
   out[2] = out[3] = vec_f32(K);
   return 0;
 }
@@ -530,14 +537,15 @@ static int infer_conv2d_bn_stats(Ctx *c, IrType *out) {
 }
 
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
-/* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z. */
+/* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z;
+ * dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y). */
 static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *z = in_type(c, 2);
   if (need_same_shape(c, "batchnorm_relu_bwd input", z, "gradient", dy)) return -1;
+  if (!is_float(dy->dtype)) return fail(c, "batchnorm_relu_bwd of a non-float gradient");
   int64_t C = chan(z);
   if (bn_vectors(c, 1, 2, C) || bn_vectors(c, 3, 6, C)) return -1;
   out[0] = *z;
-  out[0].dtype = dy->dtype;
   out[1] = out[2] = vec_f32(C);
   return 0;
 }

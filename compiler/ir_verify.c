@@ -8,7 +8,7 @@
  * def field names.  Nodes: a known op with its table arity; inputs that
  * exist and are defined by an earlier node (or are inputs/params/state);
  * attribute keys exactly the op table's, in order, optionally followed by
- * `precision` (a dtype); well-formed attribute values; output types equal
+ * `precision` (a dtype), `math` and (conv2d_bn_train) `y_dtype`; well-formed attribute values; output types equal
  * to what ir_infer() computes.  Graph outputs and the train section are
  * checked too.  Every problem is reported, with the node's SrcLoc, its id
  * as the dump prints it (%N, numbered like ir_print.c) and layer name:
@@ -183,7 +183,8 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
 
 /* Keys exactly as the op table lists them, then optionally `precision`,
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
- * on tensor cores); 0 when they are not. */
+ * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
+ * normalized output's dtype, when not z's); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
   const char *keys = info->attrs ? info->attrs : "";
   const char *k = keys;
@@ -202,19 +203,21 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
     if (n->attr[i].kind != IR_ATTR_DTYPE) report(vf, n->loc, what, "attribute precision must be a dtype");
     i++;
   }
-  if (ok && i < n->nattr) {
-    const IrAttr *a = &n->attr[i];
-    ok = i + 1 == n->nattr && a->key && strcmp(a->key, "math") == 0;
-    if (ok && (a->kind != IR_ATTR_STR || strcmp(a->s, "tf32") != 0))
+  if (ok && i < n->nattr && n->attr[i].key && strcmp(n->attr[i].key, "math") == 0) {
+    if (n->attr[i].kind != IR_ATTR_STR || strcmp(n->attr[i].s, "tf32") != 0)
       report(vf, n->loc, what, "attribute math must be \"tf32\"");
+    i++;
   }
+  if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
+    i++; /* its value is ir_infer's to check */
+  if (ok && i < n->nattr) ok = 0;
   if (ok) return 1;
   char have[256] = "";
   size_t o = 0;
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
-  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math)", have,
-         keys);
+  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have,
+         keys, n->op == IR_OP_CONV2D_BN_TRAIN ? ", then y_dtype" : "");
   return 0;
 }
 

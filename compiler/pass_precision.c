@@ -10,11 +10,15 @@
  * precision=i8) puts a forward conv/linear in i8 (its backward ops then use
  * D).  Their activation and weight inputs are cast to that dtype; a weight
  * is cast from its f32 master copy once per step, and the cast is shared by
- * the forward and backward ops.  Everything else follows its inputs: relu,
- * pooling, add and batch norm keep whatever dtype arrives (a mixed add takes
- * the narrower one); a backward op of relu, maxpool or batch norm casts the
- * incoming gradient to the dtype of the forward tensor it pairs with (as
- * autocast's cast-backward would); the loss and its backward read logits
+ * the forward and backward ops.  An f32 conv2d_bn_train in a graph whose D
+ * is f16/bf16 writes its relu output y in D (y_dtype=D; z, mean, invstd
+ * stay f32), so the stem's pooling runs in D.  Everything else follows its
+ * inputs: relu, pooling, add and batch norm keep whatever dtype arrives (a
+ * mixed add takes the narrower one); a backward op of relu, maxpool or batch
+ * norm casts the incoming gradient to the dtype of the forward tensor it
+ * pairs with (as autocast's cast-backward would), except that a
+ * batchnorm_relu_bwd with an f32 z reads a narrower dy as it is (into an
+ * f32 dz); the loss and its backward read logits
  * cast to f32.  Batch-norm vectors, running statistics, mean/invstd, bias,
  * sgd_update's weight and momentum buffer stay f32; the gradient fed to
  * sgd_update may be f16 (the executor unscales it by loss_scale).  Graph
@@ -186,6 +190,15 @@ static IrDtype narrower(Pr *p, IrDtype a, IrDtype b) {
   return p->def == IR_DT_BF16 ? IR_DT_BF16 : IR_DT_F16;
 }
 
+/* The dtype of a forward conv/linear node's result y (conv2d_bn_train:
+ * the normalized output): compute, except that an f32 convolution's
+ * fused batch norm + relu output is stored in the default dtype when that
+ * is narrower (z, mean and invstd stay f32), so that what follows it (the
+ * stem's maxpool and its backward) runs on f16/bf16 data. */
+static IrDtype result_dtype(const Pr *p, const IrNode *node, IrDtype compute) {
+  return node->op == IR_OP_CONV2D_BN_TRAIN && compute == IR_DT_F32 && p->def != IR_DT_F32 ? p->def : compute;
+}
+
 /* The dtype input i of node n must arrive in, or -1 for as it is. */
 static int wanted(Pr *p, int n, int i, IrDtype compute) {
   const IrNode *node = &p->g->node[n];
@@ -196,13 +209,15 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
   case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT:
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
-    return i < 2 || i == ir_conv_residual(p->g, node) || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
+    if (i == ir_conv_residual(p->g, node)) return (int)result_dtype(p, node, compute);
+    return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
   case IR_OP_SUM_RELU_BWD:
     return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
-  case IR_OP_BATCHNORM_RELU_BWD:
-    return i == 0 ? (int)dtype_of(p, node->in[2]) : -1;
+  case IR_OP_BATCHNORM_RELU_BWD: /* an f32 z reads a narrower dy as it is (the stem's f16 gradient) */
+    if (i != 0 || (dtype_of(p, node->in[2]) == IR_DT_F32 && is_float(dtype_of(p, node->in[0])))) return -1;
+    return (int)dtype_of(p, node->in[2]);
   case IR_OP_SOFTMAX_CE: case IR_OP_SOFTMAX_CE_BWD:
     return i == 0 ? (asked >= 0 ? asked : IR_DT_F32) : -1;
   case IR_OP_ADD: case IR_OP_ADD_RELU:
@@ -218,16 +233,21 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
 /* node's attributes with precision=dt last (replacing one it had), then
  * math="tf32" for an f32 convolution in a mixed-precision graph: its
  * products may round to TF32 on tensor cores, as f16 ones round to f16,
- * while it keeps f32 tensors and FP32 accumulation. */
+ * while it keeps f32 tensors and FP32 accumulation; then y_dtype when its
+ * result y is stored in another dtype (result_dtype). */
 static IrAttr *with_precision(Pr *p, const IrNode *node, IrDtype dt, int *nattr) {
-  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 2));
+  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 3));
   if (!a) return NULL;
   int k = 0;
   for (int i = 0; i < node->nattr; i++)
-    if (strcmp(node->attr[i].key, "precision") && strcmp(node->attr[i].key, "math")) a[k++] = node->attr[i];
+    if (strcmp(node->attr[i].key, "precision") && strcmp(node->attr[i].key, "math") &&
+        strcmp(node->attr[i].key, "y_dtype"))
+      a[k++] = node->attr[i];
   a[k++] = (IrAttr){.key = "precision", .kind = IR_ATTR_DTYPE, .n = 1, .i = {dt}};
   if (dt == IR_DT_F32 && p->def != IR_DT_F32 && is_conv(node->op))
     a[k++] = (IrAttr){.key = "math", .kind = IR_ATTR_STR, .s = "tf32"};
+  if (result_dtype(p, node, dt) != dt)
+    a[k++] = (IrAttr){.key = "y_dtype", .kind = IR_ATTR_DTYPE, .n = 1, .i = {result_dtype(p, node, dt)}};
   *nattr = k;
   return a;
 }

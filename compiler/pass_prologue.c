@@ -83,13 +83,14 @@ static void convert(Pro *p, int n) {
       if (g->node[u].in[k] == a) p->sbx_from[u] = n;
 }
 
-/* node's attributes without relu (conv2d_bn_stats has none). */
+/* node's attributes without relu and y_dtype (conv2d_bn_stats has neither:
+ * its y is not stored). */
 static int attrs_without_relu(Arena *a, const IrNode *node, IrAttr **out) {
   IrAttr *at = arena_alloc(a, sizeof(IrAttr) * ((size_t)node->nattr + 1));
   if (!at) return -1;
   int k = 0;
   for (int i = 0; i < node->nattr; i++)
-    if (strcmp(node->attr[i].key, "relu")) at[k++] = node->attr[i];
+    if (strcmp(node->attr[i].key, "relu") && strcmp(node->attr[i].key, "y_dtype")) at[k++] = node->attr[i];
   *out = at;
   return k;
 }

@@ -228,16 +228,22 @@ typedef struct Chan {
   int noshift; /* finalize: the sums are of x itself (G = 1), not shifted by its first row */
   int sb;      /* finalize (train): also the equivalent scale and bias, in x's dtype */
   IrDtype dt;
-  size_t coef; /* scratch offset of coef[4][C] */
+  IrDtype ty, tg; /* apply's result and the gradient dy (NETC_TY, NETC_TG), when not dt */
+  size_t coef;    /* scratch offset of coef[4][C] */
 } Chan;
 
-/* Shape and reduction geometry of per-channel work on tensor t. */
-static int chan_plan(Emit *e, const IrType *t, Chan *c) {
+/* Shape and reduction geometry of per-channel work on tensor t whose
+ * result y has dtype ty and gradient dy dtype tg: vectors as wide as
+ * the widest of the three dtypes allows. */
+static int chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, Chan *c) {
   memset(c, 0, sizeof *c);
   if (chan_view(e, t, &c->rows, &c->C)) return -1;
-  if (!rt_gpu_tmpl_is_float(t->dtype)) return fail(e, "per-channel kernels need a float tensor");
-  c->dt = t->dtype;
+  if (!rt_gpu_tmpl_is_float(t->dtype) || !rt_gpu_tmpl_is_float(ty) || !rt_gpu_tmpl_is_float(tg))
+    return fail(e, "per-channel kernels need float tensors");
+  c->dt = t->dtype, c->ty = ty, c->tg = tg;
   c->V = chan_vec(t->dtype, c->C);
+  if (chan_vec(ty, c->C) < c->V) c->V = chan_vec(ty, c->C);
+  if (chan_vec(tg, c->C) < c->V) c->V = chan_vec(tg, c->C);
   int cv = c->C / c->V;
   c->bx = cv < 16 ? cv : 16;
   c->by = BLOCK / c->bx;
@@ -250,8 +256,11 @@ static int chan_plan(Emit *e, const IrType *t, Chan *c) {
   return 0;
 }
 
+static int chan_plan(Emit *e, const IrType *t, Chan *c) { return chan_plan_mixed(e, t, t->dtype, t->dtype, c); }
+
 static void chan_defs(Emit *e, const Chan *c) {
   def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
+  if (c->tg != c->dt) def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(c->tg));
   def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_V", "%d", c->V);
@@ -303,6 +312,7 @@ static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const ch
   def(e, "NETC_TB", "%s", tb);
   def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
+  if (c->ty != c->dt) def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(c->ty));
   return end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
 }
 
@@ -368,7 +378,8 @@ static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, in
  * equivalent scale and bias into output sb instead (NETC_FIN_SB). */
 static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu, int sb) {
   Chan c;
-  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
+  IrDtype ty = (y.kind == RT_KARG_IN ? in_type(e, y.index) : out_type(e, y.index))->dtype; /* y_dtype */
+  if (chan_plan_mixed(e, t, ty, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
   int fusable = e->k->has_conv && e->k->conv.kind == RT_CONV_FWD && c.dt != IR_DT_F32;
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
@@ -400,14 +411,15 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
 /* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
  * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta.  The relu's
  * mask is recomputed from z with beta (the kernels take gamma twice in its
- * place without one). */
+ * place without one).  dy and dx may have other dtypes than x (the f32
+ * stem's f16 gradient, read as it is). */
 static int bn_bwd(Emit *e, int relu) {
   int xi = relu ? 2 : 1, p = relu ? 3 : 2;
   RtKArg dy = in(0), x = in(xi), beta = relu ? in(1) : in(p);
   Chan c;
-  if (chan_plan(e, in_type(e, xi), &c) || check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, 1, 1, 1, 0)))
+  if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, in_type(e, 0)->dtype, &c) ||
+      check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, 1, 1, 1, 0)))
     return -1;
-  if (in_type(e, 0)->dtype != c.dt) return fail(e, "dy and x must share a dtype");
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
   ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;

@@ -7,6 +7,7 @@
 
 static const KerntestGraph GRAPHS[] = {
     {"smallcnn-train", "models/smallcnn.net", 0, 0, IR_DT_F16},
+    {"smallcnn-bf16-train", "models/smallcnn.net", 0, 0, IR_DT_BF16},
     {"smallcnn-infer", "models/smallcnn.net", 1, 0, IR_DT_F16},
     {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, 1, IR_DT_BF16},
     {"smallcnn-unfused-infer", "models/smallcnn.net", 1, 1, IR_DT_F16},
@@ -29,6 +30,12 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
   return g;
+}
+
+int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
+  if (n->op == IR_OP_CONV2D_BN_TRAIN) return g->val[n->out[0]].type.dtype != g->val[n->out[1]].type.dtype;
+  if (n->op == IR_OP_BATCHNORM_RELU_BWD) return g->val[n->in[2]].type.dtype != g->val[n->in[0]].type.dtype;
+  return 0;
 }
 
 RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0}; }

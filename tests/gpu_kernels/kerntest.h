@@ -23,6 +23,10 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
 /* A hand-written graph of what the models lack: f32 -> i8 (with a tail),
  * f16 -> bf16 -> f32 casts, nesterov SGD with a bf16 gradient. */
 IrGraph *kerntest_extra(Arena *a);
+/* 1 for the nodes of mixed dtypes the f32 first convolution gets in a
+ * mixed-precision training graph: conv2d_bn_train with y (output 1) in
+ * another dtype than z, batchnorm_relu_bwd with dy in another than z. */
+int kerntest_stem_mixed(const IrGraph *g, const IrNode *n);
 /* An H200: 132 SMs, 1024 threads and 48 KiB shared memory a block, sm_90. */
 RtGpuDevice kerntest_h200(void);
 

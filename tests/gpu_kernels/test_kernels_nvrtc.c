@@ -1,6 +1,7 @@
 /* test_kernels_nvrtc.c - every node of real final graphs (kerntest.h:
  * smallcnn and resnet20, training and inference, fused and not, f16 and
- * bf16) gets its kernels from rt_gpu_kernels_emit, with launches that make
+ * bf16, among them the f32 stem's conv2d_bn_train with an f16/bf16 y and
+ * its batchnorm_relu_bwd with an f16/bf16 dy: at least one of each) gets its kernels from rt_gpu_kernels_emit, with launches that make
  * sense (names k<node>_..., grids and blocks in range, arguments naming
  * existing tensors or scratch inside scratch_bytes, a convolution exactly
  * on conv nodes), and each graph's sources, concatenated as the executor
@@ -16,6 +17,7 @@
 #include "rt_nvrtc.h"
 
 static char err[1 << 16];
+static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
@@ -98,6 +100,7 @@ static void check_graph(IrGraph *g, const char *name, RtGpuDevice dev) {
       continue;
     }
     check_node(g, i, &k[i], &all, &len, name);
+    if (kerntest_stem_mixed(g, &g->node[i])) stem_mixed[g->node[i].op == IR_OP_BATCHNORM_RELU_BWD]++;
     nkernels += k[i].nlaunch;
   }
   if (ok && all) {
@@ -160,5 +163,9 @@ int main(int argc, char **argv) {
     arena_free(&a);
   }
   check_errors(dev);
+  CHECK(stem_mixed[0] > 0 && stem_mixed[1] > 0,
+        "the graphs lack the f32 stem's mixed dtypes: %d conv2d_bn_train, %d batchnorm_relu_bwd", stem_mixed[0],
+        stem_mixed[1]);
+  printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd\n", stem_mixed[0], stem_mixed[1]);
   return check_report();
 }

@@ -9,7 +9,11 @@
  * and fc), the maxpool output into layer1 (shared by two convs), the
  * logits to f32 for the loss (inference: for the output), and in training
  * the logits' gradient to f16 and the stem's gradient back to f32: 57 and
- * 55.  No value is cast twice to one dtype and no cast keeps its dtype.
+ * 55.  Fused training has neither the maxpool output's cast nor the stem
+ * gradient's (55): conv1's conv2d_bn_train keeps z, mean and invstd f32 but
+ * writes its relu output in the default dtype, maxpool and maxpool_bwd run
+ * in it, and the stem's batchnorm_relu_bwd reads that gradient with the f32
+ * z into an f32 dx.  No value is cast twice to one dtype and no cast keeps its dtype.
  * fp32 adds nothing.  Errors: --int8 naming no conv/linear layer, and
  * precision=i8 on an op that is neither. */
 #include <stdlib.h>
@@ -30,6 +34,29 @@ static int is_conv(IrOp op) {
          op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
 }
 
+static IrDtype dt_of(const IrGraph *g, int v) { return g->val[v].type.dtype; }
+
+/* 1 for each of the fused stem's nodes in the dtypes the policy gives it
+ * (D: the default), after a CHECK of them: conv1's conv2d_bn_train with
+ * z, mean, invstd f32 and y in D, maxpool and maxpool_bwd in D, and the
+ * stem's batchnorm_relu_bwd (dy D, z f32, dx f32). */
+static int check_stem(const IrGraph *g, const IrNode *n, IrDtype dt, const char *what) {
+  int ok = 0;
+  const char *name = n->name ? n->name : "";
+  if (n->op == IR_OP_CONV2D_BN_TRAIN && strcmp(name, "conv1") == 0)
+    ok = dt_of(g, n->out[0]) == IR_DT_F32 && dt_of(g, n->out[1]) == dt && dt_of(g, n->out[2]) == IR_DT_F32 &&
+         dt_of(g, n->out[3]) == IR_DT_F32;
+  else if ((n->op == IR_OP_MAXPOOL || n->op == IR_OP_MAXPOOL_BWD) && g->val[n->in[n->nin - 1]].def >= 0 &&
+           g->node[g->val[n->in[n->nin - 1]].def].op == IR_OP_CONV2D_BN_TRAIN)
+    ok = dt_of(g, n->in[0]) == dt && dt_of(g, n->out[0]) == dt;
+  else if (n->op == IR_OP_BATCHNORM_RELU_BWD && dt_of(g, n->in[2]) == IR_DT_F32)
+    ok = dt_of(g, n->in[0]) == dt && dt_of(g, n->out[0]) == IR_DT_F32;
+  else
+    return 0;
+  CHECK(ok, "%s: %s %s has dtypes other than the policy's", what, ir_op_info(n->op)->name, name);
+  return ok;
+}
+
 static void check_resnet50(const char *path, unsigned off, int inference, IrDtype dt) {
   Arena a;
   arena_init(&a);
@@ -41,9 +68,10 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
            off & pipeline_bit("fuse") ? "unfused" : "fused", ir_dtype_name(dt));
   CHECK(g != NULL, "%s compiles", what);
   if (!g) goto done;
-  int casts = 0, convs = 0, low = 0, first = 0, fc = 0;
+  int casts = 0, convs = 0, low = 0, first = 0, fc = 0, stem = 0;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
+    if (dt != IR_DT_F32) stem += check_stem(g, node, dt, what);
     if (node->op == IR_OP_CAST) {
       casts++;
       CHECK(g->val[node->in[0]].type.dtype != g->val[node->out[0]].type.dtype, "%s: cast %s keeps its dtype", what,
@@ -69,7 +97,10 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
   CHECK(low == convs - want_first, "%s: %d of %d other convolution ops in %s", what, low, convs - want_first,
         ir_dtype_name(dt));
   CHECK(fc == (inference ? 1 : 3), "%s: fc and its backward in %s (%d)", what, ir_dtype_name(dt), fc);
-  int want = dt == IR_DT_F32 ? 0 : inference ? 55 : 57;
+  int fused_train = !inference && !(off & pipeline_bit("fuse"));
+  CHECK(stem == (fused_train && dt != IR_DT_F32 ? 4 : 0), "%s: %d of the stem's fused nodes in their dtypes", what,
+        stem);
+  int want = dt == IR_DT_F32 ? 0 : inference || fused_train ? 55 : 57;
   CHECK(casts == want, "%s: %d casts, the rules predict %d", what, casts, want);
   printf("%s: %d convolution ops, %d casts\n", what, convs, casts);
 done:
@@ -107,7 +138,9 @@ int main(int argc, char **argv) {
     check_resnet50(path, 0, inference, IR_DT_F16);
   }
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_BF16);
+  check_resnet50(path, 0, 0, IR_DT_BF16);
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_F32);
+  check_resnet50(path, 0, 0, IR_DT_F32);
   static const char net[] =
       "network e {\n"
       "  input image : f32[3, 8, 8]\n"
