@@ -8,7 +8,10 @@
 # of NVRTC per program: tests/api/api_precompile . CACHE
 # models/resnet50.net:256:fp16 ...), TORCH_BASELINE PyTorch's reference
 # benchmark (torch_baseline.py, shipped beside the project in shared/bench/).
-# BATCHES (default "64 128 256") picks the batch sizes.
+# BATCHES (default "64 128 256") picks the batch sizes; REPEATS (default 1)
+# runs every benchmark, netc's and PyTorch's, that many times, alternating,
+# and the table takes each one's best run: one slow call of either side does
+# not make the ratio.
 #
 # For each batch: `netrun bench` training and inference (fp16), then
 # torch_baseline.py's AMP fp16 channels_last, torch.compile and inference
@@ -22,37 +25,42 @@ netrun=${1:-build/release/netrun}
 baseline=${2:-../shared/bench/torch_baseline.py}
 cache=${3:-}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 batches=${BATCHES:-64 128 256}
+repeats=${REPEATS:-1}
 cache_opt=()
 [ -n "$cache" ] && cache_opt=(--cache "$cache")
 
 for b in $batches; do
-  for mode in training inference; do
-    flag=()
-    [ "$mode" = inference ] && flag=(--inference)
-    echo "=== netc: netrun bench models/resnet50.net --batch $b ${flag[*]}"
-    "$netrun" bench models/resnet50.net --device gpu --batch "$b" --steps 30 "${flag[@]}" "${cache_opt[@]}" 2>&1 |
-      tee "$out/netc_${mode}_$b.log"
+  for r in $(seq "$repeats"); do
+    for mode in training inference; do
+      flag=()
+      [ "$mode" = inference ] && flag=(--inference)
+      echo "=== netc: netrun bench models/resnet50.net --batch $b ${flag[*]} (run $r)"
+      "$netrun" bench models/resnet50.net --device gpu --batch "$b" --steps 30 "${flag[@]}" "${cache_opt[@]}" 2>&1 |
+        tee -a "$out/netc_${mode}_$b.log"
+    done
+    echo "=== PyTorch: $baseline (batch $b, run $r)"
+    env -u LD_LIBRARY_PATH BS="$b" OUT="$out" python3 "$baseline" amp_fp16_cl compile_fp16_cl infer_fp16_cl 2>&1 |
+      tee -a "$out/torch_$b.log"
   done
-  echo "=== PyTorch: $baseline (batch $b)"
-  env -u LD_LIBRARY_PATH BS="$b" OUT="$out" python3 "$baseline" amp_fp16_cl compile_fp16_cl infer_fp16_cl 2>&1 |
-    tee "$out/torch_$b.log"
 done
 
-netc_field() { # mode batch field(images/s | GiB)
+best() { sort -g | tail -1; } # the largest of the numbers on stdin
+netc_field() { # mode batch field(images/s | GiB): the best run's images/s, the largest peak
   local f="$out/netc_$1_$2.log"
   [ -f "$f" ] || return 0
-  if [ "$3" = ips ]; then grep -oE '[0-9.]+ images/s' "$f" | tail -1 | grep -oE '^[0-9.]+'
-  else grep -oE 'peak device memory [0-9.]+' "$f" | tail -1 | grep -oE '[0-9.]+$'; fi
+  if [ "$3" = ips ]; then grep -oE '[0-9.]+ images/s' "$f" | grep -oE '^[0-9.]+' | best
+  else grep -oE 'peak device memory [0-9.]+' "$f" | grep -oE '[0-9.]+$' | best; fi
 }
-torch_field() { # config batch field(img_s | peak_GiB)
+torch_field() { # config batch field(img_s | peak_GiB): the largest over the runs
   [ -f "$out/torch_$2.log" ] || return 0
-  grep -F "\"config\": \"$1\"" "$out/torch_$2.log" | tail -1 | grep -oE "\"$3\": [0-9.]+" | grep -oE '[0-9.]+$'
+  grep -F "\"config\": \"$1\"" "$out/torch_$2.log" | grep -oE "\"$3\": [0-9.]+" | grep -oE '[0-9.]+$' | best
 }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN{printf \"%.2f\", $1 / $2}" || echo "-"; }
 
 echo
-echo "=== ResNet-50 images/s, same call ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
+echo "=== ResNet-50 images/s, same call, best of $repeats ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
 printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' batch mode netc "torch AMP" "torch.compile" "netc/AMP" \
   "netc/comp" "" "netc GiB" "torch GiB"
 for b in $batches; do
