@@ -13,6 +13,7 @@ static const KerntestGraph GRAPHS[] = {
     {"smallcnn-unfused-infer", "models/smallcnn.net", 1, 1, IR_DT_F16},
     {"resnet20-train", "models/resnet20.net", 0, 0, IR_DT_F16},
     {"resnet20-infer", "models/resnet20.net", 1, 0, IR_DT_F16},
+    {"stem7-train", "tests/gpu_kernels/stem7.net", 0, 0, IR_DT_F16},
 };
 
 const KerntestGraph *kerntest_graphs(int *n) {

@@ -18,6 +18,7 @@
 
 static char err[1 << 16];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
+static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight gradient */
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
@@ -61,7 +62,18 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   int none = (n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
               (n->op == IR_OP_CONV2D && n->nin == 2)) &&
              ir_conv_prologue(g, n) < 0;
-  CHECK(none ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
+  /* a folded convolution: its x (and w) folded first, a weight gradient unfolded last */
+  int fold = k->nlaunch > 0 && strstr(k->launch[0].name, "_s2d_x_") != NULL;
+  if (fold) {
+    int wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
+    folded[wgrad]++;
+    CHECK(k->launch[0].before && k->conv.stride[0] == 1 && k->conv.c == 16 && k->conv_x.kind == RT_KARG_SCRATCH &&
+              k->conv_w.kind == RT_KARG_SCRATCH &&
+              (wgrad ? k->nlaunch == 2 && strstr(k->launch[1].name, "_s2d_dw_") : k->launch[1].before != 0),
+          "%s node %d (%s): folded convolution's launches", gname, i, op);
+  }
+  CHECK(none && !fold ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op,
+        k->nlaunch);
   CHECK((k->nlaunch > 0) == (k->source != NULL), "%s node %d: source without launches or back", gname, i);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
@@ -149,6 +161,7 @@ int main(int argc, char **argv) {
   }
   int major = 0, minor = 0;
   if (rt_nvrtc_version(&major, &minor, err, sizeof err) != RT_NVRTC_OK) return check_skip(err);
+  setenv("NETC_S2D", "all", 1); /* every folded form compiles: the weight gradient's too */
   printf("NVRTC %d.%d\n", major, minor);
   RtGpuDevice dev = kerntest_h200();
   int ng;
@@ -167,5 +180,8 @@ int main(int argc, char **argv) {
         "the graphs lack the f32 stem's mixed dtypes: %d conv2d_bn_train, %d batchnorm_relu_bwd", stem_mixed[0],
         stem_mixed[1]);
   printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd\n", stem_mixed[0], stem_mixed[1]);
+  CHECK(folded[0] > 0 && folded[1] > 0, "no folded stem convolution: %d forward, %d weight gradient", folded[0],
+        folded[1]);
+  printf("folded stem convolutions: %d forward, %d weight gradient\n", folded[0], folded[1]);
   return check_report();
 }
