@@ -32,7 +32,7 @@
 /* The embedded codegen_templates/ files (rt_gpu_templates.c, generated at
  * build time): the text of "name", or NULL. */
 
-enum { BLOCK = 256, FIN_BLOCK = 128, MAX_DEFS = 40, DEF_LEN = 96 };
+enum { BLOCK = 256, FIN_CB = 32, FIN_GY = 8, MAX_DEFS = 40, DEF_LEN = 96 }; /* FIN_*: chan_finalize.cu's CB, GY */
 
 typedef struct Emit {
   const IrGraph *g;
@@ -290,7 +290,7 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
   def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
-  return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_BLOCK - 1) / FIN_BLOCK), 1, FIN_BLOCK, 1);
+  return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY);
 }
 
 /* The node's residual input (conv2d_bn[_train] at a block's end), or -1. */
