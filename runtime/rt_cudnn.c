@@ -1068,3 +1068,19 @@ RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io
   *ms = time_runs(h, plan, plan->plan, io, runs, 1, err, errlen);
   return *ms < 0 ? RT_CUDA_ECALL : RT_CUDA_OK;
 }
+
+RtCudaStatus rt_cudnn_conv_exec_on(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, CUstream stream, char *err,
+                                   size_t errlen) {
+  CUstream own = h->stream;
+  RtCudaStatus s = DNN(h, SetStream, (h->handle, (cudaStream_t)stream), "cuDNN handle on another stream");
+  if (s) return s;
+  h->stream = stream;
+  s = rt_cudnn_conv_exec(h, plan, io, err, errlen);
+  h->stream = own;
+  char back_err[512];
+  RtCudaStatus back = dnn_check(h->dnn, h->dnn->SetStream(h->handle, (cudaStream_t)own), __FILE__, __LINE__,
+                                "cudnnSetStream(h->handle, own)", "cuDNN handle back on its stream", back_err,
+                                sizeof back_err);
+  if (!s && back) rt_errf(err, errlen, "%s", back_err);
+  return s ? s : back;
+}

@@ -104,4 +104,9 @@ RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io
  * comparisons; none such is an error.  Off by default. */
 void rt_cudnn_deterministic(RtCudnn *h, int on);
 
+/* rt_cudnn_conv_exec on `stream` rather than the handle's (the GPU
+ * executor's side stream); the handle is set back to its own stream after. */
+RtCudaStatus rt_cudnn_conv_exec_on(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io, CUstream stream, char *err,
+                                   size_t errlen);
+
 #endif

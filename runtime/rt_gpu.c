@@ -5,14 +5,22 @@
  * persistent storage (every PARAM and STATE value, packed at 256-byte
  * boundaries) and the scratch (the largest node scratch, then the largest
  * cuDNN workspace: nodes run one after another on one stream, so they share
- * it).  Every address a step uses is therefore fixed when the executor is
+ * it; the side stream's nodes, below, have a scratch and workspace of their
+ * own after those).  Every address a step uses is therefore fixed when the executor is
  * made: the kernel parameters are resolved once into each launch's argument
  * block, and a CUDA graph captured from one step stays valid for every
  * later step; per-step inputs are rewritten in place with rt_gpu_write.
  *
  * A step is, for each node in order, its cuDNN convolution (when it has
  * one) and then its launches, all on the executor's stream with no host
- * synchronization.  Host copies go through a staging buffer that converts
+ * synchronization.  The weight gradients (conv2d_bwd_weight) go to a
+ * second stream, forked from the main one by an event at their place and
+ * joined back by another right before the first later node that touches
+ * their memory (rt_gpu_branch.h; $NETC_BRANCHES=0 keeps them on the main
+ * stream): captured, the step graph gets a branch that overlaps the data
+ * gradients.  Every launched range of nodes ends with all branches joined,
+ * so the main stream alone orders a step against what follows it.  Host
+ * copies go through a staging buffer that converts
  * float <-> f16/bf16/i8 and int64 <-> i32/u8 and synchronize the stream, so
  * they see (and are seen by) the steps in order. */
 #include "rt_gpu.h"
@@ -129,7 +137,7 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
     if (a->offset >= have)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
                   op, nm, a->offset, have);
-    *out = x->scratch + a->offset;
+    *out = (x->conv[i].side ? x->side_scratch : x->scratch) + a->offset;
     return RT_CUDA_OK;
   }
   int count = a->kind == RT_KARG_IN ? n->nin : n->nout;
@@ -144,7 +152,7 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
 
 RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen) {
   RtConvIo io = c->io;
-  io.workspace = x->workspace;
+  io.workspace = c->side ? x->side_workspace : x->workspace;
   return rt_cudnn_conv_exec(x->dnn, c->plan, &io, err, errlen);
 }
 
@@ -399,6 +407,7 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
       pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs);
     else if (memo && t == 1 && cand[0].epilogue)
       pick_fusion(x, i, &cand[0], &cand[2], &ws, memo, &nmemo, &bufs);
+    c->ws = ws;
     if (ws > *ws_max) *ws_max = ws;
   }
   pick_bufs_free(x, &bufs);
@@ -436,6 +445,62 @@ static size_t workspace_cap(void) {
   return (size_t)mb << 20;
 }
 
+/* The ranges node i touches when it runs (its launches and convolution):
+ * its values, or every value of the multi-tensor run it heads (none when
+ * a run's head does its work), its scratch and its workspace. */
+static int node_ranges(RtGpu *x, int i, const uint64_t *addr, const uint64_t *bytes, RtBranchSet *set) {
+  const GpuConv *c = &x->conv[i];
+  const RtOptimRun *r = rt_gpu_optim_run_at(x, i);
+  int works = r || c->plan || x->first[i] < x->first[i + 1];
+  for (int k = 0; works && k < (r ? r->n : 1); k++)
+    if (rt_gpu_branch_add_node(set, x->g, r ? r->node[k] : i, addr, bytes)) return -1;
+  CUdeviceptr scratch = c->side ? x->side_scratch : x->scratch, ws = c->side ? x->side_workspace : x->workspace;
+  if (works && (rt_gpu_branch_add(set, scratch, node_scratch(x, i), 1) ||
+                (c->plan && rt_gpu_branch_add(set, ws, c->ws, 1))))
+    return -1;
+  return rt_gpu_branch_end_node(set, c->side);
+}
+
+/* The side nodes' joins (rt_gpu_branch.h) from the ranges every node
+ * touches; the side stream and the events when there is any side node.
+ * $NETC_BRANCHES=verbose prints how many there are and how much main-stream
+ * work each may overlap. */
+static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  RtBranchSet set;
+  rt_gpu_branch_set_init(&set);
+  uint64_t *addr = calloc((size_t)g->nval + 1, sizeof *addr), *bytes = calloc((size_t)g->nval + 1, sizeof *bytes);
+  int bad = !addr || !bytes;
+  for (int v = 0; !bad && v < g->nval; v++) {
+    addr[v] = x->addr[v];
+    bytes[v] = (uint64_t)x->numel[v] * ir_dtype_size(g->val[v].type.dtype);
+  }
+  for (int i = 0; !bad && i < g->nnode; i++) bad = node_ranges(x, i, addr, bytes, &set) != 0;
+  if (!bad) bad = rt_gpu_branch_plan(&set, &x->branch) != 0;
+  rt_gpu_branch_set_free(&set);
+  free(addr);
+  free(bytes);
+  if (bad) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  const RtBranchPlan *b = &x->branch;
+  if (rt_gpu_env_is("NETC_BRANCHES", "verbose"))
+    fprintf(stderr,
+            "netc: branches: %d of %d nodes on the side stream; overlap window (main-stream nodes between fork "
+            "and join) mean %.2f, min %d, max %d; %d of them 0-1 nodes\n",
+            b->nside, g->nnode, b->window_mean, b->window_min, b->window_max, b->narrow);
+  if (!b->nside) return RT_CUDA_OK;
+  x->fork_ev = calloc((size_t)g->nnode, sizeof *x->fork_ev);
+  x->done_ev = calloc((size_t)g->nnode, sizeof *x->done_ev);
+  if (!x->fork_ev || !x->done_ev) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  RtCudaStatus s = RT_CU(x->api, StreamCreate, (&x->side_stream, CU_STREAM_NON_BLOCKING), "the side stream", err,
+                         errlen);
+  for (int i = 0; !s && i < g->nnode; i++) {
+    if (!x->conv[i].side) continue;
+    s = RT_CU(x->api, EventCreate, (&x->fork_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream fork", err, errlen);
+    if (!s) s = RT_CU(x->api, EventCreate, (&x->done_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream join", err, errlen);
+  }
+  return s;
+}
+
 static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen) {
   const IrGraph *g = x->g;
   RtCudaStatus s;
@@ -464,18 +529,26 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
     snprintf(path, sizeof path, "%s/cudnn-tune.txt", dir);
     if (*dir && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
   }
-  size_t scratch = 0, ws = 0;
+  size_t ws = 0, need[4] = {0, 0, 0, 0}; /* scratch and workspace of the main stream, then of the side stream */
   if ((s = plan_convs(x, &ws, err, errlen))) return s;
-  for (int i = 0; i < g->nnode; i++)
-    if (node_scratch(x, i) > scratch) scratch = node_scratch(x, i);
-  x->scratch_bytes = align_up(scratch) + align_up(ws) + ALIGN;
+  int branches = !rt_gpu_env_is("NETC_BRANCHES", "0");
+  for (int i = 0; i < g->nnode; i++) {
+    GpuConv *c = &x->conv[i];
+    c->side = branches && c->plan && g->node[i].op == IR_OP_CONV2D_BWD_WEIGHT;
+    size_t *n = &need[2 * c->side];
+    if (node_scratch(x, i) > n[0]) n[0] = node_scratch(x, i);
+    if (c->ws > n[1]) n[1] = c->ws;
+  }
+  x->scratch_bytes = align_up(need[0]) + align_up(need[1]) + align_up(need[2]) + align_up(need[3]) + ALIGN;
   if ((s = dev_alloc(x, &x->scratch, x->scratch_bytes, "kernel scratch and cuDNN workspace", err, errlen)) ||
       (s = RT_CU(x->api, MemsetD8Async, (x->scratch, 0, x->scratch_bytes, x->stream), "zeroing the scratch", err,
                  errlen)))
     return s;
-  x->workspace = x->scratch + align_up(scratch);
+  x->workspace = x->scratch + align_up(need[0]);
+  x->side_scratch = x->workspace + align_up(need[1]);
+  x->side_workspace = x->side_scratch + align_up(need[2]);
   if ((s = prepare_nodes(x, err, errlen)) ||
-      (s = rt_gpu_optim_apply(x, o ? o->cache_dir : NULL, err, errlen)))
+      (s = rt_gpu_optim_apply(x, o ? o->cache_dir : NULL, err, errlen)) || (s = plan_branches(x, err, errlen)))
     return s;
   return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
 }
@@ -520,6 +593,14 @@ void rt_gpu_free(RtGpu *x) {
     rt_cuda_ctx_bind(x->ctx, NULL, 0);
     x->api->StreamSynchronize(x->stream);
     if (x->exec) x->api->GraphExecDestroy(x->exec);
+    if (x->side_stream) {
+      x->api->StreamSynchronize(x->side_stream);
+      x->api->StreamDestroy(x->side_stream);
+    }
+    for (int i = 0; x->fork_ev && i < x->g->nnode; i++) {
+      if (x->fork_ev[i]) x->api->EventDestroy(x->fork_ev[i]);
+      if (x->done_ev && x->done_ev[i]) x->api->EventDestroy(x->done_ev[i]);
+    }
     rt_gpu_optim_free(x);
     rt_cudnn_free(x->dnn);
     if (x->arena) x->api->MemFree(x->arena);
@@ -534,6 +615,9 @@ void rt_gpu_free(RtGpu *x) {
   free(x->first);
   free(x->launch);
   free(x->stage);
+  free(x->fork_ev);
+  free(x->done_ev);
+  rt_gpu_branch_plan_free(&x->branch);
   free(x);
 }
 
@@ -565,6 +649,8 @@ int rt_gpu_prologue_convs(const RtGpu *x) {
   return n;
 }
 int rt_gpu_prebuilt_hit(const RtGpu *x) { return x ? x->prog.prebuilt : 0; }
+int rt_gpu_branch_nodes(const RtGpu *x) { return x ? x->branch.nside : 0; }
+double rt_gpu_branch_window(const RtGpu *x) { return x ? x->branch.window_mean : 0; }
 
 /* Checks v and makes the staging buffer hold it; *bytes = its device size. */
 static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, char *err, size_t errlen) {
@@ -645,25 +731,78 @@ static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
   return rt_gpu_launch_nodes(x, 0, x->g->nnode, err, errlen);
 }
 
-/* accumulation (rt_gpu_accum.c) captures parts of the step: launch_all's
- * loop over nodes lo..hi-1 */
-RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen) {
-  for (int i = lo; i < hi; i++) {
-    RtCudaStatus s;
-    const GpuConv *c = &x->conv[i];
-    for (int j = x->first[i]; j <= x->first[i + 1]; j++) {
-      if (j == x->first[i] + c->pre && c->plan && (s = rt_gpu_conv_run(x, c, err, errlen))) return s;
-      if (j == x->first[i + 1]) break;
-      GpuLaunch *L = &x->launch[j];
-      const RtKLaunch *l = L->l;
-      if ((s = RT_CU(x->api, LaunchKernel,
-                     (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem,
-                      x->stream, L->argp, NULL),
-                     l->name, err, errlen)))
-        return s;
+/* Node i's prologue launches, its convolution and its other launches, on
+ * stream st (the side stream's convolution with the side workspace). */
+static RtCudaStatus launch_node(RtGpu *x, int i, CUstream st, char *err, size_t errlen) {
+  const GpuConv *c = &x->conv[i];
+  RtCudaStatus s;
+  for (int j = x->first[i]; j <= x->first[i + 1]; j++) {
+    if (j == x->first[i] + c->pre && c->plan) {
+      RtConvIo io = c->io;
+      io.workspace = x->side_workspace;
+      s = st == x->stream ? rt_gpu_conv_run(x, c, err, errlen)
+                          : rt_cudnn_conv_exec_on(x->dnn, c->plan, &io, st, err, errlen);
+      if (s) return s;
     }
+    if (j == x->first[i + 1]) break;
+    GpuLaunch *L = &x->launch[j];
+    const RtKLaunch *l = L->l;
+    if ((s = RT_CU(x->api, LaunchKernel,
+                   (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st,
+                    L->argp, NULL),
+                   l->name, err, errlen)))
+      return s;
   }
   return RT_CUDA_OK;
+}
+
+/* Side node i forked from the stream: the side stream waits for everything
+ * queued so far, runs the node and records its done event.  *forked = 1
+ * once the side stream depends on the stream (so it must be joined back,
+ * even after a failure). */
+static RtCudaStatus launch_side(RtGpu *x, int i, int *forked, char *err, size_t errlen) {
+  const char *what = "forking a weight gradient to the side stream";
+  RtCudaStatus s = RT_CU(x->api, EventRecord, (x->fork_ev[i], x->stream), what, err, errlen);
+  if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->side_stream, x->fork_ev[i], 0), what, err, errlen);
+  if (s) return s;
+  *forked = 1;
+  s = launch_node(x, i, x->side_stream, err, errlen);
+  RtCudaStatus d = RT_CU(x->api, EventRecord, (x->done_ev[i], x->side_stream), "ending a side-stream node",
+                         s ? NULL : err, s ? 0 : errlen);
+  return s ? s : d;
+}
+
+/* accumulation (rt_gpu_accum.c) captures parts of the step: launch_all's
+ * loop over nodes lo..hi-1.  The stream waits for a side node right before
+ * its join (one wait for the latest side node joining there covers the
+ * earlier ones: the side stream runs in order) and for the last one at the
+ * end of the range, so a range never leaves a branch open (a capture could
+ * not end). */
+RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen) {
+  int last = -1, joined = -1; /* the latest side node queued, and the latest the stream waited for */
+  const char *what = "joining the side stream";
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int i = lo; !s && i < hi; i++) {
+    int w = rt_gpu_branch_wait(&x->branch, lo, i, joined);
+    if (w >= 0 && w <= last) {
+      s = RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[w], 0), what, err, errlen);
+      joined = w;
+    }
+    if (s) break;
+    if (!x->conv[i].side) {
+      s = launch_node(x, i, x->stream, err, errlen);
+      continue;
+    }
+    int forked = 0;
+    s = launch_side(x, i, &forked, err, errlen);
+    if (forked) last = i;
+  }
+  if (last > joined) {
+    RtCudaStatus j = RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[last], 0), what, s ? NULL : err,
+                           s ? 0 : errlen);
+    if (!s) s = j;
+  }
+  return s;
 }
 
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {

@@ -44,6 +44,10 @@ void rt_gpu_free(RtGpu *x); /* takes NULL */
 int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
 int rt_gpu_fused_convs(const RtGpu *x); /* convolutions that write their batch-norm statistics (GenStats) */
 int rt_gpu_prologue_convs(const RtGpu *x); /* convolutions that apply the previous batch norm + relu themselves */
+/* Nodes on the side stream (the weight gradients, unless NETC_BRANCHES=0),
+ * and the mean number of main-stream nodes each may overlap. */
+int rt_gpu_branch_nodes(const RtGpu *x);
+double rt_gpu_branch_window(const RtGpu *x);
 int64_t rt_gpu_numel(const RtGpu *x, int v);
 /* Host <-> device copies of value v (float for float dtypes, int64 for integer ones). */
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen);
@@ -64,7 +68,11 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *   NETC_MULTI_TENSOR=0         one launch per sgd_update / weight cast, not one
  *                               per run of them
  *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
- *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace */
+ *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace
+ *   NETC_BRANCHES=0             weight gradients on the main stream, not on a
+ *                               side stream that overlaps the data gradients
+ *                               (=verbose: on, and print the side nodes' count
+ *                               and overlap windows to stderr when made) */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
 /* Milliseconds of `steps` runs back to back, timed with events (after one warm-up run). */

@@ -6,6 +6,7 @@
 
 #include "rt_cudnn.h"
 #include "rt_gpu.h"
+#include "rt_gpu_branch.h"
 #include "rt_gpu_prog.h"
 
 typedef struct GpuLaunch {
@@ -22,6 +23,8 @@ typedef struct GpuConv {
   int epi_fused;     /* the plan applies the node's epilogue (RtConvDesc.epilogue) itself */
   int pre;           /* launches of the node that run before the convolution (its PROLOGUE) */
   RtConvIo io;       /* workspace: the executor's */
+  size_t ws;         /* the plan's workspace bytes */
+  int side;          /* the node runs on the side stream (rt_gpu_branch.h), with the side scratch */
 } GpuConv;
 
 struct RtGpu {
@@ -43,6 +46,14 @@ struct RtGpu {
   void *stage;       /* host staging buffer for conversions */
   size_t stage_bytes;
   struct RtGpuOptim *optim; /* multi-tensor launches (rt_gpu_optim.h), or NULL */
+  /* the weight gradients' branch (NETC_BRANCHES): side nodes (GpuConv.side)
+   * run on side_stream with their own scratch and workspace; per side node
+   * a fork event (recorded on the stream, waited for by side_stream) and a
+   * done event (the reverse, before branch.wait_at's node) */
+  CUstream side_stream;
+  CUdeviceptr side_scratch, side_workspace;
+  CUevent *fork_ev, *done_ev;
+  RtBranchPlan branch;
 };
 
 /* NVTX ranges named after node i's layer (else its op), for Nsight Systems;
@@ -52,7 +63,8 @@ int rt_gpu_nvtx_enabled(void);
 /* Whether environment variable name is set to value: the executor's
  * switches for comparisons (rt_gpu.h lists them). */
 int rt_gpu_env_is(const char *name, const char *value);
-/* Queues node convolution c on the executor's stream. */
+/* Queues node convolution c on the executor's stream (with the side
+ * workspace for a side node: the profiler runs those on the main stream). */
 RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
 void rt_gpu_nvtx_pop(void);
