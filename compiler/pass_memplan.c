@@ -11,7 +11,8 @@
  * persistent storage and keep offset -1.
  *
  * Time is the node index.  An activation lives from its producer to its last
- * consumer (a graph output to past the last node); an input lives for the
+ * consumer (a graph output to past the last node), or longer when a consumer
+ * holds its inputs (`hold=H`, pass_overlap: H nodes past it); an input lives for the
  * whole step, so it is never overwritten while the step runs.  A node's
  * results therefore never share memory with its inputs: no op works in place
  * on an activation (sgd_update and batchnorm_train write PARAM/STATE).
@@ -73,11 +74,15 @@ static Buf *live_ranges(const IrGraph *g, int64_t batch, int *n) {
     b[*n] = (Buf){v, whole ? -1 : val->def, whole ? g->nnode : val->def, size};
     idx[v] = (*n)++;
   }
-  for (int i = 0; i < g->nnode; i++)
+  for (int i = 0; i < g->nnode; i++) {
+    /* hold=H (pass_overlap): the inputs stay live for the H nodes after i */
+    int64_t hold = ir_attr_int(&g->node[i], "hold", 0);
+    int until = hold > 0 ? (int)(hold < g->nnode - i ? i + hold : g->nnode - 1) : i;
     for (int k = 0; k < g->node[i].nin; k++) {
       int j = idx[g->node[i].in[k]];
-      if (j >= 0 && b[j].end < i) b[j].end = i;
+      if (j >= 0 && b[j].end < until) b[j].end = until;
     }
+  }
   for (int i = 0; i < g->noutput; i++)
     if (idx[g->output[i]] >= 0) b[idx[g->output[i]]].end = g->nnode;
   free(idx);

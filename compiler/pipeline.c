@@ -16,6 +16,7 @@ static const Pass PIPELINE[] = {
     {"layout", pass_layout, "NHWC activations, KRSC filters, channels padded for tensor cores"},
     {"precision", pass_precision, "assign each op its dtype (f32 first conv, f16/bf16/i8 elsewhere), insert casts"},
     {"prologue", pass_prologue, "batch norm + relu read by convolutions applied in their prologue, not stored"},
+    {"overlap", pass_overlap, "weight gradients hold their inputs until the next data gradient, to run beside it"},
     {"memplan", pass_memplan, "liveness and buffer reuse: every activation's offset in one arena"},
 };
 

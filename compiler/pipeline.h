@@ -56,6 +56,7 @@ IrGraph *pass_precision(IrGraph *g, PassCtx *cx);
  * channels for it before the precision pass runs). */
 IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx);
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx);
+IrGraph *pass_overlap(IrGraph *g, PassCtx *cx);
 IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);
 /* The least any plan of g's activations can use: the largest sum of the
  * sizes of values live at one time, at g->plan_batch. */

@@ -234,9 +234,12 @@ static Life *lifetimes(const IrGraph *g) {
   }
   for (int i = 0; i < g->nnode; i++) {
     const IrNode *n = &g->node[i];
+    /* a node holding its inputs (hold=H, the overlap pass) keeps them H nodes longer */
+    int until = i + (int)ir_attr_int(n, "hold", 0);
+    if (until >= g->nnode) until = g->nnode - 1;
     for (int k = 0; k < n->nout; k++) l[n->out[k]].start = l[n->out[k]].end = i;
     for (int k = 0; k < n->nin; k++)
-      if (l[n->in[k]].end < i) l[n->in[k]].end = i;
+      if (l[n->in[k]].end < until) l[n->in[k]].end = until;
   }
   for (int i = 0; i < g->noutput; i++) l[g->output[i]].end = g->nnode;
   return l;
