@@ -8,6 +8,7 @@
 #   resnet50.so         netc models/resnet50.net --batch=B -o DIR/resnet50.so
 #   resnet50_nofuse.so  the same with -fno-fuse
 #   resnet50_noprologue.so  the same with -fno-prologue
+#   resnet50_nooverlap.so   the same with -fno-overlap
 #   resnet50_f16stem.so the same from a copy of models/resnet50.net whose first
 #                       convolution says precision=f16 (what the design's FP32
 #                       first convolution costs)
@@ -32,6 +33,7 @@ rows=(
   "prologue by a kernel, not cuDNN (NETC_PROLOGUE=0)|NETC_PROLOGUE=0|-|resnet50.so"
   "prologue fused everywhere, not timed (NETC_FUSION_PICK=0)|NETC_FUSION_PICK=0|-|resnet50.so"
   "no prologue pass (netc -fno-prologue)|-|-|resnet50_noprologue.so"
+  "no overlap pass (netc -fno-overlap)|-|-|resnet50_nooverlap.so"
   "epilogues by a kernel, not cuDNN (NETC_EPILOGUE=0)|NETC_EPILOGUE=0|-|resnet50.so"
   "stem convolution not folded (NETC_S2D=0)|NETC_S2D=0|-|resnet50.so"
   "weight gradients on the main stream (NETC_BRANCHES=0)|NETC_BRANCHES=0|-|resnet50.so"
