@@ -72,7 +72,10 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *   NETC_BRANCHES=0             weight gradients on the main stream, not on a
  *                               side stream that overlaps the data gradients
  *                               (=verbose: on, and print the side nodes' count
- *                               and overlap windows to stderr when made) */
+ *                               and overlap windows to stderr when made)
+ *   NETC_S2D=0                  the f32 stride-2 stem convolution as it is, not
+ *                               folded 2x2 into 4C channels (rt_gpu_kernels.c;
+ *                               =all folds its weight gradient too) */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
 /* Milliseconds of `steps` runs back to back, timed with events (after one warm-up run). */
