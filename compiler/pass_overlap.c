@@ -10,7 +10,8 @@
  * average).  This pass marks each conv2d_bwd_weight with `hold=H`: its
  * inputs stay live for the H nodes after it, up to and including the next
  * data gradient (conv2d_bwd_data[_relu]), which memplan honours.  A weight
- * gradient with no data gradient after it (the first layer's) gets none.
+ * gradient with no data gradient after it (those of the first layers) gets
+ * none.
  *
  * Assumes a verified graph whose nodes run in list order; guarantees the
  * same graph with the attribute added (it changes no result, only which
