@@ -127,6 +127,10 @@ static void attr2(const IrNode *n, const char *key, int dflt, int v[2]) {
 static RtKArg in(int i) { return (RtKArg){RT_KARG_IN, i, 0}; }
 static RtKArg out(int i) { return (RtKArg){RT_KARG_OUT, i, 0}; }
 static RtKArg scratch(size_t offset) { return (RtKArg){RT_KARG_SCRATCH, 0, offset}; }
+/* The type of an input or output argument. */
+static const IrType *arg_type(const Emit *e, RtKArg a) {
+  return a.kind == RT_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
+}
 
 static void def(Emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void def(Emit *e, const char *name, const char *fmt, ...) {
@@ -378,8 +382,8 @@ static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, in
  * equivalent scale and bias into output sb instead (NETC_FIN_SB). */
 static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu, int sb) {
   Chan c;
-  IrDtype ty = (y.kind == RT_KARG_IN ? in_type(e, y.index) : out_type(e, y.index))->dtype; /* y_dtype */
-  if (chan_plan_mixed(e, t, ty, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1)) return -1;
+  if (chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1))
+    return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
   int fusable = e->k->has_conv && e->k->conv.kind == RT_CONV_FWD && c.dt != IR_DT_F32;
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
@@ -441,20 +445,12 @@ static int emit_channel_sum(Emit *e) {
 
 /* --- convolutions (cuDNN) and what follows them ----------------------------- */
 
-/* The node's convolution: x, w, y are the forward roles' tensors. */
-static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
+/* The shape, attributes and dtype of the convolution whose forward roles
+ * are x, w, y into *d (zeroed first; the kind and the fusions left 0). */
+static void conv_geometry(const Emit *e, RtKArg x, RtKArg w, RtKArg y, RtConvDesc *d) {
   const IrNode *n = e->n;
-  const IrType *tx = x.kind == RT_KARG_IN ? in_type(e, x.index) : out_type(e, x.index);
-  const IrType *tw = w.kind == RT_KARG_IN ? in_type(e, w.index) : out_type(e, w.index);
-  const IrType *ty = y.kind == RT_KARG_IN ? in_type(e, y.index) : out_type(e, y.index);
-  if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
-    return fail(e, "convolutions run on NHWC activations and KRSC filters");
-  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !rt_gpu_tmpl_is_float(tx->dtype))
-    return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
-                ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
-  RtConvDesc *d = &e->k->conv;
+  const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   memset(d, 0, sizeof *d);
-  d->kind = kind;
   d->n = (int)dim(e, tx, 0), d->h = (int)tx->dim[1], d->w = (int)tx->dim[2], d->c = (int)tx->dim[3];
   d->k = (int)tw->dim[0], d->r = (int)tw->dim[1], d->s = (int)tw->dim[2];
   d->ho = (int)ty->dim[1], d->wo = (int)ty->dim[2];
@@ -465,6 +461,18 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
   d->dtype = tx->dtype;
   const IrAttr *math = ir_attr_find(n, "math");
   d->tf32 = tx->dtype == IR_DT_F32 && math && math->kind == IR_ATTR_STR && strcmp(math->s, "tf32") == 0;
+}
+
+/* The node's convolution: x, w, y are the forward roles' tensors. */
+static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
+  const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
+  if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
+    return fail(e, "convolutions run on NHWC activations and KRSC filters");
+  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !rt_gpu_tmpl_is_float(tx->dtype))
+    return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
+                ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
+  conv_geometry(e, x, w, y, &e->k->conv);
+  e->k->conv.kind = kind;
   e->k->has_conv = 1;
   e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;
   return 0;
@@ -516,27 +524,27 @@ static int emit_conv_body(Emit *e) {
 
 /* Whether node e's convolution runs folded: a stride-2 f32 convolution
  * on at most 4 channels (ResNet's stem) in training (conv2d_bn_train),
- * ungrouped and undilated, without a prologue; $NETC_S2D=0 keeps every
- * convolution as it is, $NETC_S2D=all also folds weight gradients.  On the
- * H200 (ResNet-50, batch 256) the folded forward takes 0.91 ms against
- * 1.39; the folded weight gradient is no faster (1.61 ms against 1.65), so
- * it is not the default.  Inference's conv2d_bn (its epilogue planned on
- * the folded description) is not folded: untried. */
-static int s2d_node(const Emit *e) {
+ * ungrouped and undilated, without a prologue; then *d is its description
+ * as it would be planned unfolded.  $NETC_S2D=0 keeps every convolution as
+ * it is, $NETC_S2D=all also folds weight gradients.  On the H200 (ResNet-50,
+ * batch 256) the folded forward takes 0.91 ms against 1.39; the folded
+ * weight gradient is no faster (1.61 ms against 1.65), so it is not the
+ * default.  Inference's conv2d_bn (its epilogue planned on the folded
+ * description) is not folded: untried. */
+static int s2d_node(const Emit *e, RtConvDesc *d) {
   const IrNode *n = e->n;
   const char *v = getenv("NETC_S2D");
-  int all = v && strcmp(v, "all") == 0;
-  if ((v && strcmp(v, "0") == 0) ||
-      (n->op != IR_OP_CONV2D_BN_TRAIN && !(all && n->op == IR_OP_CONV2D_BWD_WEIGHT)) ||
+  int all = v && strcmp(v, "all") == 0, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
+  if ((v && strcmp(v, "0") == 0) || (n->op != IR_OP_CONV2D_BN_TRAIN && !(all && wgrad)) ||
       ir_conv_prologue(e->g, n) >= 0)
     return 0;
-  const IrType *tx = in_type(e, n->op == IR_OP_CONV2D_BWD_WEIGHT ? 1 : 0);
-  int st[2], dl[2], k[2];
-  attr2(n, "s", 1, st);
-  attr2(n, "d", 1, dl);
-  attr2(n, "k", 1, k);
-  return tx->dtype == IR_DT_F32 && tx->layout == IR_LAYOUT_NHWC && tx->dim[3] <= 4 && st[0] == 2 && st[1] == 2 &&
-         dl[0] == 1 && dl[1] == 1 && k[0] > 2 && k[1] > 2 && ir_attr_int(n, "groups", 1) == 1;
+  if (wgrad)
+    conv_geometry(e, in(1), out(0), in(0), d);
+  else
+    conv_geometry(e, in(0), in(1), out(0), d);
+  return d->dtype == IR_DT_F32 && arg_type(e, in(wgrad))->layout == IR_LAYOUT_NHWC && d->c <= 4 &&
+         d->stride[0] == 2 && d->stride[1] == 2 && d->dilation[0] == 1 && d->dilation[1] == 1 && d->r > 2 &&
+         d->s > 2 && d->groups == 1;
 }
 
 /* One s2d.cu launch: `op` from `from` to `to` for an unfolded tensor
@@ -589,24 +597,16 @@ static int s2d_place(Emit *e) {
   return 0;
 }
 
-/* The folding launches of node e (s2d_node), before its other kernels:
- * their geometry from the node's types (the description comes later),
- * their arguments from s2d_place. */
-static int s2d_fold(Emit *e) {
-  const IrNode *n = e->n;
-  int wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
-  const IrType *tx = in_type(e, wgrad ? 1 : 0), *tw = wgrad ? out_type(e, 0) : in_type(e, 1);
-  const IrType *ty = wgrad ? in_type(e, 0) : out_type(e, 0);
-  RtConvDesc d = {.n = (int)dim(e, tx, 0), .h = (int)tx->dim[1], .w = (int)tx->dim[2], .c = (int)tx->dim[3],
-                  .k = (int)tw->dim[0], .r = (int)tw->dim[1], .s = (int)tw->dim[2], .ho = (int)ty->dim[1],
-                  .wo = (int)ty->dim[2]};
-  attr2(n, "p", 0, d.pad);
+/* The folding launches of node e, before its other kernels: their
+ * geometry from d (s2d_node's), their arguments from s2d_place. */
+static int s2d_fold(Emit *e, const RtConvDesc *d) {
   int xd[8], wd[8];
-  s2d_dims(&d, xd, wd);
+  s2d_dims(d, xd, wd);
   RtKArg none = {.kind = RT_KARG_SCRATCH};
-  int v = d.c == 1 || d.c == 2 || d.c == 4 ? d.c : 1; /* s2d.cu's V */
-  if (s2d_launch(e, "s2d_x", "NETC_S2D_X", xd, none, none, (int64_t)d.n * xd[4] * xd[5] * 4 * d.c / v) ||
-      (!wgrad && s2d_launch(e, "s2d_w", "NETC_S2D_W", wd, none, none, (int64_t)d.k * wd[4] * wd[5] * 4 * d.c / v)))
+  int v = d->c == 1 || d->c == 2 || d->c == 4 ? d->c : 1; /* s2d.cu's V */
+  if (s2d_launch(e, "s2d_x", "NETC_S2D_X", xd, none, none, (int64_t)d->n * xd[4] * xd[5] * 4 * d->c / v) ||
+      (e->n->op != IR_OP_CONV2D_BWD_WEIGHT &&
+       s2d_launch(e, "s2d_w", "NETC_S2D_W", wd, none, none, (int64_t)d->k * wd[4] * wd[5] * 4 * d->c / v)))
     return -1;
   for (int i = 0; i < e->k->nlaunch; i++) e->k->launch[i].before = 1;
   return 0;
@@ -630,8 +630,9 @@ static int emit_conv(Emit *e) {
     last_when(e, RT_K_PROLOGUE);
     e->k->launch[e->k->nlaunch - 1].before = 1;
   }
-  int fold = sbx < 0 && s2d_node(e);
-  if ((fold && s2d_fold(e)) || emit_conv_body(e) || (fold && s2d_place(e))) return -1;
+  RtConvDesc folded;
+  int fold = sbx < 0 && s2d_node(e, &folded);
+  if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e))) return -1;
   if (sbx < 0) return 0;
   RtKNode *k = e->k;
   if (k->conv_x.kind != RT_KARG_IN || k->conv_x.index != xi || k->conv.kind == RT_CONV_BWD_DATA)
