@@ -150,12 +150,6 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen) {
-  RtConvIo io = c->io;
-  io.workspace = c->side ? x->side_workspace : x->workspace;
-  return rt_cudnn_conv_exec(x->dnn, c->plan, &io, err, errlen);
-}
-
 /* Whether launch l runs, given its node's convolution plan. */
 static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
   switch (l->when) {
@@ -731,29 +725,41 @@ static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
   return rt_gpu_launch_nodes(x, 0, x->g->nnode, err, errlen);
 }
 
-/* Node i's prologue launches, its convolution and its other launches, on
- * stream st (the side stream's convolution with the side workspace). */
-static RtCudaStatus launch_node(RtGpu *x, int i, CUstream st, char *err, size_t errlen) {
-  const GpuConv *c = &x->conv[i];
-  RtCudaStatus s;
-  for (int j = x->first[i]; j <= x->first[i + 1]; j++) {
-    if (j == x->first[i] + c->pre && c->plan) {
-      RtConvIo io = c->io;
-      io.workspace = x->side_workspace;
-      s = st == x->stream ? rt_gpu_conv_run(x, c, err, errlen)
-                          : rt_cudnn_conv_exec_on(x->dnn, c->plan, &io, st, err, errlen);
-      if (s) return s;
-    }
-    if (j == x->first[i + 1]) break;
-    GpuLaunch *L = &x->launch[j];
-    const RtKLaunch *l = L->l;
-    if ((s = RT_CU(x->api, LaunchKernel,
-                   (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st,
-                    L->argp, NULL),
-                   l->name, err, errlen)))
-      return s;
+/* Node i's convolution (j < 0) or its launch j, on stream st. */
+static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size_t errlen) {
+  if (j < 0) {
+    const GpuConv *c = &x->conv[i];
+    RtConvIo io = c->io;
+    io.workspace = c->side ? x->side_workspace : x->workspace;
+    return st == x->stream ? rt_cudnn_conv_exec(x->dnn, c->plan, &io, err, errlen)
+                           : rt_cudnn_conv_exec_on(x->dnn, c->plan, &io, st, err, errlen);
   }
-  return RT_CUDA_OK;
+  GpuLaunch *L = &x->launch[j];
+  const RtKLaunch *l = L->l;
+  return RT_CU(x->api, LaunchKernel,
+               (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st,
+                L->argp, NULL),
+               l->name, err, errlen);
+}
+
+/* run_one between events ev[2 * *k] and ev[2 * *k + 1] when ev is given. */
+static RtCudaStatus run_timed(RtGpu *x, int i, int j, CUstream st, CUevent *ev, int *k, char *err, size_t errlen) {
+  const char *what = "profiling the step";
+  RtCudaStatus s = ev ? RT_CU(x->api, EventRecord, (ev[2 * *k], st), what, err, errlen) : RT_CUDA_OK;
+  if (!s) s = run_one(x, i, j, st, err, errlen);
+  if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * *k + 1], st), what, err, errlen);
+  if (k) ++*k;
+  return s;
+}
+
+RtCudaStatus rt_gpu_launch_node(RtGpu *x, int i, CUstream st, CUevent *ev, int *k, char *err, size_t errlen) {
+  const GpuConv *c = &x->conv[i];
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int j = x->first[i]; !s && j <= x->first[i + 1]; j++) {
+    if (j == x->first[i] + c->pre && c->plan) s = run_timed(x, i, -1, st, ev, k, err, errlen);
+    if (!s && j < x->first[i + 1]) s = run_timed(x, i, j, st, ev, k, err, errlen);
+  }
+  return s;
 }
 
 /* Side node i forked from the stream: the side stream waits for everything
@@ -766,7 +772,7 @@ static RtCudaStatus launch_side(RtGpu *x, int i, int *forked, char *err, size_t 
   if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->side_stream, x->fork_ev[i], 0), what, err, errlen);
   if (s) return s;
   *forked = 1;
-  s = launch_node(x, i, x->side_stream, err, errlen);
+  s = rt_gpu_launch_node(x, i, x->side_stream, NULL, NULL, err, errlen);
   RtCudaStatus d = RT_CU(x->api, EventRecord, (x->done_ev[i], x->side_stream), "ending a side-stream node",
                          s ? NULL : err, s ? 0 : errlen);
   return s ? s : d;
@@ -790,7 +796,7 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
     }
     if (s) break;
     if (!x->conv[i].side) {
-      s = launch_node(x, i, x->stream, err, errlen);
+      s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
       continue;
     }
     int forked = 0;

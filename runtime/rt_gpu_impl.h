@@ -63,9 +63,12 @@ int rt_gpu_nvtx_enabled(void);
 /* Whether environment variable name is set to value: the executor's
  * switches for comparisons (rt_gpu.h lists them). */
 int rt_gpu_env_is(const char *name, const char *value);
-/* Queues node convolution c on the executor's stream (with the side
- * workspace for a side node: the profiler runs those on the main stream). */
-RtCudaStatus rt_gpu_conv_run(RtGpu *x, const GpuConv *c, char *err, size_t errlen);
+/* Queues node i on stream st: its prologue launches, its convolution, its
+ * other launches -- the one order a node's work runs in.  A side node's
+ * convolution uses the side workspace on either stream (the profiler runs
+ * side nodes on the main stream).  With ev (the profiler), events ev[2k]
+ * and ev[2k+1] on st around each of them, k counting on from *k. */
+RtCudaStatus rt_gpu_launch_node(RtGpu *x, int i, CUstream st, CUevent *ev, int *k, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
 void rt_gpu_nvtx_pop(void);
 

@@ -189,25 +189,7 @@ static RtCudaStatus queue_step(RtGpu *x, CUevent *ev, char *err, size_t errlen) 
   int k = 0;
   for (int i = 0; !s && i < x->g->nnode; i++) {
     rt_gpu_nvtx_push(x->g, i);
-    const GpuConv *c = &x->conv[i];
-    for (int j = x->first[i]; !s && j <= x->first[i + 1]; j++, k++) {
-      if (j == x->first[i] + c->pre && c->plan) {
-        if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);
-        if (!s) s = rt_gpu_conv_run(x, c, err, errlen);
-        if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * k + 1], x->stream), "profiling the step", err, errlen);
-        k++;
-      }
-      if (s || j == x->first[i + 1]) break;
-      GpuLaunch *L = &x->launch[j];
-      const RtKLaunch *l = L->l;
-      if (ev) s = RT_CU(x->api, EventRecord, (ev[2 * k], x->stream), "profiling the step", err, errlen);
-      if (!s)
-        s = RT_CU(x->api, LaunchKernel,
-                  (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem,
-                   x->stream, L->argp, NULL),
-                  l->name, err, errlen);
-      if (!s && ev) s = RT_CU(x->api, EventRecord, (ev[2 * k + 1], x->stream), "profiling the step", err, errlen);
-    }
+    s = rt_gpu_launch_node(x, i, x->stream, ev, &k, err, errlen);
     rt_gpu_nvtx_pop();
   }
   return s;
