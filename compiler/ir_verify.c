@@ -185,7 +185,8 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
 /* Keys exactly as the op table lists them, then optionally `precision`,
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
- * normalized output's dtype, when not z's); 0 when they are not. */
+ * normalized output's dtype, when not z's) and for conv2d_bwd_weight
+ * optionally `hold` (the overlap pass); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
   const char *keys = info->attrs ? info->attrs : "";
   const char *k = keys;
