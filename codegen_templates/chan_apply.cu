@@ -22,7 +22,8 @@
  * default NETC_TX: the stem's f16 gradient with f32 z), NETC_TB (of bias),
  * NETC_ROWS, NETC_C, NETC_V (elements per vector access, at most 16 bytes
  * of each type; C % V == 0, so a vector never straddles two pixels),
- * NETC_GRID (the launch's blocks).
+ * NETC_GRID (the launch's blocks), NETC_ROUND_X (AFFINE: normalize x rounded
+ * to NETC_TY first: the f32 stem's z, whose f16 copy the backward pass reads).
  * Launch: 1-D, NETC_GRID blocks of 256 threads (grid-stride loop).  When
  * the stride is a multiple of the C/V vectors of a pixel (the usual case:
  * C a power of two), every vector a thread touches has the same channels,
@@ -125,7 +126,11 @@ NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *
 #endif
 #pragma unroll
     for (int j = 0; j < V; j++) {
+#if defined(NETC_ROUND_X)
+      const float xv = netc_ld(netc_cv<ty_t>(netc_ld(vx.v[j]))); /* x as the narrower copy the backward reads */
+#else
       const float xv = netc_ld(vx.v[j]);
+#endif
       float r;
 #if defined(NETC_APPLY_AFFINE)
       r = (xv - q.k[2][j]) * q.k[0][j] + q.k[1][j];

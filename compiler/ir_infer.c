@@ -538,7 +538,9 @@ static int infer_conv2d_bn_stats(Ctx *c, IrType *out) {
 
 /* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
 /* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z;
- * dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y). */
+ * dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y),
+ * or the dz_dtype attribute's (the precision pass keeps an f32
+ * convolution's z for the backward pass in f16, its dz in f32). */
 static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *z = in_type(c, 2);
   if (need_same_shape(c, "batchnorm_relu_bwd input", z, "gradient", dy)) return -1;
@@ -546,6 +548,12 @@ static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   int64_t C = chan(z);
   if (bn_vectors(c, 1, 2, C) || bn_vectors(c, 3, 6, C)) return -1;
   out[0] = *z;
+  const IrAttr *dd = ir_attr_find(c->n, "dz_dtype");
+  if (dd) {
+    if (dd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)dd->i[0]) || !is_float(z->dtype))
+      return fail(c, "dz_dtype must be f32, f16 or bf16, of a float z");
+    out[0].dtype = (IrDtype)dd->i[0];
+  }
   out[1] = out[2] = vec_f32(C);
   return 0;
 }

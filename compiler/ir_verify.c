@@ -8,8 +8,8 @@
  * def field names.  Nodes: a known op with its table arity; inputs that
  * exist and are defined by an earlier node (or are inputs/params/state);
  * attribute keys exactly the op table's, in order, optionally followed by
- * `precision` (a dtype), `math`, (conv2d_bn_train) `y_dtype` and (conv2d_bwd_weight)
- * `hold`; well-formed attribute values; output types equal
+ * `precision` (a dtype), `math`, (conv2d_bn_train) `y_dtype`,
+ * (batchnorm_relu_bwd) `dz_dtype` and (conv2d_bwd_weight) `hold`; well-formed attribute values; output types equal
  * to what ir_infer() computes.  Graph outputs and the train section are
  * checked too.  Every problem is reported, with the node's SrcLoc, its id
  * as the dump prints it (%N, numbered like ir_print.c) and layer name:
@@ -185,8 +185,9 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
 /* Keys exactly as the op table lists them, then optionally `precision`,
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
- * normalized output's dtype, when not z's) and for conv2d_bwd_weight
- * optionally `hold` (the overlap pass); 0 when they are not. */
+ * normalized output's dtype, when not z's), for batchnorm_relu_bwd
+ * optionally `dz_dtype` (likewise) and for conv2d_bwd_weight optionally
+ * `hold` (the overlap pass); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
   const char *keys = info->attrs ? info->attrs : "";
   const char *k = keys;
@@ -212,6 +213,9 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   }
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
     i++; /* its value is ir_infer's to check */
+  if (ok && i < n->nattr && n->op == IR_OP_BATCHNORM_RELU_BWD && n->attr[i].key &&
+      strcmp(n->attr[i].key, "dz_dtype") == 0)
+    i++; /* likewise */
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BWD_WEIGHT && n->attr[i].key && strcmp(n->attr[i].key, "hold") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] < 1) report(vf, n->loc, what, "attribute hold must be >= 1");
     i++;
@@ -223,7 +227,11 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
   report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have,
-         keys, n->op == IR_OP_CONV2D_BN_TRAIN ? ", then y_dtype" : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold" : "");
+         keys,
+         n->op == IR_OP_CONV2D_BN_TRAIN        ? ", then y_dtype"
+         : n->op == IR_OP_CONV2D_BWD_WEIGHT    ? ", then hold"
+         : n->op == IR_OP_BATCHNORM_RELU_BWD   ? ", then dz_dtype"
+                                               : "");
   return 0;
 }
 

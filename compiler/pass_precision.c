@@ -157,12 +157,15 @@ static int emit(Pr *p, IrOp op, const char *name, SrcLoc loc, const int *in, int
   return id;
 }
 
-/* "<producer or value name>.<dtype>", or NULL when the value has no name. */
+/* "<producer or value name>.<dtype>" ("<producer>.z.<dtype>" for a
+ * conv2d_bn_train's z, beside its y), or NULL when the value has no name. */
 static const char *cast_name(Pr *p, int v, IrDtype to) {
   const IrValue *val = &p->g->val[v];
   const char *base = val->name;
-  if (!base && val->def >= 0) base = p->g->node[val->def].name;
-  return base ? arena_printf(p->out->arena, "%s.%s", base, ir_dtype_name(to)) : NULL;
+  const IrNode *def = val->def >= 0 ? &p->g->node[val->def] : NULL;
+  if (!base && def) base = def->name;
+  const char *z = !val->name && def && def->op == IR_OP_CONV2D_BN_TRAIN && def->out[0] == v ? ".z" : "";
+  return base ? arena_printf(p->out->arena, "%s%s.%s", base, z, ir_dtype_name(to)) : NULL;
 }
 
 /* Value v of g in dtype `to` (the copy itself when it already is); the cast
@@ -199,6 +202,34 @@ static IrDtype result_dtype(const Pr *p, const IrNode *node, IrDtype compute) {
   return node->op == IR_OP_CONV2D_BN_TRAIN && compute == IR_DT_F32 && p->def != IR_DT_F32 ? p->def : compute;
 }
 
+/* Whether value v of g (f32) is an f32 conv2d_bn_train's z that is stored
+ * for the backward pass in the default dtype: the node's y is narrower
+ * (result_dtype) and every use of z is a batchnorm_relu_bwd's z.  Then
+ * the 4-byte z, the largest tensor a ResNet keeps (its stem's), lives only
+ * until a cast right after the node, and the cast's half-size copy waits
+ * for the backward pass (as the 2-byte z of every other layer does; the
+ * statistics and the convolution stay f32). */
+static int z_saved_narrow(const Pr *p, int v) {
+  const IrGraph *g = p->g;
+  int def = g->val[v].def;
+  if (def < 0 || g->node[def].op != IR_OP_CONV2D_BN_TRAIN || g->node[def].out[0] != v ||
+      pass_precision_policy(g, def, p->cx) != IR_DT_F32 ||
+      result_dtype(p, &g->node[def], IR_DT_F32) == IR_DT_F32)
+    return 0;
+  int uses = 0;
+  for (int n = 0; n < g->nnode; n++)
+    for (int i = 0; i < g->node[n].nin; i++)
+      if (g->node[n].in[i] == v) {
+        if (g->node[n].op != IR_OP_BATCHNORM_RELU_BWD || i != 2) return 0;
+        uses++;
+      }
+  return uses > 0;
+}
+
+/* The dtype a batchnorm_relu_bwd reads its z (value v) in: the default
+ * when z is saved narrow (z_saved_narrow), else as it is (-1). */
+static int saved_narrow(Pr *p, int v) { return z_saved_narrow(p, v) ? (int)p->def : -1; }
+
 /* The dtype input i of node n must arrive in, or -1 for as it is. */
 static int wanted(Pr *p, int n, int i, IrDtype compute) {
   const IrNode *node = &p->g->node[n];
@@ -216,6 +247,7 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   case IR_OP_SUM_RELU_BWD:
     return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
   case IR_OP_BATCHNORM_RELU_BWD: /* an f32 z reads a narrower dy as it is (the stem's f16 gradient) */
+    if (i == 2) return saved_narrow(p, node->in[2]);
     if (i != 0 || (dtype_of(p, node->in[2]) == IR_DT_F32 && is_float(dtype_of(p, node->in[0])))) return -1;
     return (int)dtype_of(p, node->in[2]);
   case IR_OP_SOFTMAX_CE: case IR_OP_SOFTMAX_CE_BWD:
@@ -252,6 +284,18 @@ static IrAttr *with_precision(Pr *p, const IrNode *node, IrDtype dt, int *nattr)
   return a;
 }
 
+/* A batchnorm_relu_bwd's attributes plus dz_dtype=f32: its z arrives
+ * narrow (z_saved_narrow), its dz stays f32 for the f32 convolution's
+ * backward. */
+static IrAttr *with_dz_f32(Pr *p, const IrNode *node, int *nattr) {
+  IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * ((size_t)node->nattr + 1));
+  if (!a) return NULL;
+  if (node->nattr) memcpy(a, node->attr, sizeof(IrAttr) * (size_t)node->nattr);
+  a[node->nattr] = (IrAttr){.key = "dz_dtype", .kind = IR_ATTR_DTYPE, .n = 1, .i = {IR_DT_F32}};
+  *nattr = node->nattr + 1;
+  return a;
+}
+
 static int copy_node(Pr *p, int n) {
   const IrNode *node = &p->g->node[n];
   int weighted = is_fwd_weighted(node->op) || is_bwd_weighted(node->op);
@@ -263,9 +307,15 @@ static int copy_node(Pr *p, int n) {
   IrAttr *attr = node->attr; /* attributes are immutable once made: share them */
   int nattr = node->nattr;
   if (weighted && !(attr = with_precision(p, node, compute, &nattr))) return oom(p);
+  if (node->op == IR_OP_BATCHNORM_RELU_BWD && z_saved_narrow(p, node->in[2]) && !(attr = with_dz_f32(p, node, &nattr)))
+    return oom(p);
   int id = emit(p, node->op, node->name, node->loc, in, node->nin, attr, nattr, node->nout);
   if (id < 0) return -1;
   for (int i = 0; i < node->nout; i++) p->base[node->out[i]] = p->out->node[id].out[i];
+  /* a z stored narrow: cast now, so that the f32 one dies here */
+  if (node->op == IR_OP_CONV2D_BN_TRAIN && z_saved_narrow(p, node->out[0]) &&
+      in_dtype(p, node->out[0], (int)p->def, node->loc) < 0)
+    return -1;
   return 0;
 }
 

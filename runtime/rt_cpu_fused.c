@@ -61,6 +61,22 @@ static int conv_z(RtCpu *x, const IrNode *n, RtRefAct *zs, float *eps, float *mo
   return conv_into(x, n, rt_cpu_op_out(x, n, 0)) || round_out(x, n, 0) ? -1 : 0;
 }
 
+/* An f32 z with a narrower y (y_dtype): y normalizes z rounded to y's
+ * dtype, the z the backward pass reads (pass precision stores it so), with
+ * the statistics of the f32 z; so the relu's mask that the backward
+ * recomputes from that z is the forward's, element for element. */
+static int narrow_y(RtCpu *x, const IrNode *n) {
+  IrDtype zt = rt_cpu_op_out_type(x, n, 0)->dtype, yt = rt_cpu_op_out_type(x, n, 1)->dtype;
+  if (zt == yt || zt != IR_DT_F32) return 0;
+  RtRefAct ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 1));
+  float *y = rt_cpu_op_out(x, n, 1);
+  if (rt_cpu_op_round(x, n, yt, x->numel[n->out[1]], rt_cpu_op_out(x, n, 0), y)) return -1;
+  return rt_cpu_op_check(x, n,
+                         rt_ref_bn_normalize(&ys, y, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3),
+                                             rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3), y),
+                         "rt_ref_bn_normalize");
+}
+
 /* (x, w, gamma, beta, running_mean, running_var[, sbx][, r]) -> z = conv(P(x), w),
  * y = [relu] (batchnorm_train(z) [+ r]), batch mean, invstd; running
  * statistics updated in place. */
@@ -75,6 +91,7 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
                                                  rt_cpu_op_out(x, n, 3)),
                       "rt_ref_batchnorm_fwd_train"))
     return -1;
+  if (narrow_y(x, n)) return -1;
   return relu_if(x, n, 1);
 }
 

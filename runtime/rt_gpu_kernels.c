@@ -234,6 +234,7 @@ typedef struct Chan {
   IrDtype dt;
   IrDtype ty, tg; /* apply's result and the gradient dy (NETC_TY, NETC_TG), when not dt */
   size_t coef;    /* scratch offset of coef[4][C] */
+  int round_x;    /* apply (AFFINE): x rounded to ty first (NETC_ROUND_X) */
 } Chan;
 
 /* Shape and reduction geometry of per-channel work on tensor t whose
@@ -317,6 +318,7 @@ static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const ch
   def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
   if (c->ty != c->dt) def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(c->ty));
+  if (c->round_x) def(e, "NETC_ROUND_X", "1");
   return end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
 }
 
@@ -404,6 +406,7 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
     e->k->conv_stats = scratch(0);
   }
   if (sb >= 0) return 0;
+  c.round_x = c.dt == IR_DT_F32 && c.ty != IR_DT_F32; /* rt_ref_bn_normalize after rounding, as the CPU */
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
   if (residual_in(e) >= 0)
     ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);

@@ -154,6 +154,12 @@ int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
                         const float *gamma, const float *beta,
                         const float *save_mean, const float *save_invstd,
                         float *g);
+/* The batch norm's output from saved statistics, with the mask's
+ * expression: y = (x - mean) * k + beta, k as above; y may be x.  The f32
+ * stem's forward normalizes its z rounded to f16 with it (pass precision:
+ * the backward reads that f16 z). */
+int rt_ref_bn_normalize(const RtRefAct *xs, const float *x, const float *gamma, const float *beta,
+                        const float *save_mean, const float *save_invstd, float *y);
 
 /* The training forward's statistics alone (no normalized output): batch
  * mean and invstd into save_mean/save_invstd (required), running averages

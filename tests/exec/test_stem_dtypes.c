@@ -1,16 +1,21 @@
 /* test_stem_dtypes.c - the CPU executor on the mixed dtypes the precision
  * pass gives an f32 first convolution in a mixed-precision graph: its
  * conv2d_bn_train keeps z, mean and invstd f32 but stores y = relu(bn(z))
- * in f16 or bf16 (y_dtype), and its batchnorm_relu_bwd reads that dtype's
- * gradient dy with the f32 z into an f32 dz.
+ * in f16 or bf16 (y_dtype); z is cast to that dtype right after it, and
+ * its batchnorm_relu_bwd reads the narrow z and that dtype's gradient dy
+ * into an f32 dz (dz_dtype=f32).
  *
  * Each mixed graph runs beside the all-f32 graph on the same values (dy
  * given as numbers the narrow dtype holds exactly, as a stored f16 gradient
- * is): z, mean, invstd, the running statistics, dz, dgamma and dbeta must be
- * bitwise the f32 graph's, and y exactly the f32 y rounded by rt_ref to the
- * narrow dtype (which moves some elements: the rounding is real).  The
- * mixed graph's types are ir_verify'd: a y_dtype that is no float dtype, or
- * a residual of z's dtype beside an f16 y, is refused. */
+ * is).  z, mean, invstd and the running statistics must be bitwise the f32
+ * graph's (the statistics come from the f32 z).  y must be, element for
+ * element, max(0, (zr - mean) * (float)(gamma * invstd) + beta) rounded to
+ * the narrow dtype, zr being z rounded to it: the forward normalizes the z
+ * the backward reads, so that its relu and the backward's recomputed mask
+ * agree everywhere (checked too).  dz, dgamma and dbeta must be rt_ref's
+ * masked batch-norm backward of zr, not rounded.  The mixed graph's types
+ * are ir_verify'd: a y_dtype that is no float dtype, a residual of z's
+ * dtype beside an f16 y, or a y_dtype on the backward, is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +38,14 @@ static const char *const F32_IR =
     "  %6, %7, %8 = " BWD " : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
     "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
 
-/* The same with y and dy in the dtype that replaces each DT. */
+/* The same with y, dy and the z the backward reads in the dtype that
+ * replaces each DT, as the precision pass writes it. */
 static const char *const MIXED_IR =
     "graph stem {\n" DECLS("DT")
     "  %2, %3, %4, %5 = " CONV " precision=f32 math=\"tf32\" y_dtype=DT} : f32[N,3,3,8] NHWC, DT[N,3,3,8] NHWC, "
     "f32[8], f32[8]\n"
-    "  %6, %7, %8 = " BWD " : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
+    "  %9 = cast(%2) {to=DT} : DT[N,3,3,8] NHWC\n"
+    "  %6, %7, %8 = batchnorm_relu_bwd(%1, @b, %9, @g, %4, %5) {dz_dtype=f32} : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
     "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
 
 /* tmpl with every "DT" replaced by dt, into out (len bytes). */
@@ -83,20 +90,41 @@ static void check_mixed(const char *dt) {
     goto done;
   }
   static const char *const outs[] = {"z", "y", "mean", "invstd", "dz", "dgamma", "dbeta"};
-  for (int k = 0; k < 7; k++) {
-    int64_t n = rt_cpu_numel(f.x, f.g->output[k]);
-    float *a = exectest_out(&f, k), *b = exectest_out(&m, k);
-    if (k != 1) {
-      CHECK(bitwise(a, b, n), "%s: %s differs from the f32 graph's", dt, outs[k]);
-      continue;
-    }
-    float *r = malloc(sizeof(float) * (size_t)n);
-    if (!r) abort();
-    CHECK((bf ? rt_ref_round_bf16(n, a, r) : rt_ref_round_f16(n, a, r)) == RT_REF_OK, "%s: y rounds", dt);
-    CHECK(bitwise(r, b, n), "%s: y is not the f32 y rounded to %s", dt, dt);
-    CHECK(!bitwise(a, b, n), "%s: y holds the f32 values, not rounded ones", dt);
-    free(r);
+  for (int k = 0; k < 4; k++)
+    if (k != 1)
+      CHECK(bitwise(exectest_out(&f, k), exectest_out(&m, k), rt_cpu_numel(f.x, f.g->output[k])),
+            "%s: %s differs from the f32 graph's", dt, outs[k]);
+  int64_t n = rt_cpu_numel(f.x, f.g->output[0]);
+  const float *z = exectest_out(&m, 0), *y = exectest_out(&m, 1), *mean = exectest_out(&m, 2),
+              *invstd = exectest_out(&m, 3), *gam = exectest_f(m.x, "g"), *bet = exectest_f(m.x, "b"),
+              *dy = exectest_f(m.x, "dy");
+  float *zr = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n),
+        *gm = malloc(sizeof(float) * (size_t)n), *dz = malloc(sizeof(float) * (size_t)n), dg[8], db[8];
+  if (!zr || !want || !gm || !dz) abort();
+  CHECK((bf ? rt_ref_round_bf16(n, z, zr) : rt_ref_round_f16(n, z, zr)) == RT_REF_OK, "%s: z rounds", dt);
+  for (int64_t i = 0; i < n; i++) {
+    int c = (int)(i % 8);
+    float v = (zr[i] - mean[c]) * (float)((double)gam[c] * invstd[c]) + bet[c];
+    want[i] = v > 0.0f ? v : 0.0f;
   }
+  CHECK((bf ? rt_ref_round_bf16(n, want, want) : rt_ref_round_f16(n, want, want)) == RT_REF_OK, "%s: y rounds", dt);
+  CHECK(bitwise(want, y, n), "%s: y is not the normalized z rounded to %s, rounded", dt, dt);
+  CHECK(!bitwise(exectest_out(&f, 1), y, n), "%s: y holds the f32 values, not rounded ones", dt);
+  RtRefAct zs = {.N = BATCH, .H = 3, .W = 3, .C = 8, .layout = RT_REF_NHWC};
+  CHECK(rt_ref_bn_relu_mask(&zs, zr, dy, gam, bet, mean, invstd, gm) == RT_REF_OK &&
+            rt_ref_batchnorm_bwd(&zs, zr, gm, gam, mean, invstd, dz, dg, db) == RT_REF_OK,
+        "%s: the reference backward runs", dt);
+  int agree = 1, zeros = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (dy[i] != 0.0f) agree &= (y[i] > 0.0f) == (gm[i] != 0.0f);
+    zeros += y[i] == 0.0f;
+  }
+  CHECK(agree, "%s: the backward's mask is not the forward's relu", dt);
+  CHECK(zeros > 0 && zeros < n, "%s: the relu keeps some and zeroes some (%d of %lld zero)", dt, zeros, (long long)n);
+  CHECK(bitwise(dz, exectest_out(&m, 4), n), "%s: dz is not the backward of the rounded z", dt);
+  CHECK(bitwise(dg, exectest_out(&m, 5), 8) && bitwise(db, exectest_out(&m, 6), 8),
+        "%s: dgamma or dbeta is not the backward's of the rounded z", dt);
+  free(zr), free(want), free(gm), free(dz);
   static const char *const state[] = {"rm", "rv"};
   for (int i = 0; i < 2; i++)
     CHECK(bitwise(exectest_f(f.x, state[i]), exectest_f(m.x, state[i]), 8), "%s: running statistic %s differs", dt,

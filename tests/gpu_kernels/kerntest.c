@@ -35,7 +35,7 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
 
 int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
   if (n->op == IR_OP_CONV2D_BN_TRAIN) return g->val[n->out[0]].type.dtype != g->val[n->out[1]].type.dtype;
-  if (n->op == IR_OP_BATCHNORM_RELU_BWD) return g->val[n->in[2]].type.dtype != g->val[n->in[0]].type.dtype;
+  if (n->op == IR_OP_BATCHNORM_RELU_BWD) return g->val[n->in[2]].type.dtype != g->val[n->out[0]].type.dtype;
   return 0;
 }
 

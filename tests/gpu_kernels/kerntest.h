@@ -25,7 +25,8 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
 IrGraph *kerntest_extra(Arena *a);
 /* 1 for the nodes of mixed dtypes the f32 first convolution gets in a
  * mixed-precision training graph: conv2d_bn_train with y (output 1) in
- * another dtype than z, batchnorm_relu_bwd with dy in another than z. */
+ * another dtype than z, batchnorm_relu_bwd with dz in another than z
+ * (the narrow copy of that z). */
 int kerntest_stem_mixed(const IrGraph *g, const IrNode *n);
 /* An H200: 132 SMs, 1024 threads and 48 KiB shared memory a block, sm_90. */
 RtGpuDevice kerntest_h200(void);

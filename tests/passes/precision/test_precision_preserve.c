@@ -18,8 +18,13 @@
  * the step only at 0.2: f16 rounding moves pre-activations near zero across
  * relu kinks and batch norm over 4x8x8 values amplifies it, so single
  * gradient elements move by up to ~13% of the tensor's largest (measured;
- * the same comparison in f32 across layouts shows the effect at 1e-4).  `fused` runs the same with the
- * fuse pass on (skipped while the executor lacks the fused ops). */
+ * the same comparison in f32 across layouts shows the effect at 1e-4).  The
+ * f32 stem's batch norm (fused) normalizes its z rounded to f16, the z its
+ * backward reads: the same kinks then move the stem's gradients, measured
+ * 3.2% (odd.net) and 1.1% (smallcnn) against 0.04% with an f32 z, so those
+ * two check the parameters and state after the step at 5e-2 and 2e-2.
+ * `fused` runs the same with the fuse pass on (skipped while the executor
+ * lacks the fused ops). */
 #include "preserve.h"
 
 int main(int argc, char **argv) {
@@ -36,12 +41,12 @@ int main(int argc, char **argv) {
   const char *off_a = fused ? "precision,memplan" : "precision,fuse,memplan";
   const char *off_b = fused ? "memplan" : "fuse,memplan";
   const struct { const char *what, *path; int inference; IrDtype dt; int set; const char *int8; double tol, tol_after; } cases[] = {
-      {"smallcnn training f16", small, 0, IR_DT_F16, 0, NULL, 1e-2, 0},
+      {"smallcnn training f16", small, 0, IR_DT_F16, 0, NULL, 1e-2, 2e-2}, /* the stem: see above */
       {"smallcnn inference f16", small, 1, IR_DT_F16, 0, NULL, 1e-2, 0},
       {"smallcnn training bf16", small, 0, IR_DT_BF16, 1, NULL, 3e-2, 0.1},
       {"smallcnn training fp32 (unchanged)", small, 0, IR_DT_F32, 1, NULL, 0, 0},
       {"smallcnn inference fp32 (unchanged)", small, 1, IR_DT_F32, 1, NULL, 0, 0},
-      {"odd.net training f16", odd, 0, IR_DT_F16, 0, NULL, 1e-2, 0},
+      {"odd.net training f16", odd, 0, IR_DT_F16, 0, NULL, 1e-2, 5e-2}, /* likewise */
       {"odd.net training fp32 (unchanged)", odd, 0, IR_DT_F32, 1, NULL, 0, 0},
       {"mixed.net training f16 with bf16/f32 overrides", mixed, 0, IR_DT_F16, 0, NULL, 3e-2, 0.1},
       {"mixed.net training, conv3 in i8", mixed, 0, IR_DT_F16, 0, "conv3", 5e-2, 0.1}, /* bf16 conv2: as above */
