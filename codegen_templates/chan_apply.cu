@@ -11,6 +11,9 @@
  *   NETC_APPLY_SBR     y = relu(x * sb[c] + sb[C+c]), sb of type NETC_TB (a
  *                      convolution's prologue: the batch norm and relu of
  *                      the layer before, by its equivalent scale and bias)
+ *   NETC_APPLY_ABC     dx = abc[c]*g + abc[C+c]*x + abc[2C+c], g = dy (a batch
+ *                      norm's backward from coefficients cuDNN made beside a
+ *                      data gradient: DgradDreluBNBwdWeight)
  *   NETC_APPLY_BWD     dx = coef[c]*g + coef[C+c]*(x - mean[c]) + coef[2C+c],
  *                      g = dy, with NETC_RELU masked by the batch norm's output
  *                      recomputed from x: (x - mean[c]) * coef[c] + coef[3C+c] > 0
@@ -61,7 +64,7 @@ struct Coef {
   float k[5][V];
 };
 
-#if defined(NETC_APPLY_AFFINE)
+#if defined(NETC_APPLY_AFFINE) || defined(NETC_APPLY_ABC)
 __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, const float *, int c0) {
   Coef q;
 #pragma unroll
@@ -100,11 +103,13 @@ NETC_KERNEL_NAME(const tx_t *x, const float *coef, ty_t *out)
 NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, ty_t *out)
 #elif defined(NETC_APPLY_BWD)
 NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *coef, ty_t *out)
+#elif defined(NETC_APPLY_ABC)
+NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *coef, ty_t *out)
 #else
-#error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS, NETC_APPLY_SBR or NETC_APPLY_BWD"
+#error "chan_apply.cu: define NETC_APPLY_AFFINE, NETC_APPLY_BIAS, NETC_APPLY_SBR, NETC_APPLY_BWD or NETC_APPLY_ABC"
 #endif
 {
-#if defined(NETC_APPLY_AFFINE)
+#if defined(NETC_APPLY_AFFINE) || defined(NETC_APPLY_ABC)
   const NETC_TB *bias = nullptr;
   const float *mean = nullptr;
 #elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
@@ -119,7 +124,7 @@ NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *
     if (!FIXED) q = coef_of(coef, bias, mean, (int)(i % CV) * V);
     netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i);
     netc_vec<ty_t, V> vo;
-#if defined(NETC_APPLY_BWD)
+#if defined(NETC_APPLY_BWD) || defined(NETC_APPLY_ABC)
     netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, i);
 #elif defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
     netc_vec<ty_t, V> vr = netc_vld<ty_t, V>(res, i);
@@ -145,6 +150,8 @@ NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *
 #elif defined(NETC_APPLY_SBR)
       r = xv * q.k[0][j] + q.k[1][j];
       r = r > 0.0f ? r : 0.0f;
+#elif defined(NETC_APPLY_ABC)
+      r = q.k[0][j] * netc_ld(vd.v[j]) + q.k[1][j] * xv + q.k[2][j];
 #else
       float g = netc_ld(vd.v[j]);
       const float xc = xv - q.k[3][j];

@@ -558,6 +558,24 @@ static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* (dy, w, beta, z, gamma, mean, invstd) -> batchnorm_relu_bwd(
+ * conv2d_bwd_data(dy, w), beta, z, gamma, mean, invstd): the data gradient
+ * of a convolution whose input was relu(batchnorm(z)), taken back through
+ * them; dz has z's dtype (the data gradient's), then dgamma, dbeta. */
+static int infer_conv2d_bwd_data_bn_relu(Ctx *c, IrType *out) {
+  IrType dx;
+  if (infer_conv2d_bwd_data(c, &dx)) return -1;
+  const IrType *z = in_type(c, 3);
+  if (need_same_shape(c, "conv2d_bwd_data_bn_relu input z", z, "the data gradient", &dx)) return -1;
+  if (z->dtype != dx.dtype)
+    return fail(c, "z is %s, the data gradient %s", ir_dtype_name(z->dtype), ir_dtype_name(dx.dtype));
+  int64_t C = chan(z);
+  if (bn_vectors(c, 2, 3, C) || bn_vectors(c, 4, 7, C)) return -1;
+  out[0] = dx;
+  out[1] = out[2] = vec_f32(C);
+  return 0;
+}
+
 /* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
  * the other gradient of a value two branches read (a residual block's input) */
 static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
@@ -671,6 +689,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_ADD_RELU] = infer_add,
     [IR_OP_BATCHNORM_RELU_BWD] = infer_batchnorm_relu_bwd,
     [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,
+    [IR_OP_CONV2D_BWD_DATA_BN_RELU] = infer_conv2d_bwd_data_bn_relu,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
     [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,

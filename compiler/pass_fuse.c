@@ -12,6 +12,8 @@
  *                                  => conv2d_bn[_train](x, w, ..., r) {... relu=1}
  *   add -> relu                                 => add_relu
  *   relu_bwd(dy, y) -> batchnorm_bwd(., z, ...) => batchnorm_relu_bwd(dy, beta, z, ...)
+ *   conv2d_bwd_data(dy, w) -> relu_bwd(., y) -> batchnorm_bwd(., z, ...)
+ *                                  => conv2d_bwd_data_bn_relu(dy, w, beta, z, ...)
  *   conv2d_bwd_data(dy, w) -> relu_bwd(., y)    => conv2d_bwd_data_relu(dy, w, y)
  *   conv2d_bwd_data(dy, w) -> add(., g) -> relu_bwd(., y)
  *                                  => conv2d_bwd_data_relu(dy, w, y, g)
@@ -108,9 +110,8 @@ static void add_int(Fusion *u, const char *key, int64_t v) {
 }
 
 /* Types u with the op's rule against the old graph and checks that every
- * result has the type of the value it stands for; then claims the members.
- * Returns 1 when the fusion is recorded, 0 when it is left alone. */
-static int commit(Fz *f, Fusion *u) {
+ * result has the type of the value it stands for (1), or 0. */
+static int typed(Fz *f, Fusion *u) {
   const IrNode *first = node(f, u->member[0]);
   add_attr(u, first, "precision");
   const IrOpInfo *info = ir_op_info(u->op);
@@ -120,11 +121,22 @@ static int commit(Fz *f, Fusion *u) {
   /* e.g. a hand-written graph mixing dtypes where the fused rule types differently */
   for (int k = 0; k < u->nout; k++)
     if (!ir_type_equal(&u->type[k], &f->g->val[u->from[k]].type)) return 0;
-  f->role[u->member[0]] = f->nfus;
-  for (int m = 1; m < u->nmember; m++) f->role[u->member[m]] = ROLE_ABSORBED;
-  f->fus[f->nfus++] = *u;
   return 1;
 }
+
+/* Records u as fusion k (claiming its members); 1. */
+static int claim(Fz *f, int k, const Fusion *u) {
+  f->role[u->member[0]] = k;
+  for (int m = 1; m < u->nmember; m++) f->role[u->member[m]] = ROLE_ABSORBED;
+  f->fus[k] = *u;
+  return 1;
+}
+
+/* u, when typed, as a new fusion: 1 recorded, 0 left alone. */
+static int commit(Fz *f, Fusion *u) { return typed(f, u) ? claim(f, f->nfus++, u) : 0; }
+
+/* u, when typed, in place of fusion k, whose members it includes. */
+static int replace(Fz *f, int k, Fusion *u) { return typed(f, u) ? claim(f, k, u) : 0; }
 
 /* --- patterns: each gets a free node and tries to make it a fusion's first -- */
 
@@ -249,6 +261,42 @@ static int match_dgrad_relu(Fz *f, int d) {
   return commit(f, &u);
 }
 
+/* conv2d_bwd_data(dy, w) -> the relu_bwd that begins a batchnorm_relu_bwd
+ * fusion (match_bn_relu_bwd): that fusion grows to start at the data
+ * gradient, conv2d_bwd_data_bn_relu(dy, w, beta, z, gamma, mean, invstd),
+ * when its batch-norm inputs are ready before the data gradient (they are
+ * the forward's), it is the data gradient's only use, and z has a multiple
+ * of 16 channels (the layout pass pads no such count, for any dtype: the
+ * fused op has no padded form).  A back end runs
+ * the convolution with the mask and the batch norm's backward sums in its
+ * epilogue (cuDNN's DgradDreluBNBwdWeight), so the gradient is read once
+ * less. */
+/* Channels of activation v (NCHW or NHWC; rank 4), else -1. */
+static int64_t channels(const Fz *f, int v) {
+  const IrType *t = &f->g->val[v].type;
+  if (t->rank != 4) return -1;
+  return t->layout == IR_LAYOUT_NHWC ? t->dim[3] : t->dim[1];
+}
+
+static int match_dgrad_bn_relu(Fz *f, int d) {
+  const IrNode *dgrad = node(f, d);
+  if (dgrad->op != IR_OP_CONV2D_BWD_DATA) return 0;
+  int rb = sole_user(f, dgrad->out[0]);
+  if (rb < 0 || f->role[rb] < 0 || node(f, rb)->in[0] != dgrad->out[0] || !same_precision(f, d, rb)) return 0;
+  int k = f->role[rb];
+  const Fusion *bn = &f->fus[k];
+  if (bn->op != IR_OP_BATCHNORM_RELU_BWD || bn->member[0] != rb || channels(f, bn->in[2]) % 16) return 0;
+  for (int i = 1; i < bn->nin; i++)
+    if (!ready_before(f, bn->in[i], d)) return 0;
+  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_BN_RELU, .member = {d, rb, bn->member[1]}, .nmember = 3, .nin = 7,
+              .from = {bn->from[0], bn->from[1], bn->from[2]}, .nout = 3};
+  u.in[0] = dgrad->in[0], u.in[1] = dgrad->in[1];
+  for (int i = 1; i < 6; i++) u.in[i + 1] = bn->in[i];
+  static const char *const keys[] = {"k", "s", "p", "d", "groups", "in_hw"};
+  for (int i = 0; i < 6; i++) add_attr(&u, dgrad, keys[i]);
+  return replace(f, k, &u);
+}
+
 /* add(a, b) -> relu_bwd(sum, y), unless a batch norm's backward takes the
  * relu_bwd alone (batchnorm_relu_bwd saves more). */
 static int match_sum_relu_bwd(Fz *f, int a) {
@@ -268,8 +316,8 @@ static int match_sum_relu_bwd(Fz *f, int a) {
 typedef int (*MatchFn)(Fz *f, int n);
 
 /* In priority order: a relu_bwd goes to its batch norm before its conv. */
-static const MatchFn PATTERNS[] = {match_conv_bn, match_add_relu, match_bn_relu_bwd, match_dgrad_relu,
-                                   match_sum_relu_bwd};
+static const MatchFn PATTERNS[] = {match_conv_bn,       match_add_relu,   match_bn_relu_bwd,
+                                   match_dgrad_bn_relu, match_dgrad_relu, match_sum_relu_bwd};
 
 /* --- the pass ---------------------------------------------------------------- */
 

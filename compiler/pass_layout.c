@@ -155,7 +155,8 @@ static int input_for(Lay *l, int n, int i) {
   IrOp op = node->op;
   int conv_fwd =
       op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BN_STATS;
-  int conv_dgrad = op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_DATA_RELU;
+  int conv_dgrad =
+      op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
   if ((conv_fwd && i == 0) || (op == IR_OP_CONV2D_BWD_WEIGHT && i == 1))
     return in_layout(l, v, IR_LAYOUT_NHWC, padded(l, n, C), node->loc);
   if ((conv_fwd || conv_dgrad) && i == 1) return in_layout(l, v, IR_LAYOUT_KRSC, padded(l, n, C), node->loc);

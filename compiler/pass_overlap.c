@@ -24,7 +24,9 @@
  */
 #include "pipeline.h"
 
-static int is_dgrad(IrOp op) { return op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_DATA_RELU; }
+static int is_dgrad(IrOp op) {
+  return op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
+}
 
 IrGraph *pass_overlap(IrGraph *g, PassCtx *cx) {
   for (int n = 0; n < g->nnode; n++) {

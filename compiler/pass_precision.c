@@ -59,12 +59,13 @@ static int is_fwd_weighted(IrOp op) {
 
 static int is_bwd_weighted(IrOp op) {
   return op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU ||
-         op == IR_OP_LINEAR_BWD_DATA || op == IR_OP_LINEAR_BWD_WEIGHT;
+         op == IR_OP_CONV2D_BWD_DATA_BN_RELU || op == IR_OP_LINEAR_BWD_DATA || op == IR_OP_LINEAR_BWD_WEIGHT;
 }
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BN_STATS ||
-         op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
+         op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU ||
+         op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
 }
 
 /* v is a graph input, possibly behind relayout and cast nodes. */
@@ -111,7 +112,7 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   if (p && p->i[0] != IR_DT_I8) return (IrDtype)p->i[0];
   int x = node->op == IR_OP_CONV2D_BWD_WEIGHT ? node->in[1] : node->in[0];
   if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
-      from_input(g, x))
+      node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU && from_input(g, x))
     return IR_DT_F32;
   return def;
 }
@@ -238,7 +239,9 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   switch (node->op) {
   case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_CONV2D_BN_STATS: case IR_OP_LINEAR:
   case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
-  case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT:
+  case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_BN_RELU:
+    if (node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) /* z in the data gradient's dtype; the vectors f32 */
+      return i < 2 || i == 3 ? (int)compute : -1;
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
     if (i == ir_conv_residual(p->g, node)) return (int)result_dtype(p, node, compute);
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;

@@ -148,22 +148,41 @@ int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n) {
   return rt_cpu_op_check(x, n, rt_ref_relu_bwd(count, rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");
 }
 
+/* The batch norm + relu backward of gradient dy (may be dz) into dz:
+ * inputs beta, z, gamma, mean, invstd from index `at`, dgamma and dbeta
+ * results 1 and 2. */
+static int bn_relu_bwd(RtCpu *x, const IrNode *n, int at, const float *dy, float *dz) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, at + 1));
+  const float *beta = rt_cpu_op_in(x, n, at), *z = rt_cpu_op_in(x, n, at + 1), *gamma = rt_cpu_op_in(x, n, at + 2),
+              *mean = rt_cpu_op_in(x, n, at + 3), *invstd = rt_cpu_op_in(x, n, at + 4);
+  if (rt_cpu_op_check(x, n, rt_ref_bn_relu_mask(&zs, z, dy, gamma, beta, mean, invstd, dz), "rt_ref_bn_relu_mask"))
+    return -1;
+  return rt_cpu_op_check(x, n,
+                         rt_ref_batchnorm_bwd(&zs, z, dz, gamma, mean, invstd, dz, rt_cpu_op_out(x, n, 1),
+                                              rt_cpu_op_out(x, n, 2)),
+                         "rt_ref_batchnorm_bwd");
+}
+
 /* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
  * batchnorm_bwd(relu_bwd(dy, relu(batchnorm(z))), z, gamma, mean, invstd),
  * the mask recomputed from z (rt_ref_bn_relu_mask). */
 int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
-  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 2));
+  return bn_relu_bwd(x, n, 1, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0));
+}
+
+/* (dy, w, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta: the data
+ * gradient rounded to dz's dtype (as the unfused one is stored), then
+ * batchnorm_relu_bwd of it in place. */
+int rt_cpu_fused_conv2d_bwd_data_bn_relu(RtCpu *x, const IrNode *n) {
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
+  RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
+  RtRefConvParam p = rt_cpu_op_conv_param(n);
   float *dz = rt_cpu_op_out(x, n, 0);
-  if (rt_cpu_op_check(x, n,
-                      rt_ref_bn_relu_mask(&zs, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 3),
-                                          rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), dz),
-                      "rt_ref_bn_relu_mask"))
+  if (rt_cpu_op_check(x, n, rt_ref_conv2d_bwd_data(&xs, dz, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
+                      "rt_ref_conv2d_bwd_data") ||
+      round_out(x, n, 0))
     return -1;
-  return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_bwd(&zs, rt_cpu_op_in(x, n, 2), dz, rt_cpu_op_in(x, n, 3),
-                                              rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), dz, rt_cpu_op_out(x, n, 1),
-                                              rt_cpu_op_out(x, n, 2)),
-                         "rt_ref_batchnorm_bwd");
+  return bn_relu_bwd(x, n, 2, dz, dz);
 }
 
 /* (dy, w, y [, g]) -> relu_bwd(conv2d_bwd_data(dy, w) [+ g], y); dx's size

@@ -48,6 +48,16 @@ typedef struct RtConvDesc {
                            * RT_CONV_BWD_DATA: RT_EPI_DRELU, dx [+ residual, shaped like dx]
                            * masked where the forward's relu output (RtConvIo.mask, shaped like
                            * dx) is not positive */
+  int dbn;                /* RT_CONV_BWD_DATA on f16/bf16 only, no epilogue: the data gradient
+                           * of a conv whose input was relu(batchnorm(z)) (cuDNN's
+                           * DgradDreluBNBwdWeight): the FP32 result r becomes
+                           * x = r masked where z's batch norm ((z - mean) * invstd * gamma
+                           * + beta, per channel of x, recomputed) is not positive, stored in
+                           * x's dtype; from that x and z the same plan writes the batch-norm
+                           * backward's weights: dgamma = sum x * (z - mean) * invstd, dbeta =
+                           * sum x, and the coefficients a, b, c (per channel) of its data
+                           * gradient dz = a * x + b * z + c, which the caller applies; see
+                           * RtConvIo.bn */
 } RtConvDesc;
 
 enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8 };
@@ -62,6 +72,10 @@ typedef struct RtConvIo {
   CUdeviceptr esb;      /* epilogue RT_EPI_AFFINE: K f32 scales, then K f32 biases */
   CUdeviceptr residual; /* epilogue RT_EPI_RESIDUAL: shaped and typed like y (forward), dx (data gradient) */
   CUdeviceptr mask;     /* epilogue RT_EPI_DRELU: shaped and typed like x (dx) */
+  struct {              /* dbn: z shaped and typed like x (dx); the rest C f32 each (C = x's channels) */
+    CUdeviceptr z, mean, invstd, gamma, beta; /* read */
+    CUdeviceptr dgamma, dbeta, abc;           /* written; abc: 3*C, a then b then c */
+  } bn;
 } RtConvIo;
 
 typedef struct RtCudnn RtCudnn;

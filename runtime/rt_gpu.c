@@ -150,6 +150,18 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
   return RT_CUDA_OK;
 }
 
+/* The buffers of node i's data gradient with cuDNN's batch-norm backward
+ * (conv.dbn) into io->bn. */
+static RtCudaStatus resolve_bn(RtGpu *x, int i, const RtKNode *k, RtConvIo *io, char *err, size_t errlen) {
+  CUdeviceptr *to[RT_KBN_COUNT] = {[RT_KBN_Z] = &io->bn.z,           [RT_KBN_MEAN] = &io->bn.mean,
+                                   [RT_KBN_INVSTD] = &io->bn.invstd, [RT_KBN_GAMMA] = &io->bn.gamma,
+                                   [RT_KBN_BETA] = &io->bn.beta,     [RT_KBN_DGAMMA] = &io->bn.dgamma,
+                                   [RT_KBN_DBETA] = &io->bn.dbeta,   [RT_KBN_ABC] = &io->bn.abc};
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int b = 0; !s && b < RT_KBN_COUNT; b++) s = resolve_arg(x, i, &k->conv_bn[b], to[b], err, errlen);
+  return s;
+}
+
 /* Whether launch l runs, given its node's convolution plan. */
 static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
   switch (l->when) {
@@ -190,13 +202,14 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
       if ((s = resolve_arg(x, i, materialized ? &pro_x : &k->conv_x, &c->io.x, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_w, &c->io.w, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_y, &c->io.y, err, errlen)) ||
-          (c->fused && (s = resolve_arg(x, i, &k->conv_stats, &c->io.stats, err, errlen))) ||
+          (c->fused && k->conv.genstats && (s = resolve_arg(x, i, &k->conv_stats, &c->io.stats, err, errlen))) ||
           (k->conv.prologue && c->pro_fused && (s = resolve_arg(x, i, &k->conv_sb, &c->io.sb, err, errlen))))
         break;
       int epi = c->epi_fused ? k->conv.epilogue : 0;
       if (((epi & RT_EPI_AFFINE) && (s = resolve_arg(x, i, &k->conv_esb, &c->io.esb, err, errlen))) ||
           ((epi & RT_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &c->io.residual, err, errlen))) ||
-          ((epi & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))))
+          ((epi & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))) ||
+          (c->fused && k->conv.dbn && (s = resolve_bn(x, i, k, &c->io, err, errlen))))
         break;
     }
     for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
@@ -323,7 +336,7 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvP
 /* c runs a plan made from desc for a node that asks for want: what the
  * plan itself does (the node's launches do the rest). */
 static void take_desc(GpuConv *c, const RtConvDesc *want, const RtConvDesc *desc) {
-  c->fused = desc->genstats;
+  c->fused = desc->genstats || desc->dbn;
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
 }
@@ -373,6 +386,10 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
    * (every fusion cuDNN plans kept). */
   int stats_ok = !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1") && !rt_gpu_env_is("NETC_GENSTATS", "0");
   int pro_ok = !rt_gpu_env_is("NETC_PROLOGUE", "0"), epi_ok = !rt_gpu_env_is("NETC_EPILOGUE", "0");
+  /* cuDNN's DgradDreluBNBwdWeight: only with NETC_DBN=1 until checked on
+   * the H200 (tests/gpu_cudnn's dbn rows); the batch norm's backward
+   * kernels run on the plain data gradient otherwise. */
+  int dbn_ok = rt_gpu_env_is("NETC_DBN", "1") && !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1");
   int pick = !rt_gpu_env_is("NETC_FUSION_PICK", "0"), nmemo = 0;
   PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;
@@ -383,10 +400,11 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     const RtConvDesc *want = &x->prog.kn[i].conv;
     RtConvDesc cand[3] = {*want, *want, *want};
     cand[0].genstats = cand[1].genstats = want->genstats && stats_ok;
+    cand[0].dbn = cand[1].dbn = want->dbn && dbn_ok;
     cand[0].prologue = want->prologue && pro_ok;
     cand[1].prologue = cand[2].prologue = 0;
     cand[0].epilogue = cand[1].epilogue = epi_ok ? want->epilogue : 0;
-    cand[2].genstats = cand[2].epilogue = 0;
+    cand[2].genstats = cand[2].epilogue = cand[2].dbn = 0;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
     s = RT_CUDA_EARG;

@@ -307,6 +307,7 @@ static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const ch
   int residual = strcmp(op, "NETC_APPLY_AFFINE") == 0 && residual_in(e) >= 0;
   const char *stage = strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias"
                       : strcmp(op, "NETC_APPLY_SBR") == 0 ? "prologue"
+                      : strcmp(op, "NETC_APPLY_ABC") == 0 ? "apply_abc"
                       : residual                           ? "apply_add"
                                                            : "apply";
   if (begin(e, stage)) return -1;
@@ -415,26 +416,35 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
   return 0;
 }
 
+/* The launches of a batch norm's backward of gradient dy into output 0
+ * (may be dy: in place), dgamma and dbeta outputs 1 and 2; its inputs x,
+ * gamma, mean, invstd in a row from index `at` + 1, after beta at `at`
+ * when relu (at < 0: from index 1, no beta).  Each launch runs `when`. */
+static int bn_bwd_from(Emit *e, int relu, RtKArg dy, int at, RtKWhen when) {
+  int xi = relu ? at + 1 : 1, p = xi + 1;
+  RtKArg x = in(xi), beta = relu ? in(at) : in(p);
+  Chan c;
+  if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, arg_type(e, dy)->dtype, &c) ||
+      check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, at, at, 1, 0)))
+    return -1;
+  if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
+  ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  last_when(e, when);
+  if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
+  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
+  last_when(e, when);
+  if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
+  ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
+  last_when(e, when);
+  return 0;
+}
+
 /* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
  * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta.  The relu's
  * mask is recomputed from z with beta (the kernels take gamma twice in its
  * place without one).  dy and dx may have other dtypes than x (the f32
  * stem's f16 gradient, read as it is). */
-static int bn_bwd(Emit *e, int relu) {
-  int xi = relu ? 2 : 1, p = relu ? 3 : 2;
-  RtKArg dy = in(0), x = in(xi), beta = relu ? in(1) : in(p);
-  Chan c;
-  if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, in_type(e, 0)->dtype, &c) ||
-      check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, 1, 1, 1, 0)))
-    return -1;
-  if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
-  ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
-  if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
-  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
-  if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
-  ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
-  return 0;
-}
+static int bn_bwd(Emit *e, int relu) { return bn_bwd_from(e, relu, in(0), relu ? 1 : -1, RT_K_ALWAYS); }
 
 static int emit_channel_sum(Emit *e) {
   Chan c;
@@ -481,6 +491,29 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
   return 0;
 }
 
+/* conv2d_bwd_data_bn_relu (dy, w, beta, z, gamma, mean, invstd) -> dz,
+ * dgamma, dbeta.  The data gradient goes to dz; then either cuDNN's plan
+ * masked it and wrote dgamma, dbeta and the coefficients a, b, c into
+ * scratch 0 (conv.dbn, rt_cudnn.h), and one launch (FUSED) makes dz = a * dz
+ * + b * z + c in place, or the plan was the plain data gradient and the
+ * batch norm's backward launches (UNFUSED) run on it in place. */
+static int dgrad_bn_relu(Emit *e) {
+  if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
+  Chan c;
+  if (chan_plan(e, out_type(e, 0), &c) || check_f32(e, 2, 2, 1, 2) || check_f32(e, 4, 6, 1, 0)) return -1;
+  if (c.dt != in_type(e, 3)->dtype) return fail(e, "z and the data gradient differ in dtype");
+  RtKNode *k = e->k;
+  k->conv.dbn = 1;
+  k->conv_bn[RT_KBN_Z] = in(3), k->conv_bn[RT_KBN_MEAN] = in(5), k->conv_bn[RT_KBN_INVSTD] = in(6);
+  k->conv_bn[RT_KBN_GAMMA] = in(4), k->conv_bn[RT_KBN_BETA] = in(2);
+  k->conv_bn[RT_KBN_DGAMMA] = out(1), k->conv_bn[RT_KBN_DBETA] = out(2), k->conv_bn[RT_KBN_ABC] = scratch(0);
+  need_scratch(e, (size_t)3 * c.C * sizeof(float));
+  if (chan_apply(e, &c, "NETC_APPLY_ABC", 0, "float")) return -1;
+  ARGS(e, out(0), in(3), scratch(0), out(0));
+  last_when(e, RT_K_FUSED);
+  return bn_bwd_from(e, 1, out(0), 2, RT_K_UNFUSED);
+}
+
 static int emit_conv_body(Emit *e) {
   switch (e->n->op) {
   case IR_OP_CONV2D: {
@@ -511,6 +544,7 @@ static int emit_conv_body(Emit *e) {
     last_when(e, RT_K_EPI_UNFUSED);
     return 0;
   }
+  case IR_OP_CONV2D_BWD_DATA_BN_RELU: return dgrad_bn_relu(e);
   case IR_OP_CONV2D_BN:
     if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
@@ -948,6 +982,7 @@ static int emit_node(Emit *e) {
   case IR_OP_CONV2D_BWD_DATA:
   case IR_OP_CONV2D_BWD_WEIGHT:
   case IR_OP_CONV2D_BWD_DATA_RELU:
+  case IR_OP_CONV2D_BWD_DATA_BN_RELU:
   case IR_OP_CONV2D_BN:
   case IR_OP_CONV2D_BN_TRAIN:
   case IR_OP_CONV2D_BN_STATS: return emit_conv(e);

@@ -12,10 +12,11 @@
  *
  * Convolutions are not generated: for a node that contains one (conv2d,
  * conv2d_bn_train, conv2d_bn, conv2d_bwd_data, conv2d_bwd_weight,
- * conv2d_bwd_data_relu) `conv` says which cuDNN convolution the executor
- * runs first (see rt_cudnn.h; its x/w/y are the node's tensors listed in
- * conv_x/conv_w/conv_y), and the launches cover the rest of the node (batch
- * statistics, normalization, relu, masks), reading the convolution's result. */
+ * conv2d_bwd_data_relu, conv2d_bwd_data_bn_relu) `conv` says which cuDNN
+ * convolution the executor runs first (see rt_cudnn.h; its x/w/y are the
+ * node's tensors listed in conv_x/conv_w/conv_y), and the launches cover the
+ * rest of the node (batch statistics, normalization, relu, masks), reading
+ * the convolution's result. */
 #ifndef NETC_RT_GPU_KERNELS_H
 #define NETC_RT_GPU_KERNELS_H
 
@@ -61,6 +62,10 @@ typedef struct RtKLaunch {
   RtKArg args[RT_K_MAX_ARGS];
 } RtKLaunch;
 
+/* The buffers of a data gradient with cuDNN's batch-norm backward (conv.dbn). */
+enum { RT_KBN_Z, RT_KBN_MEAN, RT_KBN_INVSTD, RT_KBN_GAMMA, RT_KBN_BETA, RT_KBN_DGAMMA, RT_KBN_DBETA, RT_KBN_ABC,
+       RT_KBN_COUNT };
+
 typedef struct RtKNode {
   char *source;           /* malloc'd CUDA C defining every kernel below (may be NULL when none) */
   int nlaunch;
@@ -73,6 +78,7 @@ typedef struct RtKNode {
   RtKArg conv_stats;      /* conv.genstats: where the fused statistics go (2*K floats) */
   RtKArg conv_sb;         /* conv.prologue: the scale and bias (2*C of x's dtype) */
   RtKArg conv_esb, conv_res, conv_mask; /* conv.epilogue: RtConvIo.esb, residual, mask */
+  RtKArg conv_bn[RT_KBN_COUNT];         /* conv.dbn: RtConvIo.bn's buffers, RT_KBN_* */
 } RtKNode;
 
 /* What the emitter needs to know of the device. */

@@ -104,7 +104,8 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
   char stride[32] = "";
   if (d->stride[0] != 1 || d->stride[1] != 1) snprintf(stride, sizeof stride, " s%d", d->stride[0]);
   snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s%s%s%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
-           (unsigned)d->kind < 3 ? KIND[d->kind] : "?", x->conv[i].fused ? "+stats" : "",
+           (unsigned)d->kind < 3 ? KIND[d->kind] : "?",
+           !x->conv[i].fused ? "" : d->dbn ? "+dbn" : "+stats",
            d->prologue && x->conv[i].pro_fused ? "+prologue" : "",
            d->epilogue && x->conv[i].epi_fused ? "+epilogue" : "", ir_dtype_name(d->dtype), d->n, d->h, d->w, d->c,
            d->k, d->r, d->s, stride);

@@ -22,7 +22,8 @@ static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight g
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
-         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_CONV2D_BN_STATS;
+         op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_CONV2D_BN_STATS ||
+         op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
 }
 
 static int contains(const char *hay, size_t n, const char *needle) {
