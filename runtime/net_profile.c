@@ -56,7 +56,7 @@ static NetProfKind kind_of(const char *op, const char *kernel) {
       {"batchnorm", NET_PROF_BATCHNORM},        {"batchnorm_train", NET_PROF_BATCHNORM},
       {"batchnorm_bwd", NET_PROF_BATCHNORM},    {"batchnorm_relu_bwd", NET_PROF_BATCHNORM},
       {"conv2d_bn_train", NET_PROF_BATCHNORM},  {"conv2d_bn", NET_PROF_BATCHNORM},
-      {"conv2d_bn_stats", NET_PROF_BATCHNORM},
+      {"conv2d_bn_stats", NET_PROF_BATCHNORM},  {"conv2d_bwd_data_bn_relu", NET_PROF_BATCHNORM},
       {"relu", NET_PROF_ELEMENTWISE},           {"add", NET_PROF_ELEMENTWISE},
       {"add_relu", NET_PROF_ELEMENTWISE},       {"relu_bwd", NET_PROF_ELEMENTWISE},
       {"conv2d_bwd_data_relu", NET_PROF_ELEMENTWISE}, {"conv2d", NET_PROF_ELEMENTWISE},

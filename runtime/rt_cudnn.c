@@ -37,6 +37,19 @@
  * then RELU_BWD against the mask (uid 14), writing dx.  Their virtual
  * tensors are uids 20 on.
  *
+ * A data gradient with dbn is cuDNN's DgradDreluBNBwdWeight graph: the
+ * convolution's FP32 result r (virtual), the batch norm of z (uid 30)
+ * recomputed by four FP32 pointwise operations with the per-channel f32
+ * mean, invstd, gamma and beta (uids 31..34), RELU_BWD(r, that) writing
+ * dx (the mask), and a BN_BWD_WEIGHTS operation reading z and dx that
+ * writes dgamma, dbeta and the coefficients a, b, c (uids 35..39);
+ * virtual tensors are uids 40 on.  The first operation, z - mean, is an
+ * ADD with ALPHA2 = -1, the form cuDNN's documentation gives for this
+ * pattern (its specialized pre-compiled engine matches the graph's shape);
+ * when that graph gets no plan the same graph with a SUB is tried, and the
+ * plan's text then says "sub-mean".  Its outputs are zeroed on the stream
+ * before each run, like GenStats's sums.
+ *
  * Only attributes cuDNN 9.14 has are used: the handle goes to the graph and
  * the plan through the *_HANDLE attributes, which 9.19's header marks
  * deprecated in favour of DEVICEPROP descriptors (9.14 lacks those).
@@ -57,6 +70,12 @@
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7, UID_VIRT = 8 };
 enum { UID_ESCALE = 11, UID_EBIAS = 12, UID_RESIDUAL = 13, UID_MASK = 14, UID_EVIRT = 20 };
+enum { UID_Z = 30, UID_BN_IN = 31, UID_BN_OUT = 35, UID_BN_VIRT = 40 };
+/* dbn: its per-channel inputs (uids 31..34) and outputs (35..39), in order */
+enum { BN_MEAN, BN_INVSTD, BN_GAMMA, BN_BETA, BN_INS };
+enum { BN_DGAMMA, BN_DBETA, BN_EQA, BN_EQB, BN_EQC, BN_OUTS };
+/* dbn: its pointwise operations, in order (z - mean, * invstd, * gamma, + beta, relu_bwd) */
+enum { BN_SUBMEAN, BN_INVSTD_MUL, BN_GAMMA_MUL, BN_BETA_ADD, BN_DRELU, BN_OPS };
 enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
 enum { EPI_OPS = 4 };                         /* at most: scale, bias, residual, relu */
 enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
@@ -97,6 +116,10 @@ struct RtConvPlan {
   /* epilogue only: its operands, the virtual results, pointwise descriptors and operations */
   cudnnBackendDescriptor_t escale, ebias, eres, emask, evirt[EPI_OPS], epw[EPI_OPS], epop[EPI_OPS];
   int nepi;
+  /* dbn only: z, the per-channel tensors, the virtual results (bnvirt[0] is the convolution's), the
+   * pointwise descriptors and operations, the BN_BWD_WEIGHTS operation */
+  cudnnBackendDescriptor_t bnz, bnin[BN_INS], bnout[BN_OUTS], bnvirt[BN_OPS], bnpw[BN_OPS], bnop[BN_OPS], bnw;
+  int dbn_sub; /* z - mean as a SUB (the fallback form) rather than an ADD with ALPHA2 = -1 */
   int64_t workspace;
   int mode, index; /* where the chosen configuration was in the heuristics' lists */
   char what[256];
@@ -251,15 +274,23 @@ static void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
   *p = NULL;
 }
 
-static void plan_free(const DnnApi *d, RtConvPlan *p) {
-  if (!p) return;
+/* Destroys every descriptor of p (each left NULL). */
+static void plan_clear(const DnnApi *d, RtConvPlan *p) {
   cudnnBackendDescriptor_t *all[] = {&p->plan, &p->cfg, &p->graph, &p->stats, &p->op,    &p->conv, &p->x,
                                      &p->w,    &p->y,   &p->sum,   &p->sqsum, &p->scale, &p->bias};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
   for (int i = 0; i < PRO_OPS; i++) destroy(d, &p->pwop[i]), destroy(d, &p->pw[i]), destroy(d, &p->virt[i]);
   for (int i = 0; i < EPI_OPS; i++) destroy(d, &p->epop[i]), destroy(d, &p->epw[i]), destroy(d, &p->evirt[i]);
-  cudnnBackendDescriptor_t *epi[] = {&p->escale, &p->ebias, &p->eres, &p->emask};
+  cudnnBackendDescriptor_t *epi[] = {&p->escale, &p->ebias, &p->eres, &p->emask, &p->bnw, &p->bnz};
   for (size_t i = 0; i < sizeof epi / sizeof epi[0]; i++) destroy(d, epi[i]);
+  for (int i = 0; i < BN_OPS; i++) destroy(d, &p->bnop[i]), destroy(d, &p->bnpw[i]), destroy(d, &p->bnvirt[i]);
+  for (int i = 0; i < BN_INS; i++) destroy(d, &p->bnin[i]);
+  for (int i = 0; i < BN_OUTS; i++) destroy(d, &p->bnout[i]);
+}
+
+static void plan_free(const DnnApi *d, RtConvPlan *p) {
+  if (!p) return;
+  plan_clear(d, p);
   free(p);
 }
 
@@ -298,6 +329,10 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
                                                    : (d->epilogue & ~RT_EPI_RESIDUAL) != RT_EPI_DRELU)))
     bad = "epilogue (a forward one scales, a data gradient's [adds and] masks; neither with genstats or a "
           "prologue)";
+  else if (d->dbn && (d->kind != RT_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->epilogue))
+    bad = "dbn (data gradients on f16 or bf16 only, without an epilogue)";
+  else if (d->dbn && d->c % 4)
+    bad = "dbn channels (C must be a multiple of 4: b and c start C and 2C floats into abc, 16-byte aligned)";
   if (!bad) return RT_CUDA_OK;
   rt_errf(err, errlen, "rt_cudnn_conv_plan: invalid %s (n%d c%d h%d w%d k%d r%d s%d ho%d wo%d g%d)", bad, d->n, d->c,
           d->h, d->w, d->k, d->r, d->s, d->ho, d->wo, d->groups);
@@ -318,6 +353,7 @@ static RtConvDesc normalize(const RtConvDesc *d) {
   k.genstats = d->genstats != 0;
   k.prologue = d->prologue != 0;
   k.epilogue = d->epilogue;
+  k.dbn = d->dbn != 0;
   return k;
 }
 
@@ -427,11 +463,13 @@ static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t e
   return RT_CUDA_OK;
 }
 
-/* One pointwise operation (math in FP32): y = mode(x, b) (b NULL for a
- * unary mode); RELU_BWD takes x as the forward's tensor and b as dy. */
-static RtCudaStatus make_pointwise(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
-                                   cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *pw,
-                                   cudnnBackendDescriptor_t *op, char *err, size_t errlen) {
+/* One pointwise operation (math in FP32): y = mode(x, alpha2 * b) (b NULL
+ * for a unary mode; alpha2 is left at cuDNN's default when 1); RELU_BWD
+ * takes x as the forward's tensor and b as dy. */
+static RtCudaStatus make_pointwise_a(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                     cudnnBackendDescriptor_t b, float alpha2, cudnnBackendDescriptor_t y,
+                                     cudnnBackendDescriptor_t *pw, cudnnBackendDescriptor_t *op, char *err,
+                                     size_t errlen) {
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   int bwd = mode == CUDNN_POINTWISE_RELU_BWD;
   RtCudaStatus s;
@@ -447,9 +485,17 @@ static RtCudaStatus make_pointwise(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode
                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, p->what))) ||
       (s = SET(h, *op, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DXDESC : CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, p->what)) ||
+      (alpha2 != 1.0f &&
+       (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha2, p->what))) ||
       (s = DNN(h, BackendFinalize, (*op), p->what)))
     return s;
   return RT_CUDA_OK;
+}
+
+static RtCudaStatus make_pointwise(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                   cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *pw,
+                                   cudnnBackendDescriptor_t *op, char *err, size_t errlen) {
+  return make_pointwise_a(h, p, mode, x, b, 1.0f, y, pw, op, err, errlen);
 }
 
 /* relu(x * scale + bias) into p->virt[PRO_RELU], the convolution's input. */
@@ -516,6 +562,90 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
   return RT_CUDA_OK;
 }
 
+/* z - mean into p->bnvirt[1]: an ADD with ALPHA2 = -1, or (p->dbn_sub) a SUB. */
+static RtCudaStatus make_dbn_center(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  cudnnBackendDescriptor_t mean = p->bnin[BN_MEAN], out = p->bnvirt[BN_SUBMEAN + 1];
+  cudnnBackendDescriptor_t *pw = &p->bnpw[BN_SUBMEAN], *op = &p->bnop[BN_SUBMEAN];
+  return p->dbn_sub ? make_pointwise(h, p, CUDNN_POINTWISE_SUB, p->bnz, mean, out, pw, op, err, errlen)
+                    : make_pointwise_a(h, p, CUDNN_POINTWISE_ADD, p->bnz, mean, -1.0f, out, pw, op, err, errlen);
+}
+
+/* The dbn operations after the convolution, whose result goes to
+ * p->bnvirt[0] (*conv_out): z's batch norm, RELU_BWD of the result against
+ * it into p->x, and BN_BWD_WEIGHTS of (z, p->x). */
+static RtCudaStatus make_dbn(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *conv_out, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  RtCudaStatus s;
+  if ((s = make_tensor(h, &p->bnz, UID_Z, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))) return s;
+  for (int i = 0; i < BN_INS; i++)
+    if ((s = make_tensor(h, &p->bnin[i], UID_BN_IN + i, IR_DT_F32, 1, d->c, 1, 1, p->what, err, errlen))) return s;
+  for (int i = 0; i < BN_OUTS; i++)
+    if ((s = make_tensor(h, &p->bnout[i], UID_BN_OUT + i, IR_DT_F32, 1, d->c, 1, 1, p->what, err, errlen)))
+      return s;
+  /* bnvirt[0]: the convolution's result; bnvirt[i + 1]: the batch norm's i-th step */
+  for (int i = 0; i < BN_OPS; i++)
+    if ((s = make_tensor_as(h, &p->bnvirt[i], UID_BN_VIRT + i, IR_DT_F32, 1, d->n, d->c, d->h, d->w, p->what, err,
+                            errlen)))
+      return s;
+  static const cudnnPointwiseMode_t MODE[] = {[BN_INVSTD_MUL] = CUDNN_POINTWISE_MUL,
+                                              [BN_GAMMA_MUL] = CUDNN_POINTWISE_MUL,
+                                              [BN_BETA_ADD] = CUDNN_POINTWISE_ADD};
+  static const int OPERAND[] = {[BN_INVSTD_MUL] = BN_INVSTD, [BN_GAMMA_MUL] = BN_GAMMA, [BN_BETA_ADD] = BN_BETA};
+  if ((s = make_dbn_center(h, p, err, errlen))) return s;
+  for (int i = BN_INVSTD_MUL; i <= BN_BETA_ADD; i++)
+    if ((s = make_pointwise(h, p, MODE[i], p->bnvirt[i], p->bnin[OPERAND[i]], p->bnvirt[i + 1], &p->bnpw[i],
+                            &p->bnop[i], err, errlen)))
+      return s;
+  /* RELU_BWD: x is the recomputed batch norm (the forward relu's input), dy the convolution's result */
+  if ((s = make_pointwise(h, p, CUDNN_POINTWISE_RELU_BWD, p->bnvirt[BN_BETA_ADD + 1], p->bnvirt[0], p->x,
+                          &p->bnpw[BN_DRELU], &p->bnop[BN_DRELU], err, errlen)))
+    return s;
+  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  /* beta is no input of BN_BWD_WEIGHTS: only the mask needs it */
+  static const cudnnBackendAttributeName_t IN_ATTR[BN_BETA] = {
+      [BN_MEAN] = CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC,
+      [BN_INVSTD] = CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC,
+      [BN_GAMMA] = CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC};
+  static const cudnnBackendAttributeName_t OUT_ATTR[BN_OUTS] = {
+      CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC,
+      CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC,
+      CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS};
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR, &p->bnw), p->what)) ||
+      (s = SET(h, p->bnw, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
+      (s = SET(h, p->bnw, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->bnz,
+               p->what)) ||
+      (s = SET(h, p->bnw, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->x,
+               p->what)))
+    return s;
+  for (int i = 0; i < BN_BETA; i++)
+    if ((s = SET(h, p->bnw, IN_ATTR[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->bnin[i], p->what))) return s;
+  for (int i = 0; i < BN_OUTS; i++)
+    if ((s = SET(h, p->bnw, OUT_ATTR[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->bnout[i], p->what))) return s;
+  if ((s = DNN(h, BackendFinalize, (p->bnw), p->what))) return s;
+  *conv_out = p->bnvirt[0];
+  return RT_CUDA_OK;
+}
+
+/* The operation graph of every operation made for p, in dataflow order. */
+static RtCudaStatus make_opgraph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  cudnnBackendDescriptor_t ops[PRO_OPS + EPI_OPS + BN_OPS + 3];
+  int64_t nops = 0;
+  for (int i = 0; d->prologue && i < PRO_OPS; i++) ops[nops++] = p->pwop[i];
+  ops[nops++] = p->op;
+  for (int i = 0; d->epilogue && i < p->nepi; i++) ops[nops++] = p->epop[i];
+  for (int i = 0; d->dbn && i < BN_OPS; i++) ops[nops++] = p->bnop[i];
+  if (d->dbn) ops[nops++] = p->bnw;
+  if (d->genstats) ops[nops++] = p->stats;
+  RtCudaStatus s;
+  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
+      (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
+      (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops, p->what)) ||
+      (s = DNN(h, BackendFinalize, (p->graph), p->what)))
+    return s;
+  return RT_CUDA_OK;
+}
+
 static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   RtCudaStatus s;
@@ -528,6 +658,7 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
   /* the epilogue's first operation reads what the convolution writes: y forward, dx backward */
   cudnnBackendDescriptor_t *epi_from = d->kind == RT_CONV_FWD ? &conv_y : &conv_x;
   if (d->epilogue && (s = make_epilogue(h, p, epi_from, err, errlen))) return s;
+  if (d->dbn && (s = make_dbn(h, p, &conv_x, err, errlen))) return s;
   float alpha = 1.0f, beta = 0.0f;
   if ((s = DNN(h, BackendCreateDescriptor, (OPS[d->kind].type, &p->op), p->what)) ||
       (s = SET(h, p->op, OPS[d->kind].alpha, CUDNN_TYPE_FLOAT, 1, &alpha, p->what)) ||
@@ -539,18 +670,7 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
       (s = DNN(h, BackendFinalize, (p->op), p->what)))
     return s;
   if (d->genstats && (s = make_genstats(h, p, err, errlen))) return s;
-  cudnnBackendDescriptor_t ops[PRO_OPS + EPI_OPS + 2];
-  int64_t nops = 0;
-  for (int i = 0; d->prologue && i < PRO_OPS; i++) ops[nops++] = p->pwop[i];
-  ops[nops++] = p->op;
-  for (int i = 0; d->epilogue && i < p->nepi; i++) ops[nops++] = p->epop[i];
-  if (d->genstats) ops[nops++] = p->stats;
-  if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &p->graph), p->what)) ||
-      (s = SET(h, p->graph, GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what)) ||
-      (s = SET(h, p->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops, p->what)) ||
-      (s = DNN(h, BackendFinalize, (p->graph), p->what)))
-    return s;
-  return RT_CUDA_OK;
+  return make_opgraph(h, p, err, errlen);
 }
 
 /* The heuristics' engine configurations for the graph, best first; *cfgs
@@ -643,13 +763,14 @@ static void *ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
 
 /* Runs plan (made from p's graph) on io: x, w, y and, as p's description
  * asks, the GenStats outputs stats[0..K) and stats[K..2K), the prologue's
- * scale sb[0..C) and bias sb[C..2C). */
+ * scale sb[0..C) and bias sb[C..2C), the epilogue's operands, dbn's
+ * buffers (a, b, c at abc, abc + C and abc + 2C floats). */
 static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
                             char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
   const char *what = p->what;
-  int64_t uids[10] = {UID_X, UID_W, UID_Y};
-  void *ptrs[10] = {ptr(io->x), ptr(io->w), ptr(io->y)};
+  int64_t uids[24] = {UID_X, UID_W, UID_Y};
+  void *ptrs[24] = {ptr(io->x), ptr(io->w), ptr(io->y)};
   int64_t n = 3;
   if (d->genstats) {
     uids[n] = UID_SUM, ptrs[n++] = ptr(io->stats);
@@ -665,6 +786,15 @@ static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescrip
   }
   if (d->epilogue & RT_EPI_RESIDUAL) uids[n] = UID_RESIDUAL, ptrs[n++] = ptr(io->residual);
   if (d->epilogue & RT_EPI_DRELU) uids[n] = UID_MASK, ptrs[n++] = ptr(io->mask);
+  if (d->dbn) {
+    const CUdeviceptr in[BN_INS] = {io->bn.mean, io->bn.invstd, io->bn.gamma, io->bn.beta};
+    uids[n] = UID_Z, ptrs[n++] = ptr(io->bn.z);
+    for (int i = 0; i < BN_INS; i++) uids[n] = UID_BN_IN + i, ptrs[n++] = ptr(in[i]);
+    uids[n] = UID_BN_OUT + BN_DGAMMA, ptrs[n++] = ptr(io->bn.dgamma);
+    uids[n] = UID_BN_OUT + BN_DBETA, ptrs[n++] = ptr(io->bn.dbeta);
+    for (int i = 0; i < 3; i++)
+      uids[n] = UID_BN_OUT + BN_EQA + i, ptrs[n++] = ptr(io->bn.abc + (CUdeviceptr)i * d->c * sizeof(float));
+  }
   void *ws = ptr(io->workspace);
   cudnnBackendDescriptor_t pack = NULL;
   RtCudaStatus s;
@@ -685,22 +815,31 @@ typedef struct TuneBufs {
 } TuneBufs;
 
 static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
-  CUdeviceptr *all[] = {&b->io.x,  &b->io.w,   &b->io.y,        &b->io.stats,
-                        &b->io.sb, &b->io.esb, &b->io.residual, &b->io.mask, &b->io.workspace};
+  CUdeviceptr *all[] = {&b->io.x,         &b->io.w,         &b->io.y,         &b->io.stats,     &b->io.sb,
+                        &b->io.esb,       &b->io.residual,  &b->io.mask,      &b->io.workspace, &b->io.bn.z,
+                        &b->io.bn.mean,   &b->io.bn.invstd, &b->io.bn.gamma,  &b->io.bn.beta,   &b->io.bn.dgamma,
+                        &b->io.bn.dbeta,  &b->io.bn.abc};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) cu->MemFree(*all[i]);
   memset(b, 0, sizeof *b);
 }
 
-/* Runs plan (made from p's graph) on io, first zeroing the statistics
- * when zero_stats is set and p's description has genstats. */
+/* Runs plan (made from p's graph) on io, first zeroing (when zero_stats
+ * is set) the GenStats sums or the dbn outputs its description has. */
 static RtCudaStatus run_io(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
                            int zero_stats, char *err, size_t errlen) {
   const RtConvDesc *d = &p->key;
+  const RtCudaApi *cu = h->cu;
+  size_t cb = sizeof(float) * (size_t)d->c;
   RtCudaStatus s;
   if (zero_stats && d->genstats &&
-      (s = RT_CU(h->cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
+      (s = RT_CU(cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
                  errlen)))
+    return s;
+  if (zero_stats && d->dbn &&
+      ((s = RT_CU(cu, MemsetD8Async, (io->bn.dgamma, 0, cb, h->stream), p->what, err, errlen)) ||
+       (s = RT_CU(cu, MemsetD8Async, (io->bn.dbeta, 0, cb, h->stream), p->what, err, errlen)) ||
+       (s = RT_CU(cu, MemsetD8Async, (io->bn.abc, 0, 3 * cb, h->stream), p->what, err, errlen))))
     return s;
   return execute(h, p, plan, io, err, errlen);
 }
@@ -744,7 +883,25 @@ static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan,
     if (RT_CU(cu, MemAlloc, (&b->io.workspace, (size_t)ws), p->what, err, errlen)) return -1;
     b->ws_bytes = (size_t)ws;
   }
-  return time_runs(h, p, plan, &b->io, TUNE_RUNS, 0, err, errlen);
+  /* dbn's outputs zeroed as in a real run (an engine may accumulate into them) */
+  return time_runs(h, p, plan, &b->io, TUNE_RUNS, p->key.dbn, err, errlen);
+}
+
+/* dbn's tuning buffers: z, then the per-channel inputs (zeroed: timing
+ * needs no meaningful values, only finite ones) and outputs. */
+static RtCudaStatus tune_alloc_bn(RtCudnn *h, const RtConvPlan *p, RtConvIo *io, char *err, size_t errlen) {
+  const RtConvDesc *d = &p->key;
+  const RtCudaApi *cu = h->cu;
+  size_t zb = dtype_bytes(d->dtype) * (size_t)d->n * d->h * d->w * d->c, cb = sizeof(float) * (size_t)d->c;
+  CUdeviceptr *bufs[] = {&io->bn.z,    &io->bn.mean,   &io->bn.invstd, &io->bn.gamma,
+                         &io->bn.beta, &io->bn.dgamma, &io->bn.dbeta,  &io->bn.abc};
+  size_t bytes[] = {zb, cb, cb, cb, cb, cb, cb, 3 * cb};
+  RtCudaStatus s;
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if ((s = RT_CU(cu, MemAlloc, (bufs[i], bytes[i]), p->what, err, errlen)) ||
+        (s = RT_CU(cu, MemsetD8Async, (*bufs[i], 0, bytes[i], h->stream), p->what, err, errlen)))
+      return s;
+  return RT_CUDA_OK;
 }
 
 /* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
@@ -793,7 +950,8 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                             p->what, err, errlen)) ||
                      ((d->epilogue & RT_EPI_DRELU) &&
                       RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err,
-                            errlen)))) {
+                            errlen)) ||
+                     (d->dbn && tune_alloc_bn(h, p, io, err, errlen)))) {
         destroy(h->dnn, &plan);
         return RT_CUDA_ECALL;
       }
@@ -926,9 +1084,9 @@ void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuris
   if (heuristic) *heuristic = h ? h->heuristic : 0;
 }
 
-static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  RtCudaStatus s = make_graph(h, p, err, errlen);
-  if (s) return s;
+/* p->plan for p's graph: remembered, tuned or heuristics' first. */
+static RtCudaStatus select_plan(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  RtCudaStatus s = RT_CUDA_OK;
   if (h->tune && take_remembered(h, p, err, errlen)) {
     h->cached++;
     return RT_CUDA_OK;
@@ -976,6 +1134,28 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   return RT_CUDA_OK;
 }
 
+/* p's graph and plan; a dbn graph that gets none is made again in its
+ * SUB form (see the top), and its failure then reports both. */
+static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
+  RtCudaStatus s = make_graph(h, p, err, errlen);
+  if (!s) s = select_plan(h, p, err, errlen);
+  if (!s || !p->key.dbn || s == RT_CUDA_ENOMEM) return s;
+  char first[1024];
+  snprintf(first, sizeof first, "%s", err && errlen ? err : "");
+  plan_clear(h->dnn, p);
+  p->dbn_sub = 1;
+  size_t len = strlen(p->what);
+  snprintf(p->what + len, sizeof p->what - len, " sub-mean");
+  s = make_graph(h, p, err, errlen);
+  if (!s) s = select_plan(h, p, err, errlen);
+  if (s && err && errlen) {
+    char second[1024];
+    snprintf(second, sizeof second, "%s", err);
+    rt_errf(err, errlen, "with z - mean as ADD(alpha2 = -1): %s; as SUB: %s", first, second);
+  }
+  return s;
+}
+
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
                                 size_t errlen) {
   if (!h || !d || !plan || !workspace) {
@@ -1007,12 +1187,13 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
     return RT_CUDA_ENOMEM;
   }
   p->key = key;
-  char epi[48] = "";
+  char epi[56] = "";
   if (key.epilogue & RT_EPI_DRELU)
     snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & RT_EPI_RESIDUAL ? "add-" : "");
   else if (key.epilogue)
     snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & RT_EPI_RESIDUAL ? "-add" : "",
              key.epilogue & RT_EPI_RELU ? "-relu" : "");
+  if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
            key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
            dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
@@ -1047,6 +1228,17 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
   if (!io->esb != !(e & RT_EPI_AFFINE) || !io->residual != !(e & RT_EPI_RESIDUAL) || !io->mask != !(e & RT_EPI_DRELU)) {
     rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
             fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
+    return RT_CUDA_EARG;
+  }
+  const CUdeviceptr bn[] = {io->bn.z,    io->bn.mean,   io->bn.invstd, io->bn.gamma,
+                            io->bn.beta, io->bn.dgamma, io->bn.dbeta,  io->bn.abc};
+  int given = 0;
+  for (size_t i = 0; i < sizeof bn / sizeof bn[0]; i++) given += bn[i] != 0;
+  if (given != (d->dbn ? (int)(sizeof bn / sizeof bn[0]) : 0)) {
+    rt_errf(err, errlen, "%s: %s: %s, the call gives %d of them", fn, plan->what,
+            d->dbn ? "needs all 8 batch-norm buffers (z, mean, invstd, gamma, beta, dgamma, dbeta, abc)"
+                   : "takes no batch-norm buffers",
+            given);
     return RT_CUDA_EARG;
   }
   return RT_CUDA_OK;

@@ -18,6 +18,13 @@
  * Epilogue: their forward with scale and bias (plus a residual, plus relu)
  * applied to the FP32 result, and their data gradient masked by a relu
  * output (RtConvDesc.epilogue), within 1e-2.
+ * Dbn: data gradients with cuDNN's DgradDreluBNBwdWeight fusion
+ * (RtConvDesc.dbn) in f16 and bf16, on a 3x3 s1 and two 1x1 shapes: dx
+ * masked by z's recomputed batch norm, dgamma, dbeta, and a, b, c checked
+ * by applying them (dz = a*dx + b*z + c against the reference batch-norm
+ * backward), within 1e-2 (f16) or 3e-2 (bf16), on the heuristics' and the
+ * tuned plan.  A graph cuDNN has no engine for prints "dbn: no engine" and
+ * fails only with NETC_EXPECT_DBN=1.
  *
  * Timing (skipped with --no-bench): every distinct ResNet-50 conv at batch
  * 256 in f16 (and the stem's other forms: f32, f32 with TF32, f16 on 8
@@ -100,7 +107,7 @@ static int upload(Gpu *g, const float *x, int64_t n, IrDtype dt, CUdeviceptr *ou
     memcpy(host, x, bytes);
   } else {
     uint16_t *hh = host;
-    for (int64_t i = 0; i < n; i++) hh[i] = rt_ref_f32_to_f16(x[i]);
+    for (int64_t i = 0; i < n; i++) hh[i] = dt == IR_DT_BF16 ? rt_ref_f32_to_bf16(x[i]) : rt_ref_f32_to_f16(x[i]);
   }
   int ok = !RT_CU(g->api, MemAlloc, (out, bytes), "test buffer", err, sizeof err) &&
            !RT_CU(g->api, MemcpyHtoD, (*out, host, bytes), "test upload", err, sizeof err);
@@ -127,7 +134,10 @@ static int download(Gpu *g, CUdeviceptr p, int64_t n, IrDtype dt, float *x) {
   int ok = !RT_CU(g->api, MemcpyDtoH, (host, p, bytes), "test download", err, sizeof err);
   if (ok && dt == IR_DT_F32) memcpy(x, host, bytes);
   if (ok && dt != IR_DT_F32)
-    for (int64_t i = 0; i < n; i++) x[i] = rt_ref_f16_to_f32(((uint16_t *)host)[i]);
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t h = ((uint16_t *)host)[i];
+      x[i] = dt == IR_DT_BF16 ? rt_ref_bf16_to_f32(h) : rt_ref_f16_to_f32(h);
+    }
   free(host);
   return ok;
 }
@@ -137,6 +147,7 @@ static float *rand_array(int64_t n, IrDtype dt) {
   if (!x) return NULL;
   for (int64_t i = 0; i < n; i++) x[i] = rand_value();
   if (dt == IR_DT_F16) rt_ref_round_f16(n, x, x);
+  if (dt == IR_DT_BF16) rt_ref_round_bf16(n, x, x);
   return x;
 }
 
@@ -414,6 +425,190 @@ done:
   free(x), free(w), free(y), free(extra), free(esb), free(addend), free(ref), free(got);
 }
 
+/* max |got - ref| / max |ref| over n values (NaN when got holds one). */
+static double rel_max(const float *got, const double *ref, int n) {
+  double worst = 0, top = 0;
+  for (int i = 0; i < n; i++) {
+    double diff = fabs((double)got[i] - ref[i]);
+    if (!(diff <= worst)) worst = diff;
+    if (fabs(ref[i]) > top) top = fabs(ref[i]);
+  }
+  return worst / (top > 0 ? top : 1);
+}
+
+/* A dbn row's data: its references and device buffers. */
+typedef struct DbnCase {
+  const Shape *sh;
+  const char *dtn;
+  RtConvDesc d;
+  int64_t nx;
+  const float *z, *ref, *mean, *invstd, *gamma;
+  const double *dgamma, *dbeta; /* references, in double */
+  const double *abc;            /* the coefficients' closed forms (see check_dbn) */
+  RtConvIo io;                  /* every buffer but the workspace */
+  double tol;
+} DbnCase;
+
+/* bytes of all-ones (NaN) at p, on the stream. */
+static int fill_nan(Gpu *g, CUdeviceptr p, size_t bytes) {
+  return !RT_CU(g->api, MemsetD8Async, (p, 0xff, bytes, g->stream), "test fill", err, sizeof err);
+}
+
+/* One dbn plan (from dnn) run on c's buffers and judged: one printed row,
+ * one check; 1 when dnn made a plan, 0 when not.  The plan is timed once,
+ * then run twice: its outputs start as NaN and are zeroed before each run,
+ * so outputs an engine accumulates into without that zeroing fail. */
+static int judge_dbn(Gpu *g, DbnCase *c, RtCudnn *dnn, const char *how, int expect) {
+  const RtConvDesc *d = &c->d;
+  int C = d->c;
+  int64_t nx = c->nx;
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  CUdeviceptr ws = 0;
+  int planned = 0;
+  float *got = malloc(sizeof *got * (size_t)nx), *dz = malloc(sizeof *dz * (size_t)nx);
+  float *dzref = malloc(sizeof *dzref * (size_t)nx), *out = malloc(sizeof *out * 5 * (size_t)C);
+  CHECK(got && dz && dzref && out, "out of host memory");
+  if (!got || !dz || !dzref || !out) goto done;
+  RtCudaStatus s = rt_cudnn_conv_plan(dnn, d, &plan, &ws_bytes, err, sizeof err);
+  if (s && s != RT_CUDA_EARG) {
+    printf("%-22s %-4s dbn: no engine: %s%s\n", c->sh->name, c->dtn, err,
+           expect ? "" : "  (not supported here; NETC_EXPECT_DBN=1 makes this a failure)");
+    CHECK(!expect, "%s %s dbn %s: no engine: %s", c->sh->name, c->dtn, how, err);
+    goto done;
+  }
+  CHECK(!s, "%s %s dbn %s plan: %s", c->sh->name, c->dtn, how, err);
+  if (s) goto done;
+  planned = 1;
+  RtConvIo io = c->io;
+  io.bn.z = 0;
+  CHECK(rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) == RT_CUDA_EARG, "a dbn plan ran without z");
+  io = c->io;
+  io.mask = io.bn.z;
+  CHECK(rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) == RT_CUDA_EARG, "a dbn plan ran with a drelu mask");
+  io = c->io;
+  float ms = -1;
+  int ok = (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
+           fill_nan(g, io.bn.dgamma, sizeof(float) * (size_t)C) &&
+           fill_nan(g, io.bn.dbeta, sizeof(float) * (size_t)C) &&
+           fill_nan(g, io.bn.abc, 3 * sizeof(float) * (size_t)C) &&
+           fill_nan(g, io.x, elem_bytes(d->dtype) * (size_t)nx);
+  io.workspace = ws;
+  ok = ok && !rt_cudnn_conv_time(dnn, plan, &io, 1, &ms, err, sizeof err) &&
+       !rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) && !rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) &&
+       !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+       download(g, io.x, nx, d->dtype, got) && download(g, io.bn.dgamma, C, IR_DT_F32, out) &&
+       download(g, io.bn.dbeta, C, IR_DT_F32, out + C) &&
+       download(g, io.bn.abc, 3 * (int64_t)C, IR_DT_F32, out + 2 * C);
+  CHECK(ok, "%s %s dbn %s run: %s", c->sh->name, c->dtn, how, err);
+  if (!ok) goto done;
+  /* a, b, c applied to the x it wrote, against the batch norm's backward of that x */
+  const float *a = out + 2 * C, *b = out + 3 * C, *cc = out + 4 * C;
+  for (int64_t i = 0; i < nx; i++) {
+    int k = (int)(i % C);
+    dz[i] = (float)((double)a[k] * got[i] + (double)b[k] * c->z[i] + cc[k]);
+  }
+  RtRefAct xs = {d->n, d->c, d->h, d->w, RT_REF_NHWC};
+  int rc = rt_ref_batchnorm_bwd(&xs, c->z, got, c->gamma, c->mean, c->invstd, dzref, NULL, NULL);
+  CHECK(rc == RT_REF_OK, "%s: batch-norm reference: %s", c->sh->name, rt_ref_strerror(rc));
+  double ex = rel_error(got, c->ref, nx, NULL), eg = rel_max(out, c->dgamma, C), eb = rel_max(out + C, c->dbeta, C);
+  double ez = rel_error(dz, dzref, nx, NULL), e3[3];
+  for (int i = 0; i < 3; i++) e3[i] = rel_max(out + (2 + i) * C, c->abc + i * C, C);
+  int pass = rc == RT_REF_OK && ex < c->tol && eg < c->tol && eb < c->tol && ez < c->tol; /* false for NaN */
+  for (int i = 0; i < 3; i++) pass = pass && e3[i] < c->tol;
+  printf("%-22s %-4s bwd-data+dbn %-5s dx %.1e dgamma %.1e dbeta %.1e a %.1e b %.1e c %.1e dz %.1e (tol %.0e) %s  "
+         "ws %zu B\n",
+         c->sh->name, c->dtn, how, ex, eg, eb, e3[0], e3[1], e3[2], ez, c->tol, pass ? "ok" : "FAIL", ws_bytes);
+  CHECK(pass, "%s %s dbn %s: errors dx %.3e dgamma %.3e dbeta %.3e a %.3e b %.3e c %.3e dz %.3e (tol %.0e)",
+        c->sh->name, c->dtn, how, ex, eg, eb, e3[0], e3[1], e3[2], ez, c->tol);
+done:
+  if (ws) g->api->MemFree(ws);
+  free(got), free(dz), free(dzref), free(out);
+  return planned;
+}
+
+/* Shape sh's data gradient with dbn in dt (f16 or bf16) on random data: z
+ * with its own batch statistics (mean, invstd = 1/sqrt(var + 1e-5)),
+ * gamma in [0.5, 1.5), beta in [-0.25, 0.25).  Expected: the reference
+ * data gradient masked by rt_ref_bn_relu_mask, rounded to dt; dgamma and
+ * dbeta its sums in double; with k = gamma * invstd and M = N*H*W, the
+ * batch-norm backward dz = k * (x - dbeta/M - (z - mean) * invstd *
+ * dgamma/M) regrouped: a = k, b = -k * invstd * dgamma/M, c = -b * mean -
+ * k * dbeta/M (dz alone would let a small c's error pass). */
+static void check_dbn(Gpu *g, const Shape *sh, IrDtype dt, int expect) {
+  DbnCase c;
+  memset(&c, 0, sizeof c);
+  c.sh = sh;
+  c.dtn = dt == IR_DT_BF16 ? "bf16" : "f16";
+  c.tol = dt == IR_DT_BF16 ? 3e-2 : 1e-2;
+  c.d = shape_desc(sh, RT_CONV_BWD_DATA, dt);
+  c.d.dbn = 1;
+  const RtConvDesc *d = &c.d;
+  int C = d->c;
+  RtRefAct xs = {d->n, d->c, d->h, d->w, RT_REF_NHWC}, ys = {d->n, d->k, d->ho, d->wo, RT_REF_NHWC};
+  RtRefFilter wf = {d->k, d->c, d->r, d->s, RT_REF_KRSC};
+  RtRefConvParam p = {d->stride[0], d->stride[1], d->pad[0], d->pad[1], d->pad[0], d->pad[1], 1, 1, 1};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d->k * d->c * d->r * d->s;
+  int64_t m = nx / C;
+  c.nx = nx;
+  float *w = rand_array(nw, dt), *dy = rand_array(ny, dt), *z = rand_array(nx, dt);
+  float *ref = malloc(sizeof *ref * (size_t)nx), *ch = malloc(sizeof *ch * 4 * (size_t)C);
+  double *sums = calloc(7 * (size_t)C, sizeof *sums);
+  CUdeviceptr bufs[11] = {0};
+  CHECK(w && dy && z && ref && ch && sums, "out of host memory");
+  if (!w || !dy || !z || !ref || !ch || !sums) goto done;
+  float *mean = ch, *invstd = ch + C, *gamma = ch + 2 * C, *beta = ch + 3 * C;
+  for (int64_t i = 0; i < nx; i++) sums[i % C] += z[i];
+  for (int k = 0; k < C; k++) mean[k] = (float)(sums[k] / (double)m);
+  for (int64_t i = 0; i < nx; i++) {
+    double v = (double)z[i] - sums[i % C] / (double)m;
+    sums[C + i % C] += v * v;
+  }
+  for (int k = 0; k < C; k++) {
+    invstd[k] = (float)(1.0 / sqrt(sums[C + k] / (double)m + 1e-5));
+    gamma[k] = 1.0f + 0.5f * rand_value();
+    beta[k] = 0.25f * rand_value();
+  }
+  int rc = rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, dy, NULL);
+  if (!rc) rc = rt_ref_bn_relu_mask(&xs, z, ref, gamma, beta, mean, invstd, ref);
+  CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
+  if (rc) goto done;
+  if (dt == IR_DT_BF16)
+    rt_ref_round_bf16(nx, ref, ref);
+  else
+    rt_ref_round_f16(nx, ref, ref);
+  double *dgamma = sums + 2 * C, *dbeta = sums + 3 * C;
+  for (int64_t i = 0; i < nx; i++) {
+    int k = (int)(i % C);
+    dgamma[k] += (double)ref[i] * (((double)z[i] - mean[k]) * invstd[k]);
+    dbeta[k] += ref[i];
+  }
+  double *abc = sums + 4 * C;
+  for (int k = 0; k < C; k++) {
+    double kk = (double)gamma[k] * invstd[k];
+    abc[k] = kk;
+    abc[C + k] = -kk * invstd[k] * dgamma[k] / (double)m;
+    abc[2 * C + k] = -abc[C + k] * mean[k] - kk * dbeta[k] / (double)m;
+  }
+  c.z = z, c.ref = ref, c.mean = mean, c.invstd = invstd, c.gamma = gamma, c.dgamma = dgamma, c.dbeta = dbeta;
+  c.abc = abc;
+  int ok = upload(g, w, nw, dt, &bufs[0]) && upload(g, dy, ny, dt, &bufs[1]) && alloc_nan(g, nx, dt, &bufs[2]) &&
+           upload(g, z, nx, dt, &bufs[3]) && upload(g, mean, C, IR_DT_F32, &bufs[4]) &&
+           upload(g, invstd, C, IR_DT_F32, &bufs[5]) && upload(g, gamma, C, IR_DT_F32, &bufs[6]) &&
+           upload(g, beta, C, IR_DT_F32, &bufs[7]) && alloc_nan(g, C, IR_DT_F32, &bufs[8]) &&
+           alloc_nan(g, C, IR_DT_F32, &bufs[9]) && alloc_nan(g, 3 * (int64_t)C, IR_DT_F32, &bufs[10]);
+  CHECK(ok, "%s dbn buffers: %s", sh->name, err);
+  if (!ok) goto done;
+  c.io = (RtConvIo){.w = bufs[0], .y = bufs[1], .x = bufs[2]};
+  c.io.bn.z = bufs[3], c.io.bn.mean = bufs[4], c.io.bn.invstd = bufs[5], c.io.bn.gamma = bufs[6];
+  c.io.bn.beta = bufs[7], c.io.bn.dgamma = bufs[8], c.io.bn.dbeta = bufs[9], c.io.bn.abc = bufs[10];
+  if (judge_dbn(g, &c, g->dnn, "heur", expect)) judge_dbn(g, &c, g->dnn_tuned, "tuned", expect);
+done:
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g->api->MemFree(bufs[i]);
+  free(w), free(dy), free(z), free(ref), free(ch), free(sums);
+}
+
 static const Shape CHECKED[] = {
     {"stem 7x7 s2 C=4", 2, 4, 112, 112, 64, 7, 7, 2, 3, 1, 1, 0},
     {"1x1 s1", 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 0},
@@ -422,6 +617,13 @@ static const Shape CHECKED[] = {
     {"1x1 s2 downsample", 8, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1, 0},
     {"3x3 p2 dilation 2", 3, 64, 28, 28, 64, 3, 3, 1, 2, 2, 1, 0},
     {"3x3 p1 groups 4", 2, 64, 28, 28, 128, 3, 3, 1, 1, 1, 4, 0},
+};
+
+/* The dbn rows' shapes: x (dx, z) is the batch-normed side, C channels. */
+static const Shape DBN_SHAPES[] = {
+    {"3x3 s1 p1 64>64", 2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 0},
+    {"1x1 s2 256>512", 2, 256, 28, 28, 512, 1, 1, 2, 0, 1, 1, 0},
+    {"1x1 s1 64>256", 2, 64, 28, 28, 256, 1, 1, 1, 0, 1, 1, 0},
 };
 
 /* ResNet-50 (torchvision v1.5: stride on the 3x3) at batch 256; count is
@@ -631,6 +833,17 @@ int main(int argc, char **argv) {
     CHECK(!rt_cudnn_conv_plan(g.dnn, &d, &p1, &ws, err, sizeof err) &&
               !rt_cudnn_conv_plan(g.dnn, &d, &p2, &ws, err, sizeof err) && p1 == p2,
           "plan not cached: %s", err);
+    /* dbn only on f16/bf16 data gradients without an epilogue, C a multiple of 4 */
+    RtConvDesc dbn[4];
+    for (int i = 0; i < 4; i++) {
+      dbn[i] = shape_desc(&DBN_SHAPES[0], i == 1 ? RT_CONV_FWD : RT_CONV_BWD_DATA, i ? IR_DT_F16 : IR_DT_F32);
+      dbn[i].dbn = 1;
+    }
+    dbn[2].epilogue = RT_EPI_DRELU;
+    dbn[3].c = 6;
+    for (int i = 0; i < 4; i++)
+      CHECK(rt_cudnn_conv_plan(g.dnn, &dbn[i], &plan, &ws, err, sizeof err) == RT_CUDA_EARG && strstr(err, "dbn"),
+            "invalid dbn description %d accepted or not named: %s", i, err);
   }
   for (size_t i = 0; !s && i < sizeof CHECKED / sizeof CHECKED[0]; i++)
     for (int dt = 0; dt < 2; dt++)
@@ -645,6 +858,10 @@ int main(int argc, char **argv) {
     check_epilogue(&g, &CHECKED[i], RT_EPI_DRELU);
     check_epilogue(&g, &CHECKED[i], RT_EPI_RESIDUAL | RT_EPI_DRELU);
   }
+  const char *expect_dbn = getenv("NETC_EXPECT_DBN");
+  for (size_t i = 0; !s && i < sizeof DBN_SHAPES / sizeof DBN_SHAPES[0]; i++)
+    for (int dt = 0; dt < 2; dt++)
+      check_dbn(&g, &DBN_SHAPES[i], dt ? IR_DT_BF16 : IR_DT_F16, expect_dbn && !strcmp(expect_dbn, "1"));
   if (!s && run_bench) bench(&g, started, genstats_only);
   rt_cudnn_free(g.dnn_tuned);
   rt_cudnn_free(g.dnn);
