@@ -19,6 +19,53 @@
 static char err[1 << 16];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight gradient */
+static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
+
+static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
+  return a->kind == kind && (kind == RT_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
+}
+
+/* conv2d_bwd_data_bn_relu (dy, w, beta, z, gamma, mean, invstd): the data
+ * gradient into dz; cuDNN's dbn buffers; then either one FUSED launch
+ * (dz = a*dz + b*z + c, in place, a b c in scratch 0) or the batch norm's
+ * three backward launches (UNFUSED), reading dz as their gradient and
+ * writing it in place. */
+static void check_dbn(const RtKNode *k, const char *gname, int i) {
+  static const struct {
+    RtKArgKind kind;
+    int index;
+  } BN[RT_KBN_COUNT] = {[RT_KBN_Z] = {RT_KARG_IN, 3},      [RT_KBN_MEAN] = {RT_KARG_IN, 5},
+                        [RT_KBN_INVSTD] = {RT_KARG_IN, 6}, [RT_KBN_GAMMA] = {RT_KARG_IN, 4},
+                        [RT_KBN_BETA] = {RT_KARG_IN, 2},   [RT_KBN_DGAMMA] = {RT_KARG_OUT, 1},
+                        [RT_KBN_DBETA] = {RT_KARG_OUT, 2}, [RT_KBN_ABC] = {RT_KARG_SCRATCH, 0}};
+  int ok = k->has_conv && k->conv.kind == RT_CONV_BWD_DATA && k->conv.dbn && !k->conv.epilogue &&
+           arg_is(&k->conv_x, RT_KARG_OUT, 0) && arg_is(&k->conv_y, RT_KARG_IN, 0) &&
+           arg_is(&k->conv_w, RT_KARG_IN, 1) && k->scratch_bytes >= (size_t)12 * k->conv.c;
+  for (int b = 0; b < RT_KBN_COUNT; b++) ok = ok && arg_is(&k->conv_bn[b], BN[b].kind, BN[b].index);
+  CHECK(ok, "%s node %d: the dbn convolution's tensors", gname, i);
+  int fused = 0, unfused = 0;
+  for (int l = 0; l < k->nlaunch; l++) {
+    const RtKLaunch *L = &k->launch[l];
+    const RtKArg *last = &L->args[L->nargs - 1];
+    fused += L->when == RT_K_FUSED;
+    unfused += L->when == RT_K_UNFUSED;
+    if (L->when == RT_K_FUSED)
+      CHECK(strstr(L->name, "apply_abc") && L->nargs == 4 && arg_is(&L->args[0], RT_KARG_OUT, 0) &&
+                arg_is(&L->args[1], RT_KARG_IN, 3) && arg_is(&L->args[2], RT_KARG_SCRATCH, 0) &&
+                arg_is(last, RT_KARG_OUT, 0),
+            "%s node %d: %s applies a, b, c to dz in place", gname, i, L->name);
+    else
+      CHECK(L->when == RT_K_UNFUSED && !L->before, "%s node %d: %s runs only without cuDNN's dbn", gname, i,
+            L->name);
+  }
+  const RtKLaunch *sums = &k->launch[1], *apply = &k->launch[k->nlaunch - 1];
+  CHECK(fused == 1 && unfused == 3 && k->launch[0].when == RT_K_FUSED && arg_is(&sums->args[0], RT_KARG_OUT, 0) &&
+            arg_is(&sums->args[1], RT_KARG_IN, 3) && arg_is(&apply->args[0], RT_KARG_OUT, 0) &&
+            arg_is(&apply->args[apply->nargs - 1], RT_KARG_OUT, 0),
+        "%s node %d: %d fused and %d unfused launches; the sums and the apply read dz and z, the apply writes dz",
+        gname, i, fused, unfused);
+  dbn_nodes++;
+}
 
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
@@ -57,6 +104,7 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     if (k->conv.epilogue & RT_EPI_AFFINE) check_arg(n, k, "conv epilogue scale and bias", &k->conv_esb);
     if (k->conv.epilogue & RT_EPI_RESIDUAL) check_arg(n, k, "conv residual", &k->conv_res);
     if (k->conv.epilogue & RT_EPI_DRELU) check_arg(n, k, "conv relu mask", &k->conv_mask);
+    for (int b = 0; k->conv.dbn && b < RT_KBN_COUNT; b++) check_arg(n, k, "conv dbn buffer", &k->conv_bn[b]);
     CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
           "%s node %d: conv shape", gname, i);
   }
@@ -88,6 +136,10 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     CHECK(L->nargs >= 1 && L->nargs <= RT_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
+  if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
+  if (n->op == IR_OP_CONV2D_BN_TRAIN && kerntest_stem_mixed(g, n))
+    CHECK(k->source && strstr(k->source, "#define NETC_ROUND_X 1"),
+          "%s node %d: the f32 stem's apply normalizes z rounded to y's dtype", gname, i);
   if (!k->source) return;
   size_t add = strlen(k->source);
   char *p = realloc(*all, *len + add + 1);
@@ -184,5 +236,7 @@ int main(int argc, char **argv) {
   CHECK(folded[0] > 0 && folded[1] > 0, "no folded stem convolution: %d forward, %d weight gradient", folded[0],
         folded[1]);
   printf("folded stem convolutions: %d forward, %d weight gradient\n", folded[0], folded[1]);
+  CHECK(dbn_nodes > 0, "no conv2d_bwd_data_bn_relu was emitted");
+  printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
   return check_report();
 }
