@@ -36,14 +36,17 @@
 extern char **environ;
 
 /* The SM count is that of the arch's reference data-center part (sm_90:
- * H100 SXM and H200).  It only sizes grids of reductions, which are correct
- * for any count; a device with another count emits other text and compiles
- * it itself instead of taking the embedded cubin. */
+ * H100 SXM and H200), the resident threads per SM the arch's.  They only
+ * size grids (a full wave of grid-stride kernels, reductions' partial
+ * sums), which are correct for any device; a device with other numbers
+ * emits other text and compiles it itself instead of taking the embedded
+ * cubin. */
 static const struct {
   const char *arch;
-  int sm_count;
+  int sm_count, threads_per_sm;
 } TARGETS[] = {
-    {"sm_75", 40}, {"sm_80", 108}, {"sm_86", 72}, {"sm_89", 58}, {"sm_90", 132}, {"sm_100", 148}, {"sm_120", 170},
+    {"sm_75", 40, 1024},  {"sm_80", 108, 2048},  {"sm_86", 72, 1536},  {"sm_89", 58, 1536},
+    {"sm_90", 132, 2048}, {"sm_100", 148, 2048}, {"sm_120", 170, 1536},
 };
 enum { NTARGET = sizeof TARGETS / sizeof TARGETS[0] };
 
@@ -56,6 +59,7 @@ int cg_model_target(const char *arch, CgModelTarget *t) {
     snprintf(t->arch, sizeof t->arch, "%s", arch);
     t->cc_major = cc / 10, t->cc_minor = cc % 10;
     t->sm_count = TARGETS[i].sm_count;
+    t->max_threads_per_sm = TARGETS[i].threads_per_sm;
     t->max_threads_per_block = 1024;
     t->max_shared_per_block = 48 * 1024;
     return 0;
@@ -105,7 +109,8 @@ static int program(const IrGraph *g, const char *what, const CgModelTarget *t, i
                      .max_threads_per_block = t->max_threads_per_block,
                      .max_shared_per_block = t->max_shared_per_block,
                      .cc_major = t->cc_major,
-                     .cc_minor = t->cc_minor};
+                     .cc_minor = t->cc_minor,
+                     .max_threads_per_sm = t->max_threads_per_sm};
   RtGpuProg p;
   char err[8192];
   if (rt_gpu_prog_emit(g, g->plan_batch, &dev, &p, err, sizeof err)) {

@@ -54,7 +54,7 @@ enum { CG_MODEL_HEADER = 40 + 16 * CG_MODEL_NSECTION };
  * reads from its device (rt_gpu_kernels.h's RtGpuDevice). */
 typedef struct CgModelTarget {
   char arch[CG_MODEL_ARCH_LEN]; /* "sm_90" */
-  int cc_major, cc_minor, sm_count, max_threads_per_block, max_shared_per_block;
+  int cc_major, cc_minor, sm_count, max_threads_per_block, max_shared_per_block, max_threads_per_sm;
 } CgModelTarget;
 
 /* The target of "sm_NN" (see docs/model_so.md for the table and the SM

@@ -438,6 +438,7 @@ static RtCudaStatus device_of(RtGpu *x, RtGpuDevice *d, char *err, size_t errlen
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &d->max_shared_per_block},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &d->max_threads_per_sm},
   };
   for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) {
     RtCudaStatus s = RT_CU(x->api, DeviceGetAttribute, (A[i].v, A[i].attr, dev), "device attributes", err, errlen);

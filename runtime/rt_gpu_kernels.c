@@ -108,8 +108,17 @@ static int chan_vec(IrDtype dt, int C) {
   return v;
 }
 
+/* Blocks of BLOCK threads one SM holds at once (its thread limit; the
+ * kernels' __launch_bounds__(BLOCK) leave the registers to fit). */
+static int blocks_per_sm(const Emit *e) {
+  int t = e->dev->max_threads_per_sm > 0 ? e->dev->max_threads_per_sm : 2048;
+  return t / BLOCK > 1 ? t / BLOCK : 1;
+}
+
+/* A grid-stride kernel's grid: one block per BLOCK units of work, at most
+ * one full wave of the device (every SM full). */
 static unsigned grid_1d(const Emit *e, int64_t units) {
-  int64_t cap = (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1) * 8;
+  int64_t cap = (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1) * blocks_per_sm(e);
   int64_t b = (units + BLOCK - 1) / BLOCK;
   if (b < 1) b = 1;
   return (unsigned)(b < cap ? b : cap);

@@ -81,9 +81,11 @@ typedef struct RtKNode {
   RtKArg conv_bn[RT_KBN_COUNT];         /* conv.dbn: RtConvIo.bn's buffers, RT_KBN_* */
 } RtKNode;
 
-/* What the emitter needs to know of the device. */
+/* What the emitter needs to know of the device.  max_threads_per_sm (the
+ * resident threads an SM holds; 0 reads as 2048, sm_80's and sm_90's)
+ * sizes a grid-stride kernel's grid to one full wave. */
 typedef struct RtGpuDevice {
-  int sm_count, max_threads_per_block, max_shared_per_block, cc_major, cc_minor;
+  int sm_count, max_threads_per_block, max_shared_per_block, cc_major, cc_minor, max_threads_per_sm;
 } RtGpuDevice;
 
 /* Fills *out for node `node` of g at batch `batch`.  Returns 0, or -1 with

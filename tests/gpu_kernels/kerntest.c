@@ -39,7 +39,7 @@ int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
   return 0;
 }
 
-RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0}; }
+RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0, 2048}; }
 
 static const char EXTRA[] = "graph extra {\n"
                             "  input %0 x : f32[N,5,7,67] NHWC\n"

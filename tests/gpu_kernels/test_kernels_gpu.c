@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
   if (s) return check_report();
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
-  gp.dev = (RtGpuDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor};
+  gp.dev = (RtGpuDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
   snprintf(gp.arch, sizeof gp.arch, "sm_%d%d", info.cc_major, info.cc_minor);
   int major = 0, minor = 0;
   CHECK(rt_nvrtc_version(&major, &minor, err, sizeof err) == RT_NVRTC_OK, "a GPU but no NVRTC: %s", err);
