@@ -19,23 +19,18 @@ the same SGD step in each implementation:
             with --precision fp32 (no TF32 anywhere) and fp16.
 
 With --curve S (0: off), also S SGD steps on S batches of --curve-batch
-images cycled from 5 distinct ones, in PyTorch FP32 and AMP fp16 on the
-GPU and in netc fp32 and fp16 (`netrun step --steps S --curve`), printed
-side by side, at lr 0.01 * batch / 16 (--curve-lr to set it).  Training-mode batch norm on small batches makes the
-trajectory chaotic (a 1e-6 change of the images moves later losses by
-percents), so further PyTorch FP32 curves on nudged images (--curve-nudges,
-each with its own 1e-6 relative noise; the drift of a window is the largest
-of theirs, one sample alone underestimating the spread) measure how far
-two equally valid runs drift apart.  Judged per pair (netc fp32 against
-PyTorch FP32, netc fp16 against PyTorch AMP) on the mean loss of each
-window of 10 steps (two passes over the 5 batches, which averages out
-which batch a step saw): each window's relative difference within 3x
-PyTorch's own drift in that window or 2% (fp32) / 5% (fp16), whichever is
-larger -- for fp16 the drift is also PyTorch AMP's own distance from
-PyTorch FP32 in that window, when larger, since fp16 rounding perturbs the
-trajectory far more than the 1e-6 nudge -- and both curves ending below 80% of where they started.  The
-worst single step is printed for information: on this chaotic problem
-PyTorch drifts from itself by several percent at single steps.
+images cycled from 5 distinct ones, at lr 0.01 * batch / 16 (--curve-lr to
+set it), in PyTorch FP32 and AMP fp16 on the GPU and in netc fp32 and fp16
+(`netrun step --steps S --curve`), each --curve-runs times (default 3): on
+the images as they are, then each time on its own 1e-6 relative nudge of
+them, the same nudged images on both sides.  Training-mode batch norm on
+small batches makes the trajectory chaotic (a 1e-6 change moves later
+losses by percents, and so does run-to-run summation order), so each side
+is judged as an ensemble (curve_verdict.py): per window of 10 steps, the
+difference of the two sides' mean losses within 2% (fp32) / 5% (fp16) or
+twice the largest distance of any single run from its side's mean,
+whichever is larger; and both sides' mean loss falling below 80% of its
+start (a reference that does not fall fails the configuration).
 
 Every tensor is compared by ||netc - torch|| / ||torch||: loss, logits, each
 parameter's gradient, each parameter after the step and its change (w' - w),
@@ -52,7 +47,8 @@ its criterion.  Exit status: 0 all criteria met, 1 some missed, 77 skipped
 (no torch; "skipped: no torch").  See docs/correctness.md.
 
 usage: compare_resnet50.py [--netrun PATH] [--root DIR] [--work DIR] [--batch N] [--init perturbed|default]
-                          [--device cpu|gpu] [--cache DIR] [--curve S] [--curve-batch N]
+                          [--device cpu|gpu] [--cache DIR] [--curve S] [--curve-batch N] [--curve-lr LR]
+                          [--curve-runs K]
 """
 import argparse
 import ctypes
@@ -63,6 +59,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import curve_verdict  # noqa: E402
 import st_io  # noqa: E402
 
 FORMAT_VERSION = 1
@@ -165,8 +162,8 @@ def torch_step(model_state, images, labels, device, amp, f64=False):
     return {k: v.float().cpu() for k, v in out.items()}
 
 
-def netc_step(args, weights, inputs, precision, scale, steps=1, lr=LR):
-    out = os.path.join(args.work, f"netc_{precision}_{steps}.safetensors")
+def netc_step(args, weights, inputs, precision, scale, steps=1, lr=LR, tag=""):
+    out = os.path.join(args.work, f"netc_{precision}_{steps}{tag}.safetensors")
     cmd = [args.netrun, "step", os.path.join(args.root, "models/resnet50.net"), "--weights", weights,
            "--inputs", inputs, "--out", out, "--lr", str(lr), "--loss-scale", str(scale),
            "--precision", precision, "--device", args.device]
@@ -182,7 +179,7 @@ def netc_step(args, weights, inputs, precision, scale, steps=1, lr=LR):
     if steps > 1:
         with open(out + ".csv") as f:
             rows = [line.split(",") for line in f.readlines()[1:]]
-        args.scales[precision] = [float(r[2]) for r in rows]
+        args.scales[precision + tag] = [float(r[2]) for r in rows]
         return [float(r[1]) for r in rows]
     return load(out)
 
@@ -203,71 +200,53 @@ CURVE_LR = 0.01  # at --curve-batch 16; scaled linearly with the batch (the usua
 CURVE_CRITERIA = (2e-2, 5e-2)  # floor of the allowed relative difference: fp32, fp16
 
 
-def curve_diff(a, b):
-    """(worst relative step difference, [relative difference of each 10-step window's mean])."""
-    worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
-    windows = []
-    for i in range(0, len(a), 10):
-        ma, mb = sum(a[i:i + 10]) / len(a[i:i + 10]), sum(b[i:i + 10]) / len(b[i:i + 10])
-        windows.append(abs(ma - mb) / abs(mb))
-    return worst, windows
-
-
 def curves(args, state, weights, device):
-    """The --curve comparison; True when both criteria are met."""
+    """The --curve comparison (curve_verdict.py); True when both verdicts pass."""
     import torch
-    S, N = args.curve, args.curve_batch
+    S, N, K = args.curve, args.curve_batch, max(1, args.curve_runs)
     lr = args.curve_lr if args.curve_lr else CURVE_LR * N / 16
     gen = torch.Generator().manual_seed(args.seed + 2)
     distinct = [torch.randn(N, 3, 224, 224, generator=gen) for _ in range(5)]
     dlabels = [torch.randint(0, 1000, (N,), generator=gen, dtype=torch.int64) for _ in range(5)]
-    images = [distinct[i % 5] for i in range(S)]
     labels = [dlabels[i % 5] for i in range(S)]
-    inputs = os.path.join(args.work, "curve_inputs.safetensors")
-    save(inputs, {"image": torch.cat(images), "label": torch.cat(labels)})
-    t32 = torch_curve(state, images, labels, device, False, lr)
-    t16 = torch_curve(state, images, labels, device, True, lr)
+    # run 0 on the images as they are, run k on its own 1e-6 relative nudge of them (both sides the same)
     nudge = torch.Generator().manual_seed(args.seed + 3)
-    drift, t32n = (0.0, [0.0] * ((S + 9) // 10)), None
-    for k in range(max(1, args.curve_nudges)):
-        tk = torch_curve(state, [x * (1 + 1e-6 * torch.randn(x.shape, generator=nudge)) for x in images], labels,
-                         device, False, lr)
-        dk = curve_diff(tk, t32)
-        print(f"curve torch fp32, nudge {k + 1}          10-step windows "
-              + " ".join(f"{x:8.2e}" for x in dk[1]) + "  (info)")
-        drift = (max(drift[0], dk[0]), [max(a, b) for a, b in zip(drift[1], dk[1])])
-        t32n = t32n or tk
-    n32 = netc_step(args, weights, inputs, "fp32", 1.0, S, lr)
-    n16 = netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, lr)
-    print(f"\nloss curves: {S} SGD steps (lr {lr:g}, batch {N}, 5 distinct batches cycled)")
-    print(f"{'step':>4s} {'torch fp32':>11s} {'netc fp32':>11s} {'torch amp16':>11s} {'netc fp16':>11s} "
-          f"{'torch nudged':>12s} {'netc fp16 scale':>15s}")
-    sc = args.scales.get("fp16", [])
+    sets = [[distinct[i % 5] for i in range(S)]]
+    for _ in range(1, K):
+        moved = [x * (1 + 1e-6 * torch.randn(x.shape, generator=nudge)) for x in distinct]
+        sets.append([moved[i % 5] for i in range(S)])
+    runs = {"torch fp32": [], "torch amp16": [], "netc fp32": [], "netc fp16": []}
+    for k, images in enumerate(sets):
+        inputs = os.path.join(args.work, f"curve_inputs_{k}.safetensors")
+        save(inputs, {"image": torch.cat(images), "label": torch.cat(labels)})
+        runs["torch fp32"].append(torch_curve(state, images, labels, device, False, lr))
+        runs["torch amp16"].append(torch_curve(state, images, labels, device, True, lr))
+        runs["netc fp32"].append(netc_step(args, weights, inputs, "fp32", 1.0, S, lr, tag=f"_{k}"))
+        runs["netc fp16"].append(netc_step(args, weights, inputs, "fp16", FP16_LOSS_SCALE, S, lr, tag=f"_{k}"))
+    print(f"\nloss curves: {S} SGD steps (lr {lr:g}, batch {N}, 5 distinct batches cycled), {K} run(s) a side: "
+          "the images as they are, then each with its own 1e-6 nudge")
+    names = list(runs)
+    print(f"{'step':>4s} " + " ".join(f"{n:>12s}" for n in names) + f" {'netc fp16 scale':>15s}  (run 1 of each)")
+    sc = args.scales.get("fp16_0", [])
     for i in range(S):
         if i < 5 or i % 5 == 4 or i == S - 1:
-            print(f"{i + 1:4d} {t32[i]:11.6f} {n32[i]:11.6f} {t16[i]:11.6f} {n16[i]:11.6f} {t32n[i]:12.6f} "
-                  f"{sc[i] if i < len(sc) else 0:15g}")
+            print(f"{i + 1:4d} " + " ".join(f"{runs[n][0][i]:12.6f}" for n in names) +
+                  f" {sc[i] if i < len(sc) else 0:15g}")
     skipped = sum(1 for a, b in zip(sc, sc[1:]) if b < a)
-    print(f"netc fp16: {skipped} step(s) skipped for overflow (the dynamic loss scale backed off)")
+    print(f"netc fp16 run 1: {skipped} step(s) skipped for overflow (the dynamic loss scale backed off)")
     fmt = lambda xs: " ".join(f"{x:8.2e}" for x in xs)
-    print(f"curve torch fp32, images+1e-6 (max of {args.curve_nudges}) 10-step windows {fmt(drift[1])}  "
-          f"worst step {drift[0]:8.2e}  (info)")
-    amp_vs_fp32 = curve_diff(t16, t32)
-    print(f"curve torch amp16 vs torch fp32   10-step windows {fmt(amp_vs_fp32[1])}  worst step {amp_vs_fp32[0]:8.2e}  "
-          f"(info)")
+    amp = curve_verdict.ensemble(runs["torch amp16"])[1]
+    f32 = curve_verdict.ensemble(runs["torch fp32"])[1]
+    print(f"curve torch amp16 vs torch fp32 (means)  10-step windows "
+          f"{fmt([abs(a - b) / abs(b) for a, b in zip(amp, f32)])}  (info)")
     ok = True
-    # fp16's own rounding perturbs far more than a 1e-6 nudge: its allowance also
-    # counts how far PyTorch AMP itself lands from PyTorch FP32
-    fp16_drift = [max(d, e) for d, e in zip(drift[1], amp_vs_fp32[1])]
-    for title, a, b, floor, spread in (("netc fp32 vs torch fp32", n32, t32, CURVE_CRITERIA[0], drift[1]),
-                                       ("netc fp16 vs torch amp16", n16, t16, CURVE_CRITERIA[1], fp16_drift)):
-        worst, windows = curve_diff(a, b)
-        crit = [max(floor, 3 * d) for d in spread]
-        falls = a[-1] < 0.8 * a[0] and b[-1] < 0.8 * b[0]
-        passed = all(w <= c for w, c in zip(windows, crit)) and falls
-        ok = ok and passed
-        print(f"curve {title:26s} 10-step windows {fmt(windows)} (crit {fmt(crit)})  worst step {worst:8.2e}  "
-              f"first {a[0]:.4f} last {a[-1]:.4f}  {'pass' if passed else 'FAIL'}")
+    for title, net, ref, floor in (("netc fp32 vs torch fp32", "netc fp32", "torch fp32", CURVE_CRITERIA[0]),
+                                   ("netc fp16 vs torch amp16", "netc fp16", "torch amp16", CURVE_CRITERIA[1])):
+        v = curve_verdict.verdict(runs[net], runs[ref], floor)
+        ok = ok and v["pass"]
+        print(f"curve {title:26s} 10-step windows {fmt(v['diff'])} (crit {fmt(v['crit'])})  "
+              f"netc {v['net_mean'][0]:.4f} -> {v['net_mean'][-1]:.4f}, ref {v['ref_mean'][0]:.4f} -> "
+              f"{v['ref_mean'][-1]:.4f}  {'pass' if v['pass'] else 'FAIL: ' + v['why']}")
     return ok
 
 
@@ -312,7 +291,8 @@ def main():
     ap.add_argument("--curve", type=int, default=0, help="SGD steps of the loss-curve comparison (0: off)")
     ap.add_argument("--curve-batch", type=int, default=16)
     ap.add_argument("--curve-lr", type=float, default=0, help="SGD lr of the curves (default 0.01 * batch / 16)")
-    ap.add_argument("--curve-nudges", type=int, default=3, help="nudged PyTorch FP32 curves measuring the drift")
+    ap.add_argument("--curve-runs", type=int, default=3,
+                    help="curves a side and precision: the images as they are, then each on its own 1e-6 nudge")
     ap.add_argument("--init", choices=["perturbed", "default"], default="perturbed",
                     help="batch-norm parameters: perturbed (none 0 or 1) or torchvision's default")
     args = ap.parse_args()
