@@ -19,7 +19,12 @@
  * byte, its position r*S + s in the window (255: the window holds no input
  * element; R*S <= 254), then MAX_BWD compares those bytes with its own
  * position in each covering window -- not recomputing every window's
- * maximum from x for each of its elements.  Global average: one thread per
+ * maximum from x for each of its elements.  With NETC_POOL_BN (MAX_ARG
+ * only) x is not read: it is recomputed from z (storage type NETC_TZ) as
+ * relu((z - mean) * (gamma * invstd) + beta) per channel, each operation
+ * rounded on its own (no fused multiply-add) and the result rounded to
+ * NETC_TX: the CPU's rt_ref_bn_normalize, hence the forward's y exactly
+ * (maxpool_bn_relu_bwd: the stem's y is not kept).  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
@@ -33,6 +38,10 @@
 
 typedef NETC_TX tx_t;
 typedef netc_vec<tx_t, NETC_V> vec_t;
+#if defined(NETC_POOL_BN)
+typedef NETC_TZ tz_t;
+typedef netc_vec<tz_t, NETC_V> zvec_t;
+#endif
 static constexpr int V = NETC_V, CV = NETC_C / NETC_V, H = NETC_H, W = NETC_W;
 
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD) || \
@@ -60,10 +69,26 @@ __device__ __forceinline__ int avg_span(int o, int st, int pad, int k, int in, i
 #error "pool.cu: max-pool backward keeps window positions in a byte: R*S must be at most 254"
 #endif
 
+#if defined(NETC_POOL_BN)
+/* The batch norm of channels cv*V .. cv*V+V-1: mean, gamma*invstd, beta. */
+struct Bn {
+  float m[NETC_V], k[NETC_V], b[NETC_V];
+};
+/* Element j of x from z's vector v: relu(bn(z)) rounded to tx_t. */
+__device__ __forceinline__ float x_of(const zvec_t &v, const Bn &bn, int j) {
+  const float t = __fadd_rn(__fmul_rn(__fsub_rn(netc_ld(v.v[j]), bn.m[j]), bn.k[j]), bn.b[j]);
+  return netc_ld(netc_cv<tx_t>(t > 0.0f ? t : 0.0f));
+}
+#endif
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
 /* Winner h*W + w of channel j of window (n, oh, ow) for channel vector cv,
  * or -1 when the window holds no input element; *best its value. */
+#if defined(NETC_POOL_BN)
+__device__ __forceinline__ void window_max(const tz_t *x, int n, int oh, int ow, int cv, int *arg, float *best,
+                                           const Bn &bn) {
+#else
 __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow, int cv, int *arg, float *best) {
+#endif
   bool done[V];
 #pragma unroll
   for (int j = 0; j < V; j++) {
@@ -77,10 +102,18 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
     for (int s = 0; s < S; s++) {
       const int iw = ow * SW - PW + s;
       if (iw < 0 || iw >= W) continue;
-      vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
+#if defined(NETC_POOL_BN)
+      const zvec_t v = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
+#else
+      const vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
+#endif
 #pragma unroll
       for (int j = 0; j < V; j++) {
+#if defined(NETC_POOL_BN)
+        const float f = x_of(v, bn, j);
+#else
         const float f = netc_ld(v.v[j]);
+#endif
         if (!done[j] && (arg[j] < 0 || f > best[j] || f != f)) {
           best[j] = f;
           arg[j] = ih * W + iw;
@@ -95,6 +128,9 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y)
+#elif defined(NETC_POOL_MAX_ARG) && defined(NETC_POOL_BN)
+NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
+                 const float *__restrict__ mean, const float *__restrict__ invstd, unsigned char *__restrict__ code)
 #elif defined(NETC_POOL_MAX_ARG)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, unsigned char *__restrict__ code)
 #elif defined(NETC_POOL_MAX_BWD)
@@ -121,7 +157,17 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
     int arg[V];
     float best[V];
+#if defined(NETC_POOL_BN)
+    Bn bn;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      const int c = cv * V + j;
+      bn.m[j] = mean[c], bn.k[j] = __fmul_rn(gamma[c], invstd[c]), bn.b[j] = beta[c];
+    }
+    window_max(x, n, oh, ow, cv, arg, best, bn);
+#else
     window_max(x, n, oh, ow, cv, arg, best);
+#endif
 #if defined(NETC_POOL_MAX)
 #pragma unroll
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);

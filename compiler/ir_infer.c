@@ -576,6 +576,20 @@ static int infer_conv2d_bwd_data_bn_relu(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* (dy, z, beta, gamma, mean, invstd): maxpool_bwd(dy, y) with y =
+ * relu(batchnorm(z)) recomputed from z and the statistics (in dy's dtype,
+ * as the forward stored it), so that y need not be kept; dx like z, in
+ * dy's dtype. */
+static int infer_maxpool_bn_relu_bwd(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "maxpool_bn_relu_bwd") || need_act4(c, 1, "maxpool_bn_relu_bwd")) return -1;
+  const IrType *z = in_type(c, 1);
+  if (!is_float(z->dtype) || !is_float(in_type(c, 0)->dtype)) return fail(c, "maxpool_bn_relu_bwd of non-float values");
+  if (bn_vectors(c, 2, 6, z->dim[act_c(z)])) return -1;
+  *out = *z;
+  out->dtype = in_type(c, 0)->dtype;
+  return check_forward(c, IR_OP_MAXPOOL, out, NULL, in_type(c, 0));
+}
+
 /* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
  * the other gradient of a value two branches read (a residual block's input) */
 static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
@@ -690,6 +704,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_BATCHNORM_RELU_BWD] = infer_batchnorm_relu_bwd,
     [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = infer_conv2d_bwd_data_bn_relu,
+    [IR_OP_MAXPOOL_BN_RELU_BWD] = infer_maxpool_bn_relu_bwd,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
     [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,

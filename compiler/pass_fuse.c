@@ -18,6 +18,8 @@
  *   conv2d_bwd_data(dy, w) -> add(., g) -> relu_bwd(., y)
  *                                  => conv2d_bwd_data_relu(dy, w, y, g)
  *   add(a, b) -> relu_bwd(., y)                 => sum_relu_bwd(a, b, y)
+ *   maxpool_bwd(dy, y), y = relu(batchnorm_train(z)) read only by its max pool
+ *                                  => maxpool_bn_relu_bwd(dy, z, beta, gamma, mean, invstd)
  *
  * The third is a residual block's end: the batch norm's output plus the
  * shortcut r, then relu, in one pass (r must be made before the conv; of
@@ -297,6 +299,34 @@ static int match_dgrad_bn_relu(Fz *f, int d) {
   return replace(f, k, &u);
 }
 
+/* maxpool_bwd(dy, y) where y = relu(batchnorm_train(z)) is read only by
+ * its max pool, this backward and relu backwards fused already (whose mask
+ * is recomputed from z): ResNet's stem.  The backward recomputes y from z
+ * and the batch statistics, maxpool_bn_relu_bwd(dy, z, beta, gamma, mean,
+ * invstd), so y dies after the max pool instead of living through the
+ * whole step (z is kept for the batch norm's backward anyway). */
+static int match_maxpool_bn_relu_bwd(Fz *f, int m) {
+  const IrNode *mb = node(f, m);
+  if (mb->op != IR_OP_MAXPOOL_BWD) return 0;
+  int y = mb->in[1], r = f->g->val[y].def;
+  if (r < 0 || node(f, r)->op != IR_OP_RELU || f->is_out[y]) return 0;
+  int b = f->g->val[node(f, r)->in[0]].def;
+  if (b < 0 || node(f, b)->op != IR_OP_BATCHNORM_TRAIN || node(f, b)->out[0] != node(f, r)->in[0]) return 0;
+  for (int i = f->use_at[y]; i < f->use_at[y + 1]; i++) {
+    const IrNode *u = node(f, f->use_node[i]);
+    if (f->use_node[i] != m && !(u->op == IR_OP_MAXPOOL && u->in[0] == y) &&
+        !(u->op == IR_OP_RELU_BWD && u->in[1] == y && f->role[f->use_node[i]] != ROLE_COPY))
+      return 0;
+  }
+  const IrNode *bn = node(f, b);
+  Fusion u = {.op = IR_OP_MAXPOOL_BN_RELU_BWD, .member = {m}, .nmember = 1,
+              .in = {mb->in[0], bn->in[0], bn->in[2], bn->in[1], bn->out[1], bn->out[2]}, .nin = 6,
+              .from = {mb->out[0]}, .nout = 1};
+  static const char *const keys[] = {"k", "s", "p"};
+  for (int i = 0; i < 3; i++) add_attr(&u, mb, keys[i]);
+  return commit(f, &u);
+}
+
 /* add(a, b) -> relu_bwd(sum, y), unless a batch norm's backward takes the
  * relu_bwd alone (batchnorm_relu_bwd saves more). */
 static int match_sum_relu_bwd(Fz *f, int a) {
@@ -316,8 +346,8 @@ static int match_sum_relu_bwd(Fz *f, int a) {
 typedef int (*MatchFn)(Fz *f, int n);
 
 /* In priority order: a relu_bwd goes to its batch norm before its conv. */
-static const MatchFn PATTERNS[] = {match_conv_bn,       match_add_relu,   match_bn_relu_bwd,
-                                   match_dgrad_bn_relu, match_dgrad_relu, match_sum_relu_bwd};
+static const MatchFn PATTERNS[] = {match_conv_bn,       match_add_relu,   match_bn_relu_bwd,        match_dgrad_bn_relu,
+                                   match_dgrad_relu,    match_sum_relu_bwd, match_maxpool_bn_relu_bwd};
 
 /* --- the pass ---------------------------------------------------------------- */
 

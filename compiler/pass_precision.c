@@ -205,7 +205,8 @@ static IrDtype result_dtype(const Pr *p, const IrNode *node, IrDtype compute) {
 
 /* Whether value v of g (f32) is an f32 conv2d_bn_train's z that is stored
  * for the backward pass in the default dtype: the node's y is narrower
- * (result_dtype) and every use of z is a batchnorm_relu_bwd's z.  Then
+ * (result_dtype) and every use of z is a batchnorm_relu_bwd's or a
+ * maxpool_bn_relu_bwd's z.  Then
  * the 4-byte z, the largest tensor a ResNet keeps (its stem's), lives only
  * until a cast right after the node, and the cast's half-size copy waits
  * for the backward pass (as the 2-byte z of every other layer does; the
@@ -221,7 +222,9 @@ static int z_saved_narrow(const Pr *p, int v) {
   for (int n = 0; n < g->nnode; n++)
     for (int i = 0; i < g->node[n].nin; i++)
       if (g->node[n].in[i] == v) {
-        if (g->node[n].op != IR_OP_BATCHNORM_RELU_BWD || i != 2) return 0;
+        if (!(g->node[n].op == IR_OP_BATCHNORM_RELU_BWD && i == 2) &&
+            !(g->node[n].op == IR_OP_MAXPOOL_BN_RELU_BWD && i == 1))
+          return 0;
         uses++;
       }
   return uses > 0;
@@ -230,6 +233,16 @@ static int z_saved_narrow(const Pr *p, int v) {
 /* The dtype a batchnorm_relu_bwd reads its z (value v) in: the default
  * when z is saved narrow (z_saved_narrow), else as it is (-1). */
 static int saved_narrow(Pr *p, int v) { return z_saved_narrow(p, v) ? (int)p->def : -1; }
+
+/* The dtype the relu(batchnorm(z)) of value z was stored in: the
+ * conv2d_bn_train's y that made z, else z's own (a batchnorm_train on z
+ * keeps its input's dtype). */
+static IrDtype stored_y_dtype(Pr *p, int z) {
+  int def = p->g->val[z].def;
+  if (def >= 0 && p->g->node[def].op == IR_OP_CONV2D_BN_TRAIN && p->g->node[def].out[0] == z)
+    return dtype_of(p, p->g->node[def].out[1]);
+  return dtype_of(p, z);
+}
 
 /* The dtype input i of node n must arrive in, or -1 for as it is. */
 static int wanted(Pr *p, int n, int i, IrDtype compute) {
@@ -247,6 +260,9 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
     return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
+  case IR_OP_MAXPOOL_BN_RELU_BWD: /* dy in the dtype the forward stored y in; z as batchnorm_relu_bwd reads it */
+    if (i == 1) return saved_narrow(p, node->in[1]);
+    return i == 0 ? (int)stored_y_dtype(p, node->in[1]) : -1;
   case IR_OP_SUM_RELU_BWD:
     return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
   case IR_OP_BATCHNORM_RELU_BWD: /* an f32 z reads a narrower dy as it is (the stem's f16 gradient) */

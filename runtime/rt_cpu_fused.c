@@ -170,6 +170,31 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
   return bn_relu_bwd(x, n, 1, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0));
 }
 
+size_t rt_cpu_fused_maxpool_bn_relu_bwd_scratch(const RtCpu *x, const IrNode *n) {
+  return (size_t)x->numel[n->in[1]] * sizeof(float);
+}
+
+/* (dy, z, beta, gamma, mean, invstd) -> maxpool_bwd(dy, y) with y =
+ * relu(batchnorm(z)) recomputed into scratch by the forward's own
+ * expression (rt_ref_bn_normalize, as rt_ref_batchnorm_fwd_train) and
+ * rounded to dy's dtype, as the forward stored it: the same maxima. */
+int rt_cpu_fused_maxpool_bn_relu_bwd(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
+  RtRefPoolParam p = rt_cpu_op_pool_param(n);
+  int64_t count = x->numel[n->in[1]];
+  float *y = x->scratch;
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_bn_normalize(&zs, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 2),
+                                          rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), y),
+                      "rt_ref_bn_normalize") ||
+      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") ||
+      rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, count, y, y))
+    return -1;
+  return rt_cpu_op_check(
+      x, n, rt_ref_maxpool_bwd(&zs, y, NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+      "rt_ref_maxpool_bwd");
+}
+
 /* (dy, w, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta: the data
  * gradient rounded to dz's dtype (as the unfused one is stored), then
  * batchnorm_relu_bwd of it in place. */

@@ -720,35 +720,54 @@ static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType
   def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
 }
 
+/* maxpool_bwd and maxpool_bn_relu_bwd: each window's winner as a byte
+ * (scratch), from the pool's input y, or (recompute) from z as y =
+ * relu(batchnorm(z)) rounded to y's dtype (NETC_POOL_BN; z may be wider). */
+static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, int recompute) {
+  int k[2];
+  attr2(e->n, "k", 1, k);
+  if (k[0] * k[1] > 254) return fail(e, "a max-pool window of %d elements has no GPU backward (at most 254)", k[0] * k[1]);
+  if (recompute) {
+    if (check_f32(e, 2, 5, 1, 0)) return -1;
+  } else if (in_type(e, 1)->dtype != tx->dtype) {
+    return fail(e, "dy and x must share a dtype");
+  }
+  if (begin(e, "arg")) return -1;
+  pool_defs(e, "NETC_POOL_MAX_ARG", tx, ty, C, V);
+  if (recompute) {
+    def(e, "NETC_POOL_BN", "1");
+    def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(in_type(e, 1)->dtype));
+    ARGS(e, in(1), in(2), in(3), in(4), in(5), scratch(0));
+  } else {
+    ARGS(e, in(1), scratch(0));
+  }
+  need_scratch(e, (size_t)numel(e, ty));
+  return end(e, "pool.cu", grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
+}
+
 static int emit_pool(Emit *e) {
   IrOp op = e->n->op;
-  int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD;
+  int recompute = op == IR_OP_MAXPOOL_BN_RELU_BWD;
+  int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute;
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
     return fail(e, "pooling runs on NHWC tensors");
   if (!rt_gpu_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
   int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
+  if (recompute && chan_vec(in_type(e, 1)->dtype, C) < V) V = chan_vec(in_type(e, 1)->dtype, C);
   const char *which = op == IR_OP_MAXPOOL           ? "NETC_POOL_MAX"
                       : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
                       : op == IR_OP_MAXPOOL_BWD     ? "NETC_POOL_MAX_BWD"
+                      : recompute                   ? "NETC_POOL_MAX_BWD"
                       : op == IR_OP_AVGPOOL_BWD     ? "NETC_POOL_AVG_BWD"
                       : op == IR_OP_GLOBAL_AVGPOOL  ? "NETC_GAP"
                                                     : "NETC_GAP_BWD";
   int64_t units = numel(e, bwd ? tx : ty) / V;
-  if (op == IR_OP_MAXPOOL_BWD) { /* each window's winner as a byte (scratch), then the gather */
-    int k[2];
-    attr2(e->n, "k", 1, k);
-    if (k[0] * k[1] > 254) return fail(e, "a max-pool window of %d elements has no GPU backward (at most 254)", k[0] * k[1]);
-    if (in_type(e, 1)->dtype != tx->dtype) return fail(e, "dy and x must share a dtype");
-    if (begin(e, "arg")) return -1;
-    pool_defs(e, "NETC_POOL_MAX_ARG", tx, ty, C, V);
-    ARGS(e, in(1), scratch(0));
-    need_scratch(e, (size_t)numel(e, ty));
-    if (end(e, "pool.cu", grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1)) return -1;
-  }
+  /* max: each window's winner as a byte (scratch), then the gather */
+  if ((op == IR_OP_MAXPOOL_BWD || recompute) && pool_arg(e, tx, ty, C, V, recompute)) return -1;
   if (begin(e, "")) return -1;
   pool_defs(e, which, tx, ty, C, V);
-  if (op == IR_OP_MAXPOOL_BWD) {
+  if (op == IR_OP_MAXPOOL_BWD || recompute) {
     ARGS(e, in(0), scratch(0), out(0));
   } else {
     ARGS(e, in(0), out(0));
@@ -1005,7 +1024,8 @@ static int emit_node(Emit *e) {
   case IR_OP_GLOBAL_AVGPOOL:
   case IR_OP_MAXPOOL_BWD:
   case IR_OP_AVGPOOL_BWD:
-  case IR_OP_GLOBAL_AVGPOOL_BWD: return emit_pool(e);
+  case IR_OP_GLOBAL_AVGPOOL_BWD:
+  case IR_OP_MAXPOOL_BN_RELU_BWD: return emit_pool(e);
   case IR_OP_FLATTEN:
   case IR_OP_UNFLATTEN: return emit_copy(e);
   case IR_OP_LINEAR:

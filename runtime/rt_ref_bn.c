@@ -104,8 +104,11 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
     return RT_REF_ENOMEM;
   }
   batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
+  /* the coefficient from invstd as saved (rounded to f32), as bn_saved
+   * recomputes it: a backward's relu mask, or a max pool's backward
+   * recomputing y, sees the forward's values exactly */
   for (int c = 0; c < C; c++) {
-    ab[c] = (float)(gamma[c] * st[C + c]);
+    ab[c] = (float)(gamma[c] * (double)(float)st[C + c]);
     ab[C + c] = beta[c];
     ab[2 * C + c] = (float)st[c];
   }

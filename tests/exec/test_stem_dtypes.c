@@ -12,7 +12,9 @@
  * element, max(0, (zr - mean) * (float)(gamma * invstd) + beta) rounded to
  * the narrow dtype, zr being z rounded to it: the forward normalizes the z
  * the backward reads, so that its relu and the backward's recomputed mask
- * agree everywhere (checked too).  dz, dgamma and dbeta must be rt_ref's
+ * agree everywhere (checked too); the all-f32 graph's y is that same
+ * expression on its f32 z, bitwise (a max pool's backward recomputes it:
+ * maxpool_bn_relu_bwd).  dz, dgamma and dbeta must be rt_ref's
  * masked batch-norm backward of zr, not rounded.  The mixed graph's types
  * are ir_verify'd: a y_dtype that is no float dtype, a residual of z's
  * dtype beside an f16 y, or a y_dtype on the backward, is refused. */
@@ -110,6 +112,15 @@ static void check_mixed(const char *dt) {
   CHECK((bf ? rt_ref_round_bf16(n, want, want) : rt_ref_round_f16(n, want, want)) == RT_REF_OK, "%s: y rounds", dt);
   CHECK(bitwise(want, y, n), "%s: y is not the normalized z rounded to %s, rounded", dt, dt);
   CHECK(!bitwise(exectest_out(&f, 1), y, n), "%s: y holds the f32 values, not rounded ones", dt);
+  /* the all-f32 graph's y is the same expression on the f32 z (what a max pool's backward recomputes) */
+  float *y32 = malloc(sizeof(float) * (size_t)n);
+  if (!y32) abort();
+  RtRefAct ys = {.N = BATCH, .H = 3, .W = 3, .C = 8, .layout = RT_REF_NHWC};
+  CHECK(rt_ref_bn_normalize(&ys, exectest_out(&f, 0), gam, bet, exectest_out(&f, 2), exectest_out(&f, 3), y32) ==
+                RT_REF_OK &&
+            rt_ref_relu_fwd(n, y32, y32) == RT_REF_OK && bitwise(y32, exectest_out(&f, 1), n),
+        "%s: the f32 graph's y is not rt_ref_bn_normalize of its z, relu'd", dt);
+  free(y32);
   RtRefAct zs = {.N = BATCH, .H = 3, .W = 3, .C = 8, .layout = RT_REF_NHWC};
   CHECK(rt_ref_bn_relu_mask(&zs, zr, dy, gam, bet, mean, invstd, gm) == RT_REF_OK &&
             rt_ref_batchnorm_bwd(&zs, zr, gm, gam, mean, invstd, dz, dg, db) == RT_REF_OK,

@@ -20,6 +20,7 @@ static char err[1 << 16];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight gradient */
 static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
+static int pool_bn_nodes; /* maxpool_bn_relu_bwd nodes checked */
 
 static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
   return a->kind == kind && (kind == RT_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -137,6 +138,16 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
+  if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
+    const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
+    int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 &&
+             k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
+             arg_is(&gather->args[0], RT_KARG_IN, 0) && arg_is(&gather->args[1], RT_KARG_SCRATCH, 0) &&
+             arg_is(&gather->args[2], RT_KARG_OUT, 0) && arg_is(&arg->args[5], RT_KARG_SCRATCH, 0);
+    for (int a = 0; ok && a < 5; a++) ok = arg_is(&arg->args[a], RT_KARG_IN, a + 1);
+    CHECK(ok, "%s node %d: the max pool backward recomputes y from z and the statistics, then gathers dy", gname, i);
+    pool_bn_nodes++;
+  }
   if (n->op == IR_OP_CONV2D_BN_TRAIN && kerntest_stem_mixed(g, n))
     CHECK(k->source && strstr(k->source, "#define NETC_ROUND_X 1"),
           "%s node %d: the f32 stem's apply normalizes z rounded to y's dtype", gname, i);
@@ -237,6 +248,7 @@ int main(int argc, char **argv) {
         folded[1]);
   printf("folded stem convolutions: %d forward, %d weight gradient\n", folded[0], folded[1]);
   CHECK(dbn_nodes > 0, "no conv2d_bwd_data_bn_relu was emitted");
+  CHECK(pool_bn_nodes > 0, "no maxpool_bn_relu_bwd was emitted");
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
   return check_report();
 }

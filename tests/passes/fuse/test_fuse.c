@@ -139,6 +139,17 @@ static void check_resnet50(const char *dir) {
               g1->in[3] == g2->out[0],
           "layer2.0's input gradient: conv1's data gradient adds the downsample's");
     CHECK(count_op(g, IR_OP_CONV2D_BWD_WEIGHT) == 53, "conv2d_bwd_weight: %d", count_op(g, IR_OP_CONV2D_BWD_WEIGHT));
+    /* the stem's max pool backward recomputes y from conv1's z: y is read by nothing after the max pool */
+    const IrNode *mp = find_node(g, "maxpool.bwd"), *c1 = find_node(g, "conv1");
+    CHECK(count_op(g, IR_OP_MAXPOOL_BWD) == 0 && mp && c1 && mp->op == IR_OP_MAXPOOL_BN_RELU_BWD && mp->nin == 6 &&
+              mp->in[1] == c1->out[0] && mp->in[4] == c1->out[2] && mp->in[5] == c1->out[3] &&
+              g->val[mp->in[2]].name && strcmp(g->val[mp->in[2]].name, "bn1.bias") == 0 &&
+              g->val[mp->in[3]].name && strcmp(g->val[mp->in[3]].name, "bn1.weight") == 0,
+          "the stem's max pool backward reads conv1's z, bn1's beta and gamma and its batch statistics");
+    int stem_y_uses = 0;
+    for (int i = 0; c1 && i < g->nnode; i++)
+      for (int k = 0; k < g->node[i].nin; k++) stem_y_uses += g->node[i].in[k] == c1->out[1];
+    CHECK(stem_y_uses == 1, "conv1's y is read by the max pool alone (%d uses)", stem_y_uses);
     CHECK(count_op(g, IR_OP_ADD) == 1, "gradient sums left: %d", count_op(g, IR_OP_ADD));
     CHECK(count_op(g, IR_OP_SGD_UPDATE) == 161, "sgd_update: %d", count_op(g, IR_OP_SGD_UPDATE));
 

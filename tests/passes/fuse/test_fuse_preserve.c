@@ -85,7 +85,7 @@ static int count_fused(const IrGraph *g) {
     IrOp op = g->node[i].op;
     int fused = op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_ADD_RELU ||
                 op == IR_OP_BATCHNORM_RELU_BWD || op == IR_OP_CONV2D_BWD_DATA_RELU || op == IR_OP_SUM_RELU_BWD ||
-                op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
+                op == IR_OP_CONV2D_BWD_DATA_BN_RELU || op == IR_OP_MAXPOOL_BN_RELU_BWD;
     n += fused;
     if (fused) fused_seen[op]++;
     residual_seen += (op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN) && g->node[i].nin == 7;
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
   }
   static const IrOp kinds[] = {IR_OP_CONV2D_BN_TRAIN,      IR_OP_CONV2D_BN,    IR_OP_ADD_RELU,
                                IR_OP_BATCHNORM_RELU_BWD,   IR_OP_CONV2D_BWD_DATA_RELU, IR_OP_SUM_RELU_BWD,
-                               IR_OP_CONV2D_BWD_DATA_BN_RELU};
+                               IR_OP_CONV2D_BWD_DATA_BN_RELU, IR_OP_MAXPOOL_BN_RELU_BWD};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
     CHECK(fused_seen[kinds[k]] > 0, "no %s was made and run", ir_op_info(kinds[k])->name);
   CHECK(residual_seen > 0, "no conv + batch norm with a residual was made and run");

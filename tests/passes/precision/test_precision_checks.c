@@ -12,9 +12,10 @@
  * 55.  Fused training has neither the maxpool output's cast nor the stem
  * gradient's but casts conv1's z (56): conv1's conv2d_bn_train keeps z,
  * mean and invstd f32 but writes its relu output in the default dtype,
- * maxpool and maxpool_bwd run in it, z is cast to it right after conv1 (the
- * f32 z dies there), and the stem's batchnorm_relu_bwd reads that gradient
- * with the narrow z into an f32 dx.  No value is cast twice to one dtype
+ * maxpool and its backward (maxpool_bn_relu_bwd, recomputing y from z) run
+ * in it, z is cast to it right after conv1 (the f32 z dies there), and the
+ * stem's batchnorm_relu_bwd reads that gradient with the narrow z into an
+ * f32 dx.  No value is cast twice to one dtype
  * and no cast keeps its dtype.
  * fp32 adds nothing.  Errors: --int8 naming no conv/linear layer, and
  * precision=i8 on an op that is neither. */
@@ -40,18 +41,22 @@ static IrDtype dt_of(const IrGraph *g, int v) { return g->val[v].type.dtype; }
 
 /* 1 for each of the fused stem's nodes in the dtypes the policy gives it
  * (D: the default), after a CHECK of them: conv1's conv2d_bn_train with
- * z, mean, invstd f32 and y in D, maxpool and maxpool_bwd in D, and the
- * stem's batchnorm_relu_bwd (dy D, dx f32, z in D: the cast of conv1's f32
- * z, the node right after conv1, so that the f32 z dies there). */
+ * z, mean, invstd f32 and y in D, maxpool in D, maxpool_bn_relu_bwd in D
+ * reading the D z, and the stem's batchnorm_relu_bwd (dy D, dx f32, z in
+ * D: the cast of conv1's f32 z, the node right after conv1, so that the
+ * f32 z dies there). */
 static int check_stem(const IrGraph *g, const IrNode *n, IrDtype dt, const char *what) {
   int ok = 0;
   const char *name = n->name ? n->name : "";
   if (n->op == IR_OP_CONV2D_BN_TRAIN && strcmp(name, "conv1") == 0)
     ok = dt_of(g, n->out[0]) == IR_DT_F32 && dt_of(g, n->out[1]) == dt && dt_of(g, n->out[2]) == IR_DT_F32 &&
          dt_of(g, n->out[3]) == IR_DT_F32;
-  else if ((n->op == IR_OP_MAXPOOL || n->op == IR_OP_MAXPOOL_BWD) && g->val[n->in[n->nin - 1]].def >= 0 &&
-           g->node[g->val[n->in[n->nin - 1]].def].op == IR_OP_CONV2D_BN_TRAIN)
+  else if (n->op == IR_OP_MAXPOOL && g->val[n->in[0]].def >= 0 &&
+           g->node[g->val[n->in[0]].def].op == IR_OP_CONV2D_BN_TRAIN)
     ok = dt_of(g, n->in[0]) == dt && dt_of(g, n->out[0]) == dt;
+  else if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD)
+    ok = dt_of(g, n->in[0]) == dt && dt_of(g, n->in[1]) == dt && dt_of(g, n->out[0]) == dt &&
+         g->val[n->in[1]].def >= 0 && g->node[g->val[n->in[1]].def].op == IR_OP_CAST;
   else if (n->op == IR_OP_BATCHNORM_RELU_BWD && dt_of(g, n->out[0]) == IR_DT_F32) {
     int c = g->val[n->in[2]].def, conv = c > 0 ? g->val[g->node[c].in[0]].def : -1;
     ok = dt_of(g, n->in[0]) == dt && dt_of(g, n->in[2]) == dt && c > 0 && g->node[c].op == IR_OP_CAST &&
