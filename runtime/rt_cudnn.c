@@ -1207,6 +1207,11 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   h->plans[h->nplans++] = p;
   *plan = p;
   *workspace = (size_t)p->workspace;
+  /* which plan holds how much workspace: the executor's workspace is the largest */
+  const char *v = getenv("NETC_CUDNN_VERBOSE");
+  if (v && strcmp(v, "1") == 0)
+    fprintf(stderr, "netc: cudnn plan %s: workspace %.1f MiB (configuration %d of the %s list)\n", p->what,
+            (double)p->workspace / (1024.0 * 1024.0), p->index, p->mode == 0 ? "mode A" : "fallback");
   return RT_CUDA_OK;
 }
 

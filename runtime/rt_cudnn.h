@@ -85,7 +85,9 @@ typedef struct RtConvPlan RtConvPlan; /* owned by the RtCudnn handle */
  * when libcudnn.so.9 cannot be loaded. */
 RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen);
 void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
-/* The plan for d (cached); *workspace receives the bytes it needs. */
+/* The plan for d (cached); *workspace receives the bytes it needs.  With
+ * $NETC_CUDNN_VERBOSE=1 each new plan prints its description and workspace
+ * to stderr (the executor holds the largest workspace of all). */
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace,
                                 char *err, size_t errlen);
 /* With tuning on, remember each convolution's winner in `path` (a text

@@ -75,6 +75,8 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *                               per run of them
  *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
  *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace
+ *   NETC_CUDNN_VERBOSE=1        print each cuDNN plan's description and
+ *                               workspace when it is made (rt_cudnn.h)
  *   NETC_BRANCHES=0             weight gradients on the main stream, not on a
  *                               side stream that overlaps the data gradients
  *                               (=verbose: on, and print the side nodes' count
