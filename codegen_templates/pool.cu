@@ -19,12 +19,12 @@
  * byte, its position r*S + s in the window (255: the window holds no input
  * element; R*S <= 254), then MAX_BWD compares those bytes with its own
  * position in each covering window -- not recomputing every window's
- * maximum from x for each of its elements.  With NETC_POOL_BN (MAX_ARG
- * only) x is not read: it is recomputed from z (storage type NETC_TZ) as
+ * maximum from x for each of its elements.  With NETC_POOL_BN (MAX and
+ * MAX_ARG) x is not read: it is recomputed from z (storage type NETC_TZ) as
  * relu((z - mean) * (gamma * invstd) + beta) per channel, each operation
  * rounded on its own (no fused multiply-add) and the result rounded to
  * NETC_TX: the CPU's rt_ref_bn_normalize, hence the forward's y exactly
- * (maxpool_bn_relu_bwd: the stem's y is not kept).  Global average: one thread per
+ * (maxpool_bn_relu and maxpool_bn_relu_bwd: the stem's y is not stored).  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
@@ -126,7 +126,10 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
-#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
+#if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN)
+NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
+                 const float *__restrict__ mean, const float *__restrict__ invstd, tx_t *__restrict__ y)
+#elif defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y)
 #elif defined(NETC_POOL_MAX_ARG) && defined(NETC_POOL_BN)
 NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,

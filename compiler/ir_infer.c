@@ -590,6 +590,17 @@ static int infer_maxpool_bn_relu_bwd(Ctx *c, IrType *out) {
   return check_forward(c, IR_OP_MAXPOOL, out, NULL, in_type(c, 0));
 }
 
+/* (z, beta, gamma, mean, invstd): maxpool(relu(batchnorm(z))) with the
+ * batch norm from the saved statistics, the pool's input never stored
+ * (pass prologue); like z. */
+static int infer_maxpool_bn_relu(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "maxpool_bn_relu")) return -1;
+  const IrType *z = in_type(c, 0);
+  if (!is_float(z->dtype)) return fail(c, "maxpool_bn_relu of a non-float z");
+  if (bn_vectors(c, 1, 5, z->dim[act_c(z)])) return -1;
+  return infer_pool(c, out);
+}
+
 /* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
  * the other gradient of a value two branches read (a residual block's input) */
 static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
@@ -705,6 +716,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_RELU] = infer_conv2d_bwd_data_relu,
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = infer_conv2d_bwd_data_bn_relu,
     [IR_OP_MAXPOOL_BN_RELU_BWD] = infer_maxpool_bn_relu_bwd,
+    [IR_OP_MAXPOOL_BN_RELU] = infer_maxpool_bn_relu,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
     [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,

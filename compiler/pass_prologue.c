@@ -12,11 +12,18 @@
  * (ir_conv_prologue: input 6 of conv2d_bn_train / conv2d_bn_stats, input 2
  * of conv2d_bwd_weight, before any residual).
  *
+ * A max pool may read a too (ResNet's stem, whose max-pool backward the
+ * fuse pass made maxpool_bn_relu_bwd): it becomes maxpool_bn_relu(z', beta,
+ * gamma, mean, invstd), computing a from z' and the batch statistics by its
+ * backward's expression, z' being z or the cast of z to a's dtype the
+ * precision pass made (pool_z).
+ *
  * Assumes a verified graph after the precision pass.  P qualifies when it has
- * relu=1, groups=1, no residual, z in f16 or bf16 (an f32 z, as in fp32
- * training or the f32 first conv, is left alone), a is no graph output, and
- * a has at least one use, each input 0 of a conv2d_bn_train or conv2d_bn_stats
- * or input 1 of a conv2d_bwd_weight, with groups=1 and no prologue of its own.
+ * relu=1, groups=1, no residual, a is no graph output, and a has at least
+ * one use, each input 0 of a conv2d_bn_train or conv2d_bn_stats or input 1
+ * of a conv2d_bwd_weight, with groups=1 and no prologue of its own (then z
+ * must be f16 or bf16: an f32 z, as in fp32 training or the f32 first conv,
+ * is left alone), or input 0 of a maxpool with z' made before it.
  * Nodes are walked in order; a reader that later qualifies itself keeps its
  * sbx.  Guarantees the same nodes in the same order (sb is made by P, which
  * precedes every reader), names, SrcLocs and attributes kept (P loses relu);
@@ -36,11 +43,33 @@
 
 typedef struct Pro {
   const IrGraph *g;
-  char *is_out;  /* per value: a graph output */
-  char *stats;   /* per node: becomes conv2d_bn_stats */
-  int *sbx_from; /* per node: the node whose sb it reads as its prologue, or -1 */
-  int *subst;    /* per value: the value read instead (a -> z), or itself */
+  char *is_out;   /* per value: a graph output */
+  char *stats;    /* per node: becomes conv2d_bn_stats */
+  int *sbx_from;  /* per node: the node whose sb it reads as its prologue, or -1 */
+  int *pool_from; /* per node: a max pool of that node's a, becoming maxpool_bn_relu, or -1 */
+  int *subst;     /* per value: the value read instead (a -> z), or itself */
 } Pro;
+
+/* The value a max pool of P's a reads instead, z in a's dtype: the cast
+ * of z to it that the precision pass made (the f32 stem's f16 z), or z
+ * itself when it has that dtype; -1 when neither exists. */
+static int pool_z(const Pro *p, int n) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[n];
+  int z = node->out[0];
+  IrDtype dt = g->val[node->out[1]].type.dtype;
+  if (g->val[z].type.dtype == dt) return z;
+  for (int u = n + 1; u < g->nnode; u++)
+    if (g->node[u].op == IR_OP_CAST && g->node[u].in[0] == z && g->val[g->node[u].out[0]].type.dtype == dt)
+      return g->node[u].out[0];
+  return -1;
+}
+
+/* Input k of node u is a max pool of a that may recompute it from z. */
+static int pool_use(const Pro *p, int n, int u, int k) {
+  return k == 0 && p->g->node[u].op == IR_OP_MAXPOOL && pool_z(p, n) >= 0 &&
+         p->g->val[pool_z(p, n)].def < u;
+}
 
 static int is_conv_bn_fwd(const Pro *p, int n) {
   IrOp op = p->g->node[n].op;
@@ -61,15 +90,19 @@ static int qualifies(const Pro *p, int n) {
       ir_attr_int(node, "groups", 1) != 1 || ir_conv_residual(g, node) >= 0)
     return 0;
   IrDtype dt = g->val[node->out[0]].type.dtype;
-  int a = node->out[1], uses = 0;
-  if ((dt != IR_DT_F16 && dt != IR_DT_BF16) || p->is_out[a]) return 0;
+  int a = node->out[1], convs = 0, pools = 0;
+  if (p->is_out[a]) return 0;
   for (int u = n + 1; u < g->nnode; u++)
     for (int k = 0; k < g->node[u].nin; k++) {
       if (g->node[u].in[k] != a) continue;
-      if (!prologue_use(p, u, k)) return 0;
-      uses++;
+      if (prologue_use(p, u, k))
+        convs++;
+      else if (pool_use(p, n, u, k))
+        pools++;
+      else
+        return 0;
     }
-  return uses > 0;
+  return convs ? dt == IR_DT_F16 || dt == IR_DT_BF16 : pools > 0;
 }
 
 static void convert(Pro *p, int n) {
@@ -80,7 +113,26 @@ static void convert(Pro *p, int n) {
   p->subst[a] = node->out[0];
   for (int u = n + 1; u < g->nnode; u++)
     for (int k = 0; k < g->node[u].nin; k++)
-      if (g->node[u].in[k] == a) p->sbx_from[u] = n;
+      if (g->node[u].in[k] == a) *(g->node[u].op == IR_OP_MAXPOOL ? &p->pool_from[u] : &p->sbx_from[u]) = n;
+}
+
+/* A max pool of P's a as maxpool_bn_relu(z', beta, gamma, mean, invstd):
+ * it recomputes a from z (pool_z) with the batch statistics. */
+static int rebuild_pool(Pro *p, IrGraph *out, int n, int *map) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[n], *P = &g->node[p->pool_from[n]];
+  int *in = arena_alloc(out->arena, sizeof(int) * 5);
+  IrType *type = arena_alloc(out->arena, sizeof(IrType));
+  if (!in || !type) return -1;
+  int old[5] = {pool_z(p, p->pool_from[n]), P->in[3], P->in[2], P->out[2], P->out[3]};
+  for (int i = 0; i < 5; i++) in[i] = map[old[i]];
+  *type = g->val[node->out[0]].type;
+  int id = ir_node_add(out, IR_OP_MAXPOOL_BN_RELU, node->name, node->loc, in, 5, type, 1);
+  if (id < 0) return -1;
+  out->node[id].attr = node->attr; /* attributes are immutable once made: share them */
+  out->node[id].nattr = node->nattr;
+  map[node->out[0]] = out->node[id].out[0];
+  return 0;
 }
 
 /* node's attributes without relu and y_dtype (conv2d_bn_stats has neither:
@@ -98,6 +150,7 @@ static int attrs_without_relu(Arena *a, const IrNode *node, IrAttr **out) {
 /* Node n of the old graph into out: inputs mapped (a read as z), the sbx
  * inserted at the prologue's place, a stats node's results (z, mean, invstd, sb). */
 static int rebuild_node(Pro *p, IrGraph *out, int n, int *map, int *sb_of) {
+  if (p->pool_from[n] >= 0) return rebuild_pool(p, out, n, map);
   const IrGraph *g = p->g;
   const IrNode *node = &g->node[n];
   Arena *a = out->arena;
@@ -146,14 +199,15 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
            .is_out = arena_alloc(a, (size_t)g->nval + 1),
            .stats = arena_alloc(a, (size_t)g->nnode + 1),
            .sbx_from = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
+           .pool_from = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
            .subst = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1))};
   int *map = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
   int *sb_of = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1));
-  if (!p.is_out || !p.stats || !p.sbx_from || !p.subst || !map || !sb_of) return NULL;
+  if (!p.is_out || !p.stats || !p.sbx_from || !p.pool_from || !p.subst || !map || !sb_of) return NULL;
   memset(p.is_out, 0, (size_t)g->nval + 1);
   memset(p.stats, 0, (size_t)g->nnode + 1);
   for (int i = 0; i < g->noutput; i++) p.is_out[g->output[i]] = 1;
-  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = sb_of[n] = -1;
+  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = p.pool_from[n] = sb_of[n] = -1;
   for (int v = 0; v < g->nval; v++) p.subst[v] = v, map[v] = -1;
   int changed = 0;
   for (int n = 0; n < g->nnode; n++)

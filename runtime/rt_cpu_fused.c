@@ -170,26 +170,48 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
   return bn_relu_bwd(x, n, 1, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0));
 }
 
-size_t rt_cpu_fused_maxpool_bn_relu_bwd_scratch(const RtCpu *x, const IrNode *n) {
-  return (size_t)x->numel[n->in[1]] * sizeof(float);
+/* Scratch of maxpool_bn_relu[_bwd]: y, one float per element of z. */
+size_t rt_cpu_fused_pool_bn_scratch(const RtCpu *x, const IrNode *n) {
+  return (size_t)x->numel[n->in[n->op == IR_OP_MAXPOOL_BN_RELU ? 0 : 1]] * sizeof(float);
 }
 
-/* (dy, z, beta, gamma, mean, invstd) -> maxpool_bwd(dy, y) with y =
- * relu(batchnorm(z)) recomputed into scratch by the forward's own
- * expression (rt_ref_bn_normalize, as rt_ref_batchnorm_fwd_train) and
- * rounded to dy's dtype, as the forward stored it: the same maxima. */
+/* y = relu(batchnorm(z)) into scratch from inputs z, beta, gamma, mean,
+ * invstd at `at`.. by the batch-norm forward's own expression
+ * (rt_ref_bn_normalize, as rt_ref_batchnorm_fwd_train), rounded to dt as
+ * the forward stores it: the same values, so the same maxima. */
+static float *pool_bn_y(RtCpu *x, const IrNode *n, int at, IrDtype dt) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, at));
+  int64_t count = x->numel[n->in[at]];
+  float *y = x->scratch;
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_bn_normalize(&zs, rt_cpu_op_in(x, n, at), rt_cpu_op_in(x, n, at + 2),
+                                          rt_cpu_op_in(x, n, at + 1), rt_cpu_op_in(x, n, at + 3),
+                                          rt_cpu_op_in(x, n, at + 4), y),
+                      "rt_ref_bn_normalize") ||
+      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") ||
+      rt_cpu_op_round(x, n, dt, count, y, y))
+    return NULL;
+  return y;
+}
+
+/* (z, beta, gamma, mean, invstd) -> maxpool(y), y recomputed (pool_bn_y)
+ * in the output's dtype. */
+int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  RtRefPoolParam p = rt_cpu_op_pool_param(n);
+  const float *y = pool_bn_y(x, n, 0, rt_cpu_op_out_type(x, n, 0)->dtype);
+  if (!y) return -1;
+  return rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&zs, y, &p, &ys, rt_cpu_op_out(x, n, 0), NULL),
+                         "rt_ref_maxpool_fwd");
+}
+
+/* (dy, z, beta, gamma, mean, invstd) -> maxpool_bwd(dy, y), y recomputed
+ * (pool_bn_y) in dy's dtype, as the forward stored it. */
 int rt_cpu_fused_maxpool_bn_relu_bwd(RtCpu *x, const IrNode *n) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
-  int64_t count = x->numel[n->in[1]];
-  float *y = x->scratch;
-  if (rt_cpu_op_check(x, n,
-                      rt_ref_bn_normalize(&zs, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 2),
-                                          rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), y),
-                      "rt_ref_bn_normalize") ||
-      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") ||
-      rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, count, y, y))
-    return -1;
+  const float *y = pool_bn_y(x, n, 1, rt_cpu_op_in_type(x, n, 0)->dtype);
+  if (!y) return -1;
   return rt_cpu_op_check(
       x, n, rt_ref_maxpool_bwd(&zs, y, NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
       "rt_ref_maxpool_bwd");

@@ -569,7 +569,8 @@ static int emit_conv_body(Emit *e) {
 /* --- a strided convolution on few channels, folded (s2d.cu) ------------------ */
 
 /* Whether node e's convolution runs folded: a stride-2 f32 convolution
- * on at most 4 channels (ResNet's stem) in training (conv2d_bn_train),
+ * on at most 4 channels (ResNet's stem) in training (conv2d_bn_train, or
+ * conv2d_bn_stats when pass prologue left its normalizing to the max pool),
  * ungrouped and undilated, without a prologue; then *d is its description
  * as it would be planned unfolded.  $NETC_S2D=0 keeps every convolution as
  * it is, $NETC_S2D=all also folds weight gradients.  On the H200 (ResNet-50,
@@ -581,7 +582,8 @@ static int s2d_node(const Emit *e, RtConvDesc *d) {
   const IrNode *n = e->n;
   const char *v = getenv("NETC_S2D");
   int all = v && strcmp(v, "all") == 0, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
-  if ((v && strcmp(v, "0") == 0) || (n->op != IR_OP_CONV2D_BN_TRAIN && !(all && wgrad)) ||
+  int fwd = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D_BN_STATS;
+  if ((v && strcmp(v, "0") == 0) || (!fwd && !(all && wgrad)) ||
       ir_conv_prologue(e->g, n) >= 0)
     return 0;
   if (wgrad)
@@ -747,7 +749,7 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
 
 static int emit_pool(Emit *e) {
   IrOp op = e->n->op;
-  int recompute = op == IR_OP_MAXPOOL_BN_RELU_BWD;
+  int recompute = op == IR_OP_MAXPOOL_BN_RELU_BWD, fwd_bn = op == IR_OP_MAXPOOL_BN_RELU;
   int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute;
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
@@ -755,7 +757,7 @@ static int emit_pool(Emit *e) {
   if (!rt_gpu_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
   int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
   if (recompute && chan_vec(in_type(e, 1)->dtype, C) < V) V = chan_vec(in_type(e, 1)->dtype, C);
-  const char *which = op == IR_OP_MAXPOOL           ? "NETC_POOL_MAX"
+  const char *which = op == IR_OP_MAXPOOL || fwd_bn ? "NETC_POOL_MAX"
                       : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
                       : op == IR_OP_MAXPOOL_BWD     ? "NETC_POOL_MAX_BWD"
                       : recompute                   ? "NETC_POOL_MAX_BWD"
@@ -769,6 +771,11 @@ static int emit_pool(Emit *e) {
   pool_defs(e, which, tx, ty, C, V);
   if (op == IR_OP_MAXPOOL_BWD || recompute) {
     ARGS(e, in(0), scratch(0), out(0));
+  } else if (fwd_bn) { /* y recomputed from z (NETC_POOL_BN), z of y's dtype */
+    if (check_f32(e, 1, 4, 1, 0)) return -1;
+    def(e, "NETC_POOL_BN", "1");
+    def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+    ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0));
   } else {
     ARGS(e, in(0), out(0));
   }
@@ -1025,7 +1032,8 @@ static int emit_node(Emit *e) {
   case IR_OP_MAXPOOL_BWD:
   case IR_OP_AVGPOOL_BWD:
   case IR_OP_GLOBAL_AVGPOOL_BWD:
-  case IR_OP_MAXPOOL_BN_RELU_BWD: return emit_pool(e);
+  case IR_OP_MAXPOOL_BN_RELU_BWD:
+  case IR_OP_MAXPOOL_BN_RELU: return emit_pool(e);
   case IR_OP_FLATTEN:
   case IR_OP_UNFLATTEN: return emit_copy(e);
   case IR_OP_LINEAR:

@@ -138,6 +138,14 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
+  if (n->op == IR_OP_MAXPOOL_BN_RELU) {
+    const RtKLaunch *L = &k->launch[0];
+    int ok = k->nlaunch == 1 && L->nargs == 6 && arg_is(&L->args[5], RT_KARG_OUT, 0) && k->source &&
+             strstr(k->source, "#define NETC_POOL_BN 1") && strstr(k->source, "#define NETC_POOL_MAX 1");
+    for (int a = 0; ok && a < 5; a++) ok = arg_is(&L->args[a], RT_KARG_IN, a);
+    CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics", gname, i);
+    pool_bn_nodes++;
+  }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
     const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
     int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 &&

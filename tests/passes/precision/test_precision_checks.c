@@ -28,7 +28,7 @@
 static IrGraph *compile(Arena *a, Diag *d, const char *path, unsigned off, int inference, IrDtype dt,
                         const char *int8) {
   PassCtx cx = {.d = d, .out = stdout, .precision = dt, .precision_set = 1, .inference = inference,
-                .disabled = off | pipeline_bit("memplan"), .int8_layers = int8};
+                .disabled = off | pipeline_bit("prologue") | pipeline_bit("memplan"), .int8_layers = int8};
   return compile_file(a, d, path, &cx);
 }
 
