@@ -125,10 +125,55 @@ static const char *kind_word(IrValueKind k) {
   return k == IR_VAL_INPUT ? "input" : k == IR_VAL_PARAM ? "param" : k == IR_VAL_STATE ? "state" : "value";
 }
 
+/* A named value in its namespace (inputs; params and state together). */
+typedef struct Named {
+  int space, index;
+  const char *name;
+} Named;
+
+static int by_space_name_index(const void *pa, const void *pb) {
+  const Named *a = pa, *b = pb;
+  if (a->space != b->space) return a->space - b->space;
+  int c = strcmp(a->name, b->name);
+  return c ? c : a->index - b->index;
+}
+
+/* For each value, the first value before it with its name in its
+ * namespace, else -1: sorted, in O(n log n) (a generated graph may hold
+ * tens of thousands of parameters).  NULL when out of memory. */
+static int *first_of_name(const IrGraph *g) {
+  size_t nv = (size_t)g->nval + 1;
+  int *first = malloc(nv * sizeof *first);
+  Named *all = malloc(nv * sizeof *all);
+  if (!first || !all) {
+    free(first), free(all);
+    return NULL;
+  }
+  int n = 0;
+  for (int v = 0; v < g->nval; v++) {
+    first[v] = -1;
+    IrValueKind k = g->val[v].kind;
+    if (g->val[v].name && (k == IR_VAL_INPUT || k == IR_VAL_PARAM || k == IR_VAL_STATE))
+      all[n++] = (Named){k == IR_VAL_INPUT ? 0 : 1, v, g->val[v].name};
+  }
+  qsort(all, (size_t)n, sizeof *all, by_space_name_index);
+  for (int i = 1, head = 0; i < n; i++) {
+    if (all[i].space != all[head].space || strcmp(all[i].name, all[head].name)) head = i;
+    else first[all[i].index] = all[head].index;
+  }
+  free(all);
+  return first;
+}
+
 static void check_values(Verifier *vf) {
   const IrGraph *g = vf->g;
   SrcLoc none = {0};
   char what[160], b[96];
+  int *first = first_of_name(g);
+  if (!first) {
+    report(vf, none, "graph", "out of memory");
+    return;
+  }
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     ref_str(vf, v, b, sizeof b);
@@ -147,17 +192,12 @@ static void check_values(Verifier *vf) {
     }
     if (!name_ok(val->name)) report(vf, none, what, "name '%s' is not [A-Za-z0-9_.]+", val->name ? val->name : "");
     if (val->def != -1 || vf->ndef[v]) report(vf, none, what, "has a producing node, but a %s must have none", kind_word(val->kind));
-    for (int u = 0; u < v && val->name; u++) {
-      const IrValue *o = &g->val[u];
-      int same_space = val->kind == IR_VAL_INPUT ? o->kind == IR_VAL_INPUT
-                                                 : o->kind == IR_VAL_PARAM || o->kind == IR_VAL_STATE;
-      if (same_space && o->name && strcmp(o->name, val->name) == 0) {
-        report(vf, none, what, "name '%s' is already used by %s %s", val->name, kind_word(o->kind),
-               ref_str(vf, u, b, sizeof b));
-        break;
-      }
-    }
+    int u = first[v];
+    if (u >= 0)
+      report(vf, none, what, "name '%s' is already used by %s %s", val->name, kind_word(g->val[u].kind),
+             ref_str(vf, u, b, sizeof b));
   }
+  free(first);
 }
 
 /* Value checks that do not depend on the kind of attribute's owner. */

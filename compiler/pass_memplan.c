@@ -26,6 +26,7 @@
  *                                                      %3 = relu(%2) : f32[N,64] @256
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "pipeline.h"
 #include "summary.h"
@@ -118,26 +119,35 @@ static int by_placement_order(const void *pa, const void *pb) {
   return a->value - b->value;
 }
 
-static int by_offset(const void *pa, const void *pb) {
-  int64_t a = ((const int64_t *)pa)[0], b = ((const int64_t *)pb)[0];
-  return (a > b) - (a < b);
-}
-
-/* Offset for b[k] given b[0..k-1] placed (their offsets in off[]): the
- * smallest gap between buffers alive at the same time that holds it, else
- * the top of those buffers.  span is scratch for k (offset, end) pairs. */
-static int64_t best_fit(const Buf *b, const int64_t *off, int k, int64_t (*span)[2]) {
-  int m = 0;
-  for (int j = 0; j < k; j++)
-    if (b[j].start <= b[k].end && b[k].start <= b[j].end) span[m][0] = off[j], span[m][1] = off[j] + b[j].size, m++;
-  qsort(span, (size_t)m, sizeof *span, by_offset);
+/* Offset for b[k] given b[0..k-1] placed (their offsets in off[], their
+ * indices in order[] by offset): the smallest gap between buffers alive at
+ * the same time that holds it, else the top of those buffers.  (Buffers of
+ * one offset may come in any order: the gap before the first is the same,
+ * and the others' gaps are not positive.) */
+static int64_t best_fit(const Buf *b, const int64_t *off, const int *order, int k) {
   int64_t at = 0, best = -1, best_gap = INT64_MAX;
-  for (int j = 0; j < m; j++) {
-    int64_t gap = span[j][0] - at;
+  for (int i = 0; i < k; i++) {
+    int j = order[i];
+    if (b[j].start > b[k].end || b[k].start > b[j].end) continue;
+    int64_t gap = off[j] - at;
     if (gap >= b[k].size && gap < best_gap) best = at, best_gap = gap;
-    if (span[j][1] > at) at = span[j][1];
+    if (off[j] + b[j].size > at) at = off[j] + b[j].size;
   }
   return best >= 0 ? best : at;
+}
+
+/* Inserts k into order[0..k-1], kept sorted by off[]. */
+static void insert_by_offset(int *order, const int64_t *off, int k) {
+  int lo = 0, hi = k;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (off[order[mid]] <= off[k])
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  memmove(order + lo + 1, order + lo, sizeof *order * (size_t)(k - lo));
+  order[lo] = k;
 }
 
 static void report_too_large(const IrGraph *g, PassCtx *cx, int v, int64_t batch) {
@@ -163,24 +173,25 @@ IrGraph *pass_memplan(IrGraph *g, PassCtx *cx) {
   }
   qsort(b, (size_t)n, sizeof *b, by_placement_order);
   int64_t *off = malloc(sizeof *off * ((size_t)n + 1));
-  int64_t(*span)[2] = malloc(sizeof *span * ((size_t)n + 1));
-  if (!off || !span) {
-    free(b), free(off), free(span);
+  int *order = malloc(sizeof *order * ((size_t)n + 1));
+  if (!off || !order) {
+    free(b), free(off), free(order);
     return NULL;
   }
   for (int v = 0; v < g->nval; v++) g->val[v].offset = -1;
   int64_t top = 0;
   int k;
   for (k = 0; k < n; k++) {
-    off[k] = best_fit(b, off, k, span);
+    off[k] = best_fit(b, off, order, k);
     if (off[k] > INT64_MAX - b[k].size) break;
+    insert_by_offset(order, off, k);
     if (off[k] + b[k].size > top) top = off[k] + b[k].size;
     g->val[b[k].value].offset = off[k];
   }
   if (k < n) report_too_large(g, cx, b[k].value, batch);
   g->plan_bytes = top;
   g->plan_batch = batch;
-  free(b), free(off), free(span);
+  free(b), free(off), free(order);
   return k == n ? g : NULL;
 }
 
