@@ -263,16 +263,6 @@ static int match_dgrad_relu(Fz *f, int d) {
   return commit(f, &u);
 }
 
-/* conv2d_bwd_data(dy, w) -> the relu_bwd that begins a batchnorm_relu_bwd
- * fusion (match_bn_relu_bwd): that fusion grows to start at the data
- * gradient, conv2d_bwd_data_bn_relu(dy, w, beta, z, gamma, mean, invstd),
- * when its batch-norm inputs are ready before the data gradient (they are
- * the forward's), it is the data gradient's only use, and z has a multiple
- * of 16 channels (the layout pass pads no such count, for any dtype: the
- * fused op has no padded form).  A back end runs
- * the convolution with the mask and the batch norm's backward sums in its
- * epilogue (cuDNN's DgradDreluBNBwdWeight), so the gradient is read once
- * less. */
 /* Channels of activation v (NCHW or NHWC; rank 4), else -1. */
 static int64_t channels(const Fz *f, int v) {
   const IrType *t = &f->g->val[v].type;
@@ -280,6 +270,15 @@ static int64_t channels(const Fz *f, int v) {
   return t->layout == IR_LAYOUT_NHWC ? t->dim[3] : t->dim[1];
 }
 
+/* conv2d_bwd_data(dy, w) -> the relu_bwd that begins a batchnorm_relu_bwd
+ * fusion (match_bn_relu_bwd): that fusion grows to start at the data
+ * gradient, conv2d_bwd_data_bn_relu(dy, w, beta, z, gamma, mean, invstd),
+ * when its batch-norm inputs are ready before the data gradient (they are
+ * the forward's), it is the data gradient's only use, and z has a multiple
+ * of 16 channels (the layout pass pads no such count, for any dtype: the
+ * fused op has no padded form).  A back end runs the convolution with the
+ * mask and the batch norm's backward sums in its epilogue (cuDNN's
+ * DgradDreluBNBwdWeight), so the gradient is read once less. */
 static int match_dgrad_bn_relu(Fz *f, int d) {
   const IrNode *dgrad = node(f, d);
   if (dgrad->op != IR_OP_CONV2D_BWD_DATA) return 0;

@@ -67,8 +67,9 @@ static int pool_z(const Pro *p, int n) {
 
 /* Input k of node u is a max pool of a that may recompute it from z. */
 static int pool_use(const Pro *p, int n, int u, int k) {
-  return k == 0 && p->g->node[u].op == IR_OP_MAXPOOL && pool_z(p, n) >= 0 &&
-         p->g->val[pool_z(p, n)].def < u;
+  if (k != 0 || p->g->node[u].op != IR_OP_MAXPOOL) return 0;
+  int z = pool_z(p, n);
+  return z >= 0 && p->g->val[z].def < u;
 }
 
 static int is_conv_bn_fwd(const Pro *p, int n) {

@@ -104,9 +104,9 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
     return RT_REF_ENOMEM;
   }
   batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
-  /* the coefficient from invstd as saved (rounded to f32), as bn_saved
-   * recomputes it: a backward's relu mask, or a max pool's backward
-   * recomputing y, sees the forward's values exactly */
+  /* the coefficient from invstd as saved (rounded to f32), as saved_scale
+   * makes it: a backward's relu mask, or a max pool recomputing y from z,
+   * sees the forward's values exactly */
   for (int c = 0; c < C; c++) {
     ab[c] = (float)(gamma[c] * (double)(float)st[C + c]);
     ab[C + c] = beta[c];
@@ -258,38 +258,46 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
   return RT_REF_OK;
 }
 
-/* The batch norm's output from saved statistics, in memory order (NCHW:
- * channel-major planes; NHWC: channels innermost): o[i] = (x[i] - mean) * k
- * + beta, k = (float)(gamma * invstd) in double; with dy, the relu's mask
- * instead: o[i] = that > 0 ? dy[i] : 0.  One expression for both, so that a
- * forward and the backward's recomputed mask agree on every element. */
-static int bn_saved(const RtRefAct *xs, const float *x, const float *dy, const float *gamma, const float *beta,
-                    const float *save_mean, const float *save_invstd, float *o) {
-  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
-  if (!x || !gamma || !beta || !save_mean || !save_invstd || !o) return RT_REF_EARG;
-  int C = xs->C;
-  int64_t hw = (int64_t)xs->H * xs->W, n = (int64_t)xs->N * hw * C;
+/* k[c] = (float)(gamma[c] * invstd[c]), in double, rounded once: the
+ * coefficient the forward (rt_ref_batchnorm_fwd_train, rt_ref_bn_normalize)
+ * and the relu mask both use, so that they agree on every element.  NULL
+ * when out of memory. */
+static float *saved_scale(int C, const float *gamma, const float *save_invstd) {
   float *k = malloc(sizeof(float) * (size_t)C);
-  if (!k) return RT_REF_ENOMEM;
-  for (int c = 0; c < C; c++) k[c] = (float)((double)gamma[c] * save_invstd[c]);
-  for (int64_t i = 0; i < n; i++) {
-    int c = xs->layout == RT_REF_NCHW ? (int)(i / hw % C) : (int)(i % C);
-    float v = (x[i] - save_mean[c]) * k[c] + beta[c];
-    o[i] = dy ? (v > 0.0f ? dy[i] : 0.0f) : v;
-  }
-  free(k);
-  return RT_REF_OK;
+  for (int c = 0; k && c < C; c++) k[c] = (float)((double)gamma[c] * save_invstd[c]);
+  return k;
 }
 
 int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
                         const float *gamma, const float *beta,
                         const float *save_mean, const float *save_invstd,
                         float *g) {
-  if (!dy) return RT_REF_EARG;
-  return bn_saved(xs, x, dy, gamma, beta, save_mean, save_invstd, g);
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !dy || !gamma || !beta || !save_mean || !save_invstd || !g) return RT_REF_EARG;
+  int C = xs->C;
+  int64_t hw = (int64_t)xs->H * xs->W;
+  float *k = saved_scale(C, gamma, save_invstd);
+  if (!k) return RT_REF_ENOMEM;
+  /* in memory order: channel-major planes (NCHW) or channels innermost (NHWC) */
+  if (xs->layout == RT_REF_NCHW) {
+    for (int64_t o = 0, n = 0; n < xs->N; n++)
+      for (int c = 0; c < C; c++)
+        for (int64_t p = 0; p < hw; p++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+  } else {
+    for (int64_t o = 0, i = 0; i < xs->N * hw; i++)
+      for (int c = 0; c < C; c++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+  }
+  free(k);
+  return RT_REF_OK;
 }
 
 int rt_ref_bn_normalize(const RtRefAct *xs, const float *x, const float *gamma, const float *beta,
                         const float *save_mean, const float *save_invstd, float *y) {
-  return bn_saved(xs, x, NULL, gamma, beta, save_mean, save_invstd, y);
+  if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
+  if (!x || !gamma || !beta || !save_mean || !save_invstd || !y) return RT_REF_EARG;
+  float *k = saved_scale(xs->C, gamma, save_invstd);
+  if (!k) return RT_REF_ENOMEM;
+  channel_affine(xs, x, save_mean, k, beta, y);
+  free(k);
+  return RT_REF_OK;
 }
