@@ -35,6 +35,7 @@ rows=(
   "no prologue pass (netc -fno-prologue)|-|-|resnet50_noprologue.so"
   "no overlap pass (netc -fno-overlap)|-|-|resnet50_nooverlap.so"
   "epilogues by a kernel, not cuDNN (NETC_EPILOGUE=0)|NETC_EPILOGUE=0|-|resnet50.so"
+  "batch-norm backward by kernels, not with the data gradient (NETC_DBN=0)|NETC_DBN=0|-|resnet50.so"
   "stem convolution not folded (NETC_S2D=0)|NETC_S2D=0|-|resnet50.so"
   "weight gradients on the main stream (NETC_BRANCHES=0)|NETC_BRANCHES=0|-|resnet50.so"
   "optimizer per tensor (NETC_MULTI_TENSOR=0)|NETC_MULTI_TENSOR=0|-|resnet50.so"

@@ -65,6 +65,25 @@ __device__ __forceinline__ int avg_span(int o, int st, int pad, int k, int in, i
 }
 #endif
 
+/* The work units (one thread's V channels each) and the type of their
+ * index: 32 bits when every unit's index fits, so that splitting it into
+ * (n, h, w, channel vector) divides by constants with a multiply and a
+ * shift rather than a 64-bit sequence. */
+#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG)
+static constexpr long long TOTAL = (long long)NETC_N * HO * WO * CV;
+#elif defined(NETC_GAP)
+static constexpr long long TOTAL = (long long)NETC_N * CV;
+#else
+static constexpr long long TOTAL = (long long)NETC_N * H * W * CV;
+#endif
+template <bool Fits> struct pool_idx {
+  typedef long long t;
+};
+template <> struct pool_idx<true> {
+  typedef unsigned t;
+};
+typedef pool_idx<(TOTAL <= 0xffffffffLL)>::t idx_t;
+
 #if (defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD)) && NETC_R * NETC_S > 254
 #error "pool.cu: max-pool backward keeps window positions in a byte: R*S must be at most 254"
 #endif
@@ -145,19 +164,13 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #endif
 {
   const long long stride = (long long)gridDim.x * blockDim.x;
-#if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG)
-  const long long total = (long long)NETC_N * HO * WO * CV;
-#elif defined(NETC_GAP)
-  const long long total = (long long)NETC_N * CV;
-#else
-  const long long total = (long long)NETC_N * H * W * CV;
-#endif
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int cv = (int)(i % CV);
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < TOTAL; i += stride) {
+    const idx_t u = (idx_t)i;
+    const int cv = (int)(u % CV);
     vec_t out;
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
-    const long long p = i / CV;
-    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
+    const idx_t p = u / CV;
+    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((idx_t)WO * HO));
     int arg[V];
     float best[V];
 #if defined(NETC_POOL_BN)
@@ -177,14 +190,15 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     netc_vst<tx_t, V>(y, i, out);
 #else
     (void)out;
+    netc_vec<unsigned char, V> won;
 #pragma unroll
     for (int j = 0; j < V; j++)
-      code[i * V + j] = arg[j] < 0 ? 255
-                                   : (unsigned char)((arg[j] / W - (oh * SH - PH)) * S + (arg[j] % W - (ow * SW - PW)));
+      won.v[j] = arg[j] < 0 ? 255 : (unsigned char)((arg[j] / W - (oh * SH - PH)) * S + (arg[j] % W - (ow * SW - PW)));
+    netc_vst<unsigned char, V>(code, i, won);
 #endif
 #elif defined(NETC_POOL_AVG)
-    const long long p = i / CV;
-    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((long long)WO * HO));
+    const idx_t p = u / CV;
+    const int ow = (int)(p % WO), oh = (int)(p / WO % HO), n = (int)(p / ((idx_t)WO * HO));
     int h0, h1, w0, w1;
     const int dh = avg_span(oh, SH, PH, R, H, &h0, &h1), dw = avg_span(ow, SW, PW, S, W, &w0, &w1);
     float acc[V];
@@ -201,8 +215,8 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(cnt > 0 ? acc[j] / (float)cnt : 0.0f);
     netc_vst<tx_t, V>(y, i, out);
 #elif defined(NETC_POOL_MAX_BWD) || defined(NETC_POOL_AVG_BWD)
-    const long long p = i / CV;
-    const int iw = (int)(p % W), ih = (int)(p / W % H), n = (int)(p / ((long long)W * H));
+    const idx_t p = u / CV;
+    const int iw = (int)(p % W), ih = (int)(p / W % H), n = (int)(p / ((idx_t)W * H));
     const int lh = ih + PH - R + 1, lw = iw + PW - S + 1;
     const int oh0 = lh <= 0 ? 0 : (lh + SH - 1) / SH, ow0 = lw <= 0 ? 0 : (lw + SW - 1) / SW;
     const int oh1 = min((ih + PH) / SH, HO - 1), ow1 = min((iw + PW) / SW, WO - 1);
@@ -214,10 +228,11 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
         vec_t g = netc_vld<tx_t, V>(dy, (((long long)n * HO + oh) * WO + ow) * CV + cv);
 #if defined(NETC_POOL_MAX_BWD)
         const int mine = (ih - (oh * SH - PH)) * S + (iw - (ow * SW - PW));
-        const unsigned char *c = code + ((((long long)n * HO + oh) * WO + ow) * CV + cv) * V;
+        const netc_vec<unsigned char, V> won =
+            netc_vld<unsigned char, V>(code, (((long long)n * HO + oh) * WO + ow) * CV + cv);
 #pragma unroll
         for (int j = 0; j < V; j++)
-          if (c[j] == mine) acc[j] += netc_ld(g.v[j]);
+          if (won.v[j] == mine) acc[j] += netc_ld(g.v[j]);
 #else
         int h0, h1, w0, w1;
         const long long cnt =
@@ -231,7 +246,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(acc[j]);
     netc_vst<tx_t, V>(dx, i, out);
 #elif defined(NETC_GAP)
-    const int n = (int)(i / CV);
+    const int n = (int)(u / CV);
     float acc[V];
 #pragma unroll
     for (int j = 0; j < V; j++) acc[j] = 0.0f;
@@ -244,7 +259,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(acc[j] / (float)(H * W));
     netc_vst<tx_t, V>(y, i, out);
 #else
-    const int n = (int)(i / CV / ((long long)H * W));
+    const int n = (int)(u / CV / ((idx_t)H * W));
     const float inv = 1.0f / (float)(H * W);
     vec_t g = netc_vld<tx_t, V>(dy, (long long)n * CV + cv);
 #pragma unroll

@@ -386,10 +386,11 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
    * (every fusion cuDNN plans kept). */
   int stats_ok = !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1") && !rt_gpu_env_is("NETC_GENSTATS", "0");
   int pro_ok = !rt_gpu_env_is("NETC_PROLOGUE", "0"), epi_ok = !rt_gpu_env_is("NETC_EPILOGUE", "0");
-  /* cuDNN's DgradDreluBNBwdWeight: only with NETC_DBN=1 until checked on
-   * the H200 (tests/gpu_cudnn's dbn rows); the batch norm's backward
-   * kernels run on the plain data gradient otherwise. */
-  int dbn_ok = rt_gpu_env_is("NETC_DBN", "1") && !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1");
+  /* cuDNN's DgradDreluBNBwdWeight (NETC_DBN=0 turns it off; off in the
+   * deterministic mode, its sums have no fixed order): where cuDNN has no
+   * engine for it (bf16 on cuDNN 9.14), the batch norm's backward kernels
+   * run on the plain data gradient. */
+  int dbn_ok = !rt_gpu_env_is("NETC_DBN", "0") && !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1");
   int pick = !rt_gpu_env_is("NETC_FUSION_PICK", "0"), nmemo = 0;
   PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;

@@ -43,7 +43,7 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
 void rt_gpu_free(RtGpu *x); /* takes NULL */
 int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
 int rt_gpu_fused_convs(const RtGpu *x); /* convolutions that write their batch-norm statistics (GenStats,
-                                         * or a data gradient's batch-norm backward weights: NETC_DBN=1) */
+                                         * or a data gradient's batch-norm backward weights) */
 int rt_gpu_prologue_convs(const RtGpu *x); /* convolutions that apply the previous batch norm + relu themselves */
 /* Nodes on the side stream (the weight gradients, unless NETC_BRANCHES=0),
  * and the mean number of main-stream nodes each may overlap. */
@@ -66,11 +66,11 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *                               without timing it against the separate kernel
  *   NETC_EPILOGUE=0             a convolution's epilogue (inference batch norm,
  *                               relu backward) by its own kernel, not by cuDNN
- *   NETC_DBN=1                  a data gradient followed by a batch norm + relu
- *                               backward (conv2d_bwd_data_bn_relu) asks cuDNN
- *                               for the mask and the batch norm's backward sums
- *                               in the same plan (DgradDreluBNBwdWeight); off by
- *                               default until checked on the H200
+ *   NETC_DBN=0                  a data gradient followed by a batch norm + relu
+ *                               backward (conv2d_bwd_data_bn_relu) runs plain,
+ *                               the batch norm's backward by its own kernels,
+ *                               not with the mask and the backward sums in the
+ *                               same cuDNN plan (DgradDreluBNBwdWeight)
  *   NETC_MULTI_TENSOR=0         one launch per sgd_update / weight cast, not one
  *                               per run of them
  *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
