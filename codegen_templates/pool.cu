@@ -24,7 +24,10 @@
  * relu((z - mean) * (gamma * invstd) + beta) per channel, each operation
  * rounded on its own (no fused multiply-add) and the result rounded to
  * NETC_TX: the CPU's rt_ref_bn_normalize, hence the forward's y exactly
- * (maxpool_bn_relu and maxpool_bn_relu_bwd: the stem's y is not stored).  Global average: one thread per
+ * (maxpool_bn_relu and maxpool_bn_relu_bwd: the stem's y is not stored).
+ * With NETC_POOL_WIN (MAX with NETC_POOL_BN: maxpool_bn_relu) the forward
+ * also writes each window's winner byte, the code MAX_BWD reads (255 being
+ * the i8 -1 of maxpool_bwd_win's winners).  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
@@ -145,7 +148,11 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
-#if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN)
+#if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_WIN)
+NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
+                 const float *__restrict__ mean, const float *__restrict__ invstd, tx_t *__restrict__ y,
+                 unsigned char *__restrict__ code)
+#elif defined(NETC_POOL_MAX) && defined(NETC_POOL_BN)
 NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
                  const float *__restrict__ mean, const float *__restrict__ invstd, tx_t *__restrict__ y)
 #elif defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_GAP)
@@ -190,6 +197,8 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     netc_vst<tx_t, V>(y, i, out);
 #else
     (void)out;
+#endif
+#if defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_WIN)
     netc_vec<unsigned char, V> won;
 #pragma unroll
     for (int j = 0; j < V; j++)

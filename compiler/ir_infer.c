@@ -590,15 +590,35 @@ static int infer_maxpool_bn_relu_bwd(Ctx *c, IrType *out) {
   return check_forward(c, IR_OP_MAXPOOL, out, NULL, in_type(c, 0));
 }
 
-/* (z, beta, gamma, mean, invstd): maxpool(relu(batchnorm(z))) with the
- * batch norm from the saved statistics, the pool's input never stored
- * (pass prologue); like z. */
+/* (z, beta, gamma, mean, invstd) -> y, win: y = maxpool(relu(batchnorm(z)))
+ * with the batch norm from the saved statistics, the pool's input never
+ * stored (pass prologue); like z.  win: i8 of y's shape, each window's
+ * winner r*S + s (-1: the window holds no input element), for
+ * maxpool_bwd_win. */
 static int infer_maxpool_bn_relu(Ctx *c, IrType *out) {
   if (need_act4(c, 0, "maxpool_bn_relu")) return -1;
   const IrType *z = in_type(c, 0);
   if (!is_float(z->dtype)) return fail(c, "maxpool_bn_relu of a non-float z");
-  if (bn_vectors(c, 1, 5, z->dim[act_c(z)])) return -1;
-  return infer_pool(c, out);
+  if (bn_vectors(c, 1, 5, z->dim[act_c(z)]) || infer_pool(c, out)) return -1;
+  int64_t k[2];
+  if (spatial_attr(c, "k", 1, k)) return -1;
+  if (k[0] * k[1] > 127) return fail(c, "maxpool_bn_relu window of %" PRId64 " elements (at most 127)", k[0] * k[1]);
+  out[1] = out[0];
+  out[1].dtype = IR_DT_I8;
+  return 0;
+}
+
+/* (dy, win) -> dx: dy added into each window's winner (win, as
+ * maxpool_bn_relu writes it), in_hw giving dx's size; dx in dy's dtype. */
+static int infer_maxpool_bwd_win(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "maxpool_bwd_win") || need_act4(c, 1, "maxpool_bwd_win")) return -1;
+  const IrType *dy = in_type(c, 0), *win = in_type(c, 1);
+  if (!is_float(dy->dtype)) return fail(c, "maxpool_bwd_win of a non-float gradient");
+  if (win->dtype != IR_DT_I8) return fail(c, "maxpool_bwd_win winners are %s, not i8", ir_dtype_name(win->dtype));
+  if (need_same_shape(c, "maxpool_bwd_win winners", win, "the gradient", dy)) return -1;
+  if (win->layout != dy->layout) return fail(c, "maxpool_bwd_win winners and gradient in different layouts");
+  if (with_hw(c, dy, dy->dim[act_c(dy)], out)) return -1;
+  return check_forward(c, IR_OP_MAXPOOL, out, NULL, dy);
 }
 
 /* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
@@ -717,6 +737,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = infer_conv2d_bwd_data_bn_relu,
     [IR_OP_MAXPOOL_BN_RELU_BWD] = infer_maxpool_bn_relu_bwd,
     [IR_OP_MAXPOOL_BN_RELU] = infer_maxpool_bn_relu,
+    [IR_OP_MAXPOOL_BWD_WIN] = infer_maxpool_bwd_win,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
     [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,

@@ -42,7 +42,8 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_RELU] = {"conv2d_bwd_data_relu", 3, 4, 1, "k s p d groups in_hw"},
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = {"conv2d_bwd_data_bn_relu", 7, 7, 3, "k s p d groups in_hw"},
     [IR_OP_MAXPOOL_BN_RELU_BWD]     = {"maxpool_bn_relu_bwd",     6, 6, 1, "k s p"},
-    [IR_OP_MAXPOOL_BN_RELU]         = {"maxpool_bn_relu",         5, 5, 1, "k s p"},
+    [IR_OP_MAXPOOL_BN_RELU]         = {"maxpool_bn_relu",         5, 5, 2, "k s p"},
+    [IR_OP_MAXPOOL_BWD_WIN]         = {"maxpool_bwd_win",         2, 2, 1, "k s p in_hw"},
     [IR_OP_SUM_RELU_BWD]         = {"sum_relu_bwd",         3, 3, 1, ""},
     /* layout and precision */
     [IR_OP_RELAYOUT]             = {"relayout",             1, 1, 1, "layout c"},

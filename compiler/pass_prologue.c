@@ -16,7 +16,11 @@
  * fuse pass made maxpool_bn_relu_bwd): it becomes maxpool_bn_relu(z', beta,
  * gamma, mean, invstd), computing a from z' and the batch statistics by its
  * backward's expression, z' being z or the cast of z to a's dtype the
- * precision pass made (pool_z).
+ * precision pass made (pool_z).  It also writes each window's winner (win,
+ * i8, one byte per pooled element), and the backward of the same pool,
+ * maxpool_bn_relu_bwd(dy, z', beta, gamma, mean, invstd), becomes
+ * maxpool_bwd_win(dy, win): it reads the winners rather than searching every
+ * window of the recomputed a again.
  *
  * Assumes a verified graph after the precision pass.  P qualifies when it has
  * relu=1, groups=1, no residual, a is no graph output, and a has at least
@@ -47,6 +51,8 @@ typedef struct Pro {
   char *stats;    /* per node: becomes conv2d_bn_stats */
   int *sbx_from;  /* per node: the node whose sb it reads as its prologue, or -1 */
   int *pool_from; /* per node: a max pool of that node's a, becoming maxpool_bn_relu, or -1 */
+  int *bwd_of;    /* per node: a maxpool_bn_relu_bwd, the max pool whose winners it reads, or -1 */
+  int *win;       /* per node: a max pool's winners in the new graph, or -1 */
   int *subst;     /* per value: the value read instead (a -> z), or itself */
 } Pro;
 
@@ -117,21 +123,81 @@ static void convert(Pro *p, int n) {
       if (g->node[u].in[k] == a) *(g->node[u].op == IR_OP_MAXPOOL ? &p->pool_from[u] : &p->sbx_from[u]) = n;
 }
 
-/* A max pool of P's a as maxpool_bn_relu(z', beta, gamma, mean, invstd):
- * it recomputes a from z (pool_z) with the batch statistics. */
+/* The old graph's inputs of the maxpool_bn_relu that max pool n becomes:
+ * z', beta, gamma, mean, invstd. */
+static void pool_inputs(const Pro *p, int n, int old[5]) {
+  const IrNode *P = &p->g->node[p->pool_from[n]];
+  old[0] = pool_z(p, p->pool_from[n]), old[1] = P->in[3], old[2] = P->in[2], old[3] = P->out[2], old[4] = P->out[3];
+}
+
+static int same_window(const IrNode *a, const IrNode *b) {
+  const char *keys[] = {"k", "s", "p"};
+  for (int i = 0; i < 3; i++) {
+    const IrAttr *x = ir_attr_find(a, keys[i]), *y = ir_attr_find(b, keys[i]);
+    if (!x != !y || (x && (x->n != y->n || memcmp(x->i, y->i, sizeof x->i[0] * (size_t)x->n)))) return 0;
+  }
+  return 1;
+}
+
+/* For each max pool that becomes maxpool_bn_relu, its backward: the
+ * maxpool_bn_relu_bwd after it of the same z', batch norm and window. */
+static void find_backwards(Pro *p) {
+  const IrGraph *g = p->g;
+  for (int n = 0; n < g->nnode; n++) {
+    if (p->pool_from[n] < 0) continue;
+    int old[5];
+    pool_inputs(p, n, old);
+    for (int u = n + 1; u < g->nnode; u++) {
+      const IrNode *b = &g->node[u];
+      if (b->op != IR_OP_MAXPOOL_BN_RELU_BWD || p->bwd_of[u] >= 0 || !same_window(b, &g->node[n]) ||
+          memcmp(&b->in[1], old, sizeof old))
+        continue;
+      p->bwd_of[u] = n;
+      break;
+    }
+  }
+}
+
+/* A max pool of P's a as maxpool_bn_relu(z', beta, gamma, mean, invstd)
+ * -> a', win: it recomputes a from z (pool_z) with the batch statistics. */
 static int rebuild_pool(Pro *p, IrGraph *out, int n, int *map) {
   const IrGraph *g = p->g;
-  const IrNode *node = &g->node[n], *P = &g->node[p->pool_from[n]];
+  const IrNode *node = &g->node[n];
   int *in = arena_alloc(out->arena, sizeof(int) * 5);
-  IrType *type = arena_alloc(out->arena, sizeof(IrType));
+  IrType *type = arena_alloc(out->arena, sizeof(IrType) * 2);
   if (!in || !type) return -1;
-  int old[5] = {pool_z(p, p->pool_from[n]), P->in[3], P->in[2], P->out[2], P->out[3]};
+  int old[5];
+  pool_inputs(p, n, old);
   for (int i = 0; i < 5; i++) in[i] = map[old[i]];
-  *type = g->val[node->out[0]].type;
-  int id = ir_node_add(out, IR_OP_MAXPOOL_BN_RELU, node->name, node->loc, in, 5, type, 1);
+  type[0] = type[1] = g->val[node->out[0]].type;
+  type[1].dtype = IR_DT_I8;
+  int id = ir_node_add(out, IR_OP_MAXPOOL_BN_RELU, node->name, node->loc, in, 5, type, 2);
   if (id < 0) return -1;
   out->node[id].attr = node->attr; /* attributes are immutable once made: share them */
   out->node[id].nattr = node->nattr;
+  map[node->out[0]] = out->node[id].out[0];
+  p->win[n] = out->node[id].out[1];
+  return 0;
+}
+
+/* A max pool's maxpool_bn_relu_bwd(dy, z', ...) as maxpool_bwd_win(dy, win). */
+static int rebuild_pool_bwd(Pro *p, IrGraph *out, int u, int *map) {
+  const IrGraph *g = p->g;
+  const IrNode *node = &g->node[u];
+  int *in = arena_alloc(out->arena, sizeof(int) * 2);
+  IrType *type = arena_alloc(out->arena, sizeof(IrType));
+  if (!in || !type) return -1;
+  in[0] = map[node->in[0]], in[1] = p->win[p->bwd_of[u]];
+  *type = g->val[node->out[0]].type;
+  int id = ir_node_add(out, IR_OP_MAXPOOL_BWD_WIN, node->name, node->loc, in, 2, type, 1);
+  if (id < 0) return -1;
+  const char *keys[] = {"k", "s", "p"};
+  for (int i = 0; i < 3; i++) {
+    const IrAttr *a = ir_attr_find(node, keys[i]);
+    if (a && !ir_attr_set_ints(out, id, keys[i], a->i, a->n)) return -1;
+  }
+  int h = type->layout == IR_LAYOUT_NHWC ? 1 : 2;
+  if (!ir_attr_set_ints(out, id, "in_hw", &type->dim[h], 2)) return -1;
   map[node->out[0]] = out->node[id].out[0];
   return 0;
 }
@@ -152,6 +218,7 @@ static int attrs_without_relu(Arena *a, const IrNode *node, IrAttr **out) {
  * inserted at the prologue's place, a stats node's results (z, mean, invstd, sb). */
 static int rebuild_node(Pro *p, IrGraph *out, int n, int *map, int *sb_of) {
   if (p->pool_from[n] >= 0) return rebuild_pool(p, out, n, map);
+  if (p->bwd_of[n] >= 0) return rebuild_pool_bwd(p, out, n, map);
   const IrGraph *g = p->g;
   const IrNode *node = &g->node[n];
   Arena *a = out->arena;
@@ -201,19 +268,23 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
            .stats = arena_alloc(a, (size_t)g->nnode + 1),
            .sbx_from = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
            .pool_from = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
+           .bwd_of = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
+           .win = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1)),
            .subst = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1))};
   int *map = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
   int *sb_of = arena_alloc(a, sizeof(int) * ((size_t)g->nnode + 1));
-  if (!p.is_out || !p.stats || !p.sbx_from || !p.pool_from || !p.subst || !map || !sb_of) return NULL;
+  if (!p.is_out || !p.stats || !p.sbx_from || !p.pool_from || !p.bwd_of || !p.win || !p.subst || !map || !sb_of)
+    return NULL;
   memset(p.is_out, 0, (size_t)g->nval + 1);
   memset(p.stats, 0, (size_t)g->nnode + 1);
   for (int i = 0; i < g->noutput; i++) p.is_out[g->output[i]] = 1;
-  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = p.pool_from[n] = sb_of[n] = -1;
+  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = p.pool_from[n] = p.bwd_of[n] = p.win[n] = sb_of[n] = -1;
   for (int v = 0; v < g->nval; v++) p.subst[v] = v, map[v] = -1;
   int changed = 0;
   for (int n = 0; n < g->nnode; n++)
     if (qualifies(&p, n)) convert(&p, n), changed = 1;
   if (!changed) return g;
+  find_backwards(&p);
 
   IrGraph *out = ir_graph_new(a, g->name);
   if (!out) return NULL;

@@ -64,6 +64,7 @@ static NetProfKind kind_of(const char *op, const char *kernel) {
       {"global_avgpool", NET_PROF_POOLING},     {"maxpool_bwd", NET_PROF_POOLING},
       {"avgpool_bwd", NET_PROF_POOLING},        {"global_avgpool_bwd", NET_PROF_POOLING},
       {"maxpool_bn_relu_bwd", NET_PROF_POOLING}, {"maxpool_bn_relu", NET_PROF_POOLING},
+      {"maxpool_bwd_win", NET_PROF_POOLING},
       {"linear", NET_PROF_LINEAR},              {"linear_bwd_data", NET_PROF_LINEAR},
       {"linear_bwd_weight", NET_PROF_LINEAR},   {"softmax_cross_entropy", NET_PROF_LOSS},
       {"softmax_cross_entropy_bwd", NET_PROF_LOSS}, {"sgd_update", NET_PROF_OPTIMIZER},

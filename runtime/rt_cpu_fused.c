@@ -170,9 +170,13 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
   return bn_relu_bwd(x, n, 1, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0));
 }
 
-/* Scratch of maxpool_bn_relu[_bwd]: y, one float per element of z. */
+/* Scratch of maxpool_bn_relu[_bwd] and maxpool_bwd_win: y, one float per
+ * element of z (not for maxpool_bwd_win), then (not for
+ * maxpool_bn_relu_bwd) the winners' argmax, one int32 per pooled element. */
 size_t rt_cpu_fused_pool_bn_scratch(const RtCpu *x, const IrNode *n) {
-  return (size_t)x->numel[n->in[n->op == IR_OP_MAXPOOL_BN_RELU ? 0 : 1]] * sizeof(float);
+  if (n->op == IR_OP_MAXPOOL_BWD_WIN) return (size_t)x->numel[n->in[0]] * sizeof(int32_t);
+  if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) return (size_t)x->numel[n->in[1]] * sizeof(float);
+  return (size_t)x->numel[n->in[0]] * sizeof(float) + (size_t)x->numel[n->out[0]] * sizeof(int32_t);
 }
 
 /* y = relu(batchnorm(z)) into scratch from inputs z, beta, gamma, mean,
@@ -194,15 +198,30 @@ static float *pool_bn_y(RtCpu *x, const IrNode *n, int at, IrDtype dt) {
   return y;
 }
 
-/* (z, beta, gamma, mean, invstd) -> maxpool(y), y recomputed (pool_bn_y)
- * in the output's dtype. */
+/* (z, beta, gamma, mean, invstd) -> maxpool(y), win: y recomputed
+ * (pool_bn_y) in the output's dtype; win each window's winner r*S + s. */
 int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
   const float *y = pool_bn_y(x, n, 0, rt_cpu_op_out_type(x, n, 0)->dtype);
   if (!y) return -1;
-  return rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&zs, y, &p, &ys, rt_cpu_op_out(x, n, 0), NULL),
-                         "rt_ref_maxpool_fwd");
+  int32_t *argmax = (int32_t *)((float *)x->scratch + x->numel[n->in[0]]);
+  return rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&zs, y, &p, &ys, rt_cpu_op_out(x, n, 0), argmax),
+                         "rt_ref_maxpool_fwd") ||
+         rt_cpu_op_check(x, n, rt_ref_maxpool_win_of(&zs, &p, &ys, argmax, rt_cpu_op_out(x, n, 1)),
+                         "rt_ref_maxpool_win_of");
+}
+
+/* (dy, win) -> dx: dy added into each window's winner. */
+int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n) {
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
+  RtRefPoolParam p = rt_cpu_op_pool_param(n);
+  int32_t *argmax = (int32_t *)x->scratch;
+  return rt_cpu_op_check(x, n, rt_ref_maxpool_argmax_of(&xs, &p, &ys, rt_cpu_op_in(x, n, 1), argmax),
+                         "rt_ref_maxpool_argmax_of") ||
+         rt_cpu_op_check(x, n,
+                         rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+                         "rt_ref_maxpool_bwd");
 }
 
 /* (dy, z, beta, gamma, mean, invstd) -> maxpool_bwd(dy, y), y recomputed

@@ -750,7 +750,8 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
 static int emit_pool(Emit *e) {
   IrOp op = e->n->op;
   int recompute = op == IR_OP_MAXPOOL_BN_RELU_BWD, fwd_bn = op == IR_OP_MAXPOOL_BN_RELU;
-  int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute;
+  int won = op == IR_OP_MAXPOOL_BWD_WIN; /* the winners from maxpool_bn_relu */
+  int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute || won;
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
     return fail(e, "pooling runs on NHWC tensors");
@@ -760,7 +761,7 @@ static int emit_pool(Emit *e) {
   const char *which = op == IR_OP_MAXPOOL || fwd_bn ? "NETC_POOL_MAX"
                       : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
                       : op == IR_OP_MAXPOOL_BWD     ? "NETC_POOL_MAX_BWD"
-                      : recompute                   ? "NETC_POOL_MAX_BWD"
+                      : recompute || won            ? "NETC_POOL_MAX_BWD"
                       : op == IR_OP_AVGPOOL_BWD     ? "NETC_POOL_AVG_BWD"
                       : op == IR_OP_GLOBAL_AVGPOOL  ? "NETC_GAP"
                                                     : "NETC_GAP_BWD";
@@ -771,11 +772,17 @@ static int emit_pool(Emit *e) {
   pool_defs(e, which, tx, ty, C, V);
   if (op == IR_OP_MAXPOOL_BWD || recompute) {
     ARGS(e, in(0), scratch(0), out(0));
-  } else if (fwd_bn) { /* y recomputed from z (NETC_POOL_BN), z of y's dtype */
+  } else if (won) {
+    if (in_type(e, 1)->dtype != IR_DT_I8 || in_type(e, 1)->layout != IR_LAYOUT_NHWC)
+      return fail(e, "maxpool_bwd_win winners must be i8 NHWC");
+    ARGS(e, in(0), in(1), out(0));
+  } else if (fwd_bn) { /* y recomputed from z (NETC_POOL_BN), z of y's dtype; the winners too */
     if (check_f32(e, 1, 4, 1, 0)) return -1;
+    if (e->n->nout != 2 || out_type(e, 1)->dtype != IR_DT_I8) return fail(e, "maxpool_bn_relu writes i8 winners");
     def(e, "NETC_POOL_BN", "1");
+    def(e, "NETC_POOL_WIN", "1");
     def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tx->dtype));
-    ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0));
+    ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
   } else {
     ARGS(e, in(0), out(0));
   }
@@ -1033,7 +1040,8 @@ static int emit_node(Emit *e) {
   case IR_OP_AVGPOOL_BWD:
   case IR_OP_GLOBAL_AVGPOOL_BWD:
   case IR_OP_MAXPOOL_BN_RELU_BWD:
-  case IR_OP_MAXPOOL_BN_RELU: return emit_pool(e);
+  case IR_OP_MAXPOOL_BN_RELU:
+  case IR_OP_MAXPOOL_BWD_WIN: return emit_pool(e);
   case IR_OP_FLATTEN:
   case IR_OP_UNFLATTEN: return emit_copy(e);
   case IR_OP_LINEAR:

@@ -211,6 +211,14 @@ int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x,
 int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
                        const int32_t *argmax, const RtRefPoolParam *p,
                        const RtRefAct *ys, const float *dy, float *dx);
+/* Each max window's winner in its other form: win (r*S + s in the window,
+ * -1: none, as maxpool_bn_relu writes it) from argmax (h*W + w in the
+ * input plane, -1: none), and back.  RT_REF_EARG when a winner lies outside
+ * its window or the input. */
+int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
+                          const int32_t *argmax, float *win);
+int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
+                             const float *win, int32_t *argmax);
 /* y = sum over the window of x / count, count = window clipped to the padded
  * input (count_include_pad) or to the input itself. */
 int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x,

@@ -132,6 +132,49 @@ int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
+/* argmax -> win (to_win) or win -> argmax for every output element. */
+static int win_convert(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, int32_t *argmax,
+                       float *win, int to_win) {
+  int rc = pool_check(xs, p, ys);
+  if (rc) return rc;
+  if (!argmax || !win) return RT_REF_EARG;
+  Planes py = planes_of(ys);
+  for (int n = 0; n < ys->N; n++)
+    for (int c = 0; c < ys->C; c++) {
+      int64_t yb = plane_base(&py, n, c);
+      for (int oh = 0; oh < ys->H; oh++)
+        for (int ow = 0; ow < ys->W; ow++) {
+          int64_t yi = yb + ((int64_t)oh * ys->W + ow) * py.step;
+          int h0 = oh * p->stride_h - p->pad_top, w0 = ow * p->stride_w - p->pad_left;
+          if (to_win) {
+            int32_t a = argmax[yi];
+            win[yi] = a < 0 ? -1.0f : (float)((a / xs->W - h0) / p->dil_h * p->S + (a % xs->W - w0) / p->dil_w);
+            continue;
+          }
+          float f = win[yi];
+          if (f == -1.0f) {
+            argmax[yi] = -1;
+            continue;
+          }
+          if (!(f >= 0 && f < (float)(p->R * p->S)) || f != (float)(int)f) return RT_REF_EARG;
+          int k = (int)f, ih = h0 + k / p->S * p->dil_h, iw = w0 + k % p->S * p->dil_w;
+          if (ih < 0 || ih >= xs->H || iw < 0 || iw >= xs->W) return RT_REF_EARG;
+          argmax[yi] = ih * xs->W + iw;
+        }
+    }
+  return RT_REF_OK;
+}
+
+int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
+                          const int32_t *argmax, float *win) {
+  return win_convert(xs, p, ys, (int32_t *)argmax, win, 1); /* argmax only read */
+}
+
+int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
+                             const float *win, int32_t *argmax) {
+  return win_convert(xs, p, ys, argmax, (float *)win, 0); /* win only read */
+}
+
 /* Window rows [*lo, *hi) inside the input, and its divisor along the axis. */
 static int avg_span(int o, int st, int pad0, int pad1, int k, int in, int incl,
                     int *lo, int *hi) {

@@ -257,11 +257,14 @@ static void check_resnet50(const char *root, IrDtype precision) {
   PassCtx cx = {.d = &d, .out = stdout, .precision = precision, .precision_set = 1};
   CHECK(g && pipeline_run(&g, &cx) == 0, "resnet50 compiles (%s)", ir_dtype_name(precision));
   if (g) {
-    int stats = 0, stats_pro = 0, train_pro = 0, wgrad_pro = 0, pool = 0, stem = 0;
+    int stats = 0, stats_pro = 0, train_pro = 0, wgrad_pro = 0, pool = 0, stem = 0, pool_win = 0, pool_bn_bwd = 0;
     for (int i = 0; i < g->nnode; i++) {
       const IrNode *n = &g->node[i];
       int pro = ir_conv_prologue(g, n) >= 0;
       pool += n->op == IR_OP_MAXPOOL_BN_RELU;
+      pool_win += n->op == IR_OP_MAXPOOL_BWD_WIN && g->val[n->in[1]].def >= 0 &&
+                  g->node[g->val[n->in[1]].def].op == IR_OP_MAXPOOL_BN_RELU;
+      pool_bn_bwd += n->op == IR_OP_MAXPOOL_BN_RELU_BWD;
       stem += n->op == IR_OP_CONV2D_BN_STATS && n->name && strcmp(n->name, "conv1") == 0;
       stats += n->op == IR_OP_CONV2D_BN_STATS;
       stats_pro += n->op == IR_OP_CONV2D_BN_STATS && pro;
@@ -270,13 +273,17 @@ static void check_resnet50(const char *root, IrDtype precision) {
     }
     int on = precision != IR_DT_F32;
     printf("resnet50 %s: %d conv2d_bn_stats (%d with a prologue), %d conv2d_bn_train and %d wgrads with a prologue, "
-           "%d maxpool_bn_relu\n",
-           ir_dtype_name(precision), stats, stats_pro, train_pro, wgrad_pro, pool);
+           "%d maxpool_bn_relu, %d maxpool_bwd_win\n",
+           ir_dtype_name(precision), stats, stats_pro, train_pro, wgrad_pro, pool, pool_win);
     CHECK(stats == 32 * on + 1 && stats_pro == 16 * on && train_pro == 16 * on && wgrad_pro == 32 * on,
           "resnet50 %s: conv1, conv2 of 16 bottlenecks made conv2d_bn_stats; conv2, conv3 and their wgrads "
           "read through a prologue", ir_dtype_name(precision));
     /* the stem in any precision: its max pool recomputes the batch norm + relu from z */
     CHECK(stem == 1 && pool == 1, "resnet50 %s: the stem is conv2d_bn_stats and its max pool maxpool_bn_relu",
+          ir_dtype_name(precision));
+    /* ... whose backward reads the forward's winners */
+    CHECK(pool_win == 1 && pool_bn_bwd == 0,
+          "resnet50 %s: the max pool's backward is maxpool_bwd_win of maxpool_bn_relu's winners",
           ir_dtype_name(precision));
   }
   arena_free(&a);

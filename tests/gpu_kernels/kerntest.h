@@ -11,7 +11,8 @@
 typedef struct KerntestGraph {
   const char *name;  /* "smallcnn-train" */
   const char *model; /* path below the source root */
-  int inference, no_fuse;
+  int inference;
+  const char *off; /* a pass turned off (-fno-NAME), or NULL */
   IrDtype precision;
 } KerntestGraph;
 

@@ -228,9 +228,11 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
   int64_t at = 0;
   for (int64_t i = 0; i < n; i++)
     if (fabs(want[i]) > scale) scale = fabs(want[i]);
-  /* the CPU keeps an i8 cast as scale * q, its largest |value| is scale * 127 */
-  double q8 = 0;
-  for (int64_t i = 0; dt == IR_DT_I8 && i < n; i++)
+  /* the CPU keeps an i8 cast as scale * q, its largest |value| is scale * 127;
+   * a max pool's winners (maxpool_bn_relu's second output) are plain integers */
+  int def = g->val[v].def, winners = def >= 0 && g->node[def].op == IR_OP_MAXPOOL_BN_RELU && g->node[def].out[1] == v;
+  double q8 = winners ? 1 : 0;
+  for (int64_t i = 0; dt == IR_DT_I8 && !winners && i < n; i++)
     if (fabs(want[i]) / 127 > q8) q8 = fabs(want[i]) / 127;
   for (int64_t i = 0; i < n; i++) {
     float got = device_value(h, dt, i, q8);

@@ -20,7 +20,8 @@ static char err[1 << 16];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight gradient */
 static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
-static int pool_bn_nodes; /* maxpool_bn_relu_bwd nodes checked */
+static int pool_bn_nodes;  /* maxpool_bn_relu_bwd nodes checked */
+static int pool_win_nodes; /* maxpool_bwd_win nodes checked */
 
 static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
   return a->kind == kind && (kind == RT_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -140,11 +141,20 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
   if (n->op == IR_OP_MAXPOOL_BN_RELU) {
     const RtKLaunch *L = &k->launch[0];
-    int ok = k->nlaunch == 1 && L->nargs == 6 && arg_is(&L->args[5], RT_KARG_OUT, 0) && k->source &&
-             strstr(k->source, "#define NETC_POOL_BN 1") && strstr(k->source, "#define NETC_POOL_MAX 1");
+    int ok = k->nlaunch == 1 && L->nargs == 7 && arg_is(&L->args[5], RT_KARG_OUT, 0) &&
+             arg_is(&L->args[6], RT_KARG_OUT, 1) && k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
+             strstr(k->source, "#define NETC_POOL_MAX 1") && strstr(k->source, "#define NETC_POOL_WIN 1");
     for (int a = 0; ok && a < 5; a++) ok = arg_is(&L->args[a], RT_KARG_IN, a);
-    CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics", gname, i);
-    pool_bn_nodes++;
+    CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics, and writes the winners",
+          gname, i);
+  }
+  if (n->op == IR_OP_MAXPOOL_BWD_WIN) {
+    const RtKLaunch *L = &k->launch[0];
+    int ok = k->nlaunch == 1 && L->nargs == 3 && arg_is(&L->args[0], RT_KARG_IN, 0) &&
+             arg_is(&L->args[1], RT_KARG_IN, 1) && arg_is(&L->args[2], RT_KARG_OUT, 0) && k->source &&
+             strstr(k->source, "#define NETC_POOL_MAX_BWD 1") && !strstr(k->source, "#define NETC_POOL_MAX_ARG");
+    CHECK(ok, "%s node %d: the max-pool backward gathers by the forward's winners, one launch", gname, i);
+    pool_win_nodes++;
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
     const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
@@ -257,6 +267,7 @@ int main(int argc, char **argv) {
   printf("folded stem convolutions: %d forward, %d weight gradient\n", folded[0], folded[1]);
   CHECK(dbn_nodes > 0, "no conv2d_bwd_data_bn_relu was emitted");
   CHECK(pool_bn_nodes > 0, "no maxpool_bn_relu_bwd was emitted");
+  CHECK(pool_win_nodes > 0, "no maxpool_bwd_win was emitted");
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
   return check_report();
 }
