@@ -87,6 +87,9 @@ template <> struct pool_idx<true> {
 };
 typedef pool_idx<(TOTAL <= 0xffffffffLL)>::t idx_t;
 
+#if defined(NETC_POOL_WIN) && NETC_R * NETC_S > 127
+#error "pool.cu: maxpool_bn_relu's winners are i8: R*S must be at most 127"
+#endif
 #if (defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD)) && NETC_R * NETC_S > 254
 #error "pool.cu: max-pool backward keeps window positions in a byte: R*S must be at most 254"
 #endif

@@ -74,6 +74,8 @@ static int pool_z(const Pro *p, int n) {
 /* Input k of node u is a max pool of a that may recompute it from z. */
 static int pool_use(const Pro *p, int n, int u, int k) {
   if (k != 0 || p->g->node[u].op != IR_OP_MAXPOOL) return 0;
+  const IrAttr *w = ir_attr_find(&p->g->node[u], "k"); /* maxpool_bn_relu's winners fit an i8: at most 127 */
+  if (w && (w->n >= 2 ? w->i[0] * w->i[1] : w->i[0] * w->i[0]) > 127) return 0;
   int z = pool_z(p, n);
   return z >= 0 && p->g->val[z].def < u;
 }
@@ -194,7 +196,9 @@ static int rebuild_pool_bwd(Pro *p, IrGraph *out, int u, int *map) {
   const char *keys[] = {"k", "s", "p"};
   for (int i = 0; i < 3; i++) {
     const IrAttr *a = ir_attr_find(node, keys[i]);
-    if (a && !ir_attr_set_ints(out, id, keys[i], a->i, a->n)) return -1;
+    if (a && !(a->kind == IR_ATTR_INT ? ir_attr_set_int(out, id, keys[i], a->i[0])
+                                      : ir_attr_set_ints(out, id, keys[i], a->i, a->n)))
+      return -1;
   }
   int h = type->layout == IR_LAYOUT_NHWC ? 1 : 2;
   if (!ir_attr_set_ints(out, id, "in_hw", &type->dim[h], 2)) return -1;
