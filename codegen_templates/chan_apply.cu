@@ -25,7 +25,10 @@
  * default NETC_TX: the stem's f16 gradient with f32 z), NETC_TB (of bias),
  * NETC_ROWS, NETC_C, NETC_V (elements per vector access, at most 16 bytes
  * of each type; C % V == 0, so a vector never straddles two pixels),
- * NETC_GRID (the launch's blocks), NETC_ROUND_X (AFFINE: normalize x rounded
+ * NETC_GATHER (BWD: dy is a max pool's output gradient gathered per
+ * element of x, a parameter code after dy holding its winners: as in
+ * chan_reduce.cu, with the same NETC_H .. NETC_PW), NETC_GRID (the
+ * launch's blocks), NETC_ROUND_X (AFFINE: normalize x rounded
  * to NETC_TY first: the f32 stem's z, whose f16 copy the backward pass reads).
  * Launch: 1-D, NETC_GRID blocks of 256 threads (grid-stride loop).  When
  * the stride is a multiple of the C/V vectors of a pixel (the usual case:
@@ -94,6 +97,22 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
 }
 #endif
 
+#if defined(NETC_GATHER)
+#if NETC_ROWS > 0xffffffffLL
+#error "chan_apply.cu: NETC_GATHER needs fewer than 2^32 rows"
+#endif
+/* The gradient of pixel p (of x), channel vector cv, rounded to tg_t. */
+__device__ __forceinline__ netc_vec<tg_t, V> gathered(const tg_t *dy, const unsigned char *code, unsigned p, int cv) {
+  float acc[V];
+  netc_pool_gather<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV, V>(
+      dy, code, (int)(p / (NETC_H * NETC_W)), (int)(p / NETC_W % NETC_H), (int)(p % NETC_W), cv, acc);
+  netc_vec<tg_t, V> g;
+#pragma unroll
+  for (int j = 0; j < V; j++) g.v[j] = netc_cv<tg_t>(acc[j]);
+  return g;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
 NETC_KERNEL_NAME(const tx_t *x, const float *coef, const ty_t *res, ty_t *out)
@@ -101,6 +120,9 @@ NETC_KERNEL_NAME(const tx_t *x, const float *coef, const ty_t *res, ty_t *out)
 NETC_KERNEL_NAME(const tx_t *x, const float *coef, ty_t *out)
 #elif defined(NETC_APPLY_BIAS) || defined(NETC_APPLY_SBR)
 NETC_KERNEL_NAME(const tx_t *x, const NETC_TB *bias, ty_t *out)
+#elif defined(NETC_APPLY_BWD) && defined(NETC_GATHER)
+NETC_KERNEL_NAME(const tg_t *dy, const unsigned char *code, const tx_t *x, const float *mean, const float *coef,
+                 ty_t *out)
 #elif defined(NETC_APPLY_BWD)
 NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *mean, const float *coef, ty_t *out)
 #elif defined(NETC_APPLY_ABC)
@@ -124,7 +146,9 @@ NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *coef, ty_t *out)
     if (!FIXED) q = coef_of(coef, bias, mean, (int)(i % CV) * V);
     netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, i);
     netc_vec<ty_t, V> vo;
-#if defined(NETC_APPLY_BWD) || defined(NETC_APPLY_ABC)
+#if defined(NETC_APPLY_BWD) && defined(NETC_GATHER)
+    netc_vec<tg_t, V> vd = gathered(dy, code, (unsigned)(i / CV), (int)(i % CV));
+#elif defined(NETC_APPLY_BWD) || defined(NETC_APPLY_ABC)
     netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, i);
 #elif defined(NETC_APPLY_AFFINE) && defined(NETC_RESIDUAL) && NETC_RESIDUAL
     netc_vec<ty_t, V> vr = netc_vld<ty_t, V>(res, i);

@@ -12,10 +12,21 @@
  *   NETC_TX      storage type of x (float, netc_f16, netc_bf16)
  *   NETC_TG      storage type of dy (BWD, SUM; default NETC_TX: the f32
  *                stem's batch norm reads an f16 gradient)
+ *   NETC_RED_COPY  STATS: also write every element of x it reads, rounded
+ *                to NETC_TC (netc_cv: to nearest even, as cast.cu), into a
+ *                kernel parameter xc after part, shaped like x (the f32
+ *                stem's z and its f16 copy zc: conv2d_bn_stats, x read once)
  *   NETC_ROWS, NETC_C   the tensor's shape
  *   NETC_V       channels per vector access (C % V == 0; at most 16 bytes of
  *                either type)
  *   NETC_BX, NETC_BY    block shape: x over channel vectors, y over rows
+ *   NETC_GATHER  BWD: dy is a max pool's output gradient (a kernel parameter
+ *                code after dy: its winner bytes), gathered per element of x
+ *                by netc_pool_gather (common.cu) and rounded to NETC_TG, as
+ *                maxpool_bwd_win stores it (batchnorm_relu_bwd_win); x is
+ *                the pool's input [N, NETC_H, NETC_W, C], the pool's output
+ *                NETC_HO x NETC_WO, its window NETC_R x NETC_S, stride
+ *                NETC_SH x NETC_SW, padding NETC_PH x NETC_PW
  *
  * Launch: grid (G, ceil(C/V / BX)), block (BX, BY); block (g, t) sums rows
  * g*BY + ty, stepping G*BY, of channel vector t*BX + tx, then the BY row
@@ -45,6 +56,12 @@ typedef NETC_TG tg_t;
 #else
 typedef tx_t tg_t;
 #endif
+#if defined(NETC_RED_COPY)
+#if !defined(NETC_RED_STATS) || !defined(NETC_TC)
+#error "chan_reduce.cu: NETC_RED_COPY goes with NETC_RED_STATS and needs NETC_TC"
+#endif
+typedef NETC_TC tc_t;
+#endif
 static constexpr long long rows = NETC_ROWS;
 static constexpr int C = NETC_C, V = NETC_V, CV = NETC_C / NETC_V;
 #if defined(NETC_RED_SUM)
@@ -52,10 +69,32 @@ static constexpr int NSUM = 1;
 #else
 static constexpr int NSUM = 2;
 #endif
+#if defined(NETC_GATHER)
+/* The gradient at row r (pixel (n, ih, iw) of x), channel vector cv. */
+__device__ __forceinline__ netc_vec<tg_t, V> gathered(const tg_t *dy, const unsigned char *code, long long r, int cv) {
+  const unsigned p = (unsigned)r; /* rows < 2^32: constant divisions by multiply and shift */
+  float acc[V];
+  netc_pool_gather<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV, V>(
+      dy, code, (int)(p / (NETC_H * NETC_W)), (int)(p / NETC_W % NETC_H), (int)(p % NETC_W), cv, acc);
+  netc_vec<tg_t, V> g;
+#pragma unroll
+  for (int j = 0; j < V; j++) g.v[j] = netc_cv<tg_t>(acc[j]);
+  return g;
+}
+#if NETC_ROWS > 0xffffffffLL
+#error "chan_reduce.cu: NETC_GATHER needs fewer than 2^32 rows"
+#endif
+#endif
 
 extern "C" __global__ void __launch_bounds__(NETC_BX *NETC_BY)
-#if defined(NETC_RED_STATS)
+#if defined(NETC_RED_STATS) && defined(NETC_RED_COPY)
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, float *__restrict__ part, tc_t *__restrict__ xc)
+#elif defined(NETC_RED_STATS)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, float *__restrict__ part)
+#elif defined(NETC_RED_BWD) && defined(NETC_GATHER)
+NETC_KERNEL_NAME(const tg_t *__restrict__ dy, const unsigned char *__restrict__ code, const tx_t *__restrict__ x,
+                 const float *__restrict__ gamma, const float *__restrict__ beta, const float *__restrict__ mean,
+                 const float *__restrict__ invstd, float *__restrict__ part)
 #elif defined(NETC_RED_BWD)
 NETC_KERNEL_NAME(const tg_t *__restrict__ dy, const tx_t *__restrict__ x, const float *__restrict__ gamma,
                  const float *__restrict__ beta, const float *__restrict__ mean, const float *__restrict__ invstd,
@@ -104,8 +143,18 @@ NETC_KERNEL_NAME(const tg_t *__restrict__ dy, float *__restrict__ part)
         s1[j] += d;
         s2[j] += d * d;
       }
+#if defined(NETC_RED_COPY)
+      netc_vec<tc_t, V> vc;
+#pragma unroll
+      for (int j = 0; j < V; j++) vc.v[j] = netc_cv<tc_t>(netc_ld(vx.v[j]));
+      netc_vst<tc_t, V>(xc, at, vc);
+#endif
 #elif defined(NETC_RED_BWD)
+#if defined(NETC_GATHER)
+      netc_vec<tg_t, V> vd = gathered(dy, code, r, cv);
+#else
       netc_vec<tg_t, V> vd = netc_vld<tg_t, V>(dy, at);
+#endif
       netc_vec<tx_t, V> vx = netc_vld<tx_t, V>(x, at);
 #pragma unroll
       for (int j = 0; j < V; j++) {

@@ -154,3 +154,40 @@ __device__ __forceinline__ void netc_sgd_elem(TW *w, const TG *g, TB *buf, long 
   w[i] = netc_cv<TW>(wf);
   if (mu != 0.0f) buf[i] = netc_cv<TB>(bf);
 }
+
+/* Pooling windows along one axis (K wide, stride ST, padding PAD, OUT
+ * outputs): the outputs o0..o1 whose windows cover input index i (none
+ * when o0 > o1). */
+template <int K, int ST, int PAD, int OUT> __device__ __forceinline__ void netc_pool_cover(int i, int &o0, int &o1) {
+  const int l = i + PAD - K + 1;
+  o0 = l <= 0 ? 0 : (l + ST - 1) / ST;
+  o1 = min((i + PAD) / ST, OUT - 1);
+}
+
+/* The max pool's backward gather (pool.cu's NETC_POOL_MAX_BWD; chan_reduce.cu
+ * and chan_apply.cu with NETC_GATHER, the stem's batch-norm backward reading
+ * it directly): channels cv*V .. cv*V+V-1 of the input pixel (n, ih, iw)'s
+ * gradient, the sum of dy over the windows covering it whose winner byte
+ * (r*S + s in the window: maxpool_bn_relu's win, pool.cu's MAX_ARG) is its
+ * own position, in output row then column order (the reference's scatter
+ * order).  Input H x W, output HO x WO, window R x S, stride SH x SW,
+ * padding PH x PW, CV vectors of V channels a pixel. */
+template <int H, int W, int HO, int WO, int R, int S, int SH, int SW, int PH, int PW, int CV, int V, typename T>
+__device__ __forceinline__ void netc_pool_gather(const T *dy, const unsigned char *code, int n, int ih, int iw, int cv,
+                                                 float acc[V]) {
+  int oh0, oh1, ow0, ow1;
+  netc_pool_cover<R, SH, PH, HO>(ih, oh0, oh1);
+  netc_pool_cover<S, SW, PW, WO>(iw, ow0, ow1);
+#pragma unroll
+  for (int j = 0; j < V; j++) acc[j] = 0.0f;
+  for (int oh = oh0; oh <= oh1; oh++)
+    for (int ow = ow0; ow <= ow1; ow++) {
+      const long long o = (((long long)n * HO + oh) * WO + ow) * CV + cv;
+      const netc_vec<T, V> g = netc_vld<T, V>(dy, o);
+      const netc_vec<unsigned char, V> won = netc_vld<unsigned char, V>(code, o);
+      const int mine = (ih - (oh * SH - PH)) * S + (iw - (ow * SW - PW));
+#pragma unroll
+      for (int j = 0; j < V; j++)
+        if (won.v[j] == mine) acc[j] += netc_ld(g.v[j]);
+    }
+}

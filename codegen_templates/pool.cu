@@ -27,7 +27,13 @@
  * (maxpool_bn_relu and maxpool_bn_relu_bwd: the stem's y is not stored).
  * With NETC_POOL_WIN (MAX with NETC_POOL_BN: maxpool_bn_relu) the forward
  * also writes each window's winner byte, the code MAX_BWD reads (255 being
- * the i8 -1 of maxpool_bwd_win's winners).  Global average: one thread per
+ * the i8 -1 of maxpool_bwd_win's winners).  NETC_POOL_TILE (with
+ * NETC_POOL_MAX and NETC_POOL_BN): one block per NETC_POOL_TOH x
+ * NETC_POOL_TOW output pixels (times C/V == 256 threads), which first
+ * writes relu(bn(z)) of the input pixels its windows cover into shared
+ * memory, each once, then searches the windows there (the same values and
+ * order, hence the same winners); launch: one block per tile, N *
+ * ceil(HO/TOH) * ceil(WO/TOW) blocks.  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
@@ -106,6 +112,32 @@ __device__ __forceinline__ float x_of(const zvec_t &v, const Bn &bn, int j) {
 }
 #endif
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
+/* Window element f at input position pos (h*W + w) into one channel's
+ * winner so far, elements taken in row-major window order: the first
+ * maximum wins, a NaN wins and ends the search. */
+__device__ __forceinline__ void take(float f, int pos, int &arg, float &best, bool &done) {
+  if (!done && (arg < 0 || f > best || f != f)) {
+    best = f;
+    arg = pos;
+    done = f != f;
+  }
+}
+
+/* The winner byte of window (oh, ow) won by input position arg: r*S + s,
+ * 255 when the window holds no input element (arg < 0). */
+__device__ __forceinline__ unsigned char code_of(int arg, int oh, int ow) {
+  return arg < 0 ? 255 : (unsigned char)((arg / W - (oh * SH - PH)) * S + (arg % W - (ow * SW - PW)));
+}
+#if defined(NETC_POOL_TILE)
+/* A block's outputs: TOH x TOW pixels, all CV channel vectors; its input
+ * tile TIH x TIW pixels. */
+static constexpr int TOH = NETC_POOL_TOH, TOW = NETC_POOL_TOW, TIH = (TOH - 1) * SH + R, TIW = (TOW - 1) * SW + S;
+static constexpr int TILES_H = (HO + TOH - 1) / TOH, TILES_W = (WO + TOW - 1) / TOW;
+#if NETC_POOL_TOH * NETC_POOL_TOW * (NETC_C / NETC_V) != 256
+#error "pool.cu: NETC_POOL_TILE needs TOH * TOW * C/V == 256 threads"
+#endif
+#endif
+
 /* Winner h*W + w of channel j of window (n, oh, ow) for channel vector cv,
  * or -1 when the window holds no input element; *best its value. */
 #if defined(NETC_POOL_BN)
@@ -135,19 +167,39 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
 #pragma unroll
       for (int j = 0; j < V; j++) {
 #if defined(NETC_POOL_BN)
-        const float f = x_of(v, bn, j);
+        take(x_of(v, bn, j), ih * W + iw, arg[j], best[j], done[j]);
 #else
-        const float f = netc_ld(v.v[j]);
+        take(netc_ld(v.v[j]), ih * W + iw, arg[j], best[j], done[j]);
 #endif
-        if (!done[j] && (arg[j] < 0 || f > best[j] || f != f)) {
-          best[j] = f;
-          arg[j] = ih * W + iw;
-          done[j] = f != f;
-        }
       }
     }
   }
 }
+#if defined(NETC_POOL_TILE)
+/* window_max from a block's tile of relu(bn(z)) (its pixel (0, 0) is input
+ * pixel (ih0, iw0), TIW pixels a row). */
+__device__ __forceinline__ void window_max_tile(const vec_t *tile, int ih0, int iw0, int oh, int ow, int cv, int *arg,
+                                                float *best) {
+  bool done[V];
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    arg[j] = -1;
+    best[j] = -__int_as_float(0x7f800000);
+    done[j] = false;
+  }
+  for (int r = 0; r < R; r++) {
+    const int ih = oh * SH - PH + r;
+    if (ih < 0 || ih >= H) continue;
+    for (int s = 0; s < S; s++) {
+      const int iw = ow * SW - PW + s;
+      if (iw < 0 || iw >= W) continue;
+      const vec_t v = tile[((ih - ih0) * TIW + (iw - iw0)) * CV + cv];
+#pragma unroll
+      for (int j = 0; j < V; j++) take(netc_ld(v.v[j]), ih * W + iw, arg[j], best[j], done[j]);
+    }
+  }
+}
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -172,6 +224,49 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #else
 #error "pool.cu: define one of NETC_POOL_MAX, NETC_POOL_AVG, NETC_POOL_MAX_ARG, NETC_POOL_MAX_BWD, NETC_POOL_AVG_BWD, NETC_GAP, NETC_GAP_BWD"
 #endif
+#if defined(NETC_POOL_TILE)
+{
+  /* block b: tile (n, th, tw); its input tile normalized into shared memory
+   * once (each input pixel is in up to four 3x3/2 windows), then one thread
+   * per output pixel and channel vector */
+  __shared__ vec_t tile[TIH * TIW * CV];
+  const int b = blockIdx.x, tw = b % TILES_W, th = b / TILES_W % TILES_H, n = b / (TILES_W * TILES_H);
+  const int oh0 = th * TOH, ow0 = tw * TOW, ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
+  const int cv = threadIdx.x % CV; /* the same in every loop below: 256 % CV == 0 */
+  Bn bn;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    const int c = cv * V + j;
+    bn.m[j] = mean[c], bn.k[j] = __fmul_rn(gamma[c], invstd[c]), bn.b[j] = beta[c];
+  }
+  for (int t = threadIdx.x; t < TIH * TIW * CV; t += 256) {
+    const int q = t / CV, ih = ih0 + q / TIW, iw = iw0 + q % TIW;
+    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+    const zvec_t v = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
+    vec_t a;
+#pragma unroll
+    for (int j = 0; j < V; j++) a.v[j] = netc_cv<tx_t>(x_of(v, bn, j));
+    tile[t] = a;
+  }
+  __syncthreads();
+  const int q = threadIdx.x / CV, oh = oh0 + q / TOW, ow = ow0 + q % TOW;
+  if (oh >= HO || ow >= WO) return;
+  int arg[V];
+  float best[V];
+  window_max_tile(tile, ih0, iw0, oh, ow, cv, arg, best);
+  const long long i = (((long long)n * HO + oh) * WO + ow) * CV + cv;
+  vec_t out;
+#pragma unroll
+  for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
+  netc_vst<tx_t, V>(y, i, out);
+#if defined(NETC_POOL_WIN)
+  netc_vec<unsigned char, V> won;
+#pragma unroll
+  for (int j = 0; j < V; j++) won.v[j] = code_of(arg[j], oh, ow);
+  netc_vst<unsigned char, V>(code, i, won);
+#endif
+}
+#else
 {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < TOTAL; i += stride) {
@@ -204,8 +299,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #if defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_WIN)
     netc_vec<unsigned char, V> won;
 #pragma unroll
-    for (int j = 0; j < V; j++)
-      won.v[j] = arg[j] < 0 ? 255 : (unsigned char)((arg[j] / W - (oh * SH - PH)) * S + (arg[j] % W - (ow * SW - PW)));
+    for (int j = 0; j < V; j++) won.v[j] = code_of(arg[j], oh, ow);
     netc_vst<unsigned char, V>(code, i, won);
 #endif
 #elif defined(NETC_POOL_AVG)
@@ -229,31 +323,26 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #elif defined(NETC_POOL_MAX_BWD) || defined(NETC_POOL_AVG_BWD)
     const idx_t p = u / CV;
     const int iw = (int)(p % W), ih = (int)(p / W % H), n = (int)(p / ((idx_t)W * H));
-    const int lh = ih + PH - R + 1, lw = iw + PW - S + 1;
-    const int oh0 = lh <= 0 ? 0 : (lh + SH - 1) / SH, ow0 = lw <= 0 ? 0 : (lw + SW - 1) / SW;
-    const int oh1 = min((ih + PH) / SH, HO - 1), ow1 = min((iw + PW) / SW, WO - 1);
     float acc[V];
+#if defined(NETC_POOL_MAX_BWD)
+    netc_pool_gather<H, W, HO, WO, R, S, SH, SW, PH, PW, CV, V>(dy, code, n, ih, iw, cv, acc);
+#else
+    int oh0, oh1, ow0, ow1;
+    netc_pool_cover<R, SH, PH, HO>(ih, oh0, oh1);
+    netc_pool_cover<S, SW, PW, WO>(iw, ow0, ow1);
 #pragma unroll
     for (int j = 0; j < V; j++) acc[j] = 0.0f;
     for (int oh = oh0; oh <= oh1; oh++)
       for (int ow = ow0; ow <= ow1; ow++) {
         vec_t g = netc_vld<tx_t, V>(dy, (((long long)n * HO + oh) * WO + ow) * CV + cv);
-#if defined(NETC_POOL_MAX_BWD)
-        const int mine = (ih - (oh * SH - PH)) * S + (iw - (ow * SW - PW));
-        const netc_vec<unsigned char, V> won =
-            netc_vld<unsigned char, V>(code, (((long long)n * HO + oh) * WO + ow) * CV + cv);
-#pragma unroll
-        for (int j = 0; j < V; j++)
-          if (won.v[j] == mine) acc[j] += netc_ld(g.v[j]);
-#else
         int h0, h1, w0, w1;
         const long long cnt =
             (long long)avg_span(oh, SH, PH, R, H, &h0, &h1) * avg_span(ow, SW, PW, S, W, &w0, &w1);
         if (cnt <= 0) continue;
 #pragma unroll
         for (int j = 0; j < V; j++) acc[j] += netc_ld(g.v[j]) / (float)cnt;
-#endif
       }
+#endif
 #pragma unroll
     for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(acc[j]);
     netc_vst<tx_t, V>(dx, i, out);
@@ -280,3 +369,4 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #endif
   }
 }
+#endif

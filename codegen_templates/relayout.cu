@@ -7,7 +7,12 @@
  * NETC_IN_LAST, NETC_OUT_LAST (1: channels-last).
  * One thread per output element, in output order (writes coalesced, reads
  * gathered: the graph relayouts only its input image, small filters and
- * [N, C, 1, 1] gradients, so no shared-memory transpose).
+ * [N, C, 1, 1] gradients, so no shared-memory transpose).  With
+ * NETC_PIXEL_VEC (channels-first to channels-last, COUT elements making a
+ * 4, 8 or 16-byte vector: the image NCHW -> NHWC padded to 4 channels) one
+ * thread per output pixel instead, reading its CIN channels (each read
+ * coalesced across the threads of a row) and writing them as one vector.
+ * Indices are 32-bit when the tensor has fewer than 2^32 elements.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_A) || !defined(NETC_CIN) || \
@@ -18,8 +23,27 @@
 typedef NETC_TX tx_t;
 static constexpr long long A = NETC_A, CI = NETC_CIN, CO = NETC_COUT, H = NETC_H, W = NETC_W;
 
+template <bool Fits> struct relayout_idx {
+  typedef long long t;
+};
+template <> struct relayout_idx<true> {
+  typedef unsigned t;
+};
+typedef relayout_idx<(A * (CI > CO ? CI : CO) * H * W <= 0xffffffffLL)>::t idx_t;
+
 extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
+#if defined(NETC_PIXEL_VEC)
+  static_assert(!NETC_IN_LAST && NETC_OUT_LAST, "relayout.cu: NETC_PIXEL_VEC moves channels-first to channels-last");
+  const long long pixels = A * H * W, stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pixels; i += stride) {
+    const idx_t p = (idx_t)i, hw = p % (idx_t)(H * W), a = p / (idx_t)(H * W);
+    netc_vec<tx_t, NETC_COUT> v;
+#pragma unroll
+    for (int c = 0; c < NETC_COUT; c++) v.v[c] = c < CI ? x[(a * (idx_t)CI + c) * (idx_t)(H * W) + hw] : netc_cv<tx_t>(0.0f);
+    netc_vst<tx_t, NETC_COUT>(y, i, v);
+  }
+#else
   const long long total = A * CO * H * W, stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
     long long a, c, h, w, r = i;
@@ -35,4 +59,5 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
     const long long src = NETC_IN_LAST ? ((a * H + h) * W + w) * CI + c : ((a * CI + c) * H + h) * W + w;
     y[i] = c < CI ? x[src] : netc_cv<tx_t>(0.0f);
   }
+#endif
 }

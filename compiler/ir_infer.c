@@ -525,28 +525,43 @@ static int infer_conv2d_bn(Ctx *c, IrType *out) {
 
 /* (x, w, gamma, beta, running_mean, running_var [, sbx]) -> z = conv(P(x)),
  * mean, invstd, sb = [2, K] in z's dtype: the batch norm's scale and bias
- * (relu(bn(z)) == relu(z * sb[0] + sb[1])), for the next convolution's prologue. */
+ * (relu(bn(z)) == relu(z * sb[0] + sb[1])), for the next convolution's
+ * prologue [, zc].  zc, present when pass prologue folded a cast of z into
+ * the node, is an f32 z rounded to f16 or bf16: no input or attribute says
+ * which, so its dtype is the one the node declares (a node being built,
+ * without results yet, is typed with four). */
 static int infer_conv2d_bn_stats(Ctx *c, IrType *out) {
+  int nout = c->n->nout;
+  if (nout != 0 && nout != 4 && nout != 5)
+    return fail(c, "conv2d_bn_stats has 4 results, or 5 with z's copy zc, not %d", nout);
   if (probe_conv(c, &out[0]) || bn_attrs(c, 1)) return -1;
   int64_t K = chan(&out[0]);
   if (bn_vectors(c, 2, 6, K) || optional_inputs(c, 6, 0)) return -1;
   out[1] = out[2] = vec_f32(K);
   int64_t d[2] = {2, K};
   out[3] = ir_type(out[0].dtype, IR_LAYOUT_ROW, 2, d);
+  if (nout < 5) return 0;
+  int zc = c->n->out ? c->n->out[4] : -1;
+  if (zc < 0 || zc >= c->g->nval) return fail(c, "conv2d_bn_stats's copy zc is not a value");
+  IrDtype dc = c->g->val[zc].type.dtype;
+  if (out[0].dtype != IR_DT_F32 || (dc != IR_DT_F16 && dc != IR_DT_BF16))
+    return fail(c, "conv2d_bn_stats's copy zc must be f16 or bf16 of an f32 z, not %s of a %s z", ir_dtype_name(dc),
+                ir_dtype_name(out[0].dtype));
+  out[4] = out[0];
+  out[4].dtype = dc;
   return 0;
 }
 
-/* (dy, y, z, gamma, mean, invstd) -> dz, dgamma, dbeta with dy masked by y > 0 */
-/* (dy, beta, z, gamma, mean, invstd): the relu's mask is recomputed from z;
- * dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y),
+/* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta, beta..invstd
+ * from input `at`: the relu's mask is recomputed from z; dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y),
  * or the dz_dtype attribute's (the precision pass keeps an f32
  * convolution's z for the backward pass in f16, its dz in f32). */
-static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
-  const IrType *dy = in_type(c, 0), *z = in_type(c, 2);
+static int bn_relu_bwd_from(Ctx *c, const IrType *dy, int at, IrType *out) {
+  const IrType *z = in_type(c, at + 1);
   if (need_same_shape(c, "batchnorm_relu_bwd input", z, "gradient", dy)) return -1;
   if (!is_float(dy->dtype)) return fail(c, "batchnorm_relu_bwd of a non-float gradient");
   int64_t C = chan(z);
-  if (bn_vectors(c, 1, 2, C) || bn_vectors(c, 3, 6, C)) return -1;
+  if (bn_vectors(c, at, at + 1, C) || bn_vectors(c, at + 2, at + 5, C)) return -1;
   out[0] = *z;
   const IrAttr *dd = ir_attr_find(c->n, "dz_dtype");
   if (dd) {
@@ -557,6 +572,8 @@ static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) {
   out[1] = out[2] = vec_f32(C);
   return 0;
 }
+
+static int infer_batchnorm_relu_bwd(Ctx *c, IrType *out) { return bn_relu_bwd_from(c, in_type(c, 0), 1, out); }
 
 /* (dy, w, beta, z, gamma, mean, invstd) -> batchnorm_relu_bwd(
  * conv2d_bwd_data(dy, w), beta, z, gamma, mean, invstd): the data gradient
@@ -619,6 +636,16 @@ static int infer_maxpool_bwd_win(Ctx *c, IrType *out) {
   if (win->layout != dy->layout) return fail(c, "maxpool_bwd_win winners and gradient in different layouts");
   if (with_hw(c, dy, dy->dim[act_c(dy)], out)) return -1;
   return check_forward(c, IR_OP_MAXPOOL, out, NULL, dy);
+}
+
+/* (dy, win, beta, z, gamma, mean, invstd) -> batchnorm_relu_bwd(
+ * maxpool_bwd_win(dy, win), beta, z, gamma, mean, invstd): the stem's
+ * max-pool backward gathered straight into its batch norm's backward (pass
+ * prologue), the gathered gradient in dy's dtype as maxpool_bwd_win stores
+ * it; dz like z (or dz_dtype), then dgamma, dbeta. */
+static int infer_batchnorm_relu_bwd_win(Ctx *c, IrType *out) {
+  IrType g;
+  return infer_maxpool_bwd_win(c, &g) || bn_relu_bwd_from(c, &g, 2, out);
 }
 
 /* (dy, w, y [, g]) -> conv2d_bwd_data(dy, w) [+ g] masked by y > 0; g is
@@ -738,6 +765,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_MAXPOOL_BN_RELU_BWD] = infer_maxpool_bn_relu_bwd,
     [IR_OP_MAXPOOL_BN_RELU] = infer_maxpool_bn_relu,
     [IR_OP_MAXPOOL_BWD_WIN] = infer_maxpool_bwd_win,
+    [IR_OP_BATCHNORM_RELU_BWD_WIN] = infer_batchnorm_relu_bwd_win,
     [IR_OP_RELAYOUT] = infer_relayout,
     [IR_OP_CAST] = infer_cast,
     [IR_OP_NONFINITE_CHECK] = infer_nonfinite_check,

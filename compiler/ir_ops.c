@@ -36,7 +36,8 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     /* fused forms */
     [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 8, 4, "k s p d groups eps momentum relu"},
     [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 7, 1, "k s p d groups eps relu"},
-    [IR_OP_CONV2D_BN_STATS]      = {"conv2d_bn_stats",      6, 7, 4, "k s p d groups eps momentum"},
+    /* 4 results, or 5 with zc, z's narrower copy (pass prologue; ir_infer checks the count) */
+    [IR_OP_CONV2D_BN_STATS]      = {"conv2d_bn_stats",      6, 7, -1, "k s p d groups eps momentum"},
     [IR_OP_ADD_RELU]             = {"add_relu",             2, 2, 1, ""},
     [IR_OP_BATCHNORM_RELU_BWD]   = {"batchnorm_relu_bwd",   6, 6, 3, ""},
     [IR_OP_CONV2D_BWD_DATA_RELU] = {"conv2d_bwd_data_relu", 3, 4, 1, "k s p d groups in_hw"},
@@ -44,6 +45,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_MAXPOOL_BN_RELU_BWD]     = {"maxpool_bn_relu_bwd",     6, 6, 1, "k s p"},
     [IR_OP_MAXPOOL_BN_RELU]         = {"maxpool_bn_relu",         5, 5, 2, "k s p"},
     [IR_OP_MAXPOOL_BWD_WIN]         = {"maxpool_bwd_win",         2, 2, 1, "k s p in_hw"},
+    [IR_OP_BATCHNORM_RELU_BWD_WIN]  = {"batchnorm_relu_bwd_win",  7, 7, 3, "k s p in_hw"},
     [IR_OP_SUM_RELU_BWD]         = {"sum_relu_bwd",         3, 3, 1, ""},
     /* layout and precision */
     [IR_OP_RELAYOUT]             = {"relayout",             1, 1, 1, "layout c"},

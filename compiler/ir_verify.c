@@ -225,7 +225,7 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
 /* Keys exactly as the op table lists them, then optionally `precision`,
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
- * normalized output's dtype, when not z's), for batchnorm_relu_bwd
+ * normalized output's dtype, when not z's), for batchnorm_relu_bwd[_win]
  * optionally `dz_dtype` (likewise) and for conv2d_bwd_weight optionally
  * `hold` (the overlap pass); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
@@ -253,7 +253,8 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   }
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
     i++; /* its value is ir_infer's to check */
-  if (ok && i < n->nattr && n->op == IR_OP_BATCHNORM_RELU_BWD && n->attr[i].key &&
+  if (ok && i < n->nattr && (n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) &&
+      n->attr[i].key &&
       strcmp(n->attr[i].key, "dz_dtype") == 0)
     i++; /* likewise */
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BWD_WEIGHT && n->attr[i].key && strcmp(n->attr[i].key, "hold") == 0) {
@@ -270,7 +271,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
          keys,
          n->op == IR_OP_CONV2D_BN_TRAIN        ? ", then y_dtype"
          : n->op == IR_OP_CONV2D_BWD_WEIGHT    ? ", then hold"
-         : n->op == IR_OP_BATCHNORM_RELU_BWD   ? ", then dz_dtype"
+         : n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN ? ", then dz_dtype"
                                                : "");
   return 0;
 }

@@ -98,7 +98,8 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
 /* (x, w, gamma, beta, running_mean, running_var[, sbx]) -> z = conv(P(x), w),
  * batch mean, invstd (running statistics updated in place, the same numbers
  * as conv2d_bn_train's) and sb = [gamma * invstd; beta - mean * scale]
- * rounded to its dtype. */
+ * rounded to its dtype [, zc = z rounded to zc's dtype, as the cast that
+ * pass prologue folded into the node (rt_cpu_cast) rounds it]. */
 int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n) {
   RtRefAct zs;
   float eps, mom;
@@ -112,7 +113,10 @@ int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n) {
                                            rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
                       "rt_ref_bn_scale_bias"))
     return -1;
-  return round_out(x, n, 3);
+  if (round_out(x, n, 3)) return -1;
+  if (n->nout < 5) return 0;
+  return rt_cpu_op_round(x, n, rt_cpu_op_out_type(x, n, 4)->dtype, x->numel[n->out[4]], rt_cpu_op_out(x, n, 0),
+                         rt_cpu_op_out(x, n, 4));
 }
 
 /* Inference: the convolution, then the running-statistics batch norm
@@ -170,11 +174,13 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n) {
   return bn_relu_bwd(x, n, 1, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0));
 }
 
-/* Scratch of maxpool_bn_relu[_bwd] and maxpool_bwd_win: y, one float per
- * element of z (not for maxpool_bwd_win), then (not for
- * maxpool_bn_relu_bwd) the winners' argmax, one int32 per pooled element. */
+/* Scratch of maxpool_bn_relu[_bwd], maxpool_bwd_win and
+ * batchnorm_relu_bwd_win: y, one float per element of z (not for the
+ * winners' readers), then (not for maxpool_bn_relu_bwd) the winners'
+ * argmax, one int32 per pooled element. */
 size_t rt_cpu_fused_pool_bn_scratch(const RtCpu *x, const IrNode *n) {
-  if (n->op == IR_OP_MAXPOOL_BWD_WIN) return (size_t)x->numel[n->in[0]] * sizeof(int32_t);
+  if (n->op == IR_OP_MAXPOOL_BWD_WIN || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN)
+    return (size_t)x->numel[n->in[0]] * sizeof(int32_t);
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) return (size_t)x->numel[n->in[1]] * sizeof(float);
   return (size_t)x->numel[n->in[0]] * sizeof(float) + (size_t)x->numel[n->out[0]] * sizeof(int32_t);
 }
@@ -222,6 +228,24 @@ int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n) {
          rt_cpu_op_check(x, n,
                          rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
                          "rt_ref_maxpool_bwd");
+}
+
+/* (dy, win, beta, z, gamma, mean, invstd) -> batchnorm_relu_bwd of
+ * maxpool_bwd_win(dy, win): the gathered gradient rounded to dy's dtype (as
+ * maxpool_bwd_win stores it) in dz, then the batch norm's backward of it in
+ * place. */
+int rt_cpu_fused_batchnorm_relu_bwd_win(RtCpu *x, const IrNode *n) {
+  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
+  RtRefPoolParam p = rt_cpu_op_pool_param(n);
+  int32_t *argmax = (int32_t *)x->scratch;
+  float *dz = rt_cpu_op_out(x, n, 0);
+  if (rt_cpu_op_check(x, n, rt_ref_maxpool_argmax_of(&xs, &p, &ys, rt_cpu_op_in(x, n, 1), argmax),
+                      "rt_ref_maxpool_argmax_of") ||
+      rt_cpu_op_check(x, n, rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), dz),
+                      "rt_ref_maxpool_bwd") ||
+      rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, x->numel[n->out[0]], dz, dz))
+    return -1;
+  return bn_relu_bwd(x, n, 2, dz, dz);
 }
 
 /* (dy, z, beta, gamma, mean, invstd) -> maxpool_bwd(dy, y), y recomputed

@@ -131,6 +131,7 @@ int rt_cpu_fused_conv2d_bwd_data_bn_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bn_relu_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_batchnorm_relu_bwd_win(RtCpu *x, const IrNode *n);
 size_t rt_cpu_fused_pool_bn_scratch(const RtCpu *x, const IrNode *n);
 int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n);
 

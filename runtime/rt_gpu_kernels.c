@@ -133,6 +133,27 @@ static void attr2(const IrNode *n, const char *key, int dflt, int v[2]) {
 
 /* --- building launches ------------------------------------------------------ */
 
+static void def(Emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A pooling window's geometry (pool.cu, and the gather of chan_reduce.cu
+ * and chan_apply.cu): input tx, output ty (NHWC), the node's k, s, p. */
+static void window_defs(Emit *e, const IrType *tx, const IrType *ty) {
+  int k[2], s[2], p[2];
+  attr2(e->n, "k", 1, k);
+  attr2(e->n, "s", 1, s);
+  attr2(e->n, "p", 0, p);
+  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
+  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
+  def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
+  def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
+  def(e, "NETC_R", "%d", k[0]);
+  def(e, "NETC_S", "%d", k[1]);
+  def(e, "NETC_SH", "%d", s[0]);
+  def(e, "NETC_SW", "%d", s[1]);
+  def(e, "NETC_PH", "%d", p[0]);
+  def(e, "NETC_PW", "%d", p[1]);
+}
+
 static RtKArg in(int i) { return (RtKArg){RT_KARG_IN, i, 0}; }
 static RtKArg out(int i) { return (RtKArg){RT_KARG_OUT, i, 0}; }
 static RtKArg scratch(size_t offset) { return (RtKArg){RT_KARG_SCRATCH, 0, offset}; }
@@ -141,7 +162,6 @@ static const IrType *arg_type(const Emit *e, RtKArg a) {
   return a.kind == RT_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
 }
 
-static void def(Emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void def(Emit *e, const char *name, const char *fmt, ...) {
   if (e->ndefs >= MAX_DEFS) return;
   snprintf(e->defs[e->ndefs][0], DEF_LEN, "%s", name);
@@ -244,6 +264,9 @@ typedef struct Chan {
   IrDtype ty, tg; /* apply's result and the gradient dy (NETC_TY, NETC_TG), when not dt */
   size_t coef;    /* scratch offset of coef[4][C] */
   int round_x;    /* apply (AFFINE): x rounded to ty first (NETC_ROUND_X) */
+  int copy;       /* reduce (STATS): also writes x rounded to tc, its third argument (NETC_RED_COPY) */
+  IrDtype tc;
+  const IrType *gather; /* BWD: dy is this max pool output's gradient, gathered (NETC_GATHER), or NULL */
 } Chan;
 
 /* Shape and reduction geometry of per-channel work on tensor t whose
@@ -278,6 +301,10 @@ static void chan_defs(Emit *e, const Chan *c) {
   def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_V", "%d", c->V);
+  if (c->gather) {
+    def(e, "NETC_GATHER", "1");
+    window_defs(e, out_type(e, 0), c->gather);
+  }
 }
 
 /* The partial sums: op is NETC_RED_STATS, NETC_RED_BWD or NETC_RED_SUM. */
@@ -286,6 +313,10 @@ static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
   def(e, op, "1");
   def(e, "NETC_RELU", "%d", relu);
   chan_defs(e, c);
+  if (c->copy) {
+    def(e, "NETC_RED_COPY", "1");
+    def(e, "NETC_TC", "%s", rt_gpu_tmpl_ctype(c->tc));
+  }
   def(e, "NETC_BX", "%d", c->bx);
   def(e, "NETC_BY", "%d", c->by);
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
@@ -391,15 +422,27 @@ static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, in
  * convolution itself (cuDNN's GenStats, sums into scratch 0): both ways
  * are emitted, the executor runs the one its cuDNN plan allows.
  * conv2d_bn_stats (sb >= 0) writes no y: its finalize writes the
- * equivalent scale and bias into output sb instead (NETC_FIN_SB). */
+ * equivalent scale and bias into output sb instead (NETC_FIN_SB); with a
+ * fifth output zc (pass prologue folded a cast of its f32 z into it), the
+ * statistics pass also writes z rounded to zc's dtype there, so that z is
+ * read once (NETC_RED_COPY). */
 static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu, int sb) {
   Chan c;
   if (chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1))
     return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
   int fusable = e->k->has_conv && e->k->conv.kind == RT_CONV_FWD && c.dt != IR_DT_F32;
+  int zc = sb >= 0 && e->n->nout > 4 ? 4 : -1;
+  if (zc >= 0) {
+    c.copy = 1, c.tc = out_type(e, zc)->dtype;
+    if (c.dt != IR_DT_F32 || (c.tc != IR_DT_F16 && c.tc != IR_DT_BF16))
+      return fail(e, "z's copy zc must be f16 or bf16 of an f32 z");
+  }
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
-  ARGS(e, x, scratch(0));
+  if (zc >= 0)
+    ARGS(e, x, scratch(0), out(zc));
+  else
+    ARGS(e, x, scratch(0));
   if (fusable) last_when(e, RT_K_UNFUSED);
   c.sb = sb >= 0;
   if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return fail(e, "the scale and bias must have z's dtype");
@@ -425,31 +468,87 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
   return 0;
 }
 
+/* batchnorm_relu_bwd_win by cells (pool_bn_bwd.cu) when C/V divides
+ * BLOCK; else 0 (chan_reduce.cu and chan_apply.cu gathering pixel by
+ * pixel), or NETC_PBB=0. */
+static int pbb_cells(const Chan *c) {
+  const char *env = getenv("NETC_PBB");
+  int cv = c->C / c->V;
+  return !(env && strcmp(env, "0") == 0) && cv <= BLOCK && BLOCK % cv == 0;
+}
+
+/* pool_bn_bwd.cu's pass `op` (NETC_PBB_SUMS or NETC_PBB_APPLY) of plan c
+ * on G blocks. */
+static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
+  if (begin(e, strcmp(op, "NETC_PBB_SUMS") == 0 ? "sums" : "apply")) return -1;
+  const IrType *z = out_type(e, 0);
+  def(e, op, "1");
+  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
+  def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(c->tg));
+  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(c->ty));
+  def(e, "NETC_N", "%lld", (long long)dim(e, z, 0));
+  def(e, "NETC_C", "%d", c->C);
+  def(e, "NETC_V", "%d", c->V);
+  window_defs(e, z, c->gather);
+  return end(e, "pool_bn_bwd.cu", G, 1, BLOCK, 1);
+}
+
 /* The launches of a batch norm's backward of gradient dy into output 0
  * (may be dy: in place), dgamma and dbeta outputs 1 and 2; its inputs x,
  * gamma, mean, invstd in a row from index `at` + 1, after beta at `at`
  * when relu (at < 0: from index 1, no beta).  Each launch runs `when`. */
 static int bn_bwd_from(Emit *e, int relu, RtKArg dy, int at, RtKWhen when) {
   int xi = relu ? at + 1 : 1, p = xi + 1;
+  int gather = e->n->op == IR_OP_BATCHNORM_RELU_BWD_WIN; /* dy a max pool's, its winners input 1 */
   RtKArg x = in(xi), beta = relu ? in(at) : in(p);
   Chan c;
   if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, arg_type(e, dy)->dtype, &c) ||
       check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, at, at, 1, 0)))
     return -1;
+  if (gather) {
+    const IrType *w = in_type(e, 1);
+    if (w->dtype != IR_DT_I8 || w->layout != IR_LAYOUT_NHWC || out_type(e, 0)->layout != IR_LAYOUT_NHWC)
+      return fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
+    c.gather = w;
+    if (pbb_cells(&c)) { /* sums and apply by cells of z */
+      const IrType *z = out_type(e, 0);
+      int k[2], st[2];
+      attr2(e->n, "k", 1, k);
+      attr2(e->n, "s", 1, st);
+      int64_t units = dim(e, z, 0) * ((z->dim[1] + st[0] - 1) / st[0]) * ((z->dim[2] + st[1] - 1) / st[1]) * (c.C / c.V);
+      c.G = (int)grid_1d(e, units);
+      c.coef = align256((size_t)2 * c.G * c.C * sizeof(float));
+      need_scratch(e, c.coef + (size_t)4 * c.C * sizeof(float));
+      if (pbb_launch(e, &c, "NETC_PBB_SUMS", (unsigned)c.G)) return -1;
+      ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+      if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
+      ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
+      if (pbb_launch(e, &c, "NETC_PBB_APPLY", grid_1d(e, units))) return -1;
+      ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
+      return 0;
+    }
+  }
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
-  ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  if (gather)
+    ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  else
+    ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   last_when(e, when);
   if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
   ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
   last_when(e, when);
   if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
-  ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
+  if (gather)
+    ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
+  else
+    ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
   last_when(e, when);
   return 0;
 }
 
 /* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
- * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta.  The relu's
+ * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta (and
+ * batchnorm_relu_bwd_win (dy, win, beta, z, ...): bn_bwd_from at 2).  The relu's
  * mask is recomputed from z with beta (the kernels take gamma twice in its
  * place without one).  dy and dx may have other dtypes than x (the f32
  * stem's f16 gradient, read as it is). */
@@ -701,24 +800,15 @@ static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType
   def(e, which, "1");
   def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
   def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
-  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
-  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
   def(e, "NETC_C", "%d", C);
   def(e, "NETC_V", "%d", V);
   IrOp op = e->n->op;
-  if (op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_BWD) return;
-  int k[2], s[2], p[2];
-  attr2(e->n, "k", 1, k);
-  attr2(e->n, "s", 1, s);
-  attr2(e->n, "p", 0, p);
-  def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
-  def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
-  def(e, "NETC_R", "%d", k[0]);
-  def(e, "NETC_S", "%d", k[1]);
-  def(e, "NETC_SH", "%d", s[0]);
-  def(e, "NETC_SW", "%d", s[1]);
-  def(e, "NETC_PH", "%d", p[0]);
-  def(e, "NETC_PW", "%d", p[1]);
+  if (op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_BWD) {
+    def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
+    def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
+    return;
+  }
+  window_defs(e, tx, ty);
   def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
 }
 
@@ -745,6 +835,24 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
   }
   need_scratch(e, (size_t)numel(e, ty));
   return end(e, "pool.cu", grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
+}
+
+/* maxpool_bn_relu's tiling (pool.cu NETC_POOL_TILE): *toh x *tow output
+ * pixels a block of BLOCK threads, one per pixel and channel vector, when
+ * C/V divides BLOCK and the input tile fits in shared memory (48 KB
+ * static); 0 when it does not (the grid-stride kernel), or NETC_POOL_TILE=0. */
+static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, int *tow) {
+  const char *env = getenv("NETC_POOL_TILE");
+  int cv = C / V, k[2], s[2];
+  if ((env && strcmp(env, "0") == 0) || cv > BLOCK || BLOCK % cv) return 0;
+  attr2(e->n, "k", 1, k);
+  attr2(e->n, "s", 1, s);
+  int pix = BLOCK / cv;
+  *tow = pix < 8 ? pix : 8;
+  *toh = pix / *tow;
+  size_t bytes = (size_t)((*toh - 1) * s[0] + k[0]) * (size_t)((*tow - 1) * s[1] + k[1]) * (size_t)C *
+                 ir_dtype_size(tx->dtype);
+  return bytes <= 48 * 1024;
 }
 
 static int emit_pool(Emit *e) {
@@ -783,6 +891,14 @@ static int emit_pool(Emit *e) {
     def(e, "NETC_POOL_WIN", "1");
     def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tx->dtype));
     ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
+    int toh, tow;
+    if (pool_tile(e, tx, C, V, &toh, &tow)) {
+      def(e, "NETC_POOL_TILE", "1");
+      def(e, "NETC_POOL_TOH", "%d", toh);
+      def(e, "NETC_POOL_TOW", "%d", tow);
+      int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
+      return end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
+    }
   } else {
     ARGS(e, in(0), out(0));
   }
@@ -857,10 +973,83 @@ static int emit_relayout(Emit *e) {
   def(e, "NETC_IN_LAST", "%d", in_last);
   def(e, "NETC_OUT_LAST", "%d", out_last);
   ARGS(e, in(0), out(0));
+  int64_t co = ty->dim[out_last ? 3 : 1], vbytes = co * (int64_t)ir_dtype_size(ty->dtype);
+  if (!in_last && out_last && (vbytes == 4 || vbytes == 8 || vbytes == 16)) { /* one thread per pixel */
+    def(e, "NETC_PIXEL_VEC", "1");
+    return end(e, "relayout.cu", grid_1d(e, numel(e, ty) / co), 1, BLOCK, 1);
+  }
   return end(e, "relayout.cu", grid_1d(e, numel(e, ty)), 1, BLOCK, 1);
 }
 
-/* --- linear (linear.cu) ------------------------------------------------------ */
+/* --- linear (cuDNN as a 1x1 convolution, else linear.cu) --------------------- */
+
+/* A linear op is the 1x1 convolution of x [N, C] read as NHWC [N, 1, 1, C]
+ * by w [K, C] read as KRSC [K, 1, 1, C] into y [N, K] read as [N, 1, 1, K]
+ * (row-major matrices are exactly that memory); linear_bwd_data and
+ * linear_bwd_weight are its data and weight gradients.  The forward roles
+ * (rt_cudnn.h): linear x = in 0, w = in 1, y = out 0; linear_bwd_data
+ * (dy, w) x = out 0, w = in 1, y = in 0; linear_bwd_weight (dy, x) x = in 1,
+ * w = out 0, y = in 0. */
+static void linear_roles(const Emit *e, RtConvKind *kind, RtKArg *x, RtKArg *w, RtKArg *y) {
+  switch (e->n->op) {
+  case IR_OP_LINEAR: *kind = RT_CONV_FWD, *x = in(0), *w = in(1), *y = out(0); break;
+  case IR_OP_LINEAR_BWD_DATA: *kind = RT_CONV_BWD_DATA, *x = out(0), *w = in(1), *y = in(0); break;
+  default: *kind = RT_CONV_BWD_FILTER, *x = in(1), *w = out(0), *y = in(0); break;
+  }
+}
+
+/* Whether node e's linear op runs on cuDNN: its three matrices row-major
+ * of one dtype cuDNN takes (f32, f16, bf16), their dims in a convolution's
+ * int and consistent.  Anything else (a linear of mixed dtypes) keeps
+ * linear.cu, as does every linear op with $NETC_LINEAR_CUDNN=0 (for
+ * comparisons).  A shape cuDNN has no engine for is known only when the
+ * executor plans it, and fails there as a convolution's does. */
+static int linear_on_cudnn(const Emit *e) {
+  const char *v = getenv("NETC_LINEAR_CUDNN");
+  if (v && strcmp(v, "0") == 0) return 0;
+  RtConvKind kind;
+  RtKArg a[3];
+  linear_roles(e, &kind, &a[0], &a[1], &a[2]);
+  const IrType *tx = arg_type(e, a[0]), *tw = arg_type(e, a[1]), *ty = arg_type(e, a[2]);
+  IrDtype dt = tx->dtype;
+  if ((dt != IR_DT_F32 && dt != IR_DT_F16 && dt != IR_DT_BF16) || tw->dtype != dt || ty->dtype != dt) return 0;
+  for (int i = 0; i < 3; i++) {
+    const IrType *t = arg_type(e, a[i]);
+    if (t->rank != 2 || t->layout != IR_LAYOUT_ROW) return 0;
+    for (int j = 0; j < 2; j++)
+      if (dim(e, t, j) < 1 || dim(e, t, j) > 0x7fffffff) return 0; /* RtConvDesc's ints */
+  }
+  return dim(e, tx, 0) == dim(e, ty, 0) && tx->dim[1] == tw->dim[1] && ty->dim[1] == tw->dim[0];
+}
+
+/* Node e's linear op as its cuDNN convolution (linear_roles), and a
+ * linear's bias added after it as a convolution's is (chan_apply.cu
+ * NETC_APPLY_BIAS in place: cuDNN's result is rounded to y's dtype first). */
+static int linear_cudnn(Emit *e) {
+  RtKNode *k = e->k;
+  RtConvDesc *d = &k->conv;
+  RtConvKind kind;
+  linear_roles(e, &kind, &k->conv_x, &k->conv_w, &k->conv_y);
+  const IrType *tx = arg_type(e, k->conv_x), *tw = arg_type(e, k->conv_w);
+  memset(d, 0, sizeof *d);
+  d->kind = kind;
+  d->n = (int)dim(e, tx, 0), d->h = d->w = 1, d->c = (int)tx->dim[1];
+  d->k = (int)tw->dim[0], d->r = d->s = 1;
+  d->ho = d->wo = 1;
+  d->stride[0] = d->stride[1] = d->dilation[0] = d->dilation[1] = 1;
+  d->groups = 1;
+  d->dtype = tx->dtype;
+  const IrAttr *math = ir_attr_find(e->n, "math"); /* strict FP32 unless the node allows TF32 */
+  d->tf32 = tx->dtype == IR_DT_F32 && math && math->kind == IR_ATTR_STR && strcmp(math->s, "tf32") == 0;
+  k->has_conv = 1;
+  if (e->n->op != IR_OP_LINEAR || e->n->nin < 3) return 0;
+  Chan c;
+  if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+  const char *tb = rt_gpu_tmpl_ctype(in_type(e, 2)->dtype);
+  if (chan_plan(e, out_type(e, 0), &c) || chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
+  ARGS(e, out(0), in(2), out(0));
+  return 0;
+}
 
 static int emit_linear(Emit *e) {
   IrOp op = e->n->op;
@@ -868,6 +1057,7 @@ static int emit_linear(Emit *e) {
   if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return fail(e, "linear needs [N, C] matrices");
   if (!rt_gpu_tmpl_is_float(t0->dtype) || !rt_gpu_tmpl_is_float(t1->dtype) || !rt_gpu_tmpl_is_float(to->dtype))
     return fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
+  if (linear_on_cudnn(e)) return linear_cudnn(e);
   int64_t M, N, K, sam, sak, sbk, sbn;
   int64_t batch = dim(e, t0, 0);
   if (op == IR_OP_LINEAR) { /* x [M, K], W [N, K] */
@@ -1032,6 +1222,7 @@ static int emit_node(Emit *e) {
   case IR_OP_BATCHNORM_TRAIN: return bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0, -1);
   case IR_OP_BATCHNORM_BWD: return bn_bwd(e, 0);
   case IR_OP_BATCHNORM_RELU_BWD: return bn_bwd(e, 1);
+  case IR_OP_BATCHNORM_RELU_BWD_WIN: return bn_bwd_from(e, 1, in(0), 2, RT_K_ALWAYS);
   case IR_OP_CHANNEL_SUM: return emit_channel_sum(e);
   case IR_OP_MAXPOOL:
   case IR_OP_AVGPOOL:

@@ -12,7 +12,9 @@
  *
  * Convolutions are not generated: for a node that contains one (conv2d,
  * conv2d_bn_train, conv2d_bn, conv2d_bwd_data, conv2d_bwd_weight,
- * conv2d_bwd_data_relu, conv2d_bwd_data_bn_relu) `conv` says which cuDNN
+ * conv2d_bwd_data_relu, conv2d_bwd_data_bn_relu, and linear,
+ * linear_bwd_data, linear_bwd_weight as 1x1 convolutions of [N, 1, 1, C]
+ * unless they fall back to linear.cu) `conv` says which cuDNN
  * convolution the executor runs first (see rt_cudnn.h; its x/w/y are the
  * node's tensors listed in conv_x/conv_w/conv_y), and the launches cover the
  * rest of the node (batch statistics, normalization, relu, masks), reading

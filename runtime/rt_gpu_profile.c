@@ -157,7 +157,7 @@ static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
     for (int b = 0; b < a && !seen; b++) seen = arg_value(n, &l->args[b]) == v;
     if (v >= 0 && !seen) r->bytes += value_bytes(x, v);
   }
-  if (j == 0) r->flops = linear_flops(x, n);
+  if (j == 0 && !x->conv[i].plan) r->flops = linear_flops(x, n); /* on cuDNN: describe_conv counts them */
 }
 
 /* The records of every piece, in step order. */

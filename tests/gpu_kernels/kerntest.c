@@ -2,20 +2,26 @@
 #include "kerntest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "compile.h"
 
 static const KerntestGraph GRAPHS[] = {
-    {"smallcnn-train", "models/smallcnn.net", 0, NULL, IR_DT_F16},
-    {"smallcnn-bf16-train", "models/smallcnn.net", 0, NULL, IR_DT_BF16},
-    {"smallcnn-infer", "models/smallcnn.net", 1, NULL, IR_DT_F16},
-    {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, "fuse", IR_DT_BF16},
-    {"smallcnn-unfused-infer", "models/smallcnn.net", 1, "fuse", IR_DT_F16},
-    {"resnet20-train", "models/resnet20.net", 0, NULL, IR_DT_F16},
-    {"resnet20-infer", "models/resnet20.net", 1, NULL, IR_DT_F16},
-    {"stem7-train", "tests/gpu_kernels/stem7.net", 0, NULL, IR_DT_F16},
+    {"smallcnn-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 0},
+    {"smallcnn-bf16-train", "models/smallcnn.net", 0, NULL, IR_DT_BF16, 0},
+    {"smallcnn-infer", "models/smallcnn.net", 1, NULL, IR_DT_F16, 0},
+    /* the linear ops (with a bias) on cuDNN in strict FP32 */
+    {"smallcnn-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 0},
+    /* and on linear.cu, cuDNN's fallback */
+    {"smallcnn-linearcu-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 1},
+    {"smallcnn-linearcu-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 1},
+    {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, "fuse", IR_DT_BF16, 0},
+    {"smallcnn-unfused-infer", "models/smallcnn.net", 1, "fuse", IR_DT_F16, 0},
+    {"resnet20-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0},
+    {"resnet20-infer", "models/resnet20.net", 1, NULL, IR_DT_F16, 0},
+    {"stem7-train", "tests/gpu_kernels/stem7.net", 0, NULL, IR_DT_F16, 0},
     /* the max pool's backward recomputing its winners (maxpool_bn_relu_bwd) */
-    {"stem7-noprologue-train", "tests/gpu_kernels/stem7.net", 0, "prologue", IR_DT_F16},
+    {"stem7-noprologue-train", "tests/gpu_kernels/stem7.net", 0, "prologue", IR_DT_F16, 0},
 };
 
 const KerntestGraph *kerntest_graphs(int *n) {
@@ -30,6 +36,10 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   diag_init(&d, stderr);
   PassCtx cx = {.d = &d, .inference = kg->inference, .precision = kg->precision, .precision_set = 1};
   if (kg->off) cx.disabled |= pipeline_bit(kg->off);
+  if (kg->linear_cu)
+    setenv("NETC_LINEAR_CUDNN", "0", 1);
+  else
+    unsetenv("NETC_LINEAR_CUDNN");
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
   return g;
@@ -43,19 +53,35 @@ int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
 
 RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0, 2048}; }
 
+/* Casts, an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
+ * reading maxpool_bn_relu's winners on an odd channel count (the compiled
+ * graphs have only the second, gathering by tiles: here it gathers from
+ * global memory). */
 static const char EXTRA[] = "graph extra {\n"
                             "  input %0 x : f32[N,5,7,67] NHWC\n"
                             "  input %1 h : f16[N,5,7,67] NHWC\n"
                             "  input %2 g : bf16[1001]\n"
                             "  input %3 lr : f32[]\n"
                             "  input %4 loss_scale : f32[]\n"
+                            "  input %5 dy : f16[N,3,4,67] NHWC\n"
+                            "  input %6 v : f32[67]\n"
                             "  param @w : f32[1001]\n"
                             "  state @b : f32[1001]\n"
-                            "  %5 = cast(%0) {to=i8} : i8[N,5,7,67] NHWC\n"
-                            "  %6 = cast(%1) {to=bf16} : bf16[N,5,7,67] NHWC\n"
-                            "  %7 = cast(%6) {to=f32} : f32[N,5,7,67] NHWC\n"
+                            "  %7 = cast(%0) {to=i8} : i8[N,5,7,67] NHWC\n"
+                            "  %8 = cast(%1) {to=bf16} : bf16[N,5,7,67] NHWC\n"
+                            "  %9 = cast(%8) {to=f32} : f32[N,5,7,67] NHWC\n"
                             "  sgd_update(@w, %2, @b, %3, %4) {momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
-                            "  output %7\n"
+                            "  %10, %11 = maxpool_bn_relu(%1, %6, %6, %6, %6) {k=3x3 s=2x2 p=1x1}"
+                            " : f16[N,3,4,67] NHWC, i8[N,3,4,67] NHWC\n"
+                            "  %12 = maxpool_bwd_win(%5, %11) {k=3x3 s=2x2 p=1x1 in_hw=5x7} : f16[N,5,7,67] NHWC\n"
+                            "  %13, %14, %15 = batchnorm_relu_bwd_win(%5, %11, %6, %1, %6, %6, %6)"
+                            " {k=3x3 s=2x2 p=1x1 in_hw=5x7} : f16[N,5,7,67] NHWC, f32[67], f32[67]\n"
+                            "  output %9\n"
+                            "  output %10\n"
+                            "  output %12\n"
+                            "  output %13\n"
+                            "  output %14\n"
+                            "  output %15\n"
                             "}\n";
 
 IrGraph *kerntest_extra(Arena *a) {

@@ -14,12 +14,14 @@ typedef struct KerntestGraph {
   int inference;
   const char *off; /* a pass turned off (-fno-NAME), or NULL */
   IrDtype precision;
+  int linear_cu; /* the linear ops on linear.cu, not cuDNN ($NETC_LINEAR_CUDNN=0) */
 } KerntestGraph;
 
 /* The graphs every test walks; *n receives the count. */
 const KerntestGraph *kerntest_graphs(int *n);
 /* Compiles root/model with the variant's options (the memory plan at its
- * train batch); NULL after printing the diagnostics. */
+ * train batch) and sets $NETC_LINEAR_CUDNN for the emission that follows
+ * (linear_cu: "0", else unset); NULL after printing the diagnostics. */
 IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
 /* A hand-written graph of what the models lack: f32 -> i8 (with a tail),
  * f16 -> bf16 -> f32 casts, nesterov SGD with a bf16 gradient. */

@@ -7,15 +7,18 @@
  * and its outputs and scratch are poisoned with NaN bytes; for a node with
  * a convolution, the convolution's result (computed here with rt_ref, the
  * same kernels the executor uses, rounded to its dtype) stands in for
- * cuDNN's.  Then the node's kernels (for a convolution that may write its
+ * cuDNN's; a linear op's (a 1x1 convolution, rt_gpu_kernels.c) is cuDNN's
+ * own, its output compared like a kernel's.  Then the node's kernels (for a convolution that may write its
  * batch-norm statistics, the launches that run when it does not) run with the emitted grids, blocks and
  * arguments, and every output (and every input updated in place: running
  * statistics, SGD weights and momentum buffers) is compared with the CPU's:
  * max |gpu - cpu| / max(1, max |cpu|) per tensor, within 1e-5 for f32
  * results and 1e-2 for f16/bf16 ones.  Among them, at least one f32 stem
  * conv2d_bn_train with an f16/bf16 y and one batchnorm_relu_bwd reading an
- * f16/bf16 dy with f32 z must be compared.  A table of ops, nodes and worst
- * errors is printed last.
+ * f16/bf16 dy with f32 z must be compared, and at least one conv2d_bn_stats
+ * writing zc, whose zc must be the GPU's own z rounded to zc's dtype bit
+ * for bit (as a cast rounds it).  A table of ops, nodes and worst errors is
+ * printed last.
  *
  * Without a driver or a GPU it prints "skipped: <why>" and exits 77.
  * Usage: test_kernels_gpu SOURCE_ROOT */
@@ -28,6 +31,7 @@
 #include "kerntest.h"
 #include "rt_cpu_op.h"
 #include "rt_cuda.h"
+#include "rt_cudnn.h"
 #include "rt_nvrtc.h"
 #include "rt_ref.h"
 
@@ -40,6 +44,7 @@ typedef struct Gpu {
   const RtCudaApi *api;
   RtGpuDevice dev;
   char arch[16];
+  RtCudnn *dnn; /* runs the linear ops' convolutions */
 } Gpu;
 
 typedef struct OpStat {
@@ -50,6 +55,7 @@ typedef struct OpStat {
 static OpStat stats[IR_OP_COUNT];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes compared: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded;        /* convolutions run folded, left to test_gpu_exec's whole models */
+static int zc_nodes;      /* conv2d_bn_stats nodes whose zc zc_exact checked */
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static float uniform(float lo, float hi) {
@@ -200,6 +206,28 @@ static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, co
   return rc == 0 && ok;
 }
 
+/* A linear op's convolution (a 1x1 one, nothing fused) run by cuDNN itself,
+ * so that the GPU's reading of its operands is what is compared. */
+static int linear_cudnn(Gpu *gp, const IrNode *n, const RtKNode *k, CUdeviceptr *dev) {
+  const RtKArg *roles[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
+  CUdeviceptr p[3], ws = 0;
+  for (int r = 0; r < 3; r++)
+    p[r] = dev[roles[r]->kind == RT_KARG_IN ? n->in[roles[r]->index] : n->out[roles[r]->index]];
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  int ok = gp->dnn && rt_cudnn_conv_plan(gp->dnn, &k->conv, &plan, &ws_bytes, err, sizeof err) == RT_CUDA_OK &&
+           (!ws_bytes || RT_CU(gp->api, MemAlloc, (&ws, ws_bytes), "cuDNN workspace", err, sizeof err) == RT_CUDA_OK);
+  if (ok) {
+    RtConvIo io = {.x = p[0], .w = p[1], .y = p[2], .workspace = ws};
+    ok = rt_cudnn_conv_exec(gp->dnn, plan, &io, err, sizeof err) == RT_CUDA_OK &&
+         RT_CU(gp->api, StreamSynchronize, (rt_cuda_ctx_stream(gp->ctx)), "linear on cuDNN", err, sizeof err) ==
+             RT_CUDA_OK;
+  }
+  CHECK(ok, "%s (%s): %s", n->name ? n->name : "", ir_op_info(n->op)->name, gp->dnn ? err : "no cuDNN");
+  if (ws) gp->api->MemFree(ws);
+  return ok;
+}
+
 /* --- one node ----------------------------------------------------------------- */
 
 /* Inputs the op updates in place. */
@@ -246,6 +274,31 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
   return worst;
 }
 
+/* conv2d_bn_stats's zc (output 4) on the device against its z (output 0)
+ * on the device, rounded as rt_ref rounds (the cast's rounding): bit for bit. */
+static void zc_exact(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, CUdeviceptr *dev, const char *what) {
+  int64_t count = rt_cpu_numel(x, n->out[0]);
+  IrDtype dc = g->val[n->out[4]].type.dtype;
+  float *z = malloc(sizeof *z * (size_t)count);
+  uint16_t *zc = malloc(sizeof *zc * (size_t)count);
+  if (!z || !zc) abort();
+  int ok = g->val[n->out[0]].type.dtype == IR_DT_F32 && (dc == IR_DT_F16 || dc == IR_DT_BF16) &&
+           !RT_CU(gp->api, MemcpyDtoH, (z, dev[n->out[0]], sizeof *z * (size_t)count), "z", err, sizeof err) &&
+           !RT_CU(gp->api, MemcpyDtoH, (zc, dev[n->out[4]], sizeof *zc * (size_t)count), "zc", err, sizeof err);
+  CHECK(ok, "%s: f32 z and f16/bf16 zc downloaded (%s)", what, err);
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; ok && i < count; i++) {
+    uint16_t want = dc == IR_DT_F16 ? rt_ref_f32_to_f16(z[i]) : rt_ref_f32_to_bf16(z[i]);
+    if (zc[i] != want && !bad++) first = i;
+  }
+  CHECK(bad == 0, "%s: zc is not z rounded to %s in %lld of %lld elements (first [%lld]: z %.9g, zc 0x%04x)", what,
+        ir_dtype_name(dc), (long long)bad, (long long)count, (long long)first, first >= 0 ? z[first] : 0.0,
+        first >= 0 ? zc[first] : 0);
+  zc_nodes += ok;
+  free(z);
+  free(zc);
+}
+
 static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *k, CUfunction *fn, CUdeviceptr *dev,
                      CUdeviceptr scratch, const char *gname) {
   const IrNode *n = &g->node[i];
@@ -271,12 +324,15 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *
     if (dt == IR_DT_F16) rt_ref_round_f16(rt_cpu_numel(x, v), rt_cpu_data(x, v), rt_cpu_data(x, v));
     if (dt == IR_DT_BF16) rt_ref_round_bf16(rt_cpu_numel(x, v), rt_cpu_data(x, v), rt_cpu_data(x, v));
   }
-  if (!ok || rc || k->nlaunch == 0) return;
+  int linear = k->has_conv && (n->op == IR_OP_LINEAR || n->op == IR_OP_LINEAR_BWD_DATA ||
+                                n->op == IR_OP_LINEAR_BWD_WEIGHT);
+  if (!ok || rc || (k->nlaunch == 0 && !linear)) return;
   if (k->has_conv && k->conv_x.kind == RT_KARG_SCRATCH) { /* folded (s2d.cu): cuDNN's, no stand-in */
     folded++;
     return;
   }
-  if (k->has_conv && (!conv_standin(gp, x, g, n, k, dev) || !sync_copies(gp))) return;
+  if (linear ? !linear_cudnn(gp, n, k, dev) : k->has_conv && (!conv_standin(gp, x, g, n, k, dev) || !sync_copies(gp)))
+    return;
   for (int l = 0; l < k->nlaunch; l++) {
     const RtKLaunch *L = &k->launch[l];
     /* the stand-in convolution writes no statistics: the node's unfused
@@ -300,7 +356,7 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *
       return;
     }
   }
-  if (RT_CU(gp->api, StreamSynchronize, (rt_cuda_ctx_stream(gp->ctx)), k->launch[0].name, err, sizeof err)) {
+  if (RT_CU(gp->api, StreamSynchronize, (rt_cuda_ctx_stream(gp->ctx)), n->name ? n->name : op, err, sizeof err)) {
     CHECK(0, "%s", err);
     return;
   }
@@ -317,6 +373,10 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *
     snprintf(what, sizeof what, "%s node %d (%s %s) updated input %d", gname, i, op, n->name ? n->name : "", a);
     double e = compare(gp, x, g, n->in[a], dev[n->in[a]], what);
     if (e > worst) worst = e;
+  }
+  if (n->op == IR_OP_CONV2D_BN_STATS && n->nout == 5) {
+    snprintf(what, sizeof what, "%s node %d (%s %s) zc", gname, i, op, n->name ? n->name : "");
+    zc_exact(gp, x, g, n, dev, what);
   }
   OpStat *s = &stats[n->op];
   s->nodes++;
@@ -410,6 +470,8 @@ int main(int argc, char **argv) {
   if (s == RT_CUDA_ENODEVICE) return check_skip(err);
   CHECK(s == RT_CUDA_OK, "context: %s", err);
   if (s) return check_report();
+  s = rt_cudnn_init(&gp.dnn, rt_cuda_ctx_stream(gp.ctx), 0, err, sizeof err);
+  CHECK(s == RT_CUDA_OK, "cuDNN (the linear ops run on it): %s", err);
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
   gp.dev = (RtGpuDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
@@ -440,6 +502,9 @@ int main(int argc, char **argv) {
   printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd compared\n", stem_mixed[0],
          stem_mixed[1]);
   CHECK(!major || (stem_mixed[0] > 0 && stem_mixed[1] > 0), "the f32 stem's mixed-dtype nodes were not compared");
+  printf("conv2d_bn_stats writing zc, checked bit for bit: %d\n", zc_nodes);
+  CHECK(!major || zc_nodes > 0, "no conv2d_bn_stats with zc was compared");
+  rt_cudnn_free(gp.dnn);
   rt_cuda_ctx_free(gp.ctx);
   return check_report();
 }

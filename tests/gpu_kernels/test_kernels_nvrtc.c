@@ -1,10 +1,13 @@
 /* test_kernels_nvrtc.c - every node of real final graphs (kerntest.h:
  * smallcnn and resnet20, training and inference, fused and not, f16 and
  * bf16, among them the f32 stem's conv2d_bn_train with an f16/bf16 y and
- * its batchnorm_relu_bwd with an f16/bf16 dy: at least one of each) gets its kernels from rt_gpu_kernels_emit, with launches that make
+ * its batchnorm_relu_bwd with an f16/bf16 dy, and the f32 stem's
+ * conv2d_bn_stats writing zc, its statistics pass writing the copy: at
+ * least one of each) gets its kernels from rt_gpu_kernels_emit, with launches that make
  * sense (names k<node>_..., grids and blocks in range, arguments naming
  * existing tensors or scratch inside scratch_bytes, a convolution exactly
- * on conv nodes), and each graph's sources, concatenated as the executor
+ * on conv nodes and, but in the linear.cu variants, on linear ops as a 1x1
+ * one: check_linear), and each graph's sources, concatenated as the executor
  * does, compile as one NVRTC program for sm_90 without a warning, holding
  * every kernel.  Needs libnvrtc, not a GPU: without it, skipped (77).
  * Usage: test_kernels_nvrtc SOURCE_ROOT */
@@ -22,6 +25,10 @@ static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight g
 static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
 static int pool_bn_nodes;  /* maxpool_bn_relu_bwd nodes checked */
 static int pool_win_nodes; /* maxpool_bwd_win nodes checked */
+static int zc_nodes;       /* conv2d_bn_stats nodes writing zc checked */
+static int bn_win_nodes[2]; /* batchnorm_relu_bwd_win nodes checked: gathering from global memory, by tiles */
+static int linear_cu;      /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
+static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 
 static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
   return a->kind == kind && (kind == RT_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -75,6 +82,51 @@ static int is_conv(IrOp op) {
          op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
 }
 
+static int is_linear(IrOp op) {
+  return op == IR_OP_LINEAR || op == IR_OP_LINEAR_BWD_DATA || op == IR_OP_LINEAR_BWD_WEIGHT;
+}
+
+/* A linear op on cuDNN: the 1x1 convolution of [N,1,1,C] by [K,1,1,C] in
+ * the node's dtype (strict FP32 for f32), its forward roles x, w, y as
+ * rt_gpu_kernels.c's linear_roles; a linear's bias then added in place
+ * (chan_apply.cu bias), nothing else launched.  On linear.cu: one launch. */
+static void check_linear(const IrGraph *g, int i, const RtKNode *k, const char *gname) {
+  const IrNode *n = &g->node[i];
+  int op = n->op == IR_OP_LINEAR ? 0 : n->op == IR_OP_LINEAR_BWD_DATA ? 1 : 2, bias = op == 0 && n->nin == 3;
+  linear_nodes[k->has_conv][op]++;
+  if (!k->has_conv) {
+    CHECK(k->nlaunch == 1 && strstr(k->source, "#define NETC_SAM"), "%s node %d: linear.cu's one launch", gname, i);
+    return;
+  }
+  static const struct {
+    RtConvKind kind;
+    RtKArgKind x, w, y;
+    int xi, wi, yi;
+  } R[3] = {{RT_CONV_FWD, RT_KARG_IN, RT_KARG_IN, RT_KARG_OUT, 0, 1, 0},
+            {RT_CONV_BWD_DATA, RT_KARG_OUT, RT_KARG_IN, RT_KARG_IN, 0, 1, 0},
+            {RT_CONV_BWD_FILTER, RT_KARG_IN, RT_KARG_OUT, RT_KARG_IN, 1, 0, 0}};
+  const RtConvDesc *d = &k->conv;
+  const IrType *tx = &g->val[R[op].x == RT_KARG_IN ? n->in[R[op].xi] : n->out[R[op].xi]].type;
+  const IrType *tw = &g->val[R[op].w == RT_KARG_IN ? n->in[R[op].wi] : n->out[R[op].wi]].type;
+  CHECK(d->kind == R[op].kind && arg_is(&k->conv_x, R[op].x, R[op].xi) && arg_is(&k->conv_w, R[op].w, R[op].wi) &&
+            arg_is(&k->conv_y, R[op].y, R[op].yi),
+        "%s node %d: the linear op's convolution kind %d and tensors", gname, i, d->kind);
+  CHECK(d->n == (g->plan_batch > 0 ? g->plan_batch : 3) && d->h == 1 && d->w == 1 && d->c == tx->dim[1] &&
+            d->k == tw->dim[0] && d->r == 1 && d->s == 1 && d->ho == 1 && d->wo == 1 && d->stride[0] == 1 &&
+            d->stride[1] == 1 && d->pad[0] == 0 && d->pad[1] == 0 && d->dilation[0] == 1 && d->dilation[1] == 1 &&
+            d->groups == 1,
+        "%s node %d: linear as a 1x1 convolution: n%d c%d h%d w%d k%d r%d s%d", gname, i, d->n, d->c, d->h, d->w,
+        d->k, d->r, d->s);
+  CHECK(d->dtype == tx->dtype && !d->tf32 && !d->genstats && !d->prologue && !d->epilogue && !d->dbn,
+        "%s node %d: the linear op's convolution in %s, nothing fused", gname, i, ir_dtype_name(d->dtype));
+  const RtKLaunch *L = &k->launch[0];
+  CHECK(bias ? k->nlaunch == 1 && strstr(L->name, "_bias_") && L->when == RT_K_ALWAYS && !L->before &&
+                   L->nargs == 3 && arg_is(&L->args[0], RT_KARG_OUT, 0) && arg_is(&L->args[1], RT_KARG_IN, 2) &&
+                   arg_is(&L->args[2], RT_KARG_OUT, 0) && strstr(k->source, "#define NETC_APPLY_BIAS 1")
+             : k->nlaunch == 0,
+        "%s node %d: %d launches after the linear op's convolution (bias %d)", gname, i, k->nlaunch, bias);
+}
+
 static int contains(const char *hay, size_t n, const char *needle) {
   size_t k = strlen(needle);
   for (size_t i = 0; i + k <= n; i++)
@@ -97,7 +149,8 @@ static void check_arg(const IrNode *n, const RtKNode *k, const char *what, const
 static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, size_t *len, const char *gname) {
   const IrNode *n = &g->node[i];
   const char *op = ir_op_info(n->op)->name;
-  CHECK(k->has_conv == is_conv(n->op), "%s node %d (%s): has_conv %d", gname, i, op, k->has_conv);
+  int on_cudnn = is_conv(n->op) || (is_linear(n->op) && !linear_cu);
+  CHECK(k->has_conv == on_cudnn, "%s node %d (%s): has_conv %d", gname, i, op, k->has_conv);
   if (k->has_conv) {
     check_arg(n, k, "conv x", &k->conv_x);
     check_arg(n, k, "conv w", &k->conv_w);
@@ -113,6 +166,10 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   int none = (n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
               (n->op == IR_OP_CONV2D && n->nin == 2)) &&
              ir_conv_prologue(g, n) < 0;
+  if (is_linear(n->op)) {
+    check_linear(g, i, k, gname);
+    none = k->has_conv && !(n->op == IR_OP_LINEAR && n->nin == 3);
+  }
   /* a folded convolution: its x (and w) folded first, a weight gradient unfolded last */
   int fold = k->nlaunch > 0 && strstr(k->launch[0].name, "_s2d_x_") != NULL;
   if (fold) {
@@ -156,6 +213,18 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     CHECK(ok, "%s node %d: the max-pool backward gathers by the forward's winners, one launch", gname, i);
     pool_win_nodes++;
   }
+  if (n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) {
+    /* sums and apply gather dy by the winners (input 1) */
+    const RtKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
+    int tiled = k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") && strstr(k->source, "#define NETC_PBB_APPLY 1");
+    int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], RT_KARG_IN, 0) &&
+             arg_is(&sums->args[1], RT_KARG_IN, 1) && arg_is(&apply->args[1], RT_KARG_IN, 1) &&
+             arg_is(&apply->args[5], RT_KARG_OUT, 0) && k->source &&
+             (tiled || (strstr(k->source, "#define NETC_GATHER 1") && strstr(k->source, "#define NETC_RED_BWD 1") &&
+                        strstr(k->source, "#define NETC_APPLY_BWD 1")));
+    CHECK(ok, "%s node %d: the batch norm's backward gathers the max pool's gradient in its sums and apply", gname, i);
+    bn_win_nodes[tiled]++;
+  }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
     const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
     int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 &&
@@ -165,6 +234,15 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     for (int a = 0; ok && a < 5; a++) ok = arg_is(&arg->args[a], RT_KARG_IN, a + 1);
     CHECK(ok, "%s node %d: the max pool backward recomputes y from z and the statistics, then gathers dy", gname, i);
     pool_bn_nodes++;
+  }
+  if (n->op == IR_OP_CONV2D_BN_STATS && n->nout == 5) { /* zc written by the statistics pass, z read once */
+    const RtKLaunch *L = NULL;
+    for (int l = 0; l < k->nlaunch; l++)
+      if (strncmp(k->launch[l].name + strlen(prefix), "_stats_", 7) == 0) L = &k->launch[l];
+    CHECK(L && L->nargs == 3 && arg_is(&L->args[0], RT_KARG_OUT, 0) && arg_is(&L->args[1], RT_KARG_SCRATCH, 0) &&
+              arg_is(&L->args[2], RT_KARG_OUT, 4) && k->source && strstr(k->source, "#define NETC_RED_COPY 1"),
+          "%s node %d: the statistics pass reads z and writes its copy zc", gname, i);
+    zc_nodes++;
   }
   if (n->op == IR_OP_CONV2D_BN_TRAIN && kerntest_stem_mixed(g, n))
     CHECK(k->source && strstr(k->source, "#define NETC_ROUND_X 1"),
@@ -251,6 +329,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i <= ng; i++) {
     Arena a;
     arena_init(&a);
+    linear_cu = i < ng && gs[i].linear_cu;
     if (i < ng)
       check_graph(kerntest_compile(&a, argv[1], &gs[i]), gs[i].name, dev);
     else
@@ -268,6 +347,16 @@ int main(int argc, char **argv) {
   CHECK(dbn_nodes > 0, "no conv2d_bwd_data_bn_relu was emitted");
   CHECK(pool_bn_nodes > 0, "no maxpool_bn_relu_bwd was emitted");
   CHECK(pool_win_nodes > 0, "no maxpool_bwd_win was emitted");
+  CHECK(zc_nodes > 0, "no conv2d_bn_stats writing zc was emitted");
+  printf("conv2d_bn_stats writing zc: %d\n", zc_nodes);
+  CHECK(bn_win_nodes[0] > 0 && bn_win_nodes[1] > 0, "batchnorm_relu_bwd_win emitted %d times gathering from global "
+        "memory and %d by tiles: want both", bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
+  for (int c = 0; c < 2; c++)
+    CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
+          "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],
+          linear_nodes[c][1], linear_nodes[c][2]);
+  printf("linear ops on cuDNN: %d fwd, %d bwd data, %d bwd weight; on linear.cu: %d, %d, %d\n", linear_nodes[1][0],
+         linear_nodes[1][1], linear_nodes[1][2], linear_nodes[0][0], linear_nodes[0][1], linear_nodes[0][2]);
   return check_report();
 }

@@ -23,14 +23,18 @@ static void check_profile(const NetProfile *p, int inference) {
         p->kernels_ms, p->step_ms);
   CHECK(p->peak_gbs > 100 && p->peak_tflops > 10, "%s: peaks %g GB/s %g TFLOP/s", what, p->peak_gbs,
         p->peak_tflops);
-  int convs = 0, fwd = 0, wgrad = 0, last = -1;
+  int convs = 0, fwd = 0, wgrad = 0, last = -1, fc = 0;
   for (int i = 0; i < p->nrows; i++) {
     const NetProfRow *r = &p->rows[i];
     CHECK(r->ms > 0 && r->bytes > 0, "%s row %d (%s): ms %g bytes %g", what, i, r->kernel, r->ms, r->bytes);
     CHECK(r->node >= last, "%s: rows out of step order at %d", what, i);
     last = r->node;
     CHECK(r->peak_share < 1.5, "%s: %s at %.0f%% of peak", what, r->kernel, 100 * r->peak_share);
-    if (strncmp(r->kernel, "cudnn_conv_", 11) == 0) {
+    if (strncmp(r->kernel, "cudnn_conv_", 11) == 0 && r->kind == NET_PROF_LINEAR) {
+      fc++; /* the classifier on cuDNN, as a 1x1 convolution */
+      CHECK(r->flops > 0 && strncmp(r->layer, "fc", 2) == 0, "%s: linear %s has flops %g, layer '%s'", what, r->kernel,
+            r->flops, r->layer);
+    } else if (strncmp(r->kernel, "cudnn_conv_", 11) == 0) {
       convs++;
       fwd += r->kind == NET_PROF_CONV_FWD;
       wgrad += r->kind == NET_PROF_CONV_WGRAD;
@@ -41,6 +45,7 @@ static void check_profile(const NetProfile *p, int inference) {
   CHECK(fwd == 21, "%s: %d forward convolutions", what, fwd);
   CHECK(inference ? convs == 21 : convs >= 21 + 21 + 20, "%s: %d convolutions", what, convs);
   CHECK(!inference || wgrad == 0, "inference has %d wgrads", wgrad);
+  CHECK(fc == (inference ? 1 : 3), "%s: %d linear rows on cuDNN", what, fc);
   /* the stem: 2 * 32 * 32*32 * 16 * C * 3*3, its 3 input channels padded to 4 by the layout pass */
   const NetProfRow *stem = NULL;
   for (int i = 0; i < p->nrows && !stem; i++)

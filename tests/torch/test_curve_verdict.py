@@ -68,6 +68,14 @@ v = cv.verdict(ensemble(7.0, 6.5, 0.01), ensemble(7.0, 3.0, 0.01), 0.05)
 check(not v["pass"] and v["ref_falls"] and not v["net_falls"] and "netc's loss does not fall" in v["why"],
       f"netc not falling fails: {v['why']}")
 
+# a reference that only just crosses the 80% line (79.7% of its first window): netc within the windows'
+# allowance just above the line (80.3%, a fall 97% of the reference's) passes; one falling 74% as much fails
+v = cv.verdict(ensemble(7.0, 5.35, 0.01), ensemble(7.0, 5.30, 0.01), 0.02)
+check(v["pass"] and v["net_falls"], f"netc at 80.3% of its start against a reference at 79.7%: pass: {v['why']}")
+v = cv.verdict(ensemble(7.0, 5.75, 0.01), ensemble(7.0, 5.30, 0.01), 0.2)
+check(not v["pass"] and not v["net_falls"] and "fall by 80%" in v["why"],
+      f"netc falling 74% as much as the reference fails: {v['why']}")
+
 try:
     cv.verdict([[1.0] * 20], [[1.0] * 30], 0.02)
     check(False, "runs of different lengths are refused")
