@@ -103,13 +103,8 @@ __device__ __forceinline__ Coef coef_of(const float *coef, const NETC_TB *, cons
 #endif
 /* The gradient of pixel p (of x), channel vector cv, rounded to tg_t. */
 __device__ __forceinline__ netc_vec<tg_t, V> gathered(const tg_t *dy, const unsigned char *code, unsigned p, int cv) {
-  float acc[V];
-  netc_pool_gather<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV, V>(
-      dy, code, (int)(p / (NETC_H * NETC_W)), (int)(p / NETC_W % NETC_H), (int)(p % NETC_W), cv, acc);
-  netc_vec<tg_t, V> g;
-#pragma unroll
-  for (int j = 0; j < V; j++) g.v[j] = netc_cv<tg_t>(acc[j]);
-  return g;
+  return netc_pool_gather_at<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV,
+                             V>(dy, code, p, cv);
 }
 #endif
 

@@ -72,14 +72,8 @@ static constexpr int NSUM = 2;
 #if defined(NETC_GATHER)
 /* The gradient at row r (pixel (n, ih, iw) of x), channel vector cv. */
 __device__ __forceinline__ netc_vec<tg_t, V> gathered(const tg_t *dy, const unsigned char *code, long long r, int cv) {
-  const unsigned p = (unsigned)r; /* rows < 2^32: constant divisions by multiply and shift */
-  float acc[V];
-  netc_pool_gather<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV, V>(
-      dy, code, (int)(p / (NETC_H * NETC_W)), (int)(p / NETC_W % NETC_H), (int)(p % NETC_W), cv, acc);
-  netc_vec<tg_t, V> g;
-#pragma unroll
-  for (int j = 0; j < V; j++) g.v[j] = netc_cv<tg_t>(acc[j]);
-  return g;
+  return netc_pool_gather_at<NETC_H, NETC_W, NETC_HO, NETC_WO, NETC_R, NETC_S, NETC_SH, NETC_SW, NETC_PH, NETC_PW, CV,
+                             V>(dy, code, (unsigned)r, cv);
 }
 #if NETC_ROWS > 0xffffffffLL
 #error "chan_reduce.cu: NETC_GATHER needs fewer than 2^32 rows"

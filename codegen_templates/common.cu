@@ -155,6 +155,16 @@ __device__ __forceinline__ void netc_sgd_elem(TW *w, const TG *g, TB *buf, long 
   if (mu != 0.0f) buf[i] = netc_cv<TB>(bf);
 }
 
+/* The type of an index into at most 2^32 elements (Fits) or more: splitting
+ * a 32-bit one into coordinates divides by constants with a multiply and a
+ * shift rather than a 64-bit sequence. */
+template <bool Fits> struct netc_idx {
+  typedef long long t;
+};
+template <> struct netc_idx<true> {
+  typedef unsigned t;
+};
+
 /* Pooling windows along one axis (K wide, stride ST, padding PAD, OUT
  * outputs): the outputs o0..o1 whose windows cover input index i (none
  * when o0 > o1). */
@@ -190,4 +200,19 @@ __device__ __forceinline__ void netc_pool_gather(const T *dy, const unsigned cha
       for (int j = 0; j < V; j++)
         if (won.v[j] == mine) acc[j] += netc_ld(g.v[j]);
     }
+}
+
+/* netc_pool_gather of pixel p (its index in [N, H, W]; fewer than 2^32),
+ * rounded to T as a stored gradient is (chan_reduce.cu, chan_apply.cu with
+ * NETC_GATHER). */
+template <int H, int W, int HO, int WO, int R, int S, int SH, int SW, int PH, int PW, int CV, int V, typename T>
+__device__ __forceinline__ netc_vec<T, V> netc_pool_gather_at(const T *dy, const unsigned char *code, unsigned p,
+                                                              int cv) {
+  float acc[V];
+  netc_pool_gather<H, W, HO, WO, R, S, SH, SW, PH, PW, CV, V>(dy, code, (int)(p / (H * W)), (int)(p / W % H),
+                                                              (int)(p % W), cv, acc);
+  netc_vec<T, V> g;
+#pragma unroll
+  for (int j = 0; j < V; j++) g.v[j] = netc_cv<T>(acc[j]);
+  return g;
 }

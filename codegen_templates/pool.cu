@@ -35,7 +35,8 @@
  * order, hence the same winners); launch: one block per tile, N *
  * ceil(HO/TOH) * ceil(WO/TOW) blocks.  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
- * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
+ * Launch: 1-D, 256 threads a block, any grid (grid-stride loop); with
+ * NETC_POOL_TILE one block per tile (above). */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_N) || !defined(NETC_H) || !defined(NETC_W) || \
     !defined(NETC_C) || !defined(NETC_V)
@@ -85,13 +86,7 @@ static constexpr long long TOTAL = (long long)NETC_N * CV;
 #else
 static constexpr long long TOTAL = (long long)NETC_N * H * W * CV;
 #endif
-template <bool Fits> struct pool_idx {
-  typedef long long t;
-};
-template <> struct pool_idx<true> {
-  typedef unsigned t;
-};
-typedef pool_idx<(TOTAL <= 0xffffffffLL)>::t idx_t;
+typedef netc_idx<(TOTAL <= 0xffffffffLL)>::t idx_t;
 
 #if defined(NETC_POOL_WIN) && NETC_R * NETC_S > 127
 #error "pool.cu: maxpool_bn_relu's winners are i8: R*S must be at most 127"
@@ -129,6 +124,9 @@ __device__ __forceinline__ unsigned char code_of(int arg, int oh, int ow) {
   return arg < 0 ? 255 : (unsigned char)((arg / W - (oh * SH - PH)) * S + (arg % W - (ow * SW - PW)));
 }
 #if defined(NETC_POOL_TILE)
+#if !defined(NETC_POOL_MAX) || !defined(NETC_POOL_BN) || !defined(NETC_POOL_WIN)
+#error "pool.cu: NETC_POOL_TILE is maxpool_bn_relu's: NETC_POOL_MAX, NETC_POOL_BN and NETC_POOL_WIN"
+#endif
 /* A block's outputs: TOH x TOW pixels, all CV channel vectors; its input
  * tile TIH x TIW pixels. */
 static constexpr int TOH = NETC_POOL_TOH, TOW = NETC_POOL_TOW, TIH = (TOH - 1) * SH + R, TIW = (TOW - 1) * SW + S;

@@ -5,8 +5,9 @@
  * chan_apply.cu's NETC_APPLY_BWD with NETC_GATHER, each element's gradient
  * netc_pool_gather's sum (common.cu: the same windows in the same order)
  * rounded to NETC_TG; but a thread takes a whole cell of SH x SW pixels of
- * z (the pixels between two window starts), loads the few windows that
- * cover the cell at once, and gathers all its pixels' gradients from them:
+ * z (from (ch*SH, cw*SW); at most NWH x NWW windows cover one, whatever the
+ * padding), loads those windows at once, and gathers all its pixels'
+ * gradients from them:
  * a 3x3/2 pool's cell is 2x2 pixels under 2x2 windows, 8 loads for 4
  * pixels where gathering pixel by pixel made 18 dependent ones (a third of
  * the memory bandwidth).
@@ -28,9 +29,14 @@
  * channel vectors; SUMS writes one partial a block and channel).  A
  * thread keeps one channel vector (256 % (C/V) == 0). */
 
-#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_TG) || !defined(NETC_N) || !defined(NETC_C) || \
-    !defined(NETC_V) || !defined(NETC_SH) || !defined(NETC_SW)
-#error "pool_bn_bwd.cu is a template: define NETC_KERNEL_NAME, NETC_TX, NETC_TG, the shapes and the window"
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_TG) || !defined(NETC_TY) || !defined(NETC_N) || \
+    !defined(NETC_H) || !defined(NETC_W) || !defined(NETC_HO) || !defined(NETC_WO) || !defined(NETC_C) ||           \
+    !defined(NETC_V) || !defined(NETC_R) || !defined(NETC_S) || !defined(NETC_SH) || !defined(NETC_SW) ||             \
+    !defined(NETC_PH) || !defined(NETC_PW)
+#error "pool_bn_bwd.cu is a template: define NETC_KERNEL_NAME, NETC_TX, NETC_TG, NETC_TY, the shapes and the window"
+#endif
+#if NETC_R * NETC_S > 254
+#error "pool_bn_bwd.cu: winner bytes hold window positions below 255: R*S must be at most 254"
 #endif
 #if NETC_C % NETC_V != 0 || 256 % (NETC_C / NETC_V) != 0
 #error "pool_bn_bwd.cu: C must be a multiple of V, and C/V divide 256"
@@ -44,15 +50,8 @@ static constexpr int R = NETC_R, S = NETC_S, SH = NETC_SH, SW = NETC_SW, PH = NE
 static constexpr int CH = (H + SH - 1) / SH, CW = (W + SW - 1) / SW, NWH = (SH + R - 2) / SH + 1,
                      NWW = (SW + S - 2) / SW + 1;
 static constexpr long long UNITS = (long long)NETC_N * CH * CW * CV;
-/* a unit's index in 32 bits when they all fit: its split into (n, ch, cw)
- * divides by constants with a multiply and a shift */
-template <bool Fits> struct pbb_idx {
-  typedef long long t;
-};
-template <> struct pbb_idx<true> {
-  typedef unsigned t;
-};
-typedef pbb_idx<(UNITS <= 0xffffffffLL)>::t idx_t;
+/* a unit's index in 32 bits when they all fit (netc_idx, common.cu) */
+typedef netc_idx<(UNITS <= 0xffffffffLL)>::t idx_t;
 
 /* The gradients of cell (n, ch, cw)'s pixels, channel vector cv: each
  * netc_pool_gather's sum over the windows below, rounded to tg_t (pixels
@@ -73,9 +72,9 @@ __device__ __forceinline__ void cell_gather(const tg_t *dy, const unsigned char 
         const long long o = (((long long)n * HO + oh) * WO + ow) * CV + cv;
         d[a][b] = netc_vld<tg_t, V>(dy, o);
         won[a][b] = netc_vld<unsigned char, V>(code, o);
-      } else {
+      } else { /* no such window: its byte matches no position */
 #pragma unroll
-        for (int j = 0; j < V; j++) won[a][b].v[j] = 255;
+        for (int j = 0; j < V; j++) won[a][b].v[j] = 255, d[a][b].v[j] = netc_cv<tg_t>(0.0f);
       }
     }
 #pragma unroll

@@ -10,8 +10,9 @@
  * [N, C, 1, 1] gradients, so no shared-memory transpose).  With
  * NETC_PIXEL_VEC (channels-first to channels-last, COUT elements making a
  * 4, 8 or 16-byte vector: the image NCHW -> NHWC padded to 4 channels) one
- * thread per output pixel instead, reading its CIN channels (each read
- * coalesced across the threads of a row) and writing them as one vector.
+ * thread per output pixel instead, reading its min(CIN, COUT) channels
+ * (each read coalesced across the threads of a row) and writing them as
+ * one vector.
  * Indices are 32-bit when the tensor has fewer than 2^32 elements.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop). */
 
@@ -23,13 +24,7 @@
 typedef NETC_TX tx_t;
 static constexpr long long A = NETC_A, CI = NETC_CIN, CO = NETC_COUT, H = NETC_H, W = NETC_W;
 
-template <bool Fits> struct relayout_idx {
-  typedef long long t;
-};
-template <> struct relayout_idx<true> {
-  typedef unsigned t;
-};
-typedef relayout_idx<(A * (CI > CO ? CI : CO) * H * W <= 0xffffffffLL)>::t idx_t;
+typedef netc_idx<(A * (CI > CO ? CI : CO) * H * W <= 0xffffffffLL)>::t idx_t;
 
 extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
@@ -40,7 +35,8 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
     const idx_t p = (idx_t)i, hw = p % (idx_t)(H * W), a = p / (idx_t)(H * W);
     netc_vec<tx_t, NETC_COUT> v;
 #pragma unroll
-    for (int c = 0; c < NETC_COUT; c++) v.v[c] = c < CI ? x[(a * (idx_t)CI + c) * (idx_t)(H * W) + hw] : netc_cv<tx_t>(0.0f);
+    for (int c = 0; c < NETC_COUT; c++)
+      v.v[c] = c < CI ? x[(a * (idx_t)CI + c) * (idx_t)(H * W) + hw] : netc_cv<tx_t>(0.0f);
     netc_vst<tx_t, NETC_COUT>(y, i, v);
   }
 #else

@@ -552,14 +552,20 @@ static int infer_conv2d_bn_stats(Ctx *c, IrType *out) {
   return 0;
 }
 
-/* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta, beta..invstd
- * from input `at`: the relu's mask is recomputed from z; dz has z's dtype (dy may be narrower: an f32 convolution's f16 output y),
- * or the dz_dtype attribute's (the precision pass keeps an f32
- * convolution's z for the backward pass in f16, its dz in f32). */
+/* The gradient dy's batch norm + relu backward -> dz, dgamma, dbeta, with
+ * inputs beta, z, gamma, mean, invstd from index `at`
+ * (batchnorm_relu_bwd: (dy, beta, z, gamma, mean, invstd)): the relu's
+ * mask is recomputed from z; dz has z's dtype (dy may be narrower: an f32
+ * convolution's f16 output y), or the dz_dtype attribute's (the precision
+ * pass keeps an f32 convolution's z for the backward pass in f16, its dz
+ * in f32). */
 static int bn_relu_bwd_from(Ctx *c, const IrType *dy, int at, IrType *out) {
   const IrType *z = in_type(c, at + 1);
-  if (need_same_shape(c, "batchnorm_relu_bwd input", z, "gradient", dy)) return -1;
-  if (!is_float(dy->dtype)) return fail(c, "batchnorm_relu_bwd of a non-float gradient");
+  const char *op = ir_op_info(c->n->op)->name;
+  char what[64];
+  snprintf(what, sizeof what, "%s input", op);
+  if (need_same_shape(c, what, z, "gradient", dy)) return -1;
+  if (!is_float(dy->dtype)) return fail(c, "%s of a non-float gradient", op);
   int64_t C = chan(z);
   if (bn_vectors(c, at, at + 1, C) || bn_vectors(c, at + 2, at + 5, C)) return -1;
   out[0] = *z;

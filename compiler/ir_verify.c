@@ -253,9 +253,8 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   }
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
     i++; /* its value is ir_infer's to check */
-  if (ok && i < n->nattr && (n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) &&
-      n->attr[i].key &&
-      strcmp(n->attr[i].key, "dz_dtype") == 0)
+  int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
+  if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0)
     i++; /* likewise */
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BWD_WEIGHT && n->attr[i].key && strcmp(n->attr[i].key, "hold") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] < 1) report(vf, n->loc, what, "attribute hold must be >= 1");
@@ -271,7 +270,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
          keys,
          n->op == IR_OP_CONV2D_BN_TRAIN        ? ", then y_dtype"
          : n->op == IR_OP_CONV2D_BWD_WEIGHT    ? ", then hold"
-         : n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN ? ", then dz_dtype"
+         : dz_op                               ? ", then dz_dtype"
                                                : "");
   return 0;
 }

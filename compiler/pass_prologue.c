@@ -39,7 +39,8 @@
  * must be f16 or bf16: an f32 z, as in fp32 training or the f32 first conv,
  * is left alone), or input 0 of a maxpool with z' made before it.
  * Nodes are walked in order; a reader that later qualifies itself keeps its
- * sbx.  Guarantees the same nodes in the same order but folded casts (sb
+ * sbx.  Guarantees the same nodes in the same order but folded casts and
+ * each maxpool_bn_relu_bwd absorbed into its batchnorm_relu_bwd_win (sb
  * and zc are made by P, which precedes every reader), names, SrcLocs and
  * attributes kept (P loses relu; zc has no name of its own: the dump shows
  * it as P's result, the cast was "<P>.z.f16"); ids are renumbered densely.
@@ -61,6 +62,13 @@
  *                : f32[N,112,112,64] NHWC, f32[64], f32[64], f32[2,64], f16[N,112,112,64] NHWC  # conv1
  *            %10, %11 = maxpool_bn_relu(%9, @bn1.bias, @bn1.weight, %6, %7) {k=3x3 s=2x2 p=1x1}
  *                : f16[N,56,56,64] NHWC, i8[N,56,56,64] NHWC  # maxpool
+ *
+ *   before:  %516 = maxpool_bn_relu_bwd(%514, %9, @bn1.bias, @bn1.weight, %6, %7) {k=3x3 s=2x2 p=1x1}
+ *                : f16[N,112,112,64] NHWC  # maxpool.bwd
+ *            %517, %518, %519 = batchnorm_relu_bwd(%516, @bn1.bias, %9, @bn1.weight, %6, %7) {dz_dtype=f32}
+ *                : f32[N,112,112,64] NHWC, f32[64], f32[64]  # relu.bwd
+ *   after:   %516, %517, %518 = batchnorm_relu_bwd_win(%514, %11, @bn1.bias, %9, @bn1.weight, %6, %7)
+ *                {k=3x3 s=2x2 p=1x1 in_hw=112x112 dz_dtype=f32} : f32[N,112,112,64] NHWC, f32[64], f32[64]  # relu.bwd
  */
 #include <string.h>
 
@@ -407,7 +415,8 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
   memset(p.stats, 0, (size_t)g->nnode + 1);
   memset(p.absorbed, 0, (size_t)g->nnode + 1);
   for (int i = 0; i < g->noutput; i++) p.is_out[g->output[i]] = 1;
-  for (int n = 0; n < g->nnode; n++) p.sbx_from[n] = p.pool_from[n] = p.bwd_of[n] = p.win[n] = p.bnb_of[n] = sb_of[n] = -1;
+  for (int n = 0; n < g->nnode; n++)
+    p.sbx_from[n] = p.pool_from[n] = p.bwd_of[n] = p.win[n] = p.bnb_of[n] = sb_of[n] = -1;
   for (int v = 0; v < g->nval; v++) p.subst[v] = v, map[v] = -1;
   int changed = 0;
   for (int n = 0; n < g->nnode; n++)

@@ -493,6 +493,30 @@ static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
   return end(e, "pool_bn_bwd.cu", G, 1, BLOCK, 1);
 }
 
+/* batchnorm_relu_bwd_win's launches by cells (pool_bn_bwd.cu `sums`,
+ * chan_finalize.cu, pool_bn_bwd.cu `apply`): bn_bwd_from's arguments, one
+ * unit of work per cell of SH x SW pixels and channel vector. */
+static int pbb_bwd(Emit *e, Chan *c, RtKArg dy, RtKArg x, RtKArg beta, int p, RtKWhen when) {
+  const IrType *z = out_type(e, 0);
+  int st[2];
+  attr2(e->n, "s", 1, st);
+  int64_t cells = dim(e, z, 0) * ((z->dim[1] + st[0] - 1) / st[0]) * ((z->dim[2] + st[1] - 1) / st[1]);
+  unsigned grid = grid_1d(e, cells * (c->C / c->V));
+  c->G = (int)grid;
+  c->coef = align256((size_t)2 * c->G * c->C * sizeof(float));
+  need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
+  if (pbb_launch(e, c, "NETC_PBB_SUMS", grid)) return -1;
+  ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  last_when(e, when);
+  if (chan_finalize(e, c, "NETC_FIN_BWD")) return -1;
+  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c->coef));
+  last_when(e, when);
+  if (pbb_launch(e, c, "NETC_PBB_APPLY", grid)) return -1;
+  ARGS(e, dy, in(1), x, in(p + 1), scratch(c->coef), out(0));
+  last_when(e, when);
+  return 0;
+}
+
 /* The launches of a batch norm's backward of gradient dy into output 0
  * (may be dy: in place), dgamma and dbeta outputs 1 and 2; its inputs x,
  * gamma, mean, invstd in a row from index `at` + 1, after beta at `at`
@@ -510,23 +534,7 @@ static int bn_bwd_from(Emit *e, int relu, RtKArg dy, int at, RtKWhen when) {
     if (w->dtype != IR_DT_I8 || w->layout != IR_LAYOUT_NHWC || out_type(e, 0)->layout != IR_LAYOUT_NHWC)
       return fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
     c.gather = w;
-    if (pbb_cells(&c)) { /* sums and apply by cells of z */
-      const IrType *z = out_type(e, 0);
-      int k[2], st[2];
-      attr2(e->n, "k", 1, k);
-      attr2(e->n, "s", 1, st);
-      int64_t units = dim(e, z, 0) * ((z->dim[1] + st[0] - 1) / st[0]) * ((z->dim[2] + st[1] - 1) / st[1]) * (c.C / c.V);
-      c.G = (int)grid_1d(e, units);
-      c.coef = align256((size_t)2 * c.G * c.C * sizeof(float));
-      need_scratch(e, c.coef + (size_t)4 * c.C * sizeof(float));
-      if (pbb_launch(e, &c, "NETC_PBB_SUMS", (unsigned)c.G)) return -1;
-      ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
-      if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
-      ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
-      if (pbb_launch(e, &c, "NETC_PBB_APPLY", grid_1d(e, units))) return -1;
-      ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
-      return 0;
-    }
+    if (pbb_cells(&c)) return pbb_bwd(e, &c, dy, x, beta, p, when);
   }
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
   if (gather)

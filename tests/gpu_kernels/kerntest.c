@@ -55,8 +55,8 @@ RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0, 2
 
 /* Casts, an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
  * reading maxpool_bn_relu's winners on an odd channel count (the compiled
- * graphs have only the second, gathering by tiles: here it gathers from
- * global memory). */
+ * graphs have only the second, gathering by cells: here, with C/V = 67, it
+ * gathers pixel by pixel). */
 static const char EXTRA[] = "graph extra {\n"
                             "  input %0 x : f32[N,5,7,67] NHWC\n"
                             "  input %1 h : f16[N,5,7,67] NHWC\n"

@@ -26,7 +26,7 @@ static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_
 static int pool_bn_nodes;  /* maxpool_bn_relu_bwd nodes checked */
 static int pool_win_nodes; /* maxpool_bwd_win nodes checked */
 static int zc_nodes;       /* conv2d_bn_stats nodes writing zc checked */
-static int bn_win_nodes[2]; /* batchnorm_relu_bwd_win nodes checked: gathering from global memory, by tiles */
+static int bn_win_nodes[2]; /* batchnorm_relu_bwd_win nodes checked: gathering pixel by pixel, by cells */
 static int linear_cu;      /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 
@@ -216,14 +216,15 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   if (n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) {
     /* sums and apply gather dy by the winners (input 1) */
     const RtKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
-    int tiled = k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") && strstr(k->source, "#define NETC_PBB_APPLY 1");
+    int cells = k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") &&
+                strstr(k->source, "#define NETC_PBB_APPLY 1");
     int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], RT_KARG_IN, 0) &&
              arg_is(&sums->args[1], RT_KARG_IN, 1) && arg_is(&apply->args[1], RT_KARG_IN, 1) &&
              arg_is(&apply->args[5], RT_KARG_OUT, 0) && k->source &&
-             (tiled || (strstr(k->source, "#define NETC_GATHER 1") && strstr(k->source, "#define NETC_RED_BWD 1") &&
+             (cells || (strstr(k->source, "#define NETC_GATHER 1") && strstr(k->source, "#define NETC_RED_BWD 1") &&
                         strstr(k->source, "#define NETC_APPLY_BWD 1")));
     CHECK(ok, "%s node %d: the batch norm's backward gathers the max pool's gradient in its sums and apply", gname, i);
-    bn_win_nodes[tiled]++;
+    bn_win_nodes[cells]++;
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
     const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
@@ -349,8 +350,8 @@ int main(int argc, char **argv) {
   CHECK(pool_win_nodes > 0, "no maxpool_bwd_win was emitted");
   CHECK(zc_nodes > 0, "no conv2d_bn_stats writing zc was emitted");
   printf("conv2d_bn_stats writing zc: %d\n", zc_nodes);
-  CHECK(bn_win_nodes[0] > 0 && bn_win_nodes[1] > 0, "batchnorm_relu_bwd_win emitted %d times gathering from global "
-        "memory and %d by tiles: want both", bn_win_nodes[0], bn_win_nodes[1]);
+  CHECK(bn_win_nodes[0] > 0 && bn_win_nodes[1] > 0, "batchnorm_relu_bwd_win emitted %d times gathering pixel by "
+        "pixel and %d by cells: want both", bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,

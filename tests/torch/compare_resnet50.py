@@ -29,8 +29,9 @@ losses by percents, and so does run-to-run summation order), so each side
 is judged as an ensemble (curve_verdict.py): per window of 10 steps, the
 difference of the two sides' mean losses within 2% (fp32) / 5% (fp16) or
 twice the largest distance of any single run from its side's mean,
-whichever is larger; and both sides' mean loss falling below 80% of its
-start (a reference that does not fall fails the configuration).
+whichever is larger; the reference's mean loss falling below 80% of its
+start (one that does not fall fails the configuration), and netc's falling
+by at least 80% as much as the reference's.
 
 Every tensor is compared by ||netc - torch|| / ||torch||: loss, logits, each
 parameter's gradient, each parameter after the step and its change (w' - w),
