@@ -13,6 +13,10 @@
 #                       convolution says precision=f16 (what the design's FP32
 #                       first convolution costs)
 #   resnet50_fp32.so    the same with --precision=fp32
+#   resnet50_nopbb.so   netc run with NETC_PBB=0 (the stem's batch-norm
+#                       backward gathering its gradient pixel by pixel)
+#   resnet50_nopooltile.so  netc run with NETC_POOL_TILE=0
+#   resnet50_linearcu.so    netc run with NETC_LINEAR_CUDNN=0 (linear.cu)
 # A missing file leaves its row out.  Each row is one `netrun bench`
 # (3 warm-up steps, STEPS timed, default 30); the table comes last, with
 # the step time and the change against the first row.  Logs go to $OUT
@@ -39,6 +43,9 @@ rows=(
   "stem convolution not folded (NETC_S2D=0)|NETC_S2D=0|-|resnet50.so"
   "weight gradients on the main stream (NETC_BRANCHES=0)|NETC_BRANCHES=0|-|resnet50.so"
   "optimizer per tensor (NETC_MULTI_TENSOR=0)|NETC_MULTI_TENSOR=0|-|resnet50.so"
+  "stem backward gathered pixel by pixel (netc with NETC_PBB=0)|-|-|resnet50_nopbb.so"
+  "max pool without shared-memory tiles (netc with NETC_POOL_TILE=0)|-|-|resnet50_nopooltile.so"
+  "classifier on linear.cu, not cuDNN (netc with NETC_LINEAR_CUDNN=0)|-|-|resnet50_linearcu.so"
   "first convolution in f16, not FP32 (precision=f16 on conv1)|-|-|resnet50_f16stem.so"
   "no fuse pass (netc -fno-fuse)|-|-|resnet50_nofuse.so"
   "no mixed precision (netc --precision=fp32)|-|-|resnet50_fp32.so"

@@ -136,14 +136,11 @@ static constexpr int TILES_H = (HO + TOH - 1) / TOH, TILES_W = (WO + TOW - 1) / 
 #endif
 #endif
 
-/* Winner h*W + w of channel j of window (n, oh, ow) for channel vector cv,
- * or -1 when the window holds no input element; *best its value. */
-#if defined(NETC_POOL_BN)
-__device__ __forceinline__ void window_max(const tz_t *x, int n, int oh, int ow, int cv, int *arg, float *best,
-                                           const Bn &bn) {
-#else
-__device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow, int cv, int *arg, float *best) {
-#endif
+/* Winner h*W + w of channel j of window (oh, ow), or -1 when the window
+ * holds no input element; best[j] its value.  fetch(ih, iw, f) gives the
+ * V values of input pixel (ih, iw) the search compares. */
+template <typename Fetch>
+__device__ __forceinline__ void window_search(int oh, int ow, int *arg, float *best, const Fetch &fetch) {
   bool done[V];
 #pragma unroll
   for (int j = 0; j < V; j++) {
@@ -157,45 +154,44 @@ __device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow,
     for (int s = 0; s < S; s++) {
       const int iw = ow * SW - PW + s;
       if (iw < 0 || iw >= W) continue;
-#if defined(NETC_POOL_BN)
-      const zvec_t v = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
-#else
-      const vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
-#endif
+      float f[V];
+      fetch(ih, iw, f);
 #pragma unroll
-      for (int j = 0; j < V; j++) {
-#if defined(NETC_POOL_BN)
-        take(x_of(v, bn, j), ih * W + iw, arg[j], best[j], done[j]);
-#else
-        take(netc_ld(v.v[j]), ih * W + iw, arg[j], best[j], done[j]);
-#endif
-      }
+      for (int j = 0; j < V; j++) take(f[j], ih * W + iw, arg[j], best[j], done[j]);
     }
   }
 }
+
+/* window_search of window (n, oh, ow), channel vector cv, from x, or (BN)
+ * from z as relu(bn(z)). */
+#if defined(NETC_POOL_BN)
+__device__ __forceinline__ void window_max(const tz_t *x, int n, int oh, int ow, int cv, int *arg, float *best,
+                                           const Bn &bn) {
+  window_search(oh, ow, arg, best, [&](int ih, int iw, float *f) {
+    const zvec_t v = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
+#pragma unroll
+    for (int j = 0; j < V; j++) f[j] = x_of(v, bn, j);
+  });
+}
+#else
+__device__ __forceinline__ void window_max(const tx_t *x, int n, int oh, int ow, int cv, int *arg, float *best) {
+  window_search(oh, ow, arg, best, [&](int ih, int iw, float *f) {
+    const vec_t v = netc_vld<tx_t, V>(x, pix(n, ih, iw) + cv);
+#pragma unroll
+    for (int j = 0; j < V; j++) f[j] = netc_ld(v.v[j]);
+  });
+}
+#endif
 #if defined(NETC_POOL_TILE)
-/* window_max from a block's tile of relu(bn(z)) (its pixel (0, 0) is input
- * pixel (ih0, iw0), TIW pixels a row). */
+/* window_search from a block's tile of relu(bn(z)) (its pixel (0, 0) is
+ * input pixel (ih0, iw0), TIW pixels a row). */
 __device__ __forceinline__ void window_max_tile(const vec_t *tile, int ih0, int iw0, int oh, int ow, int cv, int *arg,
                                                 float *best) {
-  bool done[V];
+  window_search(oh, ow, arg, best, [&](int ih, int iw, float *f) {
+    const vec_t v = tile[((ih - ih0) * TIW + (iw - iw0)) * CV + cv];
 #pragma unroll
-  for (int j = 0; j < V; j++) {
-    arg[j] = -1;
-    best[j] = -__int_as_float(0x7f800000);
-    done[j] = false;
-  }
-  for (int r = 0; r < R; r++) {
-    const int ih = oh * SH - PH + r;
-    if (ih < 0 || ih >= H) continue;
-    for (int s = 0; s < S; s++) {
-      const int iw = ow * SW - PW + s;
-      if (iw < 0 || iw >= W) continue;
-      const vec_t v = tile[((ih - ih0) * TIW + (iw - iw0)) * CV + cv];
-#pragma unroll
-      for (int j = 0; j < V; j++) take(netc_ld(v.v[j]), ih * W + iw, arg[j], best[j], done[j]);
-    }
-  }
+    for (int j = 0; j < V; j++) f[j] = netc_ld(v.v[j]);
+  });
 }
 #endif
 #endif
