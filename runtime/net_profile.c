@@ -65,13 +65,12 @@ static NetProfKind kind_of(const char *op, const char *kernel) {
       {"avgpool_bwd", NET_PROF_POOLING},        {"global_avgpool_bwd", NET_PROF_POOLING},
       {"maxpool_bn_relu_bwd", NET_PROF_POOLING}, {"maxpool_bn_relu", NET_PROF_POOLING},
       {"maxpool_bwd_win", NET_PROF_POOLING},    {"batchnorm_relu_bwd_win", NET_PROF_BATCHNORM},
-      {"linear", NET_PROF_LINEAR},              {"linear_bwd_data", NET_PROF_LINEAR},
-      {"linear_bwd_weight", NET_PROF_LINEAR},   {"softmax_cross_entropy", NET_PROF_LOSS},
+      {"softmax_cross_entropy", NET_PROF_LOSS},
       {"softmax_cross_entropy_bwd", NET_PROF_LOSS}, {"sgd_update", NET_PROF_OPTIMIZER},
       {"nonfinite_check", NET_PROF_OPTIMIZER},  {"loss_scale_update", NET_PROF_OPTIMIZER},
       {"cast", NET_PROF_CAST},                  {"relayout", NET_PROF_CAST},
   };
-  /* a linear op's cuDNN convolution (1x1) is still the linear layer's */
+  /* linear, linear_bwd_data, linear_bwd_weight, generated or on cuDNN (a 1x1 convolution) */
   if (strncmp(op, "linear", strlen("linear")) == 0) return NET_PROF_LINEAR;
   for (size_t i = 0; i < sizeof CONV / sizeof CONV[0]; i++)
     if (strncmp(kernel, CONV[i].prefix, strlen(CONV[i].prefix)) == 0) return CONV[i].kind;

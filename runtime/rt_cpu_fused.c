@@ -218,32 +218,28 @@ int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n) {
                          "rt_ref_maxpool_win_of");
 }
 
-/* (dy, win) -> dx: dy added into each window's winner. */
-int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n) {
+/* Inputs dy, win (0, 1) of a winners' reader: dy added into each window's
+ * winner, into dx (output 0's size); the argmax in scratch. */
+static int win_gather(RtCpu *x, const IrNode *n, float *dx) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
   int32_t *argmax = (int32_t *)x->scratch;
   return rt_cpu_op_check(x, n, rt_ref_maxpool_argmax_of(&xs, &p, &ys, rt_cpu_op_in(x, n, 1), argmax),
                          "rt_ref_maxpool_argmax_of") ||
-         rt_cpu_op_check(x, n,
-                         rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+         rt_cpu_op_check(x, n, rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), dx),
                          "rt_ref_maxpool_bwd");
 }
+
+/* (dy, win) -> dx: dy added into each window's winner. */
+int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n) { return win_gather(x, n, rt_cpu_op_out(x, n, 0)); }
 
 /* (dy, win, beta, z, gamma, mean, invstd) -> batchnorm_relu_bwd of
  * maxpool_bwd_win(dy, win): the gathered gradient rounded to dy's dtype (as
  * maxpool_bwd_win stores it) in dz, then the batch norm's backward of it in
  * place. */
 int rt_cpu_fused_batchnorm_relu_bwd_win(RtCpu *x, const IrNode *n) {
-  RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
-  RtRefPoolParam p = rt_cpu_op_pool_param(n);
-  int32_t *argmax = (int32_t *)x->scratch;
   float *dz = rt_cpu_op_out(x, n, 0);
-  if (rt_cpu_op_check(x, n, rt_ref_maxpool_argmax_of(&xs, &p, &ys, rt_cpu_op_in(x, n, 1), argmax),
-                      "rt_ref_maxpool_argmax_of") ||
-      rt_cpu_op_check(x, n, rt_ref_maxpool_bwd(&xs, NULL, argmax, &p, &ys, rt_cpu_op_in(x, n, 0), dz),
-                      "rt_ref_maxpool_bwd") ||
-      rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, x->numel[n->out[0]], dz, dz))
+  if (win_gather(x, n, dz) || rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, x->numel[n->out[0]], dz, dz))
     return -1;
   return bn_relu_bwd(x, n, 2, dz, dz);
 }
