@@ -1,6 +1,6 @@
 /* common.cu - what every generated kernel source but eltwise.cu's starts
  * with: the storage types, conversions to and from f32, vector accesses and
- * block reductions.  The emitter (runtime/rt_gpu_kernels.c) puts this text,
+ * block reductions.  The emitter (compiler/codegen/cg_kernels.c) puts this text,
  * then the op's template, inside a namespace of its own (netc_k<node>_<i>),
  * so the sources of all nodes can be compiled as one NVRTC program.
  *

@@ -3,7 +3,7 @@
  * and bf16.
  *
  * This file is a template: it is not compiled as it stands.  The runtime
- * (rt_nvrtc_instantiate) prepends one #define per parameter, and every
+ * (cg_nvrtc_instantiate) prepends one #define per parameter, and every
  * parameter is a compile-time constant, so each instantiation is one
  * straight-line kernel for one op, dtype and size:
  *
@@ -81,7 +81,7 @@ __device__ __forceinline__ netc_t netc_store(float f) {
 #error "eltwise.cu: NETC_VEC must be 1, 2, 4 or 8"
 #endif
 
-/* NETC_NIN and NETC_NOUT are #undef'd at the end: runtime/rt_gpu_kernels.c
+/* NETC_NIN and NETC_NOUT are #undef'd at the end: compiler/codegen/cg_kernels.c
  * compiles many instantiations as one program, each in its own namespace. */
 
 /* The op on one element, in f32: x[NETC_NIN] in, y[NETC_NOUT] out. */

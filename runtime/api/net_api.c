@@ -126,7 +126,7 @@ static NetStatus resolve_device(const NetLoadOpts *o, int *gpu) {
 static NetStatus make_exec(NetModel *m, IrGraph *g, NetExec **x) {
   char *err = net_err_buf();
   NetStatus s = m->gpu ? net_model_plan(g, m->batch, err, NET_ERRMAX) : NET_OK;
-  const RtModelProgram *prog;
+  const CgProgram *prog;
   const char *arch;
   net_model_prebuilt(&m->graphs, g, &prog, &arch);
   if (!s) s = net_exec_new(m->gpu, m->ordinal, m->cache_dir, m->tune, prog, arch, g, m->batch, x, err, NET_ERRMAX);

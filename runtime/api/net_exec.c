@@ -10,10 +10,10 @@
 #include <time.h>
 
 #include "rt_cpu.h"
+#include "rt_err.h"
 #ifdef NET_HAVE_GPU
 #include "rt_gpu.h"
 #include "rt_gpu_input.h"
-#include "rt_err.h"
 #endif
 
 /* The CPU side of the input pipeline: two byte buffers taken in turn. */
@@ -79,7 +79,7 @@ int net_exec_gpu_present(char *why, size_t len) {
 #endif
 }
 
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const RtModelProgram *prebuilt,
+NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const CgProgram *prebuilt,
                        const char *arch, const IrGraph *g, int64_t batch, NetExec **out,
                        char *err, size_t len) {
   *out = NULL;

@@ -29,7 +29,7 @@ NetStatus net_exec_cuda_status(int rt_cuda_status);
  * or the CPU.  g must be planned for batch on the GPU. */
 /* prebuilt, arch: g's kernel programs from a model.so and their target
  * (rt_gpu.h's RtGpuOpts.prebuilt), or NULL. */
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const RtModelProgram *prebuilt,
+NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const CgProgram *prebuilt,
                        const char *arch, const IrGraph *g, int64_t batch, NetExec **out,
                        char *err, size_t len);
 void net_exec_free(NetExec *x); /* takes NULL */

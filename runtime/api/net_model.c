@@ -144,7 +144,7 @@ void net_model_close(NetGraphs *m) {
   m->handle = NULL;
 }
 
-void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const RtModelProgram **prog, const char **arch) {
+void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const CgProgram **prog, const char **arch) {
   *prog = NULL, *arch = NULL;
 #ifdef NET_HAVE_RT_MODEL
   const RtModel *r = m ? m->handle : NULL;

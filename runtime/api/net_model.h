@@ -31,7 +31,7 @@ void net_model_close(NetGraphs *m);
 
 /* g's kernel programs compiled into the model.so m was opened from, and
  * their architecture; NULLs for a .net file (or another graph). */
-void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const RtModelProgram **prog, const char **arch);
+void net_model_prebuilt(const NetGraphs *m, const IrGraph *g, const CgProgram **prog, const char **arch);
 
 /* Makes g's memory plan again for batch (no-op when it already is). */
 NetStatus net_model_plan(IrGraph *g, int64_t batch, char *err, size_t len);

@@ -108,7 +108,7 @@ static struct {
 } loaded = {PTHREAD_ONCE_INIT, RT_CUDA_OK, {0}, ""};
 
 struct RtConvPlan {
-  RtConvDesc key; /* normalized: zeroed, then field by field */
+  CgConvDesc key; /* normalized: zeroed, then field by field */
   cudnnBackendDescriptor_t x, w, y, conv, op, graph, cfg, plan;
   cudnnBackendDescriptor_t sum, sqsum, stats; /* genstats only: its outputs and operation */
   /* prologue only: scale, bias, the virtual results, pointwise descriptors and operations */
@@ -308,9 +308,9 @@ static int out_size(int in, int k, int stride, int pad, int dil) {
   return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
 }
 
-static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
+static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
   const char *bad = NULL;
-  if (d->kind < RT_CONV_FWD || d->kind > RT_CONV_BWD_FILTER) bad = "kind";
+  if (d->kind < CG_CONV_FWD || d->kind > CG_CONV_BWD_FILTER) bad = "kind";
   else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16) bad = "dtype";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
@@ -320,16 +320,16 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
   else if (d->ho != out_size(d->h, d->r, d->stride[0], d->pad[0], d->dilation[0]) ||
            d->wo != out_size(d->w, d->s, d->stride[1], d->pad[1], d->dilation[1]) || d->ho < 1 || d->wo < 1)
     bad = "output size";
-  else if (d->genstats && (d->kind != RT_CONV_FWD || d->dtype == IR_DT_F32))
+  else if (d->genstats && (d->kind != CG_CONV_FWD || d->dtype == IR_DT_F32))
     bad = "genstats (forward convolutions on f16 or bf16 only)";
-  else if (d->prologue && (d->kind == RT_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->groups != 1))
+  else if (d->prologue && (d->kind == CG_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->groups != 1))
     bad = "prologue (ungrouped forward or weight-gradient convolutions on f16 or bf16 only)";
-  else if (d->epilogue && (d->kind == RT_CONV_BWD_FILTER || d->genstats || d->prologue ||
-                           (d->kind == RT_CONV_FWD ? (d->epilogue & RT_EPI_DRELU) || !(d->epilogue & RT_EPI_AFFINE)
-                                                   : (d->epilogue & ~RT_EPI_RESIDUAL) != RT_EPI_DRELU)))
+  else if (d->epilogue && (d->kind == CG_CONV_BWD_FILTER || d->genstats || d->prologue ||
+                           (d->kind == CG_CONV_FWD ? (d->epilogue & CG_EPI_DRELU) || !(d->epilogue & CG_EPI_AFFINE)
+                                                   : (d->epilogue & ~CG_EPI_RESIDUAL) != CG_EPI_DRELU)))
     bad = "epilogue (a forward one scales, a data gradient's [adds and] masks; neither with genstats or a "
           "prologue)";
-  else if (d->dbn && (d->kind != RT_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->epilogue))
+  else if (d->dbn && (d->kind != CG_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->epilogue))
     bad = "dbn (data gradients on f16 or bf16 only, without an epilogue)";
   else if (d->dbn && d->c % 4)
     bad = "dbn channels (C must be a multiple of 4: b and c start C and 2C floats into abc, 16-byte aligned)";
@@ -339,8 +339,8 @@ static RtCudaStatus check_desc(const RtConvDesc *d, char *err, size_t errlen) {
   return RT_CUDA_EARG;
 }
 
-static RtConvDesc normalize(const RtConvDesc *d) {
-  RtConvDesc k;
+static CgConvDesc normalize(const CgConvDesc *d) {
+  CgConvDesc k;
   memset(&k, 0, sizeof k);
   k.kind = d->kind;
   k.n = d->n, k.c = d->c, k.h = d->h, k.w = d->w;
@@ -387,7 +387,7 @@ static RtCudaStatus make_tensor(RtCudnn *h, cudnnBackendDescriptor_t *t, int64_t
 }
 
 static RtCudaStatus make_conv(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   int64_t dims = 2;
   int64_t dil[2] = {d->dilation[0], d->dilation[1]};
   int64_t str[2] = {d->stride[0], d->stride[1]};
@@ -414,17 +414,17 @@ static const struct {
   cudnnBackendDescriptorType_t type;
   cudnnBackendAttributeName_t alpha, beta, conv, x, w, y;
 } OPS[] = {
-    [RT_CONV_FWD] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    [CG_CONV_FWD] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
                      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
-    [RT_CONV_BWD_DATA] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    [CG_CONV_BWD_DATA] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
                           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
-    [RT_CONV_BWD_FILTER] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+    [CG_CONV_BWD_FILTER] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
                             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
@@ -443,7 +443,7 @@ static const cudnnBackendAttributeName_t PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN
 /* The GenStats operation on the convolution's output: per-channel sum and
  * sum of squares into two f32 [1, K, 1, 1] tensors. */
 static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
   RtCudaStatus s;
@@ -500,7 +500,7 @@ static RtCudaStatus make_pointwise(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMode
 
 /* relu(x * scale + bias) into p->virt[PRO_RELU], the convolution's input. */
 static RtCudaStatus make_prologue(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   static const cudnnPointwiseMode_t MODE[PRO_OPS] = {CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD,
                                                      CUDNN_POINTWISE_RELU_FWD};
   RtCudaStatus s;
@@ -522,8 +522,8 @@ static RtCudaStatus make_prologue(RtCudnn *h, RtConvPlan *p, char *err, size_t e
  * p->evirt[0] (*conv_out); the last writes p->y (forward) or p->x (dx). */
 static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *conv_out, char *err,
                                   size_t errlen) {
-  const RtConvDesc *d = &p->key;
-  int fwd = d->kind == RT_CONV_FWD, e = d->epilogue;
+  const CgConvDesc *d = &p->key;
+  int fwd = d->kind == CG_CONV_FWD, e = d->epilogue;
   cudnnPointwiseMode_t mode[EPI_OPS];
   cudnnBackendDescriptor_t operand[EPI_OPS];
   int n = 0;
@@ -531,19 +531,19 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
   if (fwd) {
     if ((s = make_tensor(h, &p->escale, UID_ESCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         (s = make_tensor(h, &p->ebias, UID_EBIAS, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
-        ((e & RT_EPI_RESIDUAL) &&
+        ((e & CG_EPI_RESIDUAL) &&
          (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
       return s;
     mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->escale;
     mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->ebias;
-    if (e & RT_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
-    if (e & RT_EPI_RELU) mode[n] = CUDNN_POINTWISE_RELU_FWD, operand[n++] = NULL;
+    if (e & CG_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
+    if (e & CG_EPI_RELU) mode[n] = CUDNN_POINTWISE_RELU_FWD, operand[n++] = NULL;
   } else {
     if ((s = make_tensor(h, &p->emask, UID_MASK, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
-        ((e & RT_EPI_RESIDUAL) &&
+        ((e & CG_EPI_RESIDUAL) &&
          (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))))
       return s;
-    if (e & RT_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
+    if (e & CG_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
     mode[n] = CUDNN_POINTWISE_RELU_BWD, operand[n++] = NULL;
   }
   int64_t c = fwd ? d->k : d->c, hh = fwd ? d->ho : d->h, ww = fwd ? d->wo : d->w;
@@ -574,7 +574,7 @@ static RtCudaStatus make_dbn_center(RtCudnn *h, RtConvPlan *p, char *err, size_t
  * p->bnvirt[0] (*conv_out): z's batch norm, RELU_BWD of the result against
  * it into p->x, and BN_BWD_WEIGHTS of (z, p->x). */
 static RtCudaStatus make_dbn(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t *conv_out, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   RtCudaStatus s;
   if ((s = make_tensor(h, &p->bnz, UID_Z, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen))) return s;
   for (int i = 0; i < BN_INS; i++)
@@ -628,7 +628,7 @@ static RtCudaStatus make_dbn(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t
 
 /* The operation graph of every operation made for p, in dataflow order. */
 static RtCudaStatus make_opgraph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   cudnnBackendDescriptor_t ops[PRO_OPS + EPI_OPS + BN_OPS + 3];
   int64_t nops = 0;
   for (int i = 0; d->prologue && i < PRO_OPS; i++) ops[nops++] = p->pwop[i];
@@ -647,7 +647,7 @@ static RtCudaStatus make_opgraph(RtCudnn *h, RtConvPlan *p, char *err, size_t er
 }
 
 static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   RtCudaStatus s;
   if ((s = make_tensor(h, &p->x, UID_X, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
       (s = make_tensor(h, &p->w, UID_W, d->dtype, d->k, d->c / d->groups, d->r, d->s, p->what, err, errlen)) ||
@@ -656,7 +656,7 @@ static RtCudaStatus make_graph(RtCudnn *h, RtConvPlan *p, char *err, size_t errl
     return s;
   cudnnBackendDescriptor_t conv_x = d->prologue ? p->virt[PRO_RELU] : p->x, conv_y = p->y;
   /* the epilogue's first operation reads what the convolution writes: y forward, dx backward */
-  cudnnBackendDescriptor_t *epi_from = d->kind == RT_CONV_FWD ? &conv_y : &conv_x;
+  cudnnBackendDescriptor_t *epi_from = d->kind == CG_CONV_FWD ? &conv_y : &conv_x;
   if (d->epilogue && (s = make_epilogue(h, p, epi_from, err, errlen))) return s;
   if (d->dbn && (s = make_dbn(h, p, &conv_x, err, errlen))) return s;
   float alpha = 1.0f, beta = 0.0f;
@@ -767,7 +767,7 @@ static void *ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
  * buffers (a, b, c at abc, abc + C and abc + 2C floats). */
 static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
                             char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   const char *what = p->what;
   int64_t uids[24] = {UID_X, UID_W, UID_Y};
   void *ptrs[24] = {ptr(io->x), ptr(io->w), ptr(io->y)};
@@ -780,12 +780,12 @@ static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescrip
     uids[n] = UID_SCALE, ptrs[n++] = ptr(io->sb);
     uids[n] = UID_BIAS, ptrs[n++] = ptr(io->sb + (CUdeviceptr)d->c * dtype_bytes(d->dtype));
   }
-  if (d->epilogue & RT_EPI_AFFINE) {
+  if (d->epilogue & CG_EPI_AFFINE) {
     uids[n] = UID_ESCALE, ptrs[n++] = ptr(io->esb);
     uids[n] = UID_EBIAS, ptrs[n++] = ptr(io->esb + (CUdeviceptr)d->k * sizeof(float));
   }
-  if (d->epilogue & RT_EPI_RESIDUAL) uids[n] = UID_RESIDUAL, ptrs[n++] = ptr(io->residual);
-  if (d->epilogue & RT_EPI_DRELU) uids[n] = UID_MASK, ptrs[n++] = ptr(io->mask);
+  if (d->epilogue & CG_EPI_RESIDUAL) uids[n] = UID_RESIDUAL, ptrs[n++] = ptr(io->residual);
+  if (d->epilogue & CG_EPI_DRELU) uids[n] = UID_MASK, ptrs[n++] = ptr(io->mask);
   if (d->dbn) {
     const CUdeviceptr in[BN_INS] = {io->bn.mean, io->bn.invstd, io->bn.gamma, io->bn.beta};
     uids[n] = UID_Z, ptrs[n++] = ptr(io->bn.z);
@@ -828,7 +828,7 @@ static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
  * is set) the GenStats sums or the dbn outputs its description has. */
 static RtCudaStatus run_io(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
                            int zero_stats, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   const RtCudaApi *cu = h->cu;
   size_t cb = sizeof(float) * (size_t)d->c;
   RtCudaStatus s;
@@ -890,7 +890,7 @@ static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan,
 /* dbn's tuning buffers: z, then the per-channel inputs (zeroed: timing
  * needs no meaningful values, only finite ones) and outputs. */
 static RtCudaStatus tune_alloc_bn(RtCudnn *h, const RtConvPlan *p, RtConvIo *io, char *err, size_t errlen) {
-  const RtConvDesc *d = &p->key;
+  const CgConvDesc *d = &p->key;
   const RtCudaApi *cu = h->cu;
   size_t zb = dtype_bytes(d->dtype) * (size_t)d->n * d->h * d->w * d->c, cb = sizeof(float) * (size_t)d->c;
   CUdeviceptr *bufs[] = {&io->bn.z,    &io->bn.mean,   &io->bn.invstd, &io->bn.gamma,
@@ -925,7 +925,7 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
     tried++;
     float ms = 0;
     if (h->tune) {
-      const RtConvDesc *d = &p->key;
+      const CgConvDesc *d = &p->key;
       size_t eb = dtype_bytes(d->dtype);
       const RtCudaApi *cu = h->cu;
       RtConvIo *io = &b->io;
@@ -939,16 +939,16 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                       (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
                        RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err,
                              errlen))) ||
-                     ((d->epilogue & RT_EPI_AFFINE) &&
+                     ((d->epilogue & CG_EPI_AFFINE) &&
                       (RT_CU(cu, MemAlloc, (&io->esb, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen) ||
                        RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what,
                              err, errlen))) ||
-                     ((d->epilogue & RT_EPI_RESIDUAL) &&
+                     ((d->epilogue & CG_EPI_RESIDUAL) &&
                       RT_CU(cu, MemAlloc,
-                            (&io->residual, d->kind == RT_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
+                            (&io->residual, d->kind == CG_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
                                                                    : eb * (size_t)d->n * d->h * d->w * d->c),
                             p->what, err, errlen)) ||
-                     ((d->epilogue & RT_EPI_DRELU) &&
+                     ((d->epilogue & CG_EPI_DRELU) &&
                       RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err,
                             errlen)) ||
                      (d->dbn && tune_alloc_bn(h, p, io, err, errlen)))) {
@@ -1156,7 +1156,7 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   return s;
 }
 
-RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
+RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
                                 size_t errlen) {
   if (!h || !d || !plan || !workspace) {
     rt_errf(err, errlen, "rt_cudnn_conv_plan: NULL argument");
@@ -1164,7 +1164,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   }
   RtCudaStatus s = check_desc(d, err, errlen);
   if (s) return s;
-  RtConvDesc key = normalize(d);
+  CgConvDesc key = normalize(d);
   for (int i = 0; i < h->nplans; i++)
     if (!memcmp(&h->plans[i]->key, &key, sizeof key)) {
       *plan = h->plans[i];
@@ -1188,11 +1188,11 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **pl
   }
   p->key = key;
   char epi[56] = "";
-  if (key.epilogue & RT_EPI_DRELU)
-    snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & RT_EPI_RESIDUAL ? "add-" : "");
+  if (key.epilogue & CG_EPI_DRELU)
+    snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & CG_EPI_RESIDUAL ? "add-" : "");
   else if (key.epilogue)
-    snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & RT_EPI_RESIDUAL ? "-add" : "",
-             key.epilogue & RT_EPI_RELU ? "-relu" : "");
+    snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & CG_EPI_RESIDUAL ? "-add" : "",
+             key.epilogue & CG_EPI_RELU ? "-relu" : "");
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
            key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
@@ -1222,7 +1222,7 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
     rt_errf(err, errlen, "%s: NULL argument%s", fn, plan ? "" : " (plan)");
     return RT_CUDA_EARG;
   }
-  const RtConvDesc *d = &plan->key;
+  const CgConvDesc *d = &plan->key;
   if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
     rt_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
             plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
@@ -1230,7 +1230,7 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
     return RT_CUDA_EARG;
   }
   int e = d->epilogue;
-  if (!io->esb != !(e & RT_EPI_AFFINE) || !io->residual != !(e & RT_EPI_RESIDUAL) || !io->mask != !(e & RT_EPI_DRELU)) {
+  if (!io->esb != !(e & CG_EPI_AFFINE) || !io->residual != !(e & CG_EPI_RESIDUAL) || !io->mask != !(e & CG_EPI_DRELU)) {
     rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
             fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
     return RT_CUDA_EARG;

@@ -2,15 +2,16 @@
  *
  * libcudnn.so.9 is loaded with dlopen at run time (like the driver: the
  * tools start on machines without a GPU).  A convolution is described by
- * RtConvDesc; rt_cudnn_conv_plan() builds (once per distinct description:
+ * CgConvDesc; rt_cudnn_conv_plan() builds (once per distinct description:
  * plans are cached in the RtCudnn handle) the operation graph, asks the
  * heuristics for engine configurations, and keeps the first that
  * finalizes (or, with tune set, the fastest of them, timed once).
  * Activations are NHWC, filters KRSC, all dense; FP32 accumulation.
  *
- * Tensor roles are those of the forward convolution y = conv(x, w) in every
- * kind: RT_CONV_FWD reads x, w and writes y; RT_CONV_BWD_DATA reads y (dy)
- * and w and writes x (dx); RT_CONV_BWD_FILTER reads x and y (dy) and
+ * CgConvDesc (compiler/codegen/cg_conv.h: the code generator says which
+ * convolution a node runs) describes the convolution.  Tensor roles are those of the forward convolution y = conv(x, w) in every
+ * kind: CG_CONV_FWD reads x, w and writes y; CG_CONV_BWD_DATA reads y (dy)
+ * and w and writes x (dx); CG_CONV_BWD_FILTER reads x and y (dy) and
  * writes w (dw).  Status codes and messages as in rt_cuda.h: a failed cuDNN
  * call is reported as `file:line: cudnnX(...): STATUS: text (what)`. */
 #ifndef NETC_RT_CUDNN_H
@@ -19,48 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cg_conv.h"
 #include "ir.h"
 #include "rt_cuda.h"
 
-typedef enum RtConvKind { RT_CONV_FWD, RT_CONV_BWD_DATA, RT_CONV_BWD_FILTER } RtConvKind;
-
-typedef struct RtConvDesc {
-  RtConvKind kind;
-  int n, c, h, w;         /* x: N x H x W x C (C = all input channels) */
-  int k, r, s;            /* w: K x R x S x (C / groups) */
-  int ho, wo;             /* y: N x Ho x Wo x K */
-  int stride[2], pad[2], dilation[2], groups;
-  IrDtype dtype;          /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16 */
-  int tf32;               /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
-                           * FP32 accumulation); 0 keeps full FP32 numerics */
-  int genstats;           /* RT_CONV_FWD on f16/bf16 only: the same kernel also writes the
-                           * per-channel sum and sum of squares of y, f32 (cuDNN's conv +
-                           * GenStats fusion); see RtConvIo.stats */
-  int prologue;           /* RT_CONV_FWD / RT_CONV_BWD_FILTER on f16/bf16 only: the convolution
-                           * reads relu(x * scale + bias) in place of x (per channel of x, scale
-                           * and bias in x's dtype, computed in FP32, zero padding applied after),
-                           * a batch norm and its relu applied on the fly (cuDNN's ConvBNfprop
-                           * and ConvBNwgrad patterns); see RtConvIo.sb */
-  int epilogue;           /* RT_CONV_FWD, no genstats or prologue: the convolution's FP32 result
-                           * r becomes y = [relu](r * scale + bias [+ residual]) (per channel of
-                           * y, scale and bias f32; cuDNN's conv-scale-bias-add-relu runtime
-                           * fusion); RT_EPI_* flags; see RtConvIo.esb and residual.
-                           * RT_CONV_BWD_DATA: RT_EPI_DRELU, dx [+ residual, shaped like dx]
-                           * masked where the forward's relu output (RtConvIo.mask, shaped like
-                           * dx) is not positive */
-  int dbn;                /* RT_CONV_BWD_DATA on f16/bf16 only, no epilogue: the data gradient
-                           * of a conv whose input was relu(batchnorm(z)) (cuDNN's
-                           * DgradDreluBNBwdWeight): the FP32 result r becomes
-                           * x = r masked where z's batch norm ((z - mean) * invstd * gamma
-                           * + beta, per channel of x, recomputed) is not positive, stored in
-                           * x's dtype; from that x and z the same plan writes the batch-norm
-                           * backward's weights: dgamma = sum x * (z - mean) * invstd, dbeta =
-                           * sum x, and the coefficients a, b, c (per channel) of its data
-                           * gradient dz = a * x + b * z + c, which the caller applies; see
-                           * RtConvIo.bn */
-} RtConvDesc;
-
-enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8 };
 
 /* The device buffers of one run.  stats: 2*K floats when the plan's
  * description has genstats (zeroed first, on the stream), else 0.  sb: when
@@ -69,9 +32,9 @@ enum { RT_EPI_AFFINE = 1, RT_EPI_RESIDUAL = 2, RT_EPI_RELU = 4, RT_EPI_DRELU = 8
  * workspace bytes (may be 0 when it needs none). */
 typedef struct RtConvIo {
   CUdeviceptr x, w, y, stats, sb, workspace;
-  CUdeviceptr esb;      /* epilogue RT_EPI_AFFINE: K f32 scales, then K f32 biases */
-  CUdeviceptr residual; /* epilogue RT_EPI_RESIDUAL: shaped and typed like y (forward), dx (data gradient) */
-  CUdeviceptr mask;     /* epilogue RT_EPI_DRELU: shaped and typed like x (dx) */
+  CUdeviceptr esb;      /* epilogue CG_EPI_AFFINE: K f32 scales, then K f32 biases */
+  CUdeviceptr residual; /* epilogue CG_EPI_RESIDUAL: shaped and typed like y (forward), dx (data gradient) */
+  CUdeviceptr mask;     /* epilogue CG_EPI_DRELU: shaped and typed like x (dx) */
   struct {              /* dbn: z shaped and typed like x (dx); the rest C f32 each (C = x's channels) */
     CUdeviceptr z, mean, invstd, gamma, beta; /* read */
     CUdeviceptr dgamma, dbeta, abc;           /* written; abc: 3*C, a then b then c */
@@ -88,7 +51,7 @@ void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
 /* The plan for d (cached); *workspace receives the bytes it needs.  With
  * $NETC_CUDNN_VERBOSE=1 each new plan prints its description and workspace
  * to stderr (the executor holds the largest workspace of all). */
-RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const RtConvDesc *d, RtConvPlan **plan, size_t *workspace,
+RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **plan, size_t *workspace,
                                 char *err, size_t errlen);
 /* With tuning on, remember each convolution's winner in `path` (a text
  * file, one line per description, keyed by cuDNN's version): a later plan

@@ -35,6 +35,7 @@
 #include "rt_cudnn.h"
 #include "rt_gpu_impl.h"
 #include "rt_gpu_optim.h"
+#include "cg_cache.h"
 #include "rt_gpu_prog.h"
 #include "rt_ref.h"
 
@@ -123,16 +124,16 @@ int rt_gpu_env_is(const char *name, const char *value) {
 /* Scratch bytes node i uses: its launches', and the prologue's activation
  * when a kernel writes it (the plan does not apply the prologue). */
 static size_t node_scratch(const RtGpu *x, int i) {
-  const RtKNode *k = &x->prog.kn[i];
+  const CgKNode *k = &x->prog.kn[i];
   return k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
 }
 
 /* Device address of a kernel argument of node i. */
-static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *out, char *err, size_t errlen) {
+static RtCudaStatus resolve_arg(RtGpu *x, int i, const CgKArg *a, CUdeviceptr *out, char *err, size_t errlen) {
   const IrNode *n = &x->g->node[i];
   const char *nm = n->name ? n->name : "";
   const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
-  if (a->kind == RT_KARG_SCRATCH) {
+  if (a->kind == CG_KARG_SCRATCH) {
     size_t have = node_scratch(x, i);
     if (a->offset >= have)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
@@ -140,11 +141,11 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
     *out = (x->conv[i].side ? x->side_scratch : x->scratch) + a->offset;
     return RT_CUDA_OK;
   }
-  int count = a->kind == RT_KARG_IN ? n->nin : n->nout;
-  if ((a->kind != RT_KARG_IN && a->kind != RT_KARG_OUT) || a->index < 0 || a->index >= count)
+  int count = a->kind == CG_KARG_IN ? n->nin : n->nout;
+  if ((a->kind != CG_KARG_IN && a->kind != CG_KARG_OUT) || a->index < 0 || a->index >= count)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): argument %s %d does not exist", i, op, nm,
-                a->kind == RT_KARG_IN ? "input" : "output", a->index);
-  int v = a->kind == RT_KARG_IN ? n->in[a->index] : n->out[a->index];
+                a->kind == CG_KARG_IN ? "input" : "output", a->index);
+  int v = a->kind == CG_KARG_IN ? n->in[a->index] : n->out[a->index];
   *out = x->addr[v];
   if (!*out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
   return RT_CUDA_OK;
@@ -152,23 +153,23 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const RtKArg *a, CUdeviceptr *o
 
 /* The buffers of node i's data gradient with cuDNN's batch-norm backward
  * (conv.dbn) into io->bn. */
-static RtCudaStatus resolve_bn(RtGpu *x, int i, const RtKNode *k, RtConvIo *io, char *err, size_t errlen) {
-  CUdeviceptr *to[RT_KBN_COUNT] = {[RT_KBN_Z] = &io->bn.z,           [RT_KBN_MEAN] = &io->bn.mean,
-                                   [RT_KBN_INVSTD] = &io->bn.invstd, [RT_KBN_GAMMA] = &io->bn.gamma,
-                                   [RT_KBN_BETA] = &io->bn.beta,     [RT_KBN_DGAMMA] = &io->bn.dgamma,
-                                   [RT_KBN_DBETA] = &io->bn.dbeta,   [RT_KBN_ABC] = &io->bn.abc};
+static RtCudaStatus resolve_bn(RtGpu *x, int i, const CgKNode *k, RtConvIo *io, char *err, size_t errlen) {
+  CUdeviceptr *to[CG_KBN_COUNT] = {[CG_KBN_Z] = &io->bn.z,           [CG_KBN_MEAN] = &io->bn.mean,
+                                   [CG_KBN_INVSTD] = &io->bn.invstd, [CG_KBN_GAMMA] = &io->bn.gamma,
+                                   [CG_KBN_BETA] = &io->bn.beta,     [CG_KBN_DGAMMA] = &io->bn.dgamma,
+                                   [CG_KBN_DBETA] = &io->bn.dbeta,   [CG_KBN_ABC] = &io->bn.abc};
   RtCudaStatus s = RT_CUDA_OK;
-  for (int b = 0; !s && b < RT_KBN_COUNT; b++) s = resolve_arg(x, i, &k->conv_bn[b], to[b], err, errlen);
+  for (int b = 0; !s && b < CG_KBN_COUNT; b++) s = resolve_arg(x, i, &k->conv_bn[b], to[b], err, errlen);
   return s;
 }
 
 /* Whether launch l runs, given its node's convolution plan. */
-static int launch_runs(const RtKLaunch *l, const GpuConv *c) {
+static int launch_runs(const CgKLaunch *l, const GpuConv *c) {
   switch (l->when) {
-  case RT_K_ALWAYS: return 1;
-  case RT_K_PROLOGUE: return !c->pro_fused;
-  case RT_K_EPI_UNFUSED: return !c->epi_fused;
-  case RT_K_FUSED: return c->fused;
+  case CG_K_ALWAYS: return 1;
+  case CG_K_PROLOGUE: return !c->pro_fused;
+  case CG_K_EPI_UNFUSED: return !c->epi_fused;
+  case CG_K_FUSED: return c->fused;
   default: return !c->fused;
   }
 }
@@ -179,12 +180,12 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   const IrGraph *g = x->g;
   int total = 0;
   for (int i = 0; i < g->nnode; i++) {
-    if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > RT_K_MAX_LAUNCH)
+    if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > CG_K_MAX_LAUNCH)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
     x->first[i] = total;
     x->conv[i].pre = 0;
     for (int j = 0; j < x->prog.kn[i].nlaunch; j++) {
-      const RtKLaunch *l = &x->prog.kn[i].launch[j];
+      const CgKLaunch *l = &x->prog.kn[i].launch[j];
       total += launch_runs(l, &x->conv[i]);
       x->conv[i].pre += l->before && launch_runs(l, &x->conv[i]);
     }
@@ -194,10 +195,10 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   if (!x->launch) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   RtCudaStatus s = RT_CUDA_OK;
   for (int i = 0; !s && i < g->nnode; i++) {
-    const RtKNode *k = &x->prog.kn[i];
+    const CgKNode *k = &x->prog.kn[i];
     if (k->has_conv) {
       GpuConv *c = &x->conv[i];
-      RtKArg pro_x = {.kind = RT_KARG_SCRATCH, .offset = k->pro_offset};
+      CgKArg pro_x = {.kind = CG_KARG_SCRATCH, .offset = k->pro_offset};
       int materialized = k->conv.prologue && !c->pro_fused;
       if ((s = resolve_arg(x, i, materialized ? &pro_x : &k->conv_x, &c->io.x, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_w, &c->io.w, err, errlen)) ||
@@ -206,9 +207,9 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
           (k->conv.prologue && c->pro_fused && (s = resolve_arg(x, i, &k->conv_sb, &c->io.sb, err, errlen))))
         break;
       int epi = c->epi_fused ? k->conv.epilogue : 0;
-      if (((epi & RT_EPI_AFFINE) && (s = resolve_arg(x, i, &k->conv_esb, &c->io.esb, err, errlen))) ||
-          ((epi & RT_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &c->io.residual, err, errlen))) ||
-          ((epi & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))) ||
+      if (((epi & CG_EPI_AFFINE) && (s = resolve_arg(x, i, &k->conv_esb, &c->io.esb, err, errlen))) ||
+          ((epi & CG_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &c->io.residual, err, errlen))) ||
+          ((epi & CG_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))) ||
           (c->fused && k->conv.dbn && (s = resolve_bn(x, i, k, &c->io, err, errlen))))
         break;
     }
@@ -216,9 +217,9 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
       if (!launch_runs(&k->launch[j], &x->conv[i])) continue;
       GpuLaunch *L = &x->launch[at++];
       L->l = &k->launch[j];
-      if (L->l->nargs < 0 || L->l->nargs > RT_K_MAX_ARGS)
+      if (L->l->nargs < 0 || L->l->nargs > CG_K_MAX_ARGS)
         return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
-      if ((s = rt_gpu_prog_function(&x->prog, i, j, &L->fn, err, errlen))) break;
+      if ((s = rt_gpu_prog_function(&x->prog, x->mod, i, j, &L->fn, err, errlen))) break;
       if (L->l->smem > SMEM_DEFAULT &&
           (s = RT_CU(x->api, FuncSetAttribute,
                      (L->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)L->l->smem), L->l->name, err,
@@ -244,7 +245,7 @@ typedef struct PickBufs {
 
 /* One timed description and its outcome: the fused plan or not. */
 typedef struct PickMemo {
-  RtConvDesc fused_desc;
+  CgConvDesc fused_desc;
   int fused;
 } PickMemo;
 
@@ -295,10 +296,10 @@ static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs 
  * also reads).  On the node's own value addresses (they hold
  * nothing yet) and temporary statistics, scale and bias, workspace and copy
  * buffers; *use_fused = whether the fused one is no slower. */
-static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
+static RtCudaStatus time_fusion(RtGpu *x, int i, const CgConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
                                 RtConvPlan *plain, size_t ws_plain, PickBufs *b, int *use_fused, char *err,
                                 size_t errlen) {
-  const RtKNode *k = &x->prog.kn[i];
+  const CgKNode *k = &x->prog.kn[i];
   int e = desc->epilogue;
   RtConvIo io;
   memset(&io, 0, sizeof io);
@@ -310,32 +311,32 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const RtConvDesc *desc, RtConvP
       (s = resolve_arg(x, i, &k->conv_w, &io.w, err, errlen)) ||
       (s = resolve_arg(x, i, &k->conv_y, &io.y, err, errlen)) ||
       (desc->prologue && (s = resolve_arg(x, i, &k->conv_sb, &io.sb, err, errlen))) ||
-      ((e & RT_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &io.residual, err, errlen))) ||
-      ((e & RT_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &io.mask, err, errlen))) ||
-      ((e & RT_EPI_AFFINE) &&
+      ((e & CG_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &io.residual, err, errlen))) ||
+      ((e & CG_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &io.mask, err, errlen))) ||
+      ((e & CG_EPI_AFFINE) &&
        (s = pick_grow(x, &b->esb, &b->esb_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
       (desc->genstats &&
        (s = pick_grow(x, &b->stats, &b->stats_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
       (ws && (s = pick_grow(x, &b->workspace, &b->workspace_bytes, ws, err, errlen))))
     return s;
-  io.esb = e & RT_EPI_AFFINE ? b->esb : 0;
+  io.esb = e & CG_EPI_AFFINE ? b->esb : 0;
   io.stats = desc->genstats ? b->stats : 0;
   io.workspace = ws ? b->workspace : 0;
   float t_fused = 0, t_plain = 0, t_copy = 0;
   if ((s = rt_cudnn_conv_time(x->dnn, fused, &io, PICK_RUNS, &t_fused, err, errlen))) return s;
   io.sb = io.esb = io.residual = io.mask = 0;
-  int fwd_out = desc->kind == RT_CONV_FWD && e;
+  int fwd_out = desc->kind == CG_CONV_FWD && e;
   if ((s = rt_cudnn_conv_time(x->dnn, plain, &io, PICK_RUNS, &t_plain, err, errlen)) ||
       (s = time_copy(x, fwd_out ? io.y : io.x, fwd_out ? y_bytes : x_bytes, b, &t_copy, err, errlen)))
     return s;
-  t_copy *= (2 + !!(e & RT_EPI_RESIDUAL) + !!(e & RT_EPI_DRELU)) / 2.0f; /* tensors read and written */
+  t_copy *= (2 + !!(e & CG_EPI_RESIDUAL) + !!(e & CG_EPI_DRELU)) / 2.0f; /* tensors read and written */
   *use_fused = t_fused <= t_plain + t_copy;
   return RT_CUDA_OK;
 }
 
 /* c runs a plan made from desc for a node that asks for want: what the
  * plan itself does (the node's launches do the rest). */
-static void take_desc(GpuConv *c, const RtConvDesc *want, const RtConvDesc *desc) {
+static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc) {
   c->fused = desc->genstats || desc->dbn;
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
@@ -345,7 +346,7 @@ static void take_desc(GpuConv *c, const RtConvDesc *want, const RtConvDesc *desc
  * takes plain_desc's (without the prologue or epilogue) with the kernel
  * doing that part: timed once per description (memo), the fused plan kept
  * on any failure. */
-static void pick_fusion(RtGpu *x, int i, const RtConvDesc *fused_desc, const RtConvDesc *plain_desc, size_t *ws,
+static void pick_fusion(RtGpu *x, int i, const CgConvDesc *fused_desc, const CgConvDesc *plain_desc, size_t *ws,
                         PickMemo *memo, int *nmemo, PickBufs *b) {
   GpuConv *c = &x->conv[i];
   char err[1024];
@@ -398,8 +399,8 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
   RtCudaStatus s = RT_CUDA_OK;
   for (int i = 0; !s && i < x->g->nnode; i++) {
     if (!x->prog.kn[i].has_conv) continue;
-    const RtConvDesc *want = &x->prog.kn[i].conv;
-    RtConvDesc cand[3] = {*want, *want, *want};
+    const CgConvDesc *want = &x->prog.kn[i].conv;
+    CgConvDesc cand[3] = {*want, *want, *want};
     cand[0].genstats = cand[1].genstats = want->genstats && stats_ok;
     cand[0].dbn = cand[1].dbn = want->dbn && dbn_ok;
     cand[0].prologue = want->prologue && pro_ok;
@@ -428,7 +429,7 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
   return s;
 }
 
-static RtCudaStatus device_of(RtGpu *x, RtGpuDevice *d, char *err, size_t errlen) {
+static RtCudaStatus device_of(RtGpu *x, CgDevice *d, char *err, size_t errlen) {
   CUdevice dev = rt_cuda_ctx_device(x->ctx);
   const struct {
     CUdevice_attribute attr;
@@ -528,20 +529,21 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
                  errlen)) ||
       (s = place_values(x, err, errlen)))
     return s;
-  RtGpuDevice dev;
+  CgDevice dev;
+  cg_cache_dir(o ? o->cache_dir : NULL, x->cache_dir, sizeof x->cache_dir);
   if ((s = device_of(x, &dev, err, errlen)) ||
-      (s = rt_gpu_prog_build_prebuilt(g, x->batch, &dev, o ? o->cache_dir : NULL, o ? o->prebuilt : NULL,
-                                       o ? o->prebuilt_arch : NULL, &x->prog, err, errlen)))
+      (s = rt_gpu_status_of_cg(cg_prog_build_prebuilt(g, x->batch, &dev, x->cache_dir,
+                                                      o ? o->prebuilt : NULL, o ? o->prebuilt_arch : NULL, &x->prog,
+                                                      err, errlen))))
     return s;
-  if ((s = rt_gpu_prog_load(&x->prog, x->ctx, err, errlen))) return s;
+  if ((s = rt_gpu_prog_load(&x->prog, x->mod, x->ctx, err, errlen))) return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
   rt_cudnn_workspace_cap(x->dnn, workspace_cap());
   rt_cudnn_deterministic(x->dnn, rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1"));
   if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
-    char dir[3072], path[3200];
-    rt_gpu_prog_cache_dir(o->cache_dir, dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/cudnn-tune.txt", dir);
-    if (*dir && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cudnn-tune.txt", x->cache_dir);
+    if (x->cache_dir[0] && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
   }
   size_t ws = 0, need[4] = {0, 0, 0, 0}; /* scratch and workspace of the main stream, then of the side stream */
   if ((s = plan_convs(x, &ws, err, errlen))) return s;
@@ -562,7 +564,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   x->side_scratch = x->workspace + align_up(need[1]);
   x->side_workspace = x->side_scratch + align_up(need[2]);
   if ((s = prepare_nodes(x, err, errlen)) ||
-      (s = rt_gpu_optim_apply(x, o ? o->cache_dir : NULL, err, errlen)) || (s = plan_branches(x, err, errlen)))
+      (s = rt_gpu_optim_apply(x, x->cache_dir, err, errlen)) || (s = plan_branches(x, err, errlen)))
     return s;
   return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
 }
@@ -621,7 +623,8 @@ void rt_gpu_free(RtGpu *x) {
     if (x->persist) x->api->MemFree(x->persist);
     if (x->scratch) x->api->MemFree(x->scratch);
   }
-  rt_gpu_prog_free(&x->prog);
+  rt_gpu_prog_unload(x->mod);
+  cg_prog_free(&x->prog);
   rt_cuda_ctx_free(x->ctx);
   free(x->addr);
   free(x->numel);
@@ -755,7 +758,7 @@ static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size
                            : rt_cudnn_conv_exec_on(x->dnn, c->plan, &io, st, err, errlen);
   }
   GpuLaunch *L = &x->launch[j];
-  const RtKLaunch *l = L->l;
+  const CgKLaunch *l = L->l;
   return RT_CU(x->api, LaunchKernel,
                (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st,
                 L->argp, NULL),

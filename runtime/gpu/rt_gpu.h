@@ -3,7 +3,7 @@
  * rt_gpu_new() takes a graph that went through the whole pipeline (its
  * memory plan gives every activation an offset in one arena), allocates the
  * arena and the persistent parameter/state storage on the device, emits and
- * compiles every node's distinct kernels with NVRTC (rt_gpu_kernels.h, rt_gpu_prog.h),
+ * compiles every node's distinct kernels with NVRTC (cg_kernels.h, cg_prog.h),
  * and builds the cuDNN plans of its convolutions (rt_cudnn.h).  rt_gpu_run()
  * launches the whole step on the executor's stream with no host
  * synchronization inside; rt_gpu_capture() records that step once as a CUDA
@@ -21,8 +21,8 @@
 
 #include "ir.h"
 #include "rt_cuda.h"
-#include "rt_gpu_kernels.h"
-#include "rt_model.h"
+#include "cg_kernels.h"
+#include "cg_prog.h"
 
 typedef struct RtGpu RtGpu;
 
@@ -34,7 +34,7 @@ typedef struct RtGpuOpts {
    * cubin is loaded without compiling when its source is exactly the text
    * this executor emits and prebuilt_arch is the device's sm_XX; otherwise
    * the executor compiles as without it. */
-  const RtModelProgram *prebuilt;
+  const CgProgram *prebuilt;
   const char *prebuilt_arch;
 } RtGpuOpts;
 
@@ -82,7 +82,7 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
  *                               (=verbose: on, and print the side nodes' count
  *                               and overlap windows to stderr when made)
  *   NETC_S2D=0                  the f32 stride-2 stem convolution as it is, not
- *                               folded 2x2 into 4C channels (rt_gpu_kernels.c;
+ *                               folded 2x2 into 4C channels (cg_kernels.c;
  *                               =all folds its weight gradient too) */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
@@ -96,7 +96,7 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
  * in the cache (cache_dir, or the default below).  A later rt_gpu_new on a
  * device with the same attributes then loads the cubin without compiling.
  * The default cache is $XDG_CACHE_HOME/netc, else ~/.cache/netc. */
-RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
                                char *err, size_t errlen);
 /* Bytes of device memory the executor holds (arena, parameters, scratch). */
 size_t rt_gpu_device_bytes(const RtGpu *x);
@@ -138,7 +138,7 @@ RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen)
 typedef struct RtGpuProfRec {
   int node;              /* IR node index (its name, op and SrcLoc are in the graph) */
   int launch;            /* index among the node's launches; -1 for its convolution */
-  char kernel[RT_K_NAME + 64]; /* generated kernel name, or "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
+  char kernel[CG_K_NAME + 64]; /* generated kernel name, or "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
   double ms;             /* median over the profiled steps */
   double start_ms;       /* start in the last profiled step, from that step's first event */
   double flops;          /* convolutions and linear layers; 0 for the rest */

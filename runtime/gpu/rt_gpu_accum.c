@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "rt_gpu_impl.h"
-#include "rt_gpu_templates.h"
-#include "rt_nvrtc.h"
+#include "cg_templates.h"
+#include "rt_gpu_prog.h"
 
 enum { ALIGN = 256, THREADS = 256, MAX_BLOCKS = 1024 };
 
@@ -48,28 +48,17 @@ static const char *dtype_suffix(IrDtype dt) {
 /* common.cu + accum.cu compiled for the device, loaded into a->mod. */
 static RtCudaStatus load_kernels(RtGpuAccum *a, char *err, size_t errlen) {
   RtGpu *x = a->x;
-  const char *common = rt_gpu_templates_text("common.cu"), *accum = rt_gpu_templates_text("accum.cu");
+  const char *common = cg_templates_text("common.cu"), *accum = cg_templates_text("accum.cu");
   if (!common || !accum) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum: accum.cu is not embedded");
-  int cc[2];
-  CUdevice dev = rt_cuda_ctx_device(x->ctx);
-  RtCudaStatus s = RT_CU(x->api, DeviceGetAttribute, (&cc[0], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                         "the device's architecture", err, errlen);
-  if (!s) s = RT_CU(x->api, DeviceGetAttribute, (&cc[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                    "the device's architecture", err, errlen);
-  if (s) return s;
   size_t lc = strlen(common), la = strlen(accum);
-  char *src = malloc(lc + la + 2), arch[32];
+  char *src = malloc(lc + la + 2);
   if (!src) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_accum: out of host memory");
   memcpy(src, common, lc);
   src[lc] = '\n';
   memcpy(src + lc + 1, accum, la + 1);
-  snprintf(arch, sizeof arch, "sm_%d%d", cc[0], cc[1]);
-  RtNvrtcOut out = {0};
-  RtNvrtcStatus ns = rt_nvrtc_compile(src, "netc_accum", arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, errlen);
+  RtCudaStatus s = rt_gpu_prog_module(x->ctx, src, "netc_accum", "accum", x->cache_dir,
+                                      "gradient accumulation kernels", &a->mod, err, errlen);
   free(src);
-  if (ns) return ns == RT_NVRTC_ENOLIB ? RT_CUDA_ENODRIVER : ns == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
-  s = rt_cuda_module_init(&a->mod, x->ctx, out.image, "gradient accumulation kernels", err, errlen);
-  rt_nvrtc_out_free(&out);
   return s;
 }
 

@@ -7,20 +7,20 @@
 #include "rt_cudnn.h"
 #include "rt_gpu.h"
 #include "rt_gpu_branch.h"
-#include "rt_gpu_prog.h"
+#include "cg_prog.h"
 
 typedef struct GpuLaunch {
   CUfunction fn;
-  const RtKLaunch *l;
-  CUdeviceptr arg[RT_K_MAX_ARGS];
-  void *argp[RT_K_MAX_ARGS]; /* argp[i] = &arg[i]: cuLaunchKernel's parameter block */
+  const CgKLaunch *l;
+  CUdeviceptr arg[CG_K_MAX_ARGS];
+  void *argp[CG_K_MAX_ARGS]; /* argp[i] = &arg[i]: cuLaunchKernel's parameter block */
 } GpuLaunch;
 
 typedef struct GpuConv {
   RtConvPlan *plan;
-  int fused;         /* the plan writes the statistics (RtConvDesc.genstats) into io.stats */
-  int pro_fused;     /* the plan applies the node's prologue (RtConvDesc.prologue) itself */
-  int epi_fused;     /* the plan applies the node's epilogue (RtConvDesc.epilogue) itself */
+  int fused;         /* the plan writes the statistics (CgConvDesc.genstats) into io.stats */
+  int pro_fused;     /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
+  int epi_fused;     /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
   int pre;           /* launches of the node that run before the convolution (its PROLOGUE) */
   RtConvIo io;       /* workspace: the executor's */
   size_t ws;         /* the plan's workspace bytes */
@@ -34,7 +34,9 @@ struct RtGpu {
   const RtCudaApi *api;
   CUstream stream;
   RtCudnn *dnn;
-  RtGpuProg prog;
+  CgProg prog;
+  char cache_dir[4096]; /* the kernel cache (cg_cache_dir of RtGpuOpts.cache_dir); "" for none */
+  RtCudaModule *mod[CG_MAX_PART]; /* prog's parts, loaded */
   CUdeviceptr arena, persist, scratch, workspace;
   size_t arena_bytes, persist_bytes, scratch_bytes;
   CUdeviceptr *addr; /* per value: its device address, 0 when it has none */

@@ -16,8 +16,9 @@
 #include <string.h>
 
 #include "rt_gpu_impl.h"
-#include "rt_gpu_templates.h"
-#include "rt_nvrtc.h"
+#include "cg_templates.h"
+#include "cg_nvrtc.h"
+#include "rt_gpu_prog.h"
 
 enum { SLOTS = 2, BLOCK = 256, MAX_GRID = 4096 };
 
@@ -54,13 +55,13 @@ RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, c
   if (!rt_ref_input_ok(in) || !storage_type(dt))
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: an input of %s, or dims that do not add up",
                         ir_dtype_name(dt));
-  const char *text = rt_gpu_templates_text("input_u8.cu"), *common = rt_gpu_templates_text("common.cu");
+  const char *text = cg_templates_text("input_u8.cu"), *common = cg_templates_text("common.cu");
   if (!text || !common) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: input_u8.cu is not embedded");
   snprintf(name, namelen, "k_input_u8_%s_%s", ir_dtype_name(dt), in->dst_nhwc ? "nhwc" : "nchw");
   char v[7][32];
   const int64_t num[7] = {in->n, in->c, in->dc, in->h, in->w, in->src_nhwc != 0, in->dst_nhwc != 0};
   for (int i = 0; i < 7; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
-  const RtNvrtcDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_N", v[0]},
+  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_N", v[0]},
                              {"NETC_C", v[1]},           {"NETC_DC", v[2]},            {"NETC_H", v[3]},
                              {"NETC_W", v[4]},           {"NETC_SRC_LAST", v[5]},     {"NETC_DST_LAST", v[6]}};
   size_t lc = strlen(common), lt = strlen(text);
@@ -69,33 +70,24 @@ RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, c
   memcpy(joined, common, lc);
   joined[lc] = '\n';
   memcpy(joined + lc + 1, text, lt + 1);
-  RtNvrtcStatus s = rt_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]),
+  CgStatus s = cg_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]),
                                          src, err, errlen);
   free(joined);
-  return s == RT_NVRTC_OK ? RT_CUDA_OK : s == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_EARG;
+  return rt_gpu_status_of_cg(s);
 }
 
 /* The kernel compiled for x's device and loaded. */
 static RtCudaStatus make_kernel(RtGpuInput *p, IrDtype dt, char *err, size_t errlen) {
   CUdevice dev = rt_cuda_ctx_device(p->x->ctx);
-  int major = 0, minor = 0, sms = 0;
+  int sms = 0;
   RtCudaStatus s;
-  if ((s = RT_CU(p->api, DeviceGetAttribute, (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                 "the input kernel's arch", err, errlen)) ||
-      (s = RT_CU(p->api, DeviceGetAttribute, (&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                 "the input kernel's arch", err, errlen)) ||
-      (s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+  if ((s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
                  "the input kernel's grid", err, errlen)))
     return s;
-  char name[64], arch[32], *src = NULL;
+  char name[64], *src = NULL;
   if ((s = rt_gpu_input_source(&p->in, dt, &src, name, sizeof name, err, errlen))) return s;
-  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
-  RtNvrtcOut out = {0};
-  RtNvrtcStatus ns = rt_nvrtc_compile(src, name, arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, errlen);
+  s = rt_gpu_prog_module(p->x->ctx, src, name, "input", p->x->cache_dir, "the input kernel", &p->mod, err, errlen);
   free(src);
-  if (ns) return ns == RT_NVRTC_ENOLIB ? RT_CUDA_ENODRIVER : ns == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
-  s = rt_cuda_module_init(&p->mod, p->x->ctx, out.image, "the input kernel", err, errlen);
-  rt_nvrtc_out_free(&out);
   if (!s) s = rt_cuda_module_function(p->mod, name, &p->fn, err, errlen);
   int64_t blocks = (p->total + BLOCK - 1) / BLOCK, cap = sms > 0 ? (int64_t)sms * 16 : MAX_GRID;
   p->grid = (unsigned)(blocks < cap ? blocks : cap);

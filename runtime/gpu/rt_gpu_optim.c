@@ -3,9 +3,8 @@
  * gives the rules).
  *
  * The runs' kernels are one NVRTC program of their own, compiled when the
- * executor is made (after the step's program) and cached as
- * <cache>/netc-multi-<hash>.cubin, hash = FNV-1a 64 of its text, arch and
- * NVRTC version.  Each run's kernel reads its tensors' pointers from a
+ * executor is made (after the step's program) through the one cache path
+ * (cg_cache.h) as <cache>/netc-multi-<key>.cubin.  Each run's kernel reads its tensors' pointers from a
  * table in one small device allocation owned here (an entry per tensor:
  * {w, g, buf} or {x, y}, 8 bytes a pointer), written once.  The executor's
  * launch list is then rebuilt: a run's head gets the run's one launch, its
@@ -22,9 +21,9 @@
 #include <unistd.h>
 
 #include "rt_gpu_impl.h"
-#include "rt_gpu_tmpl.h"
-#include "rt_nvrtc.h"
-#include "rt_text.h"
+#include "cg_tmpl.h"
+#include "rt_gpu_prog.h"
+#include "cg_text.h"
 
 /* CHUNK elements a block: 4 passes of 256 threads over 4-wide vectors */
 enum { BLOCK = 256, CHUNK = 4096, MAX_DEFS = 16 };
@@ -44,7 +43,7 @@ static IrDtype dtype_of(const IrGraph *g, int v) { return g->val[v].type.dtype; 
 static int sgd_ok(const IrGraph *g, const IrNode *n) {
   if (n->op != IR_OP_SGD_UPDATE || n->nin < 5 || n->nin > 6) return 0;
   for (int i = 0; i < 3; i++)
-    if (!rt_gpu_tmpl_is_float(dtype_of(g, n->in[i]))) return 0;
+    if (!cg_tmpl_is_float(dtype_of(g, n->in[i]))) return 0;
   for (int i = 3; i < n->nin; i++)
     if (dtype_of(g, n->in[i]) != IR_DT_F32) return 0;
   return 1;
@@ -222,10 +221,10 @@ static void defs_free(Defs *d) {
   d->n = 0;
 }
 
-/* A float attribute as a literal with every bit of its f32 value (as rt_gpu_kernels.c writes it). */
+/* A float attribute as a literal with every bit of its f32 value (as cg_kernels.c writes it). */
 static void def_float(Defs *d, const char *name, double v) {
   char b[48];
-  rt_gpu_tmpl_float(b, sizeof b, v);
+  cg_tmpl_float(b, sizeof b, v);
   def(d, name, "%s", b);
 }
 
@@ -233,20 +232,20 @@ static void def_float(Defs *d, const char *name, double v) {
  * NETC_COUNTS and NETC_BLOCK0; r->blocks = the grid.  -1 when a count is
  * unknown or the grid too large. */
 static int def_layout(Defs *d, const IrGraph *g, int64_t batch, RtOptimRun *r) {
-  RtText counts = {0}, first = {0};
+  CgText counts = {0}, first = {0};
   int64_t blocks = 0;
-  rt_text_puts(&counts, "{");
-  rt_text_puts(&first, "{");
+  cg_text_puts(&counts, "{");
+  cg_text_puts(&first, "{");
   for (int k = 0; k < r->n; k++) {
     int64_t n = ir_type_numel(&g->val[g->node[r->node[k]].in[0]].type, batch);
     if (n < 0) blocks = -1;
-    rt_text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
-    rt_text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
+    cg_text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
+    cg_text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
     if (blocks >= 0) blocks += (n + CHUNK - 1) / CHUNK;
     if (blocks > 0x7fffffff) blocks = -1;
   }
-  rt_text_printf(&first, ", %lld}", (long long)blocks);
-  rt_text_puts(&counts, "}");
+  cg_text_printf(&first, ", %lld}", (long long)blocks);
+  cg_text_puts(&counts, "}");
   int rc = counts.bad || first.bad || blocks <= 0 ? -1 : 0;
   if (!rc) {
     snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_COUNTS");
@@ -264,38 +263,38 @@ static int def_layout(Defs *d, const IrGraph *g, int64_t batch, RtOptimRun *r) {
 /* The defines and launch of run r; *tmpl = its template. */
 static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, const char **tmpl) {
   const IrNode *h = &g->node[r->node[0]];
-  RtKLaunch *l = &r->launch;
+  CgKLaunch *l = &r->launch;
   memset(l, 0, sizeof *l);
   int v;
   if (r->kind == RT_OPTIM_SGD) {
     IrDtype tw = dtype_of(g, h->in[0]), tg = dtype_of(g, h->in[1]), tb = dtype_of(g, h->in[2]);
     snprintf(l->name, sizeof l->name, "k%d_sgd_update_multi%d_%s", r->node[0], r->n, ir_dtype_name(tg));
-    v = rt_gpu_tmpl_flat_vec(tw);
-    if (rt_gpu_tmpl_flat_vec(tg) < v) v = rt_gpu_tmpl_flat_vec(tg);
-    if (rt_gpu_tmpl_flat_vec(tb) < v) v = rt_gpu_tmpl_flat_vec(tb);
+    v = cg_tmpl_flat_vec(tw);
+    if (cg_tmpl_flat_vec(tg) < v) v = cg_tmpl_flat_vec(tg);
+    if (cg_tmpl_flat_vec(tb) < v) v = cg_tmpl_flat_vec(tb);
     def(d, "NETC_KERNEL_NAME", "%s", l->name);
-    def(d, "NETC_TW", "%s", rt_gpu_tmpl_ctype(tw));
-    def(d, "NETC_TG", "%s", rt_gpu_tmpl_ctype(tg));
-    def(d, "NETC_TBUF", "%s", rt_gpu_tmpl_ctype(tb));
+    def(d, "NETC_TW", "%s", cg_tmpl_ctype(tw));
+    def(d, "NETC_TG", "%s", cg_tmpl_ctype(tg));
+    def(d, "NETC_TBUF", "%s", cg_tmpl_ctype(tb));
     def_float(d, "NETC_MOMENTUM", ir_attr_float(h, "momentum", 0));
     def_float(d, "NETC_WD", ir_attr_float(h, "weight_decay", 0));
     def(d, "NETC_NESTEROV", "%d", ir_attr_int(h, "nesterov", 0) != 0);
     def(d, "NETC_SKIP", "%d", h->nin > 5);
     /* the table first (scratch: a profile counts no tensor for it), then the head's scalars */
     l->nargs = h->nin - 2;
-    l->args[0] = (RtKArg){RT_KARG_SCRATCH, 0, 0};
-    for (int a = 1; a < l->nargs; a++) l->args[a] = (RtKArg){RT_KARG_IN, a + 2, 0};
+    l->args[0] = (CgKArg){CG_KARG_SCRATCH, 0, 0};
+    for (int a = 1; a < l->nargs; a++) l->args[a] = (CgKArg){CG_KARG_IN, a + 2, 0};
     *tmpl = "sgd_multi.cu";
   } else {
     IrDtype ty = dtype_of(g, h->out[0]);
     snprintf(l->name, sizeof l->name, "k%d_cast_multi%d_f32_%s", r->node[0], r->n, ir_dtype_name(ty));
-    int vy = rt_gpu_tmpl_flat_vec(ty), vx = rt_gpu_tmpl_flat_vec(IR_DT_F32);
+    int vy = cg_tmpl_flat_vec(ty), vx = cg_tmpl_flat_vec(IR_DT_F32);
     v = vy < vx ? vy : vx;
     def(d, "NETC_KERNEL_NAME", "%s", l->name);
     def(d, "NETC_TX", "float");
-    def(d, "NETC_TY", "%s", rt_gpu_tmpl_ctype(ty));
+    def(d, "NETC_TY", "%s", cg_tmpl_ctype(ty));
     l->nargs = 1;
-    l->args[0] = (RtKArg){RT_KARG_SCRATCH, 0, 0};
+    l->args[0] = (CgKArg){CG_KARG_SCRATCH, 0, 0};
     *tmpl = "cast_multi.cu";
   }
   def(d, "NETC_NT", "%d", r->n);
@@ -310,7 +309,7 @@ static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, con
 }
 
 /* Run k's kernel into r->unit and, in namespace netc_m<k>, onto src. */
-static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, RtText *src, char *err, size_t errlen) {
+static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, CgText *src, char *err, size_t errlen) {
   Defs d = {0};
   const char *tmpl = NULL;
   if (run_defs(g, batch, r, &d, &tmpl)) {
@@ -318,11 +317,11 @@ static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, RtTex
     rt_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
     return -1;
   }
-  RtNvrtcDefine nd[MAX_DEFS];
-  for (int i = 0; i < d.n; i++) nd[i] = (RtNvrtcDefine){d.name[i], d.value[i]};
+  CgDefine nd[MAX_DEFS];
+  for (int i = 0; i < d.n; i++) nd[i] = (CgDefine){d.name[i], d.value[i]};
   char ns[32], msg[512];
   snprintf(ns, sizeof ns, "netc_m%d", k);
-  int rc = rt_gpu_tmpl_instantiate(tmpl, nd, d.n, ns, src, &r->unit, msg, sizeof msg);
+  int rc = cg_tmpl_instantiate(tmpl, nd, d.n, ns, src, &r->unit, msg, sizeof msg);
   if (rc) rt_errf(err, errlen, "rt_gpu_optim: run at node %d: %s", r->node[0], msg);
   defs_free(&d);
   return rc;
@@ -340,7 +339,7 @@ int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err
     rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
     return -1;
   }
-  RtText src = {0};
+  CgText src = {0};
   for (int k = 0; k < p->nrun; k++)
     if (emit_run(g, batch, &p->run[k], k, &src, err, errlen)) {
       free(src.p);
@@ -366,82 +365,6 @@ void rt_gpu_optim_plan_free(RtOptimPlan *p) {
   free(p->run);
   free(p->source);
   memset(p, 0, sizeof *p);
-}
-
-/* --- compiling (with a cache) ----------------------------------------------------- */
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *b = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
-static void *file_read(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  void *p = NULL;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n > 16 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)n)) && fread(p, 1, (size_t)n, f) != (size_t)n) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  /* only an ELF image is a cubin; anything else is compiled over */
-  if (p && memcmp(p, "\177ELF", 4) != 0) {
-    free(p);
-    p = NULL;
-  }
-  *size = p ? (size_t)n : 0;
-  return p;
-}
-
-/* Written under a temporary name and renamed: a reader never sees half a file. */
-static void file_write(const char *path, const void *data, size_t size) {
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), data);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  int ok = fwrite(data, 1, size, f) == size;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) remove(tmp);
-}
-
-/* The cubin of p's program for x's device: *cubin = NULL (no error) when
- * NVRTC cannot be loaded. */
-static RtCudaStatus compile(RtGpu *x, const RtOptimPlan *p, const char *cache_dir, void **cubin, char *err,
-                            size_t errlen) {
-  *cubin = NULL;
-  CUdevice dev = rt_cuda_ctx_device(x->ctx);
-  int major = 0, minor = 0, vmaj = 0, vmin = 0;
-  RtCudaStatus s;
-  if ((s = RT_CU(x->api, DeviceGetAttribute, (&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                 "device attributes", err, errlen)) ||
-      (s = RT_CU(x->api, DeviceGetAttribute, (&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                 "device attributes", err, errlen)))
-    return s;
-  char why[512];
-  if (rt_nvrtc_version(&vmaj, &vmin, why, sizeof why)) return RT_CUDA_OK;
-  char arch[32], key[96], dir[4096], path[4200];
-  snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
-  snprintf(key, sizeof key, "|%s|nvrtc %d.%d|cubin|multi", arch, vmaj, vmin);
-  uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, p->source, p->source_len), key, strlen(key));
-  rt_gpu_prog_cache_dir(cache_dir, dir, sizeof dir);
-  path[0] = 0;
-  if (dir[0]) {
-    size_t size;
-    snprintf(path, sizeof path, "%s/netc-multi-%016llx.cubin", dir, (unsigned long long)h);
-    if ((*cubin = file_read(path, &size))) return RT_CUDA_OK;
-  }
-  char name[160];
-  snprintf(name, sizeof name, "netc_%s_multi", x->g->name ? x->g->name : "graph");
-  RtNvrtcOut out = {0};
-  RtNvrtcStatus ns = rt_nvrtc_compile(p->source, name, arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, errlen);
-  if (ns) return ns == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
-  *cubin = out.image;
-  if (path[0]) file_write(path, out.image, out.size);
-  out.image = NULL;
-  rt_nvrtc_out_free(&out);
-  return RT_CUDA_OK;
 }
 
 /* --- the executor's side -------------------------------------------------------- */
@@ -551,11 +474,12 @@ RtCudaStatus rt_gpu_optim_apply(RtGpu *x, const char *cache_dir, char *err, size
   RtOptimPlan *p = &x->optim->plan;
   if (rt_gpu_optim_plan(x->g, x->batch, p, err, errlen)) return RT_CUDA_EARG;
   if (!p->nrun) return RT_CUDA_OK;
-  void *cubin = NULL;
-  RtCudaStatus s = compile(x, p, cache_dir, &cubin, err, errlen);
-  if (s || !cubin) return s; /* no cubin and no error: no NVRTC here, the nodes launch one by one */
-  s = rt_cuda_module_init(&x->optim->mod, x->ctx, cubin, "the multi-tensor kernels", err, errlen);
-  free(cubin);
+  char name[160];
+  snprintf(name, sizeof name, "netc_%s_multi", x->g->name ? x->g->name : "graph");
+  RtCudaStatus s = rt_gpu_prog_module(x->ctx, p->source, name, "multi", cache_dir, "the multi-tensor kernels",
+                                      &x->optim->mod, err, errlen);
+  if (s == RT_CUDA_ENODRIVER) return RT_CUDA_OK; /* no NVRTC here: the nodes launch one by one */
+  if (s) return s;
   CUfunction *fn = calloc((size_t)p->nrun, sizeof *fn);
   int *use = calloc((size_t)p->nrun, sizeof *use);
   size_t *tab_off = calloc((size_t)p->nrun, sizeof *tab_off);

@@ -42,7 +42,7 @@ typedef struct RtOptimRun {
   int n;          /* nodes in the run (2 or more) */
   int *node;      /* the nodes, node[0] the head; n of them, in step order */
   int64_t blocks; /* the launch's grid */
-  RtKLaunch launch; /* name, grid, block; args: the head's scalars (lr, loss scale, skip), after the table */
+  CgKLaunch launch; /* name, grid, block; args: the head's scalars (lr, loss scale, skip), after the table */
   char *unit;     /* malloc'd: this run's kernel alone (common.cu + template), for nvcc */
 } RtOptimRun;
 

@@ -90,15 +90,15 @@ static double value_bytes(const RtGpu *x, int v) {
 }
 
 /* Value id of a node's kernel argument, or -1 for scratch. */
-static int arg_value(const IrNode *n, const RtKArg *a) {
-  if (a->kind == RT_KARG_IN && a->index >= 0 && a->index < n->nin) return n->in[a->index];
-  if (a->kind == RT_KARG_OUT && a->index >= 0 && a->index < n->nout) return n->out[a->index];
+static int arg_value(const IrNode *n, const CgKArg *a) {
+  if (a->kind == CG_KARG_IN && a->index >= 0 && a->index < n->nin) return n->in[a->index];
+  if (a->kind == CG_KARG_OUT && a->index >= 0 && a->index < n->nout) return n->out[a->index];
   return -1;
 }
 
 static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
-  const RtKNode *k = &x->prog.kn[i];
-  const RtConvDesc *d = &k->conv;
+  const CgKNode *k = &x->prog.kn[i];
+  const CgConvDesc *d = &k->conv;
   const IrNode *n = &x->g->node[i];
   static const char *const KIND[] = {"fwd", "dgrad", "wgrad"};
   char stride[32] = "";
@@ -111,7 +111,7 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
            d->k, d->r, d->s, stride);
   int g = d->groups > 0 ? d->groups : 1;
   r->flops = 2.0 * d->n * d->ho * d->wo * d->k * (double)(d->c / g) * d->r * d->s;
-  const RtKArg *args[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
+  const CgKArg *args[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
   for (int a = 0; a < 3; a++) {
     int v = arg_value(n, args[a]);
     if (v >= 0) r->bytes += value_bytes(x, v);
@@ -145,7 +145,7 @@ static double run_bytes(const RtGpu *x, const RtOptimRun *run) {
 
 static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
   const IrNode *n = &x->g->node[i];
-  const RtKLaunch *l = x->launch[x->first[i] + j].l;
+  const CgKLaunch *l = x->launch[x->first[i] + j].l;
   snprintf(r->kernel, sizeof r->kernel, "%s", l->name);
   const RtOptimRun *run = j == 0 ? rt_gpu_optim_run_at(x, i) : NULL;
   if (run) {

@@ -1,568 +1,83 @@
-/* rt_gpu_prog.c - every node's kernels, deduplicated, as a few NVRTC
- * programs compiled concurrently, with a cubin cache on disk (rt_gpu_prog.h
- * gives the contract).
- *
- * The emitter (rt_gpu_kernels.c) writes each launch of a node as
- * "namespace netc_k<node>_<j> {" + the instantiated template + "}" + an
- * #undef of each parameter; a node's source is cut at those openings into
- * one unit per launch.  A node whose source does not cut that way stays
- * one unit (its launches share the unit's fate).  A unit's key is its text
- * with its kernel names and namespace names replaced by placeholders, plus
- * the launches' shared memory; units with equal keys compile to the same
- * code, so only the first of them is compiled.
- *
- * In a program each unit is followed by an #undef of every macro it
- * defined, and a whole-node unit is wrapped in a namespace of its own, so
- * two instantiations of a template (same helper names, same #define
- * parameters, same include guard) live side by side in one translation
- * unit; the kernels are extern "C", so their symbols stay the plain names.
- * The joined text of all nodes (RtGpuProg.source) is built the same way,
- * per node, for --emit-cuda.
- *
- * The cache file of a part is <dir>/netc-<hash>.cubin, hash = FNV-1a 64 of
- * the part's text, the target arch and the NVRTC version.  A missing or
- * unwritable directory only means no caching; a file that is not an ELF
- * image is recompiled over.  Files are written to a temporary name and
- * renamed, so two processes (or threads) warming one cache never read half
- * a file. */
-#define _GNU_SOURCE /* sched_getaffinity */
+/* rt_gpu_prog.c - a graph's kernel programs loaded as modules
+ * (rt_gpu_prog.h), and rt_gpu_precompile (rt_gpu.h). */
 #include "rt_gpu_prog.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "rt_nvrtc.h"
-#include "rt_text.h"
+#include "cg_cache.h"
 
-/* distinct kernels per part at least: fewer, smaller programs for small graphs */
-enum { KERNELS_PER_PART = 4 };
+#include "rt_gpu.h"
 
-/* Appends "#undef NAME" for every "#define NAME" line of src. */
-static int undef_macros(RtText *b, const char *src) {
-  for (const char *l = src; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-    const char *p = l;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p++ != '#') continue;
-    while (*p == ' ' || *p == '\t') p++;
-    if (strncmp(p, "define", 6) != 0 || (p[6] != ' ' && p[6] != '\t')) continue;
-    p += 6;
-    while (*p == ' ' || *p == '\t') p++;
-    size_t n = 0;
-    while (p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') ||
-           (n && p[n] >= '0' && p[n] <= '9'))
-      n++;
-    if (n && (rt_text_add(b, "#undef ", 7) || rt_text_add(b, p, n) || rt_text_add(b, "\n", 1))) return -1;
+RtCudaStatus rt_gpu_status_of_cg(CgStatus s) {
+  switch (s) {
+  case CG_OK: return RT_CUDA_OK;
+  case CG_ENOLIB: return RT_CUDA_ENODRIVER;
+  case CG_ENOMEM: return RT_CUDA_ENOMEM;
+  case CG_EARG: return RT_CUDA_EARG;
+  case CG_ECOMPILE:
+  case CG_ECALL: break;
   }
-  return 0;
+  return RT_CUDA_ECALL;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
-void rt_gpu_prog_cache_dir(const char *want, char *dir, size_t len) {
-  dir[0] = 0;
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (want && *want)
-    snprintf(dir, len, "%s", want);
-  else if (xdg && *xdg)
-    snprintf(dir, len, "%s/netc", xdg);
-  else if (home && *home)
-    snprintf(dir, len, "%s/.cache/netc", home);
-  else
-    return;
-  /* mkdir -p: each prefix in turn; existing ones are fine */
-  for (char *s = dir + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = 0;
-    mkdir(dir, 0755);
-    *s = '/';
-  }
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) dir[0] = 0;
-}
-
-static void *file_read(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  void *p = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 16 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)n)) &&
-      fread(p, 1, (size_t)n, f) == (size_t)n && memcmp(p, "\177ELF", 4) == 0) {
-    fclose(f);
-    *size = (size_t)n;
-    return p;
-  }
-  free(p);
-  fclose(f);
-  return NULL;
-}
-
-static void file_write(const char *path, const void *data, size_t size) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  int ok = fwrite(data, 1, size, f) == size;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) remove(tmp);
-}
-
-/* The program text of every node's source into *b (--emit-cuda's text). */
-static RtCudaStatus assemble(const IrGraph *g, int64_t batch, RtGpuProg *p, RtText *b, char *err, size_t errlen) {
-  if (rt_text_printf(b, "/* netc: graph %s at batch %lld, %d nodes */\n", g->name ? g->name : "?", (long long)batch,
-                 g->nnode))
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
-  for (int i = 0; i < p->nnode; i++) {
-    const char *src = p->kn[i].source;
-    if (!src || !*src) continue;
-    const IrOpInfo *info = ir_op_info(g->node[i].op);
-    if (rt_text_printf(b, "\n/* node %d: %s %s */\nnamespace netc_node%d {\n", i, info ? info->name : "?",
-                   g->node[i].name ? g->node[i].name : "", i) ||
-        rt_text_add(b, src, strlen(src)) || rt_text_printf(b, "\n} /* namespace netc_node%d */\n", i) ||
-        undef_macros(b, src))
-      return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
-  }
-  return RT_CUDA_OK;
-}
-
-/* --- distinct kernels ------------------------------------------------------ */
-
-/* A piece of one node's source: launch `launch`, or all of it (launch -1). */
-typedef struct Unit {
-  int node, launch;
-  const char *text;
-  size_t len;
-  char *key; /* the text without its names, then the shared memory of its launches */
-  size_t key_len;
-  uint64_t hash;
-  int canon; /* the first unit with the same key (itself when distinct) */
-  int part;
-} Unit;
-
-/* Cuts node i's source at its launches' namespace openings into at[0..n];
- * 0 when it does not cut that way. */
-static int cut_node(const RtKNode *k, int node, size_t at[RT_K_MAX_LAUNCH + 1]) {
-  if (k->nlaunch < 1) return 0;
-  const char *from = k->source;
-  for (int j = 0; j < k->nlaunch; j++) {
-    char open[64];
-    snprintf(open, sizeof open, "namespace netc_k%d_%d {\n", node, j);
-    const char *m = strstr(from, open);
-    if (!m || (j == 0 && m != k->source)) return 0;
-    at[j] = (size_t)(m - k->source);
-    from = m + 1;
-  }
-  at[k->nlaunch] = strlen(k->source);
-  return 1;
-}
-
-static int ident_char(char c) {
-  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-/* u->key: u's text with every identifier in names[] replaced by "\1" and a
- * letter for its index, then each of its launches' shared memory. */
-static int make_key(Unit *u, const RtKNode *k, const char *const *names, int nnames) {
-  RtText b = {0};
-  const char *s = u->text;
-  size_t i = 0, n = u->len, plain = 0;
-  while (i < n) {
-    if (!ident_char(s[i]) || (s[i] >= '0' && s[i] <= '9') || (i && ident_char(s[i - 1]))) {
-      i++;
-      continue;
-    }
-    size_t m = 1;
-    while (i + m < n && ident_char(s[i + m])) m++;
-    for (int x = 0; x < nnames; x++) {
-      if (strlen(names[x]) != m || memcmp(names[x], s + i, m) != 0) continue;
-      char ph[3] = {1, (char)('A' + x), 0};
-      if (rt_text_add(&b, s + plain, i - plain) || rt_text_add(&b, ph, 2)) goto oom;
-      plain = i + m;
-      break;
-    }
-    i += m;
-  }
-  if (rt_text_add(&b, s + plain, n - plain)) goto oom;
-  for (int j = u->launch < 0 ? 0 : u->launch; j < (u->launch < 0 ? k->nlaunch : u->launch + 1); j++)
-    if (rt_text_printf(&b, "\2smem %u", k->launch[j].smem)) goto oom;
-  if (!b.p && rt_text_add(&b, "", 0)) goto oom;
-  u->key = b.p, u->key_len = b.len;
-  u->hash = fnv1a(0xcbf29ce484222325ull, b.p, b.len);
-  return 0;
-oom:
-  free(b.p);
-  return -1;
-}
-
-/* Every node's units, in node and launch order, keyed. */
-static int list_units(const RtGpuProg *p, Unit **out, int *nout) {
-  int cap = 0;
-  for (int i = 0; i < p->nnode; i++) cap += p->kn[i].nlaunch > 0 ? p->kn[i].nlaunch : 1;
-  Unit *u = calloc((size_t)cap + 1, sizeof *u);
-  if (!u) return -1;
-  int n = 0;
-  for (int i = 0; i < p->nnode; i++) {
-    const RtKNode *k = &p->kn[i];
-    if (!k->source || !*k->source) continue;
-    size_t at[RT_K_MAX_LAUNCH + 1];
-    int cut = cut_node(k, i, at);
-    char ns[RT_K_MAX_LAUNCH][32];
-    const char *names[2 * RT_K_MAX_LAUNCH];
-    for (int j = 0; j < k->nlaunch; j++) snprintf(ns[j], sizeof ns[j], "netc_k%d_%d", i, j);
-    for (int j = 0; j < (cut ? k->nlaunch : 1); j++) {
-      Unit *x = &u[n];
-      x->node = i, x->launch = cut ? j : -1, x->canon = n, x->part = -1;
-      x->text = k->source + (cut ? at[j] : 0);
-      x->len = cut ? at[j + 1] - at[j] : strlen(k->source);
-      int nn = 0;
-      for (int l = cut ? j : 0; l < (cut ? j + 1 : k->nlaunch); l++) names[nn++] = k->launch[l].name;
-      for (int l = cut ? j : 0; l < (cut ? j + 1 : k->nlaunch); l++) names[nn++] = ns[l];
-      if (make_key(x, k, names, nn)) {
-        for (int y = 0; y < n; y++) free(u[y].key);
-        free(u);
-        return -1;
-      }
-      n++;
-    }
-  }
-  for (int a = 0; a < n; a++)
-    for (int b = 0; b < a; b++)
-      if (u[b].canon == b && u[b].hash == u[a].hash && u[b].key_len == u[a].key_len &&
-          memcmp(u[b].key, u[a].key, u[a].key_len) == 0 &&
-          (u[a].launch < 0) == (u[b].launch < 0) &&
-          (u[a].launch >= 0 || p->kn[u[a].node].nlaunch == p->kn[u[b].node].nlaunch)) {
-        u[a].canon = b;
-        break;
-      }
-  *out = u, *nout = n;
-  return 0;
-}
-
-static void free_units(Unit *u, int n) {
-  for (int i = 0; u && i < n; i++) free(u[i].key);
-  free(u);
-}
-
-/* Deals the distinct units, largest first, each to the lightest part (the
- * lowest on ties); the count of parts follows from the count of units. */
-static void deal(Unit *u, int n, int ndistinct, int *npart) {
-  int np = (ndistinct + KERNELS_PER_PART - 1) / KERNELS_PER_PART;
-  if (np > RT_MODEL_MAX_PART) np = RT_MODEL_MAX_PART;
-  size_t load[RT_MODEL_MAX_PART] = {0};
-  for (int dealt = 0; dealt < ndistinct; dealt++) {
-    int big = -1;
-    for (int i = 0; i < n; i++)
-      if (u[i].canon == i && u[i].part < 0 && (big < 0 || u[i].len > u[big].len)) big = i;
-    int light = 0;
-    for (int k = 1; k < np; k++)
-      if (load[k] < load[light]) light = k;
-    u[big].part = light;
-    load[light] += u[big].len;
-  }
-  *npart = np;
-}
-
-/* The text of part k: its units in node order. */
-static int part_text(const IrGraph *g, int64_t batch, const Unit *u, int n, int k, RtGpuProg *p) {
-  RtText b = {0};
-  int rc = rt_text_printf(&b, "/* netc: graph %s at batch %lld, kernel program %d of %d */\n", g->name ? g->name : "?",
-                      (long long)batch, k + 1, p->npart);
-  for (int i = 0; i < n && !rc; i++) {
-    if (u[i].canon != i || u[i].part != k) continue;
-    const IrNode *nd = &g->node[u[i].node];
-    const IrOpInfo *info = ir_op_info(nd->op);
-    rc = rt_text_printf(&b, "\n/* node %d: %s %s */\n", u[i].node, info ? info->name : "?", nd->name ? nd->name : "");
-    if (!rc && u[i].launch < 0) rc = rt_text_printf(&b, "namespace netc_node%d {\n", u[i].node);
-    /* the text of one unit: an undef_macros scan must not run past it */
-    char *text = rc ? NULL : strndup(u[i].text, u[i].len);
-    rc = rc || !text || rt_text_add(&b, text, u[i].len) ||
-         (u[i].launch < 0 && rt_text_printf(&b, "\n} /* namespace netc_node%d */\n", u[i].node)) ||
-         undef_macros(&b, text);
-    free(text);
-    p->part[k].nkernel++;
-  }
-  if (rc) {
-    free(b.p);
-    return -1;
-  }
-  p->part[k].source = b.p, p->part[k].source_len = b.len;
-  return 0;
-}
-
-/* 1 (with a message) when two distinct kernels have one name: one program
- * could not hold both, and a launch could call the other. */
-static int same_name(const RtGpuProg *p, const Unit *u, int n, char *err, size_t errlen) {
-  for (int a = 0; a < n; a++)
-    for (int b = 0; b < a; b++) {
-      if (u[a].canon != a || u[b].canon != b) continue;
-      const RtKNode *ka = &p->kn[u[a].node], *kb = &p->kn[u[b].node];
-      for (int ja = u[a].launch < 0 ? 0 : u[a].launch; ja < (u[a].launch < 0 ? ka->nlaunch : u[a].launch + 1); ja++)
-        for (int jb = u[b].launch < 0 ? 0 : u[b].launch; jb < (u[b].launch < 0 ? kb->nlaunch : u[b].launch + 1);
-             jb++)
-          if (strcmp(ka->launch[ja].name, kb->launch[jb].name) == 0) {
-            rt_cuda_fail(RT_CUDA_EARG, err, errlen,
-                         "rt_gpu: kernel name %s is given to two different kernels (node %d launch %d, node %d "
-                         "launch %d): each kernel needs a name of its own",
-                         ka->launch[ja].name, u[b].node, jb, u[a].node, ja);
-            return 1;
-          }
-    }
-  return 0;
-}
-
-/* Dedups the emitted launches into sym and the parts' texts. */
-static RtCudaStatus make_parts(const IrGraph *g, int64_t batch, RtGpuProg *p, char *err, size_t errlen) {
-  p->first = calloc((size_t)p->nnode + 1, sizeof *p->first);
-  for (int i = 0; p->first && i < p->nnode; i++) p->first[i + 1] = p->first[i] + p->kn[i].nlaunch;
-  p->nlaunch = p->first ? p->first[p->nnode] : 0;
-  p->sym = calloc((size_t)p->nlaunch + 1, sizeof *p->sym);
-  Unit *u = NULL;
-  int n = 0;
-  if (!p->first || !p->sym || list_units(p, &u, &n))
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%d kernels)", p->nlaunch);
-  for (int i = 0; i < n; i++) p->ndistinct += u[i].canon == i;
-  if (same_name(p, u, n, err, errlen)) {
-    free_units(u, n);
-    return RT_CUDA_EARG;
-  }
-  deal(u, n, p->ndistinct, &p->npart);
-  for (int i = 0; i < n; i++) {
-    const Unit *c = &u[u[i].canon];
-    const RtKNode *k = &p->kn[u[i].node];
-    for (int j = u[i].launch < 0 ? 0 : u[i].launch; j < (u[i].launch < 0 ? k->nlaunch : u[i].launch + 1); j++) {
-      RtGpuProgSym *s = &p->sym[p->first[u[i].node] + j];
-      s->part = c->part;
-      snprintf(s->name, sizeof s->name, "%s", p->kn[c->node].launch[c->launch < 0 ? j : c->launch].name);
-    }
-  }
-  RtCudaStatus s = RT_CUDA_OK;
-  for (int k = 0; k < p->npart && !s; k++)
-    if (part_text(g, batch, u, n, k, p))
-      s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (program text)");
-  free_units(u, n);
-  return s;
-}
-
-/* --- compiling the parts ---------------------------------------------------- */
-
-typedef struct Job {
-  RtGpuProg *p;
-  const char *arch, *dir, *key, *graph;
-  int64_t batch;
-  pthread_mutex_t mu;
-  int next;
-  RtCudaStatus status[RT_MODEL_MAX_PART];
-  char *err; /* npart messages of errlen bytes */
-  size_t errlen;
-} Job;
-
-static RtCudaStatus compile_part(Job *j, int k) {
-  RtGpuProgPart *pt = &j->p->part[k];
-  char *err = j->err + (size_t)k * j->errlen, name[160], path[4200];
-  snprintf(name, sizeof name, "netc_%s_b%lld_p%d", j->graph, (long long)j->batch, k + 1);
-  uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, pt->source, pt->source_len), j->key, strlen(j->key));
-  path[0] = 0;
-  if (j->dir[0]) {
-    snprintf(path, sizeof path, "%s/netc-%016llx.cubin", j->dir, (unsigned long long)h);
-    if ((pt->cubin = file_read(path, &pt->size))) {
-      pt->cache_hit = 1;
-      return RT_CUDA_OK;
-    }
-  }
-  RtNvrtcOut out = {0};
-  RtNvrtcStatus s = rt_nvrtc_compile(pt->source, name, j->arch, RT_NVRTC_CUBIN, NULL, 0, &out, err, j->errlen);
-  if (s) return s == RT_NVRTC_ENOLIB ? RT_CUDA_ENODRIVER : s == RT_NVRTC_ENOMEM ? RT_CUDA_ENOMEM : RT_CUDA_ECALL;
-  pt->cubin = out.image, pt->size = out.size;
-  out.image = NULL;
-  rt_nvrtc_out_free(&out);
-  if (path[0]) file_write(path, pt->cubin, pt->size);
-  return RT_CUDA_OK;
-}
-
-static void *worker(void *arg) {
-  Job *j = arg;
-  for (;;) {
-    pthread_mutex_lock(&j->mu);
-    int k = j->next++;
-    pthread_mutex_unlock(&j->mu);
-    if (k >= j->p->npart) return NULL;
-    if (!j->p->part[k].cubin) j->status[k] = compile_part(j, k);
-  }
-}
-
-/* Threads to compile with: p->threads, else $NETC_NVRTC_THREADS, else the
- * cores this process may use; at most RT_GPU_PROG_THREADS and the parts. */
-static int thread_count(const RtGpuProg *p) {
-  int n = p->threads;
-  const char *env = getenv("NETC_NVRTC_THREADS");
-  if (n <= 0 && env && *env) n = atoi(env);
-  if (n <= 0) {
-    cpu_set_t set;
-    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  }
-  if (n > RT_GPU_PROG_THREADS) n = RT_GPU_PROG_THREADS;
-  if (n > p->npart) n = p->npart;
-  return n < 1 ? 1 : n;
-}
-
-RtCudaStatus rt_gpu_prog_compile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
-                                 RtGpuProg *p, char *err, size_t errlen) {
-  int todo = 0;
-  for (int k = 0; k < p->npart; k++) todo += !p->part[k].cubin;
-  if (!todo) return RT_CUDA_OK;
-  char arch[32], dir[4096], key[96];
-  snprintf(arch, sizeof arch, "sm_%d%d", dev->cc_major, dev->cc_minor);
-  int major = 0, minor = 0;
-  if (rt_nvrtc_version(&major, &minor, err, errlen)) return RT_CUDA_ENODRIVER;
-  snprintf(key, sizeof key, "|%s|nvrtc %d.%d|cubin", arch, major, minor);
-  rt_gpu_prog_cache_dir(cache_dir, dir, sizeof dir);
-  Job j = {.p = p, .arch = arch, .dir = dir, .key = key, .graph = g->name ? g->name : "graph", .batch = batch,
-           .errlen = errlen ? errlen : 1};
-  if (!(j.err = calloc((size_t)p->npart, j.errlen)))
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
-  pthread_mutex_init(&j.mu, NULL);
-  pthread_t tid[RT_GPU_PROG_THREADS];
-  int nthread = thread_count(p), started = 0;
-  while (started < nthread - 1 && pthread_create(&tid[started], NULL, worker, &j) == 0) started++;
-  worker(&j);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-  pthread_mutex_destroy(&j.mu);
-  RtCudaStatus s = RT_CUDA_OK;
-  int hits = 0;
-  for (int k = 0; k < p->npart; k++) {
-    hits += p->part[k].cache_hit;
-    if (!s && j.status[k]) {
-      s = j.status[k];
-      if (err && errlen) snprintf(err, errlen, "%s", j.err + (size_t)k * j.errlen);
-    }
-  }
-  free(j.err);
-  p->cache_hit = hits == p->npart;
-  if (s)
-    for (int k = 0; k < p->npart; k++)
-      if (!p->part[k].prebuilt) {
-        free(p->part[k].cubin);
-        p->part[k].cubin = NULL, p->part[k].size = 0, p->part[k].cache_hit = 0;
-      }
-  return s;
-}
-
-/* --- the executor's side --------------------------------------------------- */
-
-RtCudaStatus rt_gpu_prog_emit(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, RtGpuProg *p, char *err,
+RtCudaStatus rt_gpu_prog_load(const CgProg *p, RtCudaModule *mod[CG_MAX_PART], RtCudaCtx *ctx, char *err,
                               size_t errlen) {
-  memset(p, 0, sizeof *p);
-  if (!g || !dev) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: no graph or device");
-  p->kn = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof *p->kn);
-  if (!p->kn) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%d nodes)", g->nnode);
-  int any = 0;
-  for (int i = 0; i < g->nnode; i++) {
-    if (rt_gpu_kernels_emit(g, i, batch, dev, &p->kn[i], err, errlen)) {
-      rt_gpu_prog_free(p);
-      return RT_CUDA_EARG;
-    }
-    p->nnode = i + 1;
-    any |= p->kn[i].source && p->kn[i].source[0];
-  }
-  RtText b = {0};
-  RtCudaStatus s = make_parts(g, batch, p, err, errlen);
-  if (!s && any) s = assemble(g, batch, p, &b, err, errlen);
-  if (s) {
-    free(b.p);
-    rt_gpu_prog_free(p);
-    return s;
-  }
-  p->source = b.p, p->source_len = b.len;
-  return RT_CUDA_OK;
-}
-
-RtCudaStatus rt_gpu_prog_build_prebuilt(const IrGraph *g, int64_t batch, const RtGpuDevice *dev,
-                                        const char *cache_dir, const RtModelProgram *pre, const char *pre_arch,
-                                        RtGpuProg *p, char *err, size_t errlen) {
-  RtCudaStatus s = rt_gpu_prog_emit(g, batch, dev, p, err, errlen);
-  if (s || !p->npart) return s;
-  char arch[32];
-  snprintf(arch, sizeof arch, "sm_%d%d", dev->cc_major, dev->cc_minor);
-  /* the launches come from this emission, so a cubin is only usable when it
-   * was made from exactly this part's text, for this device's arch */
-  int taken = 0;
-  for (int k = 0; pre && pre_arch && strcmp(pre_arch, arch) == 0 && k < p->npart && k < pre->npart; k++) {
-    RtGpuProgPart *pt = &p->part[k];
-    if (!pre->source[k] || !pre->cubin[k] || pre->cubin_size[k] <= 16 || strcmp(pre->source[k], pt->source) != 0)
-      continue;
-    if (!(pt->cubin = malloc(pre->cubin_size[k]))) {
-      rt_gpu_prog_free(p);
-      return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu-byte cubin)",
-                          pre->cubin_size[k]);
-    }
-    memcpy(pt->cubin, pre->cubin[k], pre->cubin_size[k]);
-    pt->size = pre->cubin_size[k], pt->prebuilt = 1;
-    taken++;
-  }
-  p->prebuilt = taken == p->npart;
-  s = rt_gpu_prog_compile(g, batch, dev, cache_dir, p, err, errlen);
-  if (s) rt_gpu_prog_free(p);
-  return s;
-}
-
-RtCudaStatus rt_gpu_prog_build(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
-                               RtGpuProg *p, char *err, size_t errlen) {
-  return rt_gpu_prog_build_prebuilt(g, batch, dev, cache_dir, NULL, NULL, p, err, errlen);
-}
-
-RtCudaStatus rt_gpu_prog_load(RtGpuProg *p, RtCudaCtx *ctx, char *err, size_t errlen) {
   for (int k = 0; k < p->npart; k++) {
     char what[96];
     snprintf(what, sizeof what, "the step's kernels, program %d of %d", k + 1, p->npart);
-    if (!p->part[k].cubin)
-      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: %s is not compiled", what);
-    RtCudaStatus s = rt_cuda_module_init(&p->mod[k], ctx, p->part[k].cubin, what, err, errlen);
+    if (!p->part[k].cubin) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: %s is not compiled", what);
+    RtCudaStatus s = rt_cuda_module_init(&mod[k], ctx, p->part[k].cubin, what, err, errlen);
     if (s) return s;
   }
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_gpu_prog_function(const RtGpuProg *p, int node, int launch, CUfunction *fn, char *err,
-                                  size_t errlen) {
-  if (!p->sym || node < 0 || node >= p->nnode || launch < 0 || launch >= p->kn[node].nlaunch)
-    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d has no launch %d", node, launch);
-  const RtGpuProgSym *s = &p->sym[p->first[node] + launch];
-  const char *name = p->kn[node].launch[launch].name;
-  if (s->part < 0 || s->part >= p->npart || !p->mod[s->part])
-    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", name);
-  return rt_cuda_module_function(p->mod[s->part], s->name, fn, err, errlen);
+RtCudaStatus rt_gpu_prog_function(const CgProg *p, RtCudaModule *const mod[CG_MAX_PART], int node, int launch,
+                                  CUfunction *fn, char *err, size_t errlen) {
+  const CgProgSym *s = cg_prog_sym(p, node, launch);
+  if (!s) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d has no launch %d", node, launch);
+  if (s->part < 0 || s->part >= p->npart || !mod[s->part])
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s but no program", p->kn[node].launch[launch].name);
+  return rt_cuda_module_function(mod[s->part], s->name, fn, err, errlen);
 }
 
-void rt_gpu_prog_free(RtGpuProg *p) {
-  if (!p) return;
-  for (int i = 0; i < p->nnode; i++) rt_gpu_kernels_free(&p->kn[i]);
-  for (int k = 0; k < RT_MODEL_MAX_PART; k++) {
-    rt_cuda_module_free(p->mod[k]);
-    free(p->part[k].cubin);
-    free(p->part[k].source);
+RtCudaStatus rt_gpu_prog_module(RtCudaCtx *ctx, const char *source, const char *name, const char *kind,
+                                const char *cache_dir, const char *what, RtCudaModule **mod, char *err,
+                                size_t errlen) {
+  const RtCudaApi *api = rt_cuda_ctx_api(ctx);
+  CUdevice dev = rt_cuda_ctx_device(ctx);
+  int cc[2] = {0, 0};
+  RtCudaStatus s = RT_CU(api, DeviceGetAttribute, (&cc[0], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                         "the device's architecture", err, errlen);
+  if (!s) s = RT_CU(api, DeviceGetAttribute, (&cc[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                    "the device's architecture", err, errlen);
+  if (s) return s;
+  char arch[32];
+  snprintf(arch, sizeof arch, "sm_%d%d", cc[0], cc[1]);
+  CgCompile c = {.source = source, .name = name, .arch = arch, .kind = kind};
+  void *cubin = NULL;
+  size_t size = 0;
+  s = rt_gpu_status_of_cg(cg_cache_compile(&c, cache_dir, &cubin, &size, NULL, err, errlen));
+  if (!s) s = rt_cuda_module_init(mod, ctx, cubin, what, err, errlen);
+  free(cubin);
+  return s;
+}
+
+void rt_gpu_prog_unload(RtCudaModule *mod[CG_MAX_PART]) {
+  for (int k = 0; k < CG_MAX_PART; k++) {
+    rt_cuda_module_free(mod[k]);
+    mod[k] = NULL;
   }
-  free(p->kn);
-  free(p->source);
-  free(p->first);
-  free(p->sym);
-  memset(p, 0, sizeof *p);
 }
 
-RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const RtGpuDevice *dev, const char *cache_dir,
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
                                char *err, size_t errlen) {
   if (g && g->plan_batch != batch)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld",
                         (long long)g->plan_batch, (long long)batch);
-  RtGpuProg p;
-  RtCudaStatus s = rt_gpu_prog_build(g, batch, dev, cache_dir, &p, err, errlen);
-  rt_gpu_prog_free(&p);
-  return s;
+  CgProg p;
+  CgStatus s = cg_prog_build(g, batch, dev, cache_dir, &p, err, errlen);
+  cg_prog_free(&p);
+  return rt_gpu_status_of_cg(s);
 }

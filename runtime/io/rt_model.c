@@ -1,5 +1,5 @@
 /* rt_model.c - opens a model.so written by `netc -o` (rt_model.h gives the
- * contract, compiler/cg_model.h the blob's format).
+ * contract, compiler/codegen/cg_model.h the blob's format).
  *
  * The library is loaded RTLD_NOW | RTLD_LOCAL, so two models in one process
  * never see each other's symbols.  Nothing in it is trusted: the blob must
@@ -30,7 +30,7 @@
 #include "compile.h"
 #include "rt_err.h"
 
-_Static_assert(CG_MODEL_MAX_PART == RT_MODEL_MAX_PART, "a model holds as many programs as the executor makes");
+_Static_assert(CG_MAX_PART == CG_MAX_PART, "a model holds as many programs as the executor makes");
 
 static uint64_t get_u64(const unsigned char *p) {
   uint64_t v = 0;
@@ -133,7 +133,7 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
                      (unsigned long long)len, (unsigned long long)off, (unsigned long long)n);
   }
   for (int g = 0; g < 2; g++)
-    for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
+    for (int k = 0; k < CG_MAX_PART; k++) {
       int cu = (g ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
       int bin = (g ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
       if ((k && !sec_len[cu - 1] && sec_len[cu]) || (sec_len[bin] && !sec_len[cu]))
@@ -217,9 +217,9 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
   if (m->train->plan_batch != m->batch || m->infer->plan_batch != m->batch)
     return rt_errf(err, errlen, "%s: corrupt model (plans for batch %lld and %lld, header says %lld)", path,
                    (long long)m->train->plan_batch, (long long)m->infer->plan_batch, (long long)m->batch);
-  RtModelProgram *prog[2] = {&m->train_prog, &m->infer_prog};
+  CgProgram *prog[2] = {&m->train_prog, &m->infer_prog};
   for (int i = 0; i < 2; i++)
-    for (int k = 0; k < CG_MODEL_MAX_PART; k++) {
+    for (int k = 0; k < CG_MAX_PART; k++) {
       int cu = (i ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
       int bin = (i ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
       if (!len[cu])
@@ -263,6 +263,6 @@ void rt_model_close(RtModel *m) {
   if (m->dl)
     dlclose(m->dl);
   m->dl = NULL;
-  m->train_prog = (RtModelProgram){0};
-  m->infer_prog = (RtModelProgram){0};
+  m->train_prog = (CgProgram){0};
+  m->infer_prog = (CgProgram){0};
 }

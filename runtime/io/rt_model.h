@@ -22,26 +22,15 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "cg_prog.h"
 #include "ir.h"
-
-/* Kernel programs of one graph at most (rt_gpu_prog.h's parts). */
-#define RT_MODEL_MAX_PART 16
-
-/* A graph's kernel programs: the GPU executor compiles the distinct kernels
- * of a graph as npart NVRTC programs (runtime/rt_gpu_prog.h). */
-typedef struct RtModelProgram {
-  int npart;                              /* 0 when the graph has no generated kernel */
-  const char *source[RT_MODEL_MAX_PART];  /* CUDA C of program k */
-  const void *cubin[RT_MODEL_MAX_PART];   /* program k compiled for `arch`, or NULL */
-  size_t cubin_size[RT_MODEL_MAX_PART];
-} RtModelProgram;
 
 typedef struct RtModel {
   IrGraph *train;      /* the training step (autodiff, passes, memory plan) */
   IrGraph *infer;      /* the same network compiled with --inference */
   int64_t batch;       /* the batch both plans and programs were made for */
   char arch[16];       /* "sm_90", or "" when no cubin is embedded */
-  RtModelProgram train_prog, infer_prog;
+  CgProgram train_prog, infer_prog;
   void *dl;            /* dlopen handle (NULL for an in-process compile) */
 } RtModel;
 

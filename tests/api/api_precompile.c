@@ -35,7 +35,7 @@ static int job(const char *root, const char *cache, const Job *j) {
   Arena a;
   arena_init(&a);
   NetGraphs g;
-  RtGpuDevice dev = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9};
+  CgDevice dev = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9};
   NetStatus s = net_model_open(path, &a, j->precision, j->batch, j->train, &g, err, sizeof err);
   if (!s && g.train && j->keep_grads) s = net_model_keep_grads(g.train, err, sizeof err);
   if (!s && g.train) s = net_model_plan(g.train, j->batch, err, sizeof err);

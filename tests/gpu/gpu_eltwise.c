@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "rt_gpu_templates.h"
+#include "cg_templates.h"
 
 static const struct {
   const char *name, *define;
@@ -30,35 +30,35 @@ int gpu_eltwise_nin(GpuEltOp op) { return op_ok(op) ? OPS[op].nin : 0; }
 int gpu_eltwise_nout(GpuEltOp op) { return op_ok(op) ? OPS[op].nout : 0; }
 int gpu_eltwise_vec(GpuDtype dt) { return (int)(16 / gpu_dtype_size(dt)); }
 
-RtNvrtcStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
+CgStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
                                  int64_t n, int vec, char *name,
                                  size_t namelen, char **src, char *err,
                                  size_t errlen) {
-  const char *text = rt_gpu_templates_text("eltwise.cu");
+  const char *text = cg_templates_text("eltwise.cu");
   if (!op_ok(op) || (dt != GPU_F32 && dt != GPU_F16) || n < 0 || index < 0 ||
       !name || namelen < 2 || !text) {
     snprintf(err, errlen, "gpu_eltwise_source: invalid argument%s",
              text ? "" : " (eltwise.cu not embedded)");
-    return RT_NVRTC_EARG;
+    return CG_EARG;
   }
   if (vec == 0) vec = gpu_eltwise_vec(dt);
   int len = snprintf(name, namelen, "k%d_%s_%s", index, OPS[op].name,
                      gpu_dtype_name(dt));
   if (len < 0 || (size_t)len >= namelen) {
     snprintf(err, errlen, "gpu_eltwise_source: name buffer too small");
-    return RT_NVRTC_EARG;
+    return CG_EARG;
   }
   char vecs[16], ns[32];
   snprintf(vecs, sizeof vecs, "%d", vec);
   snprintf(ns, sizeof ns, "%" PRId64 "LL", n);
-  const RtNvrtcDefine defs[] = {
+  const CgDefine defs[] = {
       {"NETC_KERNEL_NAME", name},
       {OPS[op].define, "1"},
       {dt == GPU_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_F32", "1"},
       {"NETC_VEC", vecs},
       {"NETC_N", ns},
   };
-  return rt_nvrtc_instantiate("codegen_templates/eltwise.cu", text, defs,
+  return cg_nvrtc_instantiate("codegen_templates/eltwise.cu", text, defs,
                               (int)(sizeof defs / sizeof defs[0]), src, err,
                               errlen);
 }

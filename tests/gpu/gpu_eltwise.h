@@ -4,7 +4,7 @@
  *
  * This is the slice of the future code generator (compiler/cg_emit.c)
  * that the GPU tests need; it writes the parameters eltwise.cu documents
- * and leaves the text to rt_nvrtc_instantiate.  The launch geometry
+ * and leaves the text to cg_nvrtc_instantiate.  The launch geometry
  * (gpu_eltwise_grid) is part of the contract: 256 threads a block, and
  * any grid works because the kernel strides. */
 #ifndef NETC_GPU_ELTWISE_H
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 
 typedef enum GpuEltOp {
   GPU_ELT_RELU_FWD,
@@ -41,7 +41,7 @@ int gpu_eltwise_vec(GpuDtype dt);
 
 /* Writes the kernel name into name[namelen] and a malloc'd source into
  * *src.  vec 0 picks gpu_eltwise_vec(dt).  n >= 0. */
-RtNvrtcStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
+CgStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
                                  int64_t n, int vec, char *name,
                                  size_t namelen, char **src, char *err,
                                  size_t errlen);

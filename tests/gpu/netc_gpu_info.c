@@ -5,12 +5,12 @@
 #include <stdio.h>
 
 #include "rt_cuda.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 
 int main(void) {
   char err[2048];
   int major = 0, minor = 0;
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err) == RT_NVRTC_OK)
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err) == CG_OK)
     printf("nvrtc: %d.%d\n", major, minor);
   else
     printf("nvrtc: none (%s)\n", err);

@@ -17,7 +17,7 @@
 #include "check.h"
 #include "gpu_eltwise.h"
 #include "rt_cuda.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 #include "rt_ref.h"
 
 enum { TIMED_LAUNCHES = 20 };
@@ -128,7 +128,7 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   const size_t esz = gpu_dtype_size(dt), bytes = esz * (size_t)n;
   const int bwd_of_relu = op == GPU_ELT_RELU_BWD || op == GPU_ELT_ADD_RELU_BWD;
   char kname[64], *src = NULL;
-  RtNvrtcOut image = {0};
+  CgNvrtcOut image = {0};
   RtCudaModule *mod = NULL;
   CUfunction fn;
   CUevent ev0 = NULL, ev1 = NULL;
@@ -139,7 +139,7 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
 
   if (gpu_eltwise_source(index, op, dt, n, vec, kname, sizeof kname, &src, err,
                          sizeof err) ||
-      rt_nvrtc_compile(src, kname, g->arch, RT_NVRTC_CUBIN, NULL, 0, &image,
+      cg_nvrtc_compile(src, kname, g->arch, CG_NVRTC_CUBIN, NULL, 0, &image,
                        err, sizeof err) ||
       rt_cuda_module_init(&mod, g->ctx, image.image, kname, err, sizeof err) ||
       rt_cuda_module_function(mod, kname, &fn, err, sizeof err)) {
@@ -241,7 +241,7 @@ done:
   }
   free(hout);
   rt_cuda_module_free(mod);
-  rt_nvrtc_out_free(&image);
+  cg_nvrtc_out_free(&image);
   free(src);
   CHECK(ok, "kernel %d (%s %s, n=%" PRId64 ") did not run", index,
         gpu_eltwise_op_name(op), gpu_dtype_name(dt), n);
@@ -264,7 +264,7 @@ int main(void) {
   s = rt_cuda_device_info(0, &g.info, err, sizeof err);
   CHECK(s == RT_CUDA_OK, "device info: %s", err);
   int major = 0, minor = 0;
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err)) {
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err)) {
     rt_cuda_ctx_free(g.ctx);
     CHECK(0, "a GPU but no NVRTC: %s", err);
     return check_report();

@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "gpu_eltwise.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 
 static char err[16384];
 
@@ -48,9 +48,9 @@ static void kernel_dir_end(void) {
 /* Compiles kernel (op, dt, n) both ways and checks the images. */
 static void check_kernel(int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   char name[64], *src = NULL;
-  RtNvrtcStatus s = gpu_eltwise_source(index, op, dt, n, 0, name, sizeof name,
+  CgStatus s = gpu_eltwise_source(index, op, dt, n, 0, name, sizeof name,
                                        &src, err, sizeof err);
-  CHECK(s == RT_NVRTC_OK, "source %s %s: %s", gpu_eltwise_op_name(op),
+  CHECK(s == CG_OK, "source %s %s: %s", gpu_eltwise_op_name(op),
         gpu_dtype_name(dt), err);
   if (s) return;
   char want[64];
@@ -58,10 +58,10 @@ static void check_kernel(int index, GpuEltOp op, GpuDtype dt, int64_t n) {
            gpu_dtype_name(dt));
   CHECK(strcmp(name, want) == 0, "kernel name %s, want %s", name, want);
 
-  RtNvrtcOut cubin, ptx;
-  s = rt_nvrtc_compile(src, name, "sm_90", RT_NVRTC_CUBIN, NULL, 0, &cubin,
+  CgNvrtcOut cubin, ptx;
+  s = cg_nvrtc_compile(src, name, "sm_90", CG_NVRTC_CUBIN, NULL, 0, &cubin,
                        err, sizeof err);
-  CHECK(s == RT_NVRTC_OK, "cubin %s: %s", name, err);
+  CHECK(s == CG_OK, "cubin %s: %s", name, err);
   if (!s) {
     CHECK(cubin.size > 4 && memcmp(cubin.image, "\x7f" "ELF", 4) == 0,
           "%s: cubin is not an ELF image (%zu bytes)", name, cubin.size);
@@ -70,9 +70,9 @@ static void check_kernel(int index, GpuEltOp op, GpuDtype dt, int64_t n) {
     CHECK(cubin.log && cubin.log[0] == 0, "%s: NVRTC warned:\n%s", name,
           cubin.log ? cubin.log : "(no log)");
   }
-  s = rt_nvrtc_compile(src, name, NULL, RT_NVRTC_PTX, NULL, 0, &ptx, err,
+  s = cg_nvrtc_compile(src, name, NULL, CG_NVRTC_PTX, NULL, 0, &ptx, err,
                        sizeof err);
-  CHECK(s == RT_NVRTC_OK, "ptx %s: %s", name, err);
+  CHECK(s == CG_OK, "ptx %s: %s", name, err);
   if (!s) {
     char entry[96];
     snprintf(entry, sizeof entry, ".entry %s(", name);
@@ -85,8 +85,8 @@ static void check_kernel(int index, GpuEltOp op, GpuDtype dt, int64_t n) {
     if (dt == GPU_F16)
       CHECK(strstr(ptx.image, "cvt.rn.f16.f32"), "%s: no f16 rounding", name);
   }
-  rt_nvrtc_out_free(&cubin);
-  rt_nvrtc_out_free(&ptx);
+  cg_nvrtc_out_free(&cubin);
+  cg_nvrtc_out_free(&ptx);
   free(src);
 }
 
@@ -94,12 +94,12 @@ static void check_broken_source(void) {
   const char *src = "extern \"C\" __global__ void k0_broken(float *x) {\n"
                     "  x[0] = undefined_thing;\n"
                     "}\n";
-  RtNvrtcOut out = {(void *)1, 1, NULL};
-  RtNvrtcStatus s = rt_nvrtc_compile(src, "k0_broken", "sm_90", RT_NVRTC_CUBIN,
+  CgNvrtcOut out = {(void *)1, 1, NULL};
+  CgStatus s = cg_nvrtc_compile(src, "k0_broken", "sm_90", CG_NVRTC_CUBIN,
                                      NULL, 0, &out, err, sizeof err);
-  CHECK(s == RT_NVRTC_ECOMPILE, "broken source: status %d", s);
+  CHECK(s == CG_ECOMPILE, "broken source: status %d", s);
   CHECK(out.image == NULL && out.size == 0, "failed compile left an image");
-  CHECK(strstr(err, "rt_nvrtc.c:"), "no file:line in: %s", err);
+  CHECK(strstr(err, "cg_nvrtc.c:"), "no file:line in: %s", err);
   CHECK(strstr(err, "nvrtcCompileProgram("), "no call in: %s", err);
   CHECK(strstr(err, "NVRTC_ERROR_COMPILATION"), "no status in: %s", err);
   CHECK(strstr(err, "k0_broken for sm_90"), "no purpose in: %s", err);
@@ -130,46 +130,46 @@ static void check_broken_source(void) {
 /* The template's own guards: a missing op is an #error with a sentence. */
 static void check_template_guard(void) {
   char name[64], *src = NULL;
-  RtNvrtcStatus s = gpu_eltwise_source(1, GPU_ELT_RELU_FWD, GPU_F32, 64, 3,
+  CgStatus s = gpu_eltwise_source(1, GPU_ELT_RELU_FWD, GPU_F32, 64, 3,
                                        name, sizeof name, &src, err,
                                        sizeof err);
-  CHECK(s == RT_NVRTC_OK, "source: %s", err);
+  CHECK(s == CG_OK, "source: %s", err);
   if (s) return;
-  RtNvrtcOut out;
-  s = rt_nvrtc_compile(src, name, "sm_90", RT_NVRTC_PTX, NULL, 0, &out, err,
+  CgNvrtcOut out;
+  s = cg_nvrtc_compile(src, name, "sm_90", CG_NVRTC_PTX, NULL, 0, &out, err,
                        sizeof err);
-  CHECK(s == RT_NVRTC_ECOMPILE, "NETC_VEC 3 compiled (status %d)", s);
+  CHECK(s == CG_ECOMPILE, "NETC_VEC 3 compiled (status %d)", s);
   CHECK(strstr(err, "NETC_VEC must be 1, 2, 4 or 8"), "message: %s", err);
   free(src);
 }
 
 static void check_bad_arguments(void) {
-  RtNvrtcOut out;
+  CgNvrtcOut out;
   const char *src = "extern \"C\" __global__ void k(float *x) { x[0] = 1; }";
-  CHECK(rt_nvrtc_compile(src, "k", "90", RT_NVRTC_CUBIN, NULL, 0, &out, err,
-                         sizeof err) == RT_NVRTC_EARG,
+  CHECK(cg_nvrtc_compile(src, "k", "90", CG_NVRTC_CUBIN, NULL, 0, &out, err,
+                         sizeof err) == CG_EARG,
         "arch '90' accepted");
   CHECK(strstr(err, "sm_90"), "arch message: %s", err);
   const char *bad_opt[] = {"--no-such-option"};
-  RtNvrtcStatus s = rt_nvrtc_compile(src, "k", "sm_90", RT_NVRTC_CUBIN,
+  CgStatus s = cg_nvrtc_compile(src, "k", "sm_90", CG_NVRTC_CUBIN,
                                      bad_opt, 1, &out, err, sizeof err);
-  CHECK(s == RT_NVRTC_ECALL || s == RT_NVRTC_ECOMPILE,
+  CHECK(s == CG_ECALL || s == CG_ECOMPILE,
         "a bad option was accepted (status %d)", s);
   CHECK(strstr(err, "NVRTC_ERROR_"), "bad option message: %s", err);
-  rt_nvrtc_out_free(NULL);
+  cg_nvrtc_out_free(NULL);
 
   char *text = NULL;
-  const RtNvrtcDefine bad_name[] = {{"1X", "1"}};
-  const RtNvrtcDefine bad_value[] = {{"X", "1\n#include <x>"}};
-  const RtNvrtcDefine good[] = {{"A", "1"}, {"B_2", "k7_add_f32"}};
-  CHECK(rt_nvrtc_instantiate("t.cu", "body\n", bad_name, 1, &text, err,
-                             sizeof err) == RT_NVRTC_EARG && !text,
+  const CgDefine bad_name[] = {{"1X", "1"}};
+  const CgDefine bad_value[] = {{"X", "1\n#include <x>"}};
+  const CgDefine good[] = {{"A", "1"}, {"B_2", "k7_add_f32"}};
+  CHECK(cg_nvrtc_instantiate("t.cu", "body\n", bad_name, 1, &text, err,
+                             sizeof err) == CG_EARG && !text,
         "identifier check");
-  CHECK(rt_nvrtc_instantiate("t.cu", "body\n", bad_value, 1, &text, err,
-                             sizeof err) == RT_NVRTC_EARG && !text,
+  CHECK(cg_nvrtc_instantiate("t.cu", "body\n", bad_value, 1, &text, err,
+                             sizeof err) == CG_EARG && !text,
         "one-line value check");
-  CHECK(rt_nvrtc_instantiate("t.cu", "body\n", good, 2, &text, err,
-                             sizeof err) == RT_NVRTC_OK,
+  CHECK(cg_nvrtc_instantiate("t.cu", "body\n", good, 2, &text, err,
+                             sizeof err) == CG_OK,
         "instantiate: %s", err);
   if (text) {
     CHECK(strcmp(text, "/* instantiated from t.cu */\n#define A 1\n"
@@ -181,7 +181,7 @@ static void check_bad_arguments(void) {
 
 int main(void) {
   int major = 0, minor = 0;
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err) != RT_NVRTC_OK)
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err) != CG_OK)
     return check_skip(err);
   printf("NVRTC %d.%d\n", major, minor);
   int index = 0;

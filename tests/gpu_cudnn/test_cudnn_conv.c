@@ -11,15 +11,15 @@
  * is printed as unsupported, not failed.
  *
  * GenStats: the f16 forward convolutions of the 1x1 and 3x3 shapes again
- * with the statistics fused (RtConvDesc.genstats); the sums of y and y*y
+ * with the statistics fused (CgConvDesc.genstats); the sums of y and y*y
  * must match those of the y it wrote, within f16 rounding of y.
  * Prologue: the same shapes' forward (with GenStats) and weight gradient
- * reading relu(x * scale + bias) (RtConvDesc.prologue), within 1e-2.
+ * reading relu(x * scale + bias) (CgConvDesc.prologue), within 1e-2.
  * Epilogue: their forward with scale and bias (plus a residual, plus relu)
  * applied to the FP32 result, and their data gradient masked by a relu
- * output (RtConvDesc.epilogue), within 1e-2.
+ * output (CgConvDesc.epilogue), within 1e-2.
  * Dbn: data gradients with cuDNN's DgradDreluBNBwdWeight fusion
- * (RtConvDesc.dbn) in f16 and bf16, on a 3x3 s1 and two 1x1 shapes: dx
+ * (CgConvDesc.dbn) in f16 and bf16, on a 3x3 s1 and two 1x1 shapes: dx
  * masked by z's recomputed batch norm, dgamma, dbeta, and a, b, c checked
  * by applying them (dz = a*dx + b*z + c against the reference batch-norm
  * backward), within 1e-2 (f16) or 3e-2 (bf16), on the heuristics' and the
@@ -81,8 +81,8 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static RtConvDesc shape_desc(const Shape *sh, RtConvKind kind, IrDtype dt) {
-  RtConvDesc d;
+static CgConvDesc shape_desc(const Shape *sh, CgConvKind kind, IrDtype dt) {
+  CgConvDesc d;
   memset(&d, 0, sizeof d);
   d.kind = kind;
   d.n = sh->n, d.c = sh->c, d.h = sh->h, d.w = sh->w;
@@ -178,14 +178,14 @@ static void judge_fused(const char *shape, const char *what, const float *got, c
 }
 
 /* One shape, dtype and kind: GPU against the reference; prints one row. */
-static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
-  RtConvDesc d = shape_desc(sh, kind, dt);
+static void check_case(Gpu *g, const Shape *sh, IrDtype dt, CgConvKind kind) {
+  CgConvDesc d = shape_desc(sh, kind, dt);
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   RtRefFilter wf = {d.k, d.c / d.groups, d.r, d.s, RT_REF_KRSC};
   RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1],
                       d.dilation[0], d.dilation[1], d.groups};
   int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)wf.K * wf.C * wf.R * wf.S;
-  int64_t nout = kind == RT_CONV_FWD ? ny : kind == RT_CONV_BWD_DATA ? nx : nw;
+  int64_t nout = kind == CG_CONV_FWD ? ny : kind == CG_CONV_BWD_DATA ? nx : nw;
   const char *dtn = dt == IR_DT_F32 ? "f32" : "f16";
   float *x = rand_array(nx, dt), *w = rand_array(nw, dt), *y = rand_array(ny, dt);
   float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
@@ -193,8 +193,8 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
   CHECK(x && w && y && ref && got, "out of host memory");
   if (!x || !w || !y || !ref || !got) goto done;
 
-  int rc = kind == RT_CONV_FWD        ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
-           : kind == RT_CONV_BWD_DATA ? rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, y, NULL)
+  int rc = kind == CG_CONV_FWD        ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
+           : kind == CG_CONV_BWD_DATA ? rt_ref_conv2d_bwd_data(&xs, ref, &wf, w, &p, &ys, y, NULL)
                                       : rt_ref_conv2d_bwd_weight(&xs, x, &wf, ref, NULL, &p, &ys, y, NULL);
   CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
   if (rc) goto done;
@@ -208,14 +208,14 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, RtConvKind kind) {
   }
   CHECK(!s, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
   if (s) goto done;
-  int ok = (kind == RT_CONV_BWD_DATA ? alloc_nan(g, nx, dt, &bx) : upload(g, x, nx, dt, &bx)) &&
-           (kind == RT_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
-           (kind == RT_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
+  int ok = (kind == CG_CONV_BWD_DATA ? alloc_nan(g, nx, dt, &bx) : upload(g, x, nx, dt, &bx)) &&
+           (kind == CG_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
+           (kind == CG_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
            !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err,
                                sizeof err) &&
            !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
-           download(g, kind == RT_CONV_FWD ? by : kind == RT_CONV_BWD_DATA ? bx : bw, nout, dt, got);
+           download(g, kind == CG_CONV_FWD ? by : kind == CG_CONV_BWD_DATA ? bx : bw, nout, dt, got);
   CHECK(ok, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
   if (!ok) goto done;
 
@@ -238,7 +238,7 @@ done:
 /* Shape sh's f16 forward convolution with GenStats: y and the sums it
  * wrote against sums of that y in double. */
 static void check_genstats(Gpu *g, const Shape *sh) {
-  RtConvDesc d = shape_desc(sh, RT_CONV_FWD, IR_DT_F16);
+  CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_F16);
   d.genstats = 1;
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
@@ -297,15 +297,15 @@ done:
  * with the scale-bias-relu prologue, against the reference convolution of
  * relu(x * scale + bias) rounded to f16 (the prologue's FP32 result is
  * converted to f16 for the tensor cores). */
-static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
-  RtConvDesc d = shape_desc(sh, kind, IR_DT_F16);
+static void check_prologue(Gpu *g, const Shape *sh, CgConvKind kind) {
+  CgConvDesc d = shape_desc(sh, kind, IR_DT_F16);
   d.prologue = 1;
-  d.genstats = kind == RT_CONV_FWD;
+  d.genstats = kind == CG_CONV_FWD;
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
   RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1], 1, 1, 1};
   int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
-  int64_t nout = kind == RT_CONV_FWD ? ny : nw;
+  int64_t nout = kind == CG_CONV_FWD ? ny : nw;
   float *x = rand_array(nx, IR_DT_F16), *w = rand_array(nw, IR_DT_F16), *y = rand_array(ny, IR_DT_F16);
   float *sb = rand_array(2 * (int64_t)d.c, IR_DT_F16), *a = malloc(sizeof *a * (size_t)nx);
   float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
@@ -318,7 +318,7 @@ static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
     a[i] = v > 0 ? v : 0;
   }
   rt_ref_round_f16(nx, a, a);
-  int rc = kind == RT_CONV_FWD ? rt_ref_conv2d_fwd(&xs, a, &wf, w, NULL, &p, &ys, ref, NULL)
+  int rc = kind == CG_CONV_FWD ? rt_ref_conv2d_fwd(&xs, a, &wf, w, NULL, &p, &ys, ref, NULL)
                                : rt_ref_conv2d_bwd_weight(&xs, a, &wf, ref, NULL, &p, &ys, y, NULL);
   CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
   if (rc) goto done;
@@ -327,7 +327,7 @@ static void check_prologue(Gpu *g, const Shape *sh, RtConvKind kind) {
   RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
   CHECK(!s, "%s prologue %s plan: %s", sh->name, kn, err);
   if (s) goto done;
-  int fwd = kind == RT_CONV_FWD;
+  int fwd = kind == CG_CONV_FWD;
   RtConvIo io;
   int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, sb, 2 * (int64_t)d.c, IR_DT_F16, &bsb) &&
            (fwd ? upload(g, w, nw, IR_DT_F16, &bw) && alloc_nan(g, ny, IR_DT_F16, &by) &&
@@ -361,11 +361,11 @@ done:
 
 /* Shape sh's f16 forward convolution with the epilogue flags epi (scale and
  * bias, a residual, relu), or its data gradient [plus a residual] masked by
- * relu's output (RT_EPI_DRELU), against the reference convolution then the
+ * relu's output (CG_EPI_DRELU), against the reference convolution then the
  * same arithmetic in f32, rounded to f16 once. */
 static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
-  int fwd = !(epi & RT_EPI_DRELU);
-  RtConvDesc d = shape_desc(sh, fwd ? RT_CONV_FWD : RT_CONV_BWD_DATA, IR_DT_F16);
+  int fwd = !(epi & CG_EPI_DRELU);
+  CgConvDesc d = shape_desc(sh, fwd ? CG_CONV_FWD : CG_CONV_BWD_DATA, IR_DT_F16);
   d.epilogue = epi;
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
@@ -378,8 +378,8 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
   float *ref = malloc(sizeof *ref * (size_t)nout), *got = malloc(sizeof *got * (size_t)nout);
   CUdeviceptr bx = 0, bw = 0, by = 0, be = 0, bsb = 0, ba = 0, ws = 0;
   char what[64];
-  snprintf(what, sizeof what, "%s%s%s", fwd ? "fwd+scale-bias" : "bwd-data+drelu", epi & RT_EPI_RESIDUAL ? "-add" : "",
-           epi & RT_EPI_RELU ? "-relu" : "");
+  snprintf(what, sizeof what, "%s%s%s", fwd ? "fwd+scale-bias" : "bwd-data+drelu", epi & CG_EPI_RESIDUAL ? "-add" : "",
+           epi & CG_EPI_RELU ? "-relu" : "");
   CHECK(x && w && y && extra && esb && addend && ref && got, "out of host memory");
   if (!x || !w || !y || !extra || !esb || !addend || !ref || !got) goto done;
   int rc = fwd ? rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL)
@@ -391,10 +391,10 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
     if (fwd) {
       int k = (int)(i % d.k);
       r = r * esb[k] + esb[d.k + k];
-      if (epi & RT_EPI_RESIDUAL) r += extra[i];
-      if ((epi & RT_EPI_RELU) && r < 0) r = 0;
+      if (epi & CG_EPI_RESIDUAL) r += extra[i];
+      if ((epi & CG_EPI_RELU) && r < 0) r = 0;
     } else {
-      if (epi & RT_EPI_RESIDUAL) r += addend[i];
+      if (epi & CG_EPI_RESIDUAL) r += addend[i];
       if (!(extra[i] > 0)) r = 0;
     }
     ref[i] = r;
@@ -409,10 +409,10 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
            (fwd ? upload(g, x, nx, IR_DT_F16, &bx) && alloc_nan(g, ny, IR_DT_F16, &by) &&
                       upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb)
                 : alloc_nan(g, nx, IR_DT_F16, &bx) && upload(g, y, ny, IR_DT_F16, &by) &&
-                      (!(epi & RT_EPI_RESIDUAL) || upload(g, addend, nout, IR_DT_F16, &ba))) &&
+                      (!(epi & CG_EPI_RESIDUAL) || upload(g, addend, nout, IR_DT_F16, &ba))) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
   RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb,
-                 .residual = epi & RT_EPI_RESIDUAL ? (fwd ? be : ba) : 0, .mask = fwd ? 0 : be};
+                 .residual = epi & CG_EPI_RESIDUAL ? (fwd ? be : ba) : 0, .mask = fwd ? 0 : be};
   ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
        !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
        download(g, fwd ? by : bx, nout, IR_DT_F16, got);
@@ -441,7 +441,7 @@ static double rel_max(const float *got, const double *ref, int n) {
 typedef struct DbnCase {
   const Shape *sh;
   const char *dtn;
-  RtConvDesc d;
+  CgConvDesc d;
   int64_t nx;
   const float *z, *ref, *mean, *invstd, *gamma;
   const double *dgamma, *dbeta; /* references, in double */
@@ -460,7 +460,7 @@ static int fill_nan(Gpu *g, CUdeviceptr p, size_t bytes) {
  * then run twice: its outputs start as NaN and are zeroed before each run,
  * so outputs an engine accumulates into without that zeroing fail. */
 static int judge_dbn(Gpu *g, DbnCase *c, RtCudnn *dnn, const char *how, int expect) {
-  const RtConvDesc *d = &c->d;
+  const CgConvDesc *d = &c->d;
   int C = d->c;
   int64_t nx = c->nx;
   RtConvPlan *plan = NULL;
@@ -542,9 +542,9 @@ static void check_dbn(Gpu *g, const Shape *sh, IrDtype dt, int expect) {
   c.sh = sh;
   c.dtn = dt == IR_DT_BF16 ? "bf16" : "f16";
   c.tol = dt == IR_DT_BF16 ? 3e-2 : 1e-2;
-  c.d = shape_desc(sh, RT_CONV_BWD_DATA, dt);
+  c.d = shape_desc(sh, CG_CONV_BWD_DATA, dt);
   c.d.dbn = 1;
-  const RtConvDesc *d = &c.d;
+  const CgConvDesc *d = &c.d;
   int C = d->c;
   RtRefAct xs = {d->n, d->c, d->h, d->w, RT_REF_NHWC}, ys = {d->n, d->k, d->ho, d->wo, RT_REF_NHWC};
   RtRefFilter wf = {d->k, d->c, d->r, d->s, RT_REF_KRSC};
@@ -663,7 +663,7 @@ typedef struct Bench {
 } Bench;
 
 /* Milliseconds per run of d planned on dnn, or -1 (err says why). */
-static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const RtConvDesc *d) {
+static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const CgConvDesc *d) {
   RtConvPlan *plan;
   size_t ws_bytes;
   if (rt_cudnn_conv_plan(dnn, d, &plan, &ws_bytes, err, sizeof err)) return -1;
@@ -707,7 +707,7 @@ static int bench_buffer(Gpu *g, size_t bytes, CUdeviceptr *out) {
 static void bench(Gpu *g, double started, int genstats_only) {
   size_t maxx = 0, maxw = 0, maxy = 0;
   for (int i = 0; i < NSHAPES; i++) {
-    RtConvDesc d = shape_desc(&RESNET50[i], RT_CONV_FWD, IR_DT_F32);
+    CgConvDesc d = shape_desc(&RESNET50[i], CG_CONV_FWD, IR_DT_F32);
     size_t nx = (size_t)d.n * d.h * d.w * d.c, nw = (size_t)d.k * d.r * d.s * d.c, ny = (size_t)d.n * d.ho * d.wo * d.k;
     maxx = nx > maxx ? nx : maxx, maxw = nw > maxw ? nw : maxw, maxy = ny > maxy ? ny : maxy;
   }
@@ -737,7 +737,7 @@ static void bench(Gpu *g, double started, int genstats_only) {
     int n = snprintf(table[rows], sizeof table[rows], "%-22s %-4s %2d", sh->name,
                      dt == IR_DT_F16 ? "f16" : tf32 ? "tf32" : "f32", sh->count);
     for (int k = 0; k < 3; k++) {
-      RtConvDesc d = shape_desc(sh, (RtConvKind)k, dt);
+      CgConvDesc d = shape_desc(sh, (CgConvKind)k, dt);
       d.tf32 = tf32;
       double flop = 2.0 * d.n * d.ho * d.wo * d.k * (d.c / d.groups) * d.r * d.s;
       ms_heur[k] = time_conv(g, &b, g->dnn, &d);
@@ -755,14 +755,14 @@ static void bench(Gpu *g, double started, int genstats_only) {
          "shape: 1x1 s1 and 3x3 with C = the bottleneck width); weight gradient plain and with the prologue\n");
   for (int i = 1; ok && i < NSHAPES; i++) {
     const Shape *sh = &RESNET50[i];
-    RtConvDesc d = shape_desc(sh, RT_CONV_FWD, IR_DT_F16);
+    CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_F16);
     double plain = time_conv(g, &b, g->dnn_tuned, &d);
     d.genstats = 1;
     double fused = time_conv(g, &b, g->dnn_tuned, &d);
     CHECK(plain > 0 && fused > 0, "bench %s genstats: %s", sh->name, err);
     d.prologue = 1;
     double pro = time_conv(g, &b, g->dnn_tuned, &d);
-    RtConvDesc dw = shape_desc(sh, RT_CONV_BWD_FILTER, IR_DT_F16);
+    CgConvDesc dw = shape_desc(sh, CG_CONV_BWD_FILTER, IR_DT_F16);
     double wplain = time_conv(g, &b, g->dnn_tuned, &dw);
     dw.prologue = 1;
     double wpro = time_conv(g, &b, g->dnn_tuned, &dw);
@@ -824,23 +824,23 @@ int main(int argc, char **argv) {
   CHECK(!s, "rt_cudnn_init(tune): %s", err);
 
   if (!s) {
-    RtConvDesc bad = shape_desc(&CHECKED[1], RT_CONV_FWD, IR_DT_F32);
+    CgConvDesc bad = shape_desc(&CHECKED[1], CG_CONV_FWD, IR_DT_F32);
     bad.ho++;
     RtConvPlan *plan;
     size_t ws;
     CHECK(rt_cudnn_conv_plan(g.dnn, &bad, &plan, &ws, err, sizeof err) == RT_CUDA_EARG, "bad ho accepted");
-    RtConvDesc d = shape_desc(&CHECKED[1], RT_CONV_FWD, IR_DT_F32);
+    CgConvDesc d = shape_desc(&CHECKED[1], CG_CONV_FWD, IR_DT_F32);
     RtConvPlan *p1 = NULL, *p2 = NULL;
     CHECK(!rt_cudnn_conv_plan(g.dnn, &d, &p1, &ws, err, sizeof err) &&
               !rt_cudnn_conv_plan(g.dnn, &d, &p2, &ws, err, sizeof err) && p1 == p2,
           "plan not cached: %s", err);
     /* dbn only on f16/bf16 data gradients without an epilogue, C a multiple of 4 */
-    RtConvDesc dbn[4];
+    CgConvDesc dbn[4];
     for (int i = 0; i < 4; i++) {
-      dbn[i] = shape_desc(&DBN_SHAPES[0], i == 1 ? RT_CONV_FWD : RT_CONV_BWD_DATA, i ? IR_DT_F16 : IR_DT_F32);
+      dbn[i] = shape_desc(&DBN_SHAPES[0], i == 1 ? CG_CONV_FWD : CG_CONV_BWD_DATA, i ? IR_DT_F16 : IR_DT_F32);
       dbn[i].dbn = 1;
     }
-    dbn[2].epilogue = RT_EPI_DRELU;
+    dbn[2].epilogue = CG_EPI_DRELU;
     dbn[3].c = 6;
     for (int i = 0; i < 4; i++)
       CHECK(rt_cudnn_conv_plan(g.dnn, &dbn[i], &plan, &ws, err, sizeof err) == RT_CUDA_EARG && strstr(err, "dbn"),
@@ -848,16 +848,16 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; !s && i < sizeof CHECKED / sizeof CHECKED[0]; i++)
     for (int dt = 0; dt < 2; dt++)
-      for (int k = 0; k < 3; k++) check_case(&g, &CHECKED[i], dt ? IR_DT_F16 : IR_DT_F32, (RtConvKind)k);
+      for (int k = 0; k < 3; k++) check_case(&g, &CHECKED[i], dt ? IR_DT_F16 : IR_DT_F32, (CgConvKind)k);
   for (size_t i = 1; !s && i <= 4; i++) check_genstats(&g, &CHECKED[i]);
   for (size_t i = 1; !s && i <= 4; i++) {
-    check_prologue(&g, &CHECKED[i], RT_CONV_FWD);
-    check_prologue(&g, &CHECKED[i], RT_CONV_BWD_FILTER);
-    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE | RT_EPI_RELU);
-    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE | RT_EPI_RESIDUAL | RT_EPI_RELU);
-    check_epilogue(&g, &CHECKED[i], RT_EPI_AFFINE);
-    check_epilogue(&g, &CHECKED[i], RT_EPI_DRELU);
-    check_epilogue(&g, &CHECKED[i], RT_EPI_RESIDUAL | RT_EPI_DRELU);
+    check_prologue(&g, &CHECKED[i], CG_CONV_FWD);
+    check_prologue(&g, &CHECKED[i], CG_CONV_BWD_FILTER);
+    check_epilogue(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RELU);
+    check_epilogue(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RESIDUAL | CG_EPI_RELU);
+    check_epilogue(&g, &CHECKED[i], CG_EPI_AFFINE);
+    check_epilogue(&g, &CHECKED[i], CG_EPI_DRELU);
+    check_epilogue(&g, &CHECKED[i], CG_EPI_RESIDUAL | CG_EPI_DRELU);
   }
   const char *expect_dbn = getenv("NETC_EXPECT_DBN");
   for (size_t i = 0; !s && i < sizeof DBN_SHAPES / sizeof DBN_SHAPES[0]; i++)

@@ -69,7 +69,7 @@ done:
 }
 
 static int precompile(const char *root, const char *cache) {
-  RtGpuDevice d = gexec_h200();
+  CgDevice d = gexec_h200();
   int bad = 0;
   for (int i = 0; i < NBENCH; i++) {
     Arena arena;

@@ -103,8 +103,8 @@ int gexec_write_all(RtGpu *x, const IrGraph *g, void **vals) {
   return 0;
 }
 
-RtGpuDevice gexec_h200(void) {
-  RtGpuDevice d = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9,
+CgDevice gexec_h200(void) {
+  CgDevice d = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9,
                    .cc_minor = 0};
   return d;
 }

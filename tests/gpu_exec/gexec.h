@@ -30,7 +30,7 @@ int64_t gexec_numel(const IrGraph *g, int v, int64_t batch);
 int gexec_write_all(RtGpu *x, const IrGraph *g, void **vals);
 
 /* The attributes rt_gpu_new reads on an H200, for rt_gpu_precompile. */
-RtGpuDevice gexec_h200(void);
+CgDevice gexec_h200(void);
 
 /* 1 when the driver sees a GPU; else prints "skipped: why" and returns 0. */
 int gexec_have_gpu(void);

@@ -270,7 +270,7 @@ static void test_refusals(const char *root) {
     char err[512] = "";
     CHECK(rt_gpu_new(g, 16, NULL, &x, err, sizeof err) == RT_CUDA_EARG && x == NULL, "batch 16 refused");
     CHECK(strstr(err, "plan made for batch 8") != NULL, "message names the plan's batch: %s", err);
-    RtGpuDevice d = gexec_h200();
+    CgDevice d = gexec_h200();
     CHECK(rt_gpu_precompile(g, 4, &d, NULL, err, sizeof err) == RT_CUDA_EARG, "precompile for batch 4 refused");
   }
   arena_free(&arena);
@@ -296,7 +296,7 @@ static void test_oom(const char *root) {
 }
 
 static int precompile(const char *root) {
-  RtGpuDevice d = gexec_h200();
+  CgDevice d = gexec_h200();
   int bad = 0;
   for (int ci = 0; ci < NCONFIG; ci++) {
     Arena arena;

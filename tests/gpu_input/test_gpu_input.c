@@ -19,7 +19,7 @@
 #include "arena.h"
 #include "check.h"
 #include "rt_gpu_input.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 #include "rt_ref.h"
 #include "rt_ref_input.h"
 
@@ -74,7 +74,7 @@ static void check_reference(void) {
 static int check_sources(void) {
   char err[8192];
   int major, minor;
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err)) {
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err)) {
     printf("NVRTC not loadable, kernel sources not compiled: %s\n", err);
     return 0;
   }
@@ -83,10 +83,10 @@ static int check_sources(void) {
     RtCudaStatus s = rt_gpu_input_source(&CONFIGS[i].in, CONFIGS[i].dt, &src, name, sizeof name, err, sizeof err);
     CHECK(!s, "config %d: source: %s", i, err);
     if (s) continue;
-    RtNvrtcOut out = {0};
-    RtNvrtcStatus ns = rt_nvrtc_compile(src, name, "sm_90", RT_NVRTC_CUBIN, NULL, 0, &out, err, sizeof err);
+    CgNvrtcOut out = {0};
+    CgStatus ns = cg_nvrtc_compile(src, name, "sm_90", CG_NVRTC_CUBIN, NULL, 0, &out, err, sizeof err);
     CHECK(!ns, "config %d: %s does not compile: %s", i, name, err);
-    rt_nvrtc_out_free(&out);
+    cg_nvrtc_out_free(&out);
     free(src);
   }
   char *src = NULL, name[64];

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: netc-kern-emit ROOT DIR\n");
     return 1;
   }
-  RtGpuDevice dev = kerntest_h200();
+  CgDevice dev = kerntest_h200();
   int ng, ok = 1;
   const KerntestGraph *gs = kerntest_graphs(&ng);
   for (int gi = 0; gi < ng && ok; gi++) {
@@ -42,14 +42,14 @@ int main(int argc, char **argv) {
       while (j < nseen && strcmp(seen[j], kind) != 0) j++;
       if (j < nseen) continue;
       strcpy(seen[nseen++], kind);
-      RtKNode k;
-      if (rt_gpu_kernels_emit(g, i, g->plan_batch, &dev, &k, err, sizeof err)) {
+      CgKNode k;
+      if (cg_kernels_emit(g, i, g->plan_batch, &dev, &k, err, sizeof err)) {
         fprintf(stderr, "netc-kern-emit: %s: %s\n", gs[gi].name, err);
         ok = 0;
       } else if (k.source) {
         ok = fputs(k.source, f) >= 0;
       }
-      rt_gpu_kernels_free(&k);
+      cg_kernels_free(&k);
     }
     if (f && fclose(f) != 0) ok = 0;
     if (!ok) fprintf(stderr, "netc-kern-emit: cannot write %s\n", path);

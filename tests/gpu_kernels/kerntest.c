@@ -51,7 +51,7 @@ int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
   return 0;
 }
 
-RtGpuDevice kerntest_h200(void) { return (RtGpuDevice){132, 1024, 49152, 9, 0, 2048}; }
+CgDevice kerntest_h200(void) { return (CgDevice){132, 1024, 49152, 9, 0, 2048}; }
 
 /* Casts, an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
  * reading maxpool_bn_relu's winners on an odd channel count (the compiled

@@ -6,7 +6,7 @@
 
 #include "arena.h"
 #include "ir.h"
-#include "rt_gpu_kernels.h"
+#include "cg_kernels.h"
 
 typedef struct KerntestGraph {
   const char *name;  /* "smallcnn-train" */
@@ -32,6 +32,6 @@ IrGraph *kerntest_extra(Arena *a);
  * (the narrow copy of that z). */
 int kerntest_stem_mixed(const IrGraph *g, const IrNode *n);
 /* An H200: 132 SMs, 1024 threads and 48 KiB shared memory a block, sm_90. */
-RtGpuDevice kerntest_h200(void);
+CgDevice kerntest_h200(void);
 
 #endif

@@ -7,7 +7,7 @@
  * and its outputs and scratch are poisoned with NaN bytes; for a node with
  * a convolution, the convolution's result (computed here with rt_ref, the
  * same kernels the executor uses, rounded to its dtype) stands in for
- * cuDNN's; a linear op's (a 1x1 convolution, rt_gpu_kernels.c) is cuDNN's
+ * cuDNN's; a linear op's (a 1x1 convolution, cg_kernels.c) is cuDNN's
  * own, its output compared like a kernel's.  Then the node's kernels (for a convolution that may write its
  * batch-norm statistics, the launches that run when it does not) run with the emitted grids, blocks and
  * arguments, and every output (and every input updated in place: running
@@ -32,7 +32,7 @@
 #include "rt_cpu_op.h"
 #include "rt_cuda.h"
 #include "rt_cudnn.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 #include "rt_ref.h"
 
 enum { BATCH = 32 };
@@ -42,7 +42,7 @@ static char err[1 << 16];
 typedef struct Gpu {
   RtCudaCtx *ctx;
   const RtCudaApi *api;
-  RtGpuDevice dev;
+  CgDevice dev;
   char arch[16];
   RtCudnn *dnn; /* runs the linear ops' convolutions */
 } Gpu;
@@ -160,18 +160,18 @@ static int poison(Gpu *gp, CUdeviceptr d, size_t bytes) {
 
 /* --- the convolution's stand-in --------------------------------------------- */
 
-static const IrType *arg_type(const IrGraph *g, const IrNode *n, RtKArg a) {
-  return &g->val[a.kind == RT_KARG_IN ? n->in[a.index] : n->out[a.index]].type;
+static const IrType *arg_type(const IrGraph *g, const IrNode *n, CgKArg a) {
+  return &g->val[a.kind == CG_KARG_IN ? n->in[a.index] : n->out[a.index]].type;
 }
 
 /* The node's convolution on the host (no bias), rounded to its dtype,
  * copied into the tensor the convolution writes. */
-static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, const RtKNode *k, CUdeviceptr *dev) {
-  RtKArg xa = k->conv_x, wa = k->conv_w, ya = k->conv_y;
+static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, const CgKNode *k, CUdeviceptr *dev) {
+  CgKArg xa = k->conv_x, wa = k->conv_w, ya = k->conv_y;
   RtRefAct xs = rt_cpu_op_act(x, arg_type(g, n, xa)), ys = rt_cpu_op_act(x, arg_type(g, n, ya));
   RtRefFilter wf = rt_cpu_op_filter(arg_type(g, n, wa));
   RtRefConvParam p = rt_cpu_op_conv_param(n);
-  int fwd = k->conv.kind == RT_CONV_FWD;
+  int fwd = k->conv.kind == CG_CONV_FWD;
   const IrType *rt = fwd ? arg_type(g, n, ya) : arg_type(g, n, xa);
   int64_t count = fwd ? rt_ref_act_count(&ys) : rt_ref_act_count(&xs);
   float *r = malloc(sizeof *r * (size_t)count);
@@ -198,8 +198,8 @@ static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, co
     if (rt->dtype == IR_DT_F16) ((uint16_t *)h)[i] = rt_ref_f32_to_f16(r[i]);
     if (rt->dtype == IR_DT_BF16) ((uint16_t *)h)[i] = rt_ref_f32_to_bf16(r[i]);
   }
-  RtKArg out = fwd ? ya : xa;
-  int ok = out.kind == RT_KARG_OUT && upload(gp, dev[n->out[out.index]], h, bytes);
+  CgKArg out = fwd ? ya : xa;
+  int ok = out.kind == CG_KARG_OUT && upload(gp, dev[n->out[out.index]], h, bytes);
   free(h);
   free(r);
   free(pro);
@@ -208,11 +208,11 @@ static int conv_standin(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, co
 
 /* A linear op's convolution (a 1x1 one, nothing fused) run by cuDNN itself,
  * so that the GPU's reading of its operands is what is compared. */
-static int linear_cudnn(Gpu *gp, const IrNode *n, const RtKNode *k, CUdeviceptr *dev) {
-  const RtKArg *roles[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
+static int linear_cudnn(Gpu *gp, const IrNode *n, const CgKNode *k, CUdeviceptr *dev) {
+  const CgKArg *roles[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
   CUdeviceptr p[3], ws = 0;
   for (int r = 0; r < 3; r++)
-    p[r] = dev[roles[r]->kind == RT_KARG_IN ? n->in[roles[r]->index] : n->out[roles[r]->index]];
+    p[r] = dev[roles[r]->kind == CG_KARG_IN ? n->in[roles[r]->index] : n->out[roles[r]->index]];
   RtConvPlan *plan = NULL;
   size_t ws_bytes = 0;
   int ok = gp->dnn && rt_cudnn_conv_plan(gp->dnn, &k->conv, &plan, &ws_bytes, err, sizeof err) == RT_CUDA_OK &&
@@ -299,7 +299,7 @@ static void zc_exact(Gpu *gp, RtCpu *x, const IrGraph *g, const IrNode *n, CUdev
   free(zc);
 }
 
-static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *k, CUfunction *fn, CUdeviceptr *dev,
+static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const CgKNode *k, CUfunction *fn, CUdeviceptr *dev,
                      CUdeviceptr scratch, const char *gname) {
   const IrNode *n = &g->node[i];
   const char *op = ir_op_info(n->op)->name;
@@ -327,24 +327,24 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const RtKNode *
   int linear = k->has_conv && (n->op == IR_OP_LINEAR || n->op == IR_OP_LINEAR_BWD_DATA ||
                                 n->op == IR_OP_LINEAR_BWD_WEIGHT);
   if (!ok || rc || (k->nlaunch == 0 && !linear)) return;
-  if (k->has_conv && k->conv_x.kind == RT_KARG_SCRATCH) { /* folded (s2d.cu): cuDNN's, no stand-in */
+  if (k->has_conv && k->conv_x.kind == CG_KARG_SCRATCH) { /* folded (s2d.cu): cuDNN's, no stand-in */
     folded++;
     return;
   }
   if (linear ? !linear_cudnn(gp, n, k, dev) : k->has_conv && (!conv_standin(gp, x, g, n, k, dev) || !sync_copies(gp)))
     return;
   for (int l = 0; l < k->nlaunch; l++) {
-    const RtKLaunch *L = &k->launch[l];
+    const CgKLaunch *L = &k->launch[l];
     /* the stand-in convolution writes no statistics: the node's unfused
      * launches (the fused finalize is checked through whole models by
      * test_gpu_exec, and the sums by test_cudnn_conv) */
-    if (L->when == RT_K_FUSED) continue;
-    CUdeviceptr ptr[RT_K_MAX_ARGS];
-    void *params[RT_K_MAX_ARGS];
+    if (L->when == CG_K_FUSED) continue;
+    CUdeviceptr ptr[CG_K_MAX_ARGS];
+    void *params[CG_K_MAX_ARGS];
     for (int a = 0; a < L->nargs; a++) {
-      const RtKArg *A = &L->args[a];
-      ptr[a] = A->kind == RT_KARG_IN    ? dev[n->in[A->index]]
-               : A->kind == RT_KARG_OUT ? dev[n->out[A->index]]
+      const CgKArg *A = &L->args[a];
+      ptr[a] = A->kind == CG_KARG_IN    ? dev[n->in[A->index]]
+               : A->kind == CG_KARG_OUT ? dev[n->out[A->index]]
                                         : scratch + A->offset;
       params[a] = &ptr[a];
     }
@@ -396,15 +396,15 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
   }
   if (!g) return;
   fill(x, g);
-  RtKNode *k = calloc((size_t)g->nnode, sizeof *k);
-  CUfunction *fn = calloc((size_t)g->nnode * RT_K_MAX_LAUNCH, sizeof *fn);
+  CgKNode *k = calloc((size_t)g->nnode, sizeof *k);
+  CUfunction *fn = calloc((size_t)g->nnode * CG_K_MAX_LAUNCH, sizeof *fn);
   CUdeviceptr *dev = calloc((size_t)g->nval, sizeof *dev), scratch = 0;
   if (!k || !fn || !dev) abort();
   char *all = NULL;
   size_t len = 0, nscratch = 16;
   int ok = 1;
   for (int i = 0; i < g->nnode && ok; i++) {
-    ok = rt_gpu_kernels_emit(g, i, BATCH, &gp->dev, &k[i], err, sizeof err) == 0;
+    ok = cg_kernels_emit(g, i, BATCH, &gp->dev, &k[i], err, sizeof err) == 0;
     CHECK(ok, "%s: %s", name, err);
     if (!ok || !k[i].source) continue;
     size_t add = strlen(k[i].source);
@@ -415,10 +415,10 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
     if (k[i].scratch_bytes > nscratch) nscratch = k[i].scratch_bytes;
     if (k[i].pro_bytes && k[i].pro_offset + k[i].pro_bytes > nscratch) nscratch = k[i].pro_offset + k[i].pro_bytes;
   }
-  RtNvrtcOut img = {0};
+  CgNvrtcOut img = {0};
   RtCudaModule *mod = NULL;
   if (ok) {
-    ok = rt_nvrtc_compile(all, name, gp->arch, RT_NVRTC_CUBIN, NULL, 0, &img, err, sizeof err) == RT_NVRTC_OK;
+    ok = cg_nvrtc_compile(all, name, gp->arch, CG_NVRTC_CUBIN, NULL, 0, &img, err, sizeof err) == CG_OK;
     CHECK(ok, "%s: %s", name, err);
   }
   if (ok) {
@@ -427,7 +427,7 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
   }
   for (int i = 0; i < g->nnode && ok; i++)
     for (int l = 0; l < k[i].nlaunch && ok; l++) {
-      ok = rt_cuda_module_function(mod, k[i].launch[l].name, &fn[i * RT_K_MAX_LAUNCH + l], err, sizeof err) == 0;
+      ok = rt_cuda_module_function(mod, k[i].launch[l].name, &fn[i * CG_K_MAX_LAUNCH + l], err, sizeof err) == 0;
       CHECK(ok, "%s", err);
     }
   for (int v = 0; v < g->nval && ok; v++) {
@@ -440,14 +440,14 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
   }
   int fails = check_nfail;
   for (int i = 0; i < g->nnode && ok; i++)
-    run_node(gp, x, g, i, &k[i], &fn[i * RT_K_MAX_LAUNCH], dev, scratch, name);
+    run_node(gp, x, g, i, &k[i], &fn[i * CG_K_MAX_LAUNCH], dev, scratch, name);
   if (ok) printf("%-28s %4d nodes on the GPU, %d failed checks\n", name, g->nnode, check_nfail - fails);
   for (int v = 0; v < g->nval; v++)
     if (dev[v]) gp->api->MemFree(dev[v]);
   if (scratch) gp->api->MemFree(scratch);
   rt_cuda_module_free(mod);
-  rt_nvrtc_out_free(&img);
-  for (int i = 0; i < g->nnode; i++) rt_gpu_kernels_free(&k[i]);
+  cg_nvrtc_out_free(&img);
+  for (int i = 0; i < g->nnode; i++) cg_kernels_free(&k[i]);
   free(k);
   free(fn);
   free(dev);
@@ -474,10 +474,10 @@ int main(int argc, char **argv) {
   CHECK(s == RT_CUDA_OK, "cuDNN (the linear ops run on it): %s", err);
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
-  gp.dev = (RtGpuDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
+  gp.dev = (CgDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
   snprintf(gp.arch, sizeof gp.arch, "sm_%d%d", info.cc_major, info.cc_minor);
   int major = 0, minor = 0;
-  CHECK(rt_nvrtc_version(&major, &minor, err, sizeof err) == RT_NVRTC_OK, "a GPU but no NVRTC: %s", err);
+  CHECK(cg_nvrtc_version(&major, &minor, err, sizeof err) == CG_OK, "a GPU but no NVRTC: %s", err);
   printf("%s (%s, %d SMs), NVRTC %d.%d, batch %d\n", info.name, gp.arch, info.sm_count, major, minor, BATCH);
   int ng;
   const KerntestGraph *gs = kerntest_graphs(&ng);

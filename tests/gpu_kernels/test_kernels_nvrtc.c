@@ -3,7 +3,7 @@
  * bf16, among them the f32 stem's conv2d_bn_train with an f16/bf16 y and
  * its batchnorm_relu_bwd with an f16/bf16 dy, and the f32 stem's
  * conv2d_bn_stats writing zc, its statistics pass writing the copy: at
- * least one of each) gets its kernels from rt_gpu_kernels_emit, with launches that make
+ * least one of each) gets its kernels from cg_kernels_emit, with launches that make
  * sense (names k<node>_..., grids and blocks in range, arguments naming
  * existing tensors or scratch inside scratch_bytes, a convolution exactly
  * on conv nodes and, but in the linear.cu variants, on linear ops as a 1x1
@@ -17,7 +17,7 @@
 
 #include "check.h"
 #include "kerntest.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 
 static char err[1 << 16];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
@@ -30,8 +30,8 @@ static int bn_win_nodes[2]; /* batchnorm_relu_bwd_win nodes checked: gathering p
 static int linear_cu;      /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 
-static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
-  return a->kind == kind && (kind == RT_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
+static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
+  return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
 }
 
 /* conv2d_bwd_data_bn_relu (dy, w, beta, z, gamma, mean, invstd): the data
@@ -39,38 +39,38 @@ static int arg_is(const RtKArg *a, RtKArgKind kind, int index) {
  * (dz = a*dz + b*z + c, in place, a b c in scratch 0) or the batch norm's
  * three backward launches (UNFUSED), reading dz as their gradient and
  * writing it in place. */
-static void check_dbn(const RtKNode *k, const char *gname, int i) {
+static void check_dbn(const CgKNode *k, const char *gname, int i) {
   static const struct {
-    RtKArgKind kind;
+    CgKArgKind kind;
     int index;
-  } BN[RT_KBN_COUNT] = {[RT_KBN_Z] = {RT_KARG_IN, 3},      [RT_KBN_MEAN] = {RT_KARG_IN, 5},
-                        [RT_KBN_INVSTD] = {RT_KARG_IN, 6}, [RT_KBN_GAMMA] = {RT_KARG_IN, 4},
-                        [RT_KBN_BETA] = {RT_KARG_IN, 2},   [RT_KBN_DGAMMA] = {RT_KARG_OUT, 1},
-                        [RT_KBN_DBETA] = {RT_KARG_OUT, 2}, [RT_KBN_ABC] = {RT_KARG_SCRATCH, 0}};
-  int ok = k->has_conv && k->conv.kind == RT_CONV_BWD_DATA && k->conv.dbn && !k->conv.epilogue &&
-           arg_is(&k->conv_x, RT_KARG_OUT, 0) && arg_is(&k->conv_y, RT_KARG_IN, 0) &&
-           arg_is(&k->conv_w, RT_KARG_IN, 1) && k->scratch_bytes >= (size_t)12 * k->conv.c;
-  for (int b = 0; b < RT_KBN_COUNT; b++) ok = ok && arg_is(&k->conv_bn[b], BN[b].kind, BN[b].index);
+  } BN[CG_KBN_COUNT] = {[CG_KBN_Z] = {CG_KARG_IN, 3},      [CG_KBN_MEAN] = {CG_KARG_IN, 5},
+                        [CG_KBN_INVSTD] = {CG_KARG_IN, 6}, [CG_KBN_GAMMA] = {CG_KARG_IN, 4},
+                        [CG_KBN_BETA] = {CG_KARG_IN, 2},   [CG_KBN_DGAMMA] = {CG_KARG_OUT, 1},
+                        [CG_KBN_DBETA] = {CG_KARG_OUT, 2}, [CG_KBN_ABC] = {CG_KARG_SCRATCH, 0}};
+  int ok = k->has_conv && k->conv.kind == CG_CONV_BWD_DATA && k->conv.dbn && !k->conv.epilogue &&
+           arg_is(&k->conv_x, CG_KARG_OUT, 0) && arg_is(&k->conv_y, CG_KARG_IN, 0) &&
+           arg_is(&k->conv_w, CG_KARG_IN, 1) && k->scratch_bytes >= (size_t)12 * k->conv.c;
+  for (int b = 0; b < CG_KBN_COUNT; b++) ok = ok && arg_is(&k->conv_bn[b], BN[b].kind, BN[b].index);
   CHECK(ok, "%s node %d: the dbn convolution's tensors", gname, i);
   int fused = 0, unfused = 0;
   for (int l = 0; l < k->nlaunch; l++) {
-    const RtKLaunch *L = &k->launch[l];
-    const RtKArg *last = &L->args[L->nargs - 1];
-    fused += L->when == RT_K_FUSED;
-    unfused += L->when == RT_K_UNFUSED;
-    if (L->when == RT_K_FUSED)
-      CHECK(strstr(L->name, "apply_abc") && L->nargs == 4 && arg_is(&L->args[0], RT_KARG_OUT, 0) &&
-                arg_is(&L->args[1], RT_KARG_IN, 3) && arg_is(&L->args[2], RT_KARG_SCRATCH, 0) &&
-                arg_is(last, RT_KARG_OUT, 0),
+    const CgKLaunch *L = &k->launch[l];
+    const CgKArg *last = &L->args[L->nargs - 1];
+    fused += L->when == CG_K_FUSED;
+    unfused += L->when == CG_K_UNFUSED;
+    if (L->when == CG_K_FUSED)
+      CHECK(strstr(L->name, "apply_abc") && L->nargs == 4 && arg_is(&L->args[0], CG_KARG_OUT, 0) &&
+                arg_is(&L->args[1], CG_KARG_IN, 3) && arg_is(&L->args[2], CG_KARG_SCRATCH, 0) &&
+                arg_is(last, CG_KARG_OUT, 0),
             "%s node %d: %s applies a, b, c to dz in place", gname, i, L->name);
     else
-      CHECK(L->when == RT_K_UNFUSED && !L->before, "%s node %d: %s runs only without cuDNN's dbn", gname, i,
+      CHECK(L->when == CG_K_UNFUSED && !L->before, "%s node %d: %s runs only without cuDNN's dbn", gname, i,
             L->name);
   }
-  const RtKLaunch *sums = &k->launch[1], *apply = &k->launch[k->nlaunch - 1];
-  CHECK(fused == 1 && unfused == 3 && k->launch[0].when == RT_K_FUSED && arg_is(&sums->args[0], RT_KARG_OUT, 0) &&
-            arg_is(&sums->args[1], RT_KARG_IN, 3) && arg_is(&apply->args[0], RT_KARG_OUT, 0) &&
-            arg_is(&apply->args[apply->nargs - 1], RT_KARG_OUT, 0),
+  const CgKLaunch *sums = &k->launch[1], *apply = &k->launch[k->nlaunch - 1];
+  CHECK(fused == 1 && unfused == 3 && k->launch[0].when == CG_K_FUSED && arg_is(&sums->args[0], CG_KARG_OUT, 0) &&
+            arg_is(&sums->args[1], CG_KARG_IN, 3) && arg_is(&apply->args[0], CG_KARG_OUT, 0) &&
+            arg_is(&apply->args[apply->nargs - 1], CG_KARG_OUT, 0),
         "%s node %d: %d fused and %d unfused launches; the sums and the apply read dz and z, the apply writes dz",
         gname, i, fused, unfused);
   dbn_nodes++;
@@ -88,9 +88,9 @@ static int is_linear(IrOp op) {
 
 /* A linear op on cuDNN: the 1x1 convolution of [N,1,1,C] by [K,1,1,C] in
  * the node's dtype (strict FP32 for f32), its forward roles x, w, y as
- * rt_gpu_kernels.c's linear_roles; a linear's bias then added in place
+ * cg_kernels.c's linear_roles; a linear's bias then added in place
  * (chan_apply.cu bias), nothing else launched.  On linear.cu: one launch. */
-static void check_linear(const IrGraph *g, int i, const RtKNode *k, const char *gname) {
+static void check_linear(const IrGraph *g, int i, const CgKNode *k, const char *gname) {
   const IrNode *n = &g->node[i];
   int op = n->op == IR_OP_LINEAR ? 0 : n->op == IR_OP_LINEAR_BWD_DATA ? 1 : 2, bias = op == 0 && n->nin == 3;
   linear_nodes[k->has_conv][op]++;
@@ -99,15 +99,15 @@ static void check_linear(const IrGraph *g, int i, const RtKNode *k, const char *
     return;
   }
   static const struct {
-    RtConvKind kind;
-    RtKArgKind x, w, y;
+    CgConvKind kind;
+    CgKArgKind x, w, y;
     int xi, wi, yi;
-  } R[3] = {{RT_CONV_FWD, RT_KARG_IN, RT_KARG_IN, RT_KARG_OUT, 0, 1, 0},
-            {RT_CONV_BWD_DATA, RT_KARG_OUT, RT_KARG_IN, RT_KARG_IN, 0, 1, 0},
-            {RT_CONV_BWD_FILTER, RT_KARG_IN, RT_KARG_OUT, RT_KARG_IN, 1, 0, 0}};
-  const RtConvDesc *d = &k->conv;
-  const IrType *tx = &g->val[R[op].x == RT_KARG_IN ? n->in[R[op].xi] : n->out[R[op].xi]].type;
-  const IrType *tw = &g->val[R[op].w == RT_KARG_IN ? n->in[R[op].wi] : n->out[R[op].wi]].type;
+  } R[3] = {{CG_CONV_FWD, CG_KARG_IN, CG_KARG_IN, CG_KARG_OUT, 0, 1, 0},
+            {CG_CONV_BWD_DATA, CG_KARG_OUT, CG_KARG_IN, CG_KARG_IN, 0, 1, 0},
+            {CG_CONV_BWD_FILTER, CG_KARG_IN, CG_KARG_OUT, CG_KARG_IN, 1, 0, 0}};
+  const CgConvDesc *d = &k->conv;
+  const IrType *tx = &g->val[R[op].x == CG_KARG_IN ? n->in[R[op].xi] : n->out[R[op].xi]].type;
+  const IrType *tw = &g->val[R[op].w == CG_KARG_IN ? n->in[R[op].wi] : n->out[R[op].wi]].type;
   CHECK(d->kind == R[op].kind && arg_is(&k->conv_x, R[op].x, R[op].xi) && arg_is(&k->conv_w, R[op].w, R[op].wi) &&
             arg_is(&k->conv_y, R[op].y, R[op].yi),
         "%s node %d: the linear op's convolution kind %d and tensors", gname, i, d->kind);
@@ -119,10 +119,10 @@ static void check_linear(const IrGraph *g, int i, const RtKNode *k, const char *
         d->k, d->r, d->s);
   CHECK(d->dtype == tx->dtype && !d->tf32 && !d->genstats && !d->prologue && !d->epilogue && !d->dbn,
         "%s node %d: the linear op's convolution in %s, nothing fused", gname, i, ir_dtype_name(d->dtype));
-  const RtKLaunch *L = &k->launch[0];
-  CHECK(bias ? k->nlaunch == 1 && strstr(L->name, "_bias_") && L->when == RT_K_ALWAYS && !L->before &&
-                   L->nargs == 3 && arg_is(&L->args[0], RT_KARG_OUT, 0) && arg_is(&L->args[1], RT_KARG_IN, 2) &&
-                   arg_is(&L->args[2], RT_KARG_OUT, 0) && strstr(k->source, "#define NETC_APPLY_BIAS 1")
+  const CgKLaunch *L = &k->launch[0];
+  CHECK(bias ? k->nlaunch == 1 && strstr(L->name, "_bias_") && L->when == CG_K_ALWAYS && !L->before &&
+                   L->nargs == 3 && arg_is(&L->args[0], CG_KARG_OUT, 0) && arg_is(&L->args[1], CG_KARG_IN, 2) &&
+                   arg_is(&L->args[2], CG_KARG_OUT, 0) && strstr(k->source, "#define NETC_APPLY_BIAS 1")
              : k->nlaunch == 0,
         "%s node %d: %d launches after the linear op's convolution (bias %d)", gname, i, k->nlaunch, bias);
 }
@@ -134,19 +134,19 @@ static int contains(const char *hay, size_t n, const char *needle) {
   return 0;
 }
 
-static void check_arg(const IrNode *n, const RtKNode *k, const char *what, const RtKArg *a) {
-  if (a->kind == RT_KARG_IN)
+static void check_arg(const IrNode *n, const CgKNode *k, const char *what, const CgKArg *a) {
+  if (a->kind == CG_KARG_IN)
     CHECK(a->index >= 0 && a->index < n->nin, "%s: input %d of %d", what, a->index, n->nin);
-  else if (a->kind == RT_KARG_OUT)
+  else if (a->kind == CG_KARG_OUT)
     CHECK(a->index >= 0 && a->index < n->nout, "%s: output %d of %d", what, a->index, n->nout);
   else
-    CHECK(a->kind == RT_KARG_SCRATCH && a->offset % 256 == 0 &&
+    CHECK(a->kind == CG_KARG_SCRATCH && a->offset % 256 == 0 &&
               (a->offset < k->scratch_bytes || (k->pro_bytes && a->offset == k->pro_offset)),
           "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
 }
 
 /* Structure of node i's kernels; appends its source to *all. */
-static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, size_t *len, const char *gname) {
+static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, size_t *len, const char *gname) {
   const IrNode *n = &g->node[i];
   const char *op = ir_op_info(n->op)->name;
   int on_cudnn = is_conv(n->op) || (is_linear(n->op) && !linear_cu);
@@ -156,10 +156,10 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
     check_arg(n, k, "conv w", &k->conv_w);
     check_arg(n, k, "conv y", &k->conv_y);
     if (k->conv.prologue) check_arg(n, k, "conv sb", &k->conv_sb);
-    if (k->conv.epilogue & RT_EPI_AFFINE) check_arg(n, k, "conv epilogue scale and bias", &k->conv_esb);
-    if (k->conv.epilogue & RT_EPI_RESIDUAL) check_arg(n, k, "conv residual", &k->conv_res);
-    if (k->conv.epilogue & RT_EPI_DRELU) check_arg(n, k, "conv relu mask", &k->conv_mask);
-    for (int b = 0; k->conv.dbn && b < RT_KBN_COUNT; b++) check_arg(n, k, "conv dbn buffer", &k->conv_bn[b]);
+    if (k->conv.epilogue & CG_EPI_AFFINE) check_arg(n, k, "conv epilogue scale and bias", &k->conv_esb);
+    if (k->conv.epilogue & CG_EPI_RESIDUAL) check_arg(n, k, "conv residual", &k->conv_res);
+    if (k->conv.epilogue & CG_EPI_DRELU) check_arg(n, k, "conv relu mask", &k->conv_mask);
+    for (int b = 0; k->conv.dbn && b < CG_KBN_COUNT; b++) check_arg(n, k, "conv dbn buffer", &k->conv_bn[b]);
     CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
           "%s node %d: conv shape", gname, i);
   }
@@ -175,8 +175,8 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   if (fold) {
     int wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
     folded[wgrad]++;
-    CHECK(k->launch[0].before && k->conv.stride[0] == 1 && k->conv.c == 16 && k->conv_x.kind == RT_KARG_SCRATCH &&
-              k->conv_w.kind == RT_KARG_SCRATCH &&
+    CHECK(k->launch[0].before && k->conv.stride[0] == 1 && k->conv.c == 16 && k->conv_x.kind == CG_KARG_SCRATCH &&
+              k->conv_w.kind == CG_KARG_SCRATCH &&
               (wgrad ? k->nlaunch == 2 && strstr(k->launch[1].name, "_s2d_dw_") : k->launch[1].before != 0),
           "%s node %d (%s): folded convolution's launches", gname, i, op);
   }
@@ -186,62 +186,62 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   char prefix[64];
   snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
   for (int l = 0; l < k->nlaunch; l++) {
-    const RtKLaunch *L = &k->launch[l];
+    const CgKLaunch *L = &k->launch[l];
     unsigned threads = L->block[0] * L->block[1] * L->block[2];
     CHECK(strncmp(L->name, prefix, strlen(prefix)) == 0, "%s: kernel %s is not named %s...", gname, L->name, prefix);
     CHECK(k->source && strstr(k->source, L->name), "%s: %s not in the node's source", gname, L->name);
     CHECK(L->grid[0] >= 1 && L->grid[1] >= 1 && L->grid[2] >= 1 && L->grid[1] < 65536, "%s: %s grid", gname, L->name);
     CHECK(threads >= 1 && threads <= 1024 && L->smem == 0, "%s: %s block of %u", gname, L->name, threads);
-    CHECK(L->nargs >= 1 && L->nargs <= RT_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
+    CHECK(L->nargs >= 1 && L->nargs <= CG_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
   if (n->op == IR_OP_MAXPOOL_BN_RELU) {
-    const RtKLaunch *L = &k->launch[0];
-    int ok = k->nlaunch == 1 && L->nargs == 7 && arg_is(&L->args[5], RT_KARG_OUT, 0) &&
-             arg_is(&L->args[6], RT_KARG_OUT, 1) && k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
+    const CgKLaunch *L = &k->launch[0];
+    int ok = k->nlaunch == 1 && L->nargs == 7 && arg_is(&L->args[5], CG_KARG_OUT, 0) &&
+             arg_is(&L->args[6], CG_KARG_OUT, 1) && k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
              strstr(k->source, "#define NETC_POOL_MAX 1") && strstr(k->source, "#define NETC_POOL_WIN 1");
-    for (int a = 0; ok && a < 5; a++) ok = arg_is(&L->args[a], RT_KARG_IN, a);
+    for (int a = 0; ok && a < 5; a++) ok = arg_is(&L->args[a], CG_KARG_IN, a);
     CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics, and writes the winners",
           gname, i);
   }
   if (n->op == IR_OP_MAXPOOL_BWD_WIN) {
-    const RtKLaunch *L = &k->launch[0];
-    int ok = k->nlaunch == 1 && L->nargs == 3 && arg_is(&L->args[0], RT_KARG_IN, 0) &&
-             arg_is(&L->args[1], RT_KARG_IN, 1) && arg_is(&L->args[2], RT_KARG_OUT, 0) && k->source &&
+    const CgKLaunch *L = &k->launch[0];
+    int ok = k->nlaunch == 1 && L->nargs == 3 && arg_is(&L->args[0], CG_KARG_IN, 0) &&
+             arg_is(&L->args[1], CG_KARG_IN, 1) && arg_is(&L->args[2], CG_KARG_OUT, 0) && k->source &&
              strstr(k->source, "#define NETC_POOL_MAX_BWD 1") && !strstr(k->source, "#define NETC_POOL_MAX_ARG");
     CHECK(ok, "%s node %d: the max-pool backward gathers by the forward's winners, one launch", gname, i);
     pool_win_nodes++;
   }
   if (n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) {
     /* sums and apply gather dy by the winners (input 1) */
-    const RtKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
+    const CgKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
     int cells = k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") &&
                 strstr(k->source, "#define NETC_PBB_APPLY 1");
-    int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], RT_KARG_IN, 0) &&
-             arg_is(&sums->args[1], RT_KARG_IN, 1) && arg_is(&apply->args[1], RT_KARG_IN, 1) &&
-             arg_is(&apply->args[5], RT_KARG_OUT, 0) && k->source &&
+    int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], CG_KARG_IN, 0) &&
+             arg_is(&sums->args[1], CG_KARG_IN, 1) && arg_is(&apply->args[1], CG_KARG_IN, 1) &&
+             arg_is(&apply->args[5], CG_KARG_OUT, 0) && k->source &&
              (cells || (strstr(k->source, "#define NETC_GATHER 1") && strstr(k->source, "#define NETC_RED_BWD 1") &&
                         strstr(k->source, "#define NETC_APPLY_BWD 1")));
     CHECK(ok, "%s node %d: the batch norm's backward gathers the max pool's gradient in its sums and apply", gname, i);
     bn_win_nodes[cells]++;
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
-    const RtKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
+    const CgKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
     int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 &&
              k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
-             arg_is(&gather->args[0], RT_KARG_IN, 0) && arg_is(&gather->args[1], RT_KARG_SCRATCH, 0) &&
-             arg_is(&gather->args[2], RT_KARG_OUT, 0) && arg_is(&arg->args[5], RT_KARG_SCRATCH, 0);
-    for (int a = 0; ok && a < 5; a++) ok = arg_is(&arg->args[a], RT_KARG_IN, a + 1);
+             arg_is(&gather->args[0], CG_KARG_IN, 0) && arg_is(&gather->args[1], CG_KARG_SCRATCH, 0) &&
+             arg_is(&gather->args[2], CG_KARG_OUT, 0) && arg_is(&arg->args[5], CG_KARG_SCRATCH, 0);
+    for (int a = 0; ok && a < 5; a++) ok = arg_is(&arg->args[a], CG_KARG_IN, a + 1);
     CHECK(ok, "%s node %d: the max pool backward recomputes y from z and the statistics, then gathers dy", gname, i);
     pool_bn_nodes++;
   }
   if (n->op == IR_OP_CONV2D_BN_STATS && n->nout == 5) { /* zc written by the statistics pass, z read once */
-    const RtKLaunch *L = NULL;
+    const CgKLaunch *L = NULL;
     for (int l = 0; l < k->nlaunch; l++)
       if (strncmp(k->launch[l].name + strlen(prefix), "_stats_", 7) == 0) L = &k->launch[l];
-    CHECK(L && L->nargs == 3 && arg_is(&L->args[0], RT_KARG_OUT, 0) && arg_is(&L->args[1], RT_KARG_SCRATCH, 0) &&
-              arg_is(&L->args[2], RT_KARG_OUT, 4) && k->source && strstr(k->source, "#define NETC_RED_COPY 1"),
+    CHECK(L && L->nargs == 3 && arg_is(&L->args[0], CG_KARG_OUT, 0) && arg_is(&L->args[1], CG_KARG_SCRATCH, 0) &&
+              arg_is(&L->args[2], CG_KARG_OUT, 4) && k->source && strstr(k->source, "#define NETC_RED_COPY 1"),
           "%s node %d: the statistics pass reads z and writes its copy zc", gname, i);
     zc_nodes++;
   }
@@ -257,16 +257,16 @@ static void check_node(const IrGraph *g, int i, const RtKNode *k, char **all, si
   *len += add;
 }
 
-static void check_graph(IrGraph *g, const char *name, RtGpuDevice dev) {
+static void check_graph(IrGraph *g, const char *name, CgDevice dev) {
   CHECK(g != NULL, "%s does not compile", name);
   if (!g) return;
   char *all = NULL;
   size_t len = 0;
   int nkernels = 0, ok = 1;
-  RtKNode *k = calloc((size_t)g->nnode, sizeof *k);
+  CgKNode *k = calloc((size_t)g->nnode, sizeof *k);
   if (!k) abort();
   for (int i = 0; i < g->nnode; i++) {
-    int rc = rt_gpu_kernels_emit(g, i, g->plan_batch > 0 ? g->plan_batch : 3, &dev, &k[i], err, sizeof err);
+    int rc = cg_kernels_emit(g, i, g->plan_batch > 0 ? g->plan_batch : 3, &dev, &k[i], err, sizeof err);
     CHECK(rc == 0, "%s node %d: %s", name, i, err);
     if (rc) {
       ok = 0;
@@ -277,10 +277,10 @@ static void check_graph(IrGraph *g, const char *name, RtGpuDevice dev) {
     nkernels += k[i].nlaunch;
   }
   if (ok && all) {
-    RtNvrtcOut o;
-    RtNvrtcStatus s = rt_nvrtc_compile(all, name, "sm_90", RT_NVRTC_CUBIN, NULL, 0, &o, err, sizeof err);
-    CHECK(s == RT_NVRTC_OK, "%s: %s", name, err);
-    if (s == RT_NVRTC_OK) {
+    CgNvrtcOut o;
+    CgStatus s = cg_nvrtc_compile(all, name, "sm_90", CG_NVRTC_CUBIN, NULL, 0, &o, err, sizeof err);
+    CHECK(s == CG_OK, "%s: %s", name, err);
+    if (s == CG_OK) {
       CHECK(o.log && o.log[0] == 0, "%s: NVRTC warned:\n%s", name, o.log ? o.log : "");
       for (int i = 0; i < g->nnode; i++)
         for (int l = 0; l < k[i].nlaunch; l++)
@@ -288,15 +288,15 @@ static void check_graph(IrGraph *g, const char *name, RtGpuDevice dev) {
       printf("%-28s %4d nodes %4d kernels  %7zu bytes of source  %8zu bytes of cubin\n", name, g->nnode,
              nkernels, len, o.size);
     }
-    rt_nvrtc_out_free(&o);
+    cg_nvrtc_out_free(&o);
   }
-  for (int i = 0; i < g->nnode; i++) rt_gpu_kernels_free(&k[i]);
+  for (int i = 0; i < g->nnode; i++) cg_kernels_free(&k[i]);
   free(k);
   free(all);
 }
 
 /* Errors name the node and op. */
-static void check_errors(RtGpuDevice dev) {
+static void check_errors(CgDevice dev) {
   Arena a;
   arena_init(&a);
   IrGraph *g = ir_graph_new(&a, "bad");
@@ -306,12 +306,12 @@ static void check_errors(RtGpuDevice dev) {
   int n = ir_node_add(g, IR_OP_MAXPOOL, "pool", (SrcLoc){0}, &x, 1, &t, 1);
   int64_t k2[2] = {1, 1};
   ir_attr_set_ints(g, n, "k", k2, 2);
-  RtKNode k;
-  CHECK(rt_gpu_kernels_emit(g, n, 2, &dev, &k, err, sizeof err) == -1, "NCHW maxpool emitted");
+  CgKNode k;
+  CHECK(cg_kernels_emit(g, n, 2, &dev, &k, err, sizeof err) == -1, "NCHW maxpool emitted");
   CHECK(strstr(err, "node 0 (pool, op maxpool)") && strstr(err, "NHWC"), "message: %s", err);
   CHECK(k.source == NULL && k.nlaunch == 0, "failed emit left a source");
-  CHECK(rt_gpu_kernels_emit(g, 5, 2, &dev, &k, err, sizeof err) == -1, "node 5 of 1 emitted");
-  rt_gpu_kernels_free(NULL);
+  CHECK(cg_kernels_emit(g, 5, 2, &dev, &k, err, sizeof err) == -1, "node 5 of 1 emitted");
+  cg_kernels_free(NULL);
   arena_free(&a);
 }
 
@@ -321,10 +321,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   int major = 0, minor = 0;
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err) != RT_NVRTC_OK) return check_skip(err);
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err) != CG_OK) return check_skip(err);
   setenv("NETC_S2D", "all", 1); /* every folded form compiles: the weight gradient's too */
   printf("NVRTC %d.%d\n", major, minor);
-  RtGpuDevice dev = kerntest_h200();
+  CgDevice dev = kerntest_h200();
   int ng;
   const KerntestGraph *gs = kerntest_graphs(&ng);
   for (int i = 0; i <= ng; i++) {

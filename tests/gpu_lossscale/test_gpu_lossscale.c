@@ -18,8 +18,8 @@
 #include "check.h"
 #include "rt_cpu.h"
 #include "rt_cuda.h"
-#include "rt_gpu_kernels.h"
-#include "rt_nvrtc.h"
+#include "cg_kernels.h"
+#include "cg_nvrtc.h"
 #include "rt_ref.h"
 
 static const char GRAPH[] = "graph ls {\n"
@@ -91,19 +91,19 @@ static void *device_format(const IrGraph *g, RtCpu *x, int v) {
 typedef struct Gpu {
   const RtCudaApi *api;
   RtCudaCtx *ctx;
-  CUfunction fn[8][RT_K_MAX_LAUNCH];
+  CUfunction fn[8][CG_K_MAX_LAUNCH];
   CUdeviceptr *dev;
 } Gpu;
 
-static int run_gpu(Gpu *gp, const IrGraph *g, const RtKNode *k) {
+static int run_gpu(Gpu *gp, const IrGraph *g, const CgKNode *k) {
   for (int i = 0; i < g->nnode; i++) {
     const IrNode *n = &g->node[i];
     for (int l = 0; l < k[i].nlaunch; l++) {
-      const RtKLaunch *L = &k[i].launch[l];
-      CUdeviceptr ptr[RT_K_MAX_ARGS];
-      void *params[RT_K_MAX_ARGS];
+      const CgKLaunch *L = &k[i].launch[l];
+      CUdeviceptr ptr[CG_K_MAX_ARGS];
+      void *params[CG_K_MAX_ARGS];
       for (int a = 0; a < L->nargs; a++) {
-        ptr[a] = gp->dev[L->args[a].kind == RT_KARG_IN ? n->in[L->args[a].index] : n->out[L->args[a].index]];
+        ptr[a] = gp->dev[L->args[a].kind == CG_KARG_IN ? n->in[L->args[a].index] : n->out[L->args[a].index]];
         params[a] = &ptr[a];
       }
       if (RT_CU(gp->api, LaunchKernel,
@@ -117,7 +117,7 @@ static int run_gpu(Gpu *gp, const IrGraph *g, const RtKNode *k) {
 }
 
 /* One case: fill, upload, both executors, compare.  Returns the worst relative weight error. */
-static double run_case(Gpu *gp, const IrGraph *g, RtCpu *x, const RtKNode *k, const Case *c) {
+static double run_case(Gpu *gp, const IrGraph *g, RtCpu *x, const CgKNode *k, const Case *c) {
   for (int v = 0; v < g->nval; v++) {
     if (g->val[v].kind == IR_VAL_ACT) continue;
     float *p = rt_cpu_data(x, v);
@@ -203,7 +203,7 @@ int main(void) {
   if (s) return check_report();
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
-  RtGpuDevice dev = {info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
+  CgDevice dev = {info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
   char arch[16];
   snprintf(arch, sizeof arch, "sm_%d%d", info.cc_major, info.cc_minor);
 
@@ -214,23 +214,23 @@ int main(void) {
   IrGraph *g = ir_read(&a, &d, "ls.ir", GRAPH, sizeof GRAPH - 1);
   CHECK(g && !ir_verify(g, &d, NULL) && g->nnode <= 8, "the test graph reads and verifies");
   RtCpu *x = NULL;
-  RtKNode k[8] = {0};
+  CgKNode k[8] = {0};
   char *all = calloc(1, 1);
   size_t len = 0;
   int ok = g && rt_cpu_new(g, 1, &x, err, sizeof err) == 0;
   CHECK(ok, "CPU executor: %s", err);
   for (int i = 0; ok && i < g->nnode; i++) {
-    ok = rt_gpu_kernels_emit(g, i, 1, &dev, &k[i], err, sizeof err) == 0;
+    ok = cg_kernels_emit(g, i, 1, &dev, &k[i], err, sizeof err) == 0;
     CHECK(ok, "%s", err);
     size_t add = ok && k[i].source ? strlen(k[i].source) : 0;
     all = realloc(all, len + add + 1);
     memcpy(all + len, add ? k[i].source : "", add + 1);
     len += add;
   }
-  RtNvrtcOut img = {0};
+  CgNvrtcOut img = {0};
   RtCudaModule *mod = NULL;
   if (ok) {
-    ok = rt_nvrtc_compile(all, "lossscale", arch, RT_NVRTC_CUBIN, NULL, 0, &img, err, sizeof err) == RT_NVRTC_OK &&
+    ok = cg_nvrtc_compile(all, "lossscale", arch, CG_NVRTC_CUBIN, NULL, 0, &img, err, sizeof err) == CG_OK &&
          rt_cuda_module_init(&mod, gp.ctx, img.image, "lossscale", err, sizeof err) == RT_CUDA_OK;
     CHECK(ok, "compile: %s", err);
   }
@@ -262,8 +262,8 @@ int main(void) {
     if (gp.dev[v]) gp.api->MemFree(gp.dev[v]);
   free(gp.dev);
   rt_cuda_module_free(mod);
-  rt_nvrtc_out_free(&img);
-  for (int i = 0; i < 8; i++) rt_gpu_kernels_free(&k[i]);
+  cg_nvrtc_out_free(&img);
+  for (int i = 0; i < 8; i++) cg_kernels_free(&k[i]);
   free(all);
   rt_cpu_free(x);
   arena_free(&a);

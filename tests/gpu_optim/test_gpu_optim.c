@@ -33,7 +33,7 @@
 #include "gexec.h"
 #include "rt_cpu.h"
 #include "rt_gpu_optim.h"
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 #include "rt_ref.h"
 
 static const char GRAPH[] =
@@ -189,14 +189,14 @@ static void check_moves(const IrGraph *g, const RtOptimPlan *p, int64_t batch, c
 static void compile_program(const RtOptimPlan *p, const char *what) {
   int major, minor;
   char why[512];
-  if (rt_nvrtc_version(&major, &minor, why, sizeof why)) {
+  if (cg_nvrtc_version(&major, &minor, why, sizeof why)) {
     printf("  (%s: no NVRTC, program not compiled: %s)\n", what, why);
     return;
   }
-  RtNvrtcOut out = {0};
-  RtNvrtcStatus s = rt_nvrtc_compile(p->source, what, "sm_90", RT_NVRTC_CUBIN, NULL, 0, &out, err, sizeof err);
-  CHECK(s == RT_NVRTC_OK, "%s: the multi-tensor program does not compile: %s", what, err);
-  rt_nvrtc_out_free(&out);
+  CgNvrtcOut out = {0};
+  CgStatus s = cg_nvrtc_compile(p->source, what, "sm_90", CG_NVRTC_CUBIN, NULL, 0, &out, err, sizeof err);
+  CHECK(s == CG_OK, "%s: the multi-tensor program does not compile: %s", what, err);
+  cg_nvrtc_out_free(&out);
 }
 
 static int plan_mode(const char *root) {

@@ -1,4 +1,4 @@
-/* test_gpu_prog.c - a graph's kernel programs (runtime/rt_gpu_prog.h):
+/* test_gpu_prog.c - a graph's kernel programs (runtime/cg_prog.h):
  *
  *   test_gpu_prog ROOT WORKDIR
  *
@@ -24,10 +24,10 @@
 
 #include "check.h"
 #include "compile.h"
-#include "rt_gpu_prog.h"
-#include "rt_nvrtc.h"
+#include "cg_prog.h"
+#include "cg_nvrtc.h"
 
-static const RtGpuDevice H200 = {
+static const CgDevice H200 = {
     .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
 
 static IrGraph *compile_net(Arena *a, const char *root, const char *rel, int64_t batch, IrDtype precision) {
@@ -63,12 +63,12 @@ static void instantiation(const char *text, const char *at, char *out, size_t le
 
 /* Emission-only checks of one graph's programs. */
 static void check_emission(const char *what, const IrGraph *g) {
-  RtGpuProg p;
+  CgProg p;
   char err[4096];
-  int ok = !rt_gpu_prog_emit(g, g->plan_batch, &H200, &p, err, sizeof err);
+  int ok = !cg_prog_emit(g, g->plan_batch, &H200, &p, err, sizeof err);
   CHECK(ok, "%s: emitting: %s", what, err);
   if (!ok) return;
-  int want_parts = (p.ndistinct + 3) / 4 < RT_MODEL_MAX_PART ? (p.ndistinct + 3) / 4 : RT_MODEL_MAX_PART;
+  int want_parts = (p.ndistinct + 3) / 4 < CG_MAX_PART ? (p.ndistinct + 3) / 4 : CG_MAX_PART;
   CHECK(p.npart == want_parts, "%s: %d programs for %d distinct kernels", what, p.npart, p.ndistinct);
   CHECK(p.ndistinct > 0 && p.ndistinct < p.nlaunch, "%s: %d distinct kernels of %d launches", what, p.ndistinct,
         p.nlaunch);
@@ -77,7 +77,7 @@ static void check_emission(const char *what, const IrGraph *g) {
   CHECK(nk == p.ndistinct, "%s: the programs hold %d kernels, %d distinct", what, nk, p.ndistinct);
   for (int i = 0; i < p.nnode && !bad; i++)
     for (int j = 0; j < p.kn[i].nlaunch && !bad; j++) {
-      const RtGpuProgSym *s = &p.sym[p.first[i] + j];
+      const CgProgSym *s = &p.sym[p.first[i] + j];
       const char *own = p.kn[i].launch[j].name;
       int defined = 0;
       for (int k = 0; k < p.npart; k++) {
@@ -103,10 +103,10 @@ static void check_emission(const char *what, const IrGraph *g) {
     }
   CHECK(!bad, "%s: every launch's kernel is defined once, by the program the map names", what);
   printf("%s: %d launches, %d distinct kernels, %d programs\n", what, p.nlaunch, p.ndistinct, p.npart);
-  rt_gpu_prog_free(&p);
+  cg_prog_free(&p);
 }
 
-static int same_cubins(const RtGpuProg *a, const RtGpuProg *b) {
+static int same_cubins(const CgProg *a, const CgProg *b) {
   if (a->npart != b->npart || a->nlaunch != b->nlaunch) return 0;
   for (int k = 0; k < a->npart; k++)
     if (!a->part[k].cubin || !b->part[k].cubin || a->part[k].size != b->part[k].size ||
@@ -128,13 +128,13 @@ static int count_files(const char *dir) {
 }
 
 /* Builds g with `threads` threads and cache dir, checking it succeeds. */
-static int build(const IrGraph *g, int threads, const char *dir, const RtModelProgram *pre, const char *pre_arch,
-                 RtGpuProg *p) {
+static int build(const IrGraph *g, int threads, const char *dir, const CgProgram *pre, const char *pre_arch,
+                 CgProg *p) {
   char err[8192], n[16];
   /* the build emits afresh, so the thread count comes from the environment */
   snprintf(n, sizeof n, "%d", threads);
   setenv("NETC_NVRTC_THREADS", n, 1);
-  RtCudaStatus s = rt_gpu_prog_build_prebuilt(g, g->plan_batch, &H200, dir, pre, pre_arch, p, err, sizeof err);
+  CgStatus s = cg_prog_build_prebuilt(g, g->plan_batch, &H200, dir, pre, pre_arch, p, err, sizeof err);
   unsetenv("NETC_NVRTC_THREADS");
   CHECK(!s, "building with %d threads: %s", threads, err);
   return s ? -1 : 0;
@@ -145,31 +145,31 @@ static void check_compile(const IrGraph *g, const char *work) {
   snprintf(d1, sizeof d1, "%s/cache1", work);
   snprintf(d2, sizeof d2, "%s/cache3", work);
   snprintf(d3, sizeof d3, "%s/cache_pre", work);
-  RtGpuProg one, three, again;
+  CgProg one, three, again;
   if (build(g, 1, d1, NULL, NULL, &one)) return;
   CHECK(!one.cache_hit && one.npart > 1, "smallcnn: %d programs compiled", one.npart);
   CHECK(count_files(d1) == one.npart, "smallcnn: one cache file per program (%d)", count_files(d1));
   if (!build(g, 3, d2, NULL, NULL, &three)) {
     CHECK(!three.cache_hit, "smallcnn: compiled again on 3 threads");
     CHECK(same_cubins(&one, &three), "smallcnn: 1 and 3 threads give the same cubins and kernel map");
-    rt_gpu_prog_free(&three);
+    cg_prog_free(&three);
   }
   if (!build(g, 2, d1, NULL, NULL, &again)) {
     CHECK(again.cache_hit && same_cubins(&one, &again), "smallcnn: the second build takes every cubin from the cache");
-    rt_gpu_prog_free(&again);
+    cg_prog_free(&again);
   }
   /* prebuilt: every part, then all but part 0 (whose text differs) */
-  RtModelProgram pre = {.npart = one.npart};
+  CgProgram pre = {.npart = one.npart};
   for (int k = 0; k < one.npart; k++) {
     pre.source[k] = one.part[k].source;
     pre.cubin[k] = one.part[k].cubin;
     pre.cubin_size[k] = one.part[k].size;
   }
-  RtGpuProg p;
+  CgProg p;
   if (!build(g, 2, d3, &pre, "sm_90", &p)) {
     CHECK(p.prebuilt && same_cubins(&one, &p), "smallcnn: every prebuilt cubin is taken");
     CHECK(count_files(d3) <= 0, "smallcnn: nothing compiled (%d files in the cache)", count_files(d3));
-    rt_gpu_prog_free(&p);
+    cg_prog_free(&p);
   }
   char *changed = malloc(one.part[0].source_len + 32);
   snprintf(changed, one.part[0].source_len + 32, "%s\n/* changed */\n", one.part[0].source);
@@ -179,12 +179,12 @@ static void check_compile(const IrGraph *g, const char *work) {
     for (int k = 1; k < p.npart; k++) CHECK(p.part[k].prebuilt, "smallcnn: program %d's cubin is taken", k);
     CHECK(count_files(d3) == 1 && same_cubins(&one, &p), "smallcnn: only program 0 compiled (%d files)",
           count_files(d3));
-    rt_gpu_prog_free(&p);
+    cg_prog_free(&p);
   }
   pre.source[0] = one.part[0].source;
   free(changed);
   /* a part that does not compile: its log, and no cubin left */
-  if (!rt_gpu_prog_emit(g, g->plan_batch, &H200, &p, err, sizeof err) && p.npart > 1) {
+  if (!cg_prog_emit(g, g->plan_batch, &H200, &p, err, sizeof err) && p.npart > 1) {
     const char *bad = "\n#error injected failure\n";
     size_t n = p.part[1].source_len + strlen(bad);
     char *s = malloc(n + 1);
@@ -193,14 +193,14 @@ static void check_compile(const IrGraph *g, const char *work) {
     p.part[1].source = s, p.part[1].source_len = n;
     p.threads = 3;
     setenv("NETC_KERNEL_DIR", work, 1);
-    RtCudaStatus st = rt_gpu_prog_compile(g, g->plan_batch, &H200, d2, &p, err, sizeof err);
+    CgStatus st = cg_prog_compile(g, g->plan_batch, &H200, d2, &p, err, sizeof err);
     unsetenv("NETC_KERNEL_DIR");
-    CHECK(st == RT_CUDA_ECALL && strstr(err, "injected failure") && strstr(err, "_p2"),
+    CHECK(st == CG_ECOMPILE && strstr(err, "injected failure") && strstr(err, "_p2"),
           "smallcnn: a broken program 2 fails the build with its log: %s", err);
     for (int k = 0; k < p.npart; k++) CHECK(!p.part[k].cubin, "smallcnn: no cubin of program %d is left", k);
-    rt_gpu_prog_free(&p);
+    cg_prog_free(&p);
   }
-  rt_gpu_prog_free(&one);
+  cg_prog_free(&one);
 }
 
 int main(int argc, char **argv) {
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
   if (small) check_emission("smallcnn training, fp32, batch 8", small);
   int major, minor;
   char err[1024];
-  if (rt_nvrtc_version(&major, &minor, err, sizeof err) != RT_NVRTC_OK)
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err) != CG_OK)
     printf("skipped the NVRTC checks: %s\n", err);
   else if (small)
     check_compile(small, argv[2]);

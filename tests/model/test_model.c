@@ -11,7 +11,7 @@
  *     GPU runtime) the executor's code emits, for an H200 from the read-back
  *     graphs, DIR/cu/{train,infer}.cu (every node's kernels, names as
  *     emitted) and the very same program texts, and so takes the embedded
- *     cubins (rt_gpu_prog_build_prebuilt) without NVRTC, but not for another
+ *     cubins (cg_prog_build_prebuilt) without NVRTC, but not for another
  *     arch.  No GPU is needed.
  *   test_model --open FILE                 rt_model_open(FILE): "ok ..." and 0,
  *     or "error: MESSAGE" on stderr and 1 (for check_errors.sh). */
@@ -24,7 +24,7 @@
 #include "rt_model.h"
 
 #ifdef NETC_HAVE_CUDA
-#include "rt_gpu_prog.h"
+#include "cg_prog.h"
 #endif
 
 enum { EM_CUDA_MACHINE = 190 };
@@ -67,7 +67,7 @@ static char *print_graph(const IrGraph *g) {
   return s;
 }
 
-static char *read_file(const char *path) {
+__attribute__((unused)) static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
@@ -94,7 +94,7 @@ static void show_diff(const char *what, const char *a, const char *b) {
           b + i);
 }
 
-static void check_cubin(const char *what, const RtModelProgram *p, int k, const char *dir) {
+static void check_cubin(const char *what, const CgProgram *p, int k, const char *dir) {
   CHECK(p->cubin[k] && p->cubin_size[k] > 64, "%s: program %d has a cubin (%zu bytes)", what, k, p->cubin_size[k]);
   if (!p->cubin[k] || p->cubin_size[k] <= 64)
     return;
@@ -119,15 +119,15 @@ static void check_cubin(const char *what, const RtModelProgram *p, int k, const 
 
 #ifdef NETC_HAVE_CUDA
 /* The executor's own emission for an H200 reproduces --emit-cuda's file and
- * the embedded texts, and rt_gpu_prog_build_prebuilt takes the embedded
+ * the embedded texts, and cg_prog_build_prebuilt takes the embedded
  * cubins for sm_90 only. */
-static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *p,
+static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const CgProgram *p,
                            const char *cu_file) {
-  RtGpuDevice h200 = {
+  CgDevice h200 = {
       .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
-  RtGpuProg prog;
+  CgProg prog;
   char err[4096];
-  int ok = !rt_gpu_prog_emit(g, batch, &h200, &prog, err, sizeof err);
+  int ok = !cg_prog_emit(g, batch, &h200, &prog, err, sizeof err);
   CHECK(ok, "%s: emitting: %s", what, err);
   if (!ok)
     return;
@@ -143,19 +143,19 @@ static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, co
       show_diff(what, p->source[k], prog.part[k].source);
   }
   printf("%s: %d launches, %d distinct kernels in %d programs\n", what, prog.nlaunch, prog.ndistinct, prog.npart);
-  rt_gpu_prog_free(&prog);
-  ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_90", &prog, err, sizeof err);
+  cg_prog_free(&prog);
+  ok = !cg_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_90", &prog, err, sizeof err);
   CHECK(ok && prog.prebuilt, "%s: the prebuilt cubins are taken for sm_90 (%s)", what, ok ? "" : err);
   for (int k = 0; ok && k < prog.npart && k < p->npart; k++)
     CHECK(prog.part[k].prebuilt && prog.part[k].size == p->cubin_size[k] &&
               !memcmp(prog.part[k].cubin, p->cubin[k], p->cubin_size[k]),
           "%s: program %d's cubin is the embedded one", what, k);
-  rt_gpu_prog_free(&prog);
+  cg_prog_free(&prog);
   /* same text, another arch: compiled (from the cache netc filled) instead */
-  ok = !rt_gpu_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_80", &prog, err, sizeof err);
+  ok = !cg_prog_build_prebuilt(g, batch, &h200, NULL, p, "sm_80", &prog, err, sizeof err);
   CHECK(ok && !prog.prebuilt && prog.npart && prog.part[0].cubin && !prog.part[0].prebuilt,
         "%s: a cubin for another arch is not taken (%s)", what, ok ? "" : err);
-  rt_gpu_prog_free(&prog);
+  cg_prog_free(&prog);
 }
 #endif
 
@@ -186,7 +186,7 @@ static int do_write(const char *netc, const char *net, const char *dir, char **o
   CHECK(strcmp(m.arch, "sm_90") == 0, "arch is sm_90, not '%s'", m.arch);
   CHECK(m.dl != NULL, "the library stays loaded");
   const IrGraph *g[2] = {m.train, m.infer};
-  const RtModelProgram *p[2] = {&m.train_prog, &m.infer_prog};
+  const CgProgram *p[2] = {&m.train_prog, &m.infer_prog};
   const char *what[2] = {"train", "infer"};
   for (int i = 0; i < 2; i++) {
     snprintf(cmd, sizeof cmd, "'%s' '%s' --print-after=memplan --no-loc%s%s", netc, net, opts, i ? " --inference" : "");
@@ -197,7 +197,7 @@ static int do_write(const char *netc, const char *net, const char *dir, char **o
     CHECK(g[i]->plan_batch == m.batch, "%s: planned for the model's batch %lld", what[i], (long long)m.batch);
     free(want);
     free(got);
-    CHECK(p[i]->npart >= 1 && p[i]->npart <= RT_MODEL_MAX_PART, "%s: %d kernel programs", what[i], p[i]->npart);
+    CHECK(p[i]->npart >= 1 && p[i]->npart <= CG_MAX_PART, "%s: %d kernel programs", what[i], p[i]->npart);
     for (int k = 0; k < p[i]->npart; k++) {
       CHECK(p[i]->source[k] && strlen(p[i]->source[k]) > 100, "%s: the CUDA source of program %d is embedded",
             what[i], k);

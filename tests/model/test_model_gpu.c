@@ -29,7 +29,7 @@ static int compared(const IrGraph *g, int v) {
   return g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE;
 }
 
-static void run_graph(const char *what, const IrGraph *g, int64_t batch, const RtModelProgram *prog, const char *arch,
+static void run_graph(const char *what, const IrGraph *g, int64_t batch, const CgProgram *prog, const char *arch,
                       int expect_prebuilt) {
   char err[4096];
   RtGpuOpts o = {.device = 0, .prebuilt = prog, .prebuilt_arch = arch};

@@ -3,8 +3,8 @@
  * cg_model_write() compiles a network twice with the caller's options (the
  * training step, and the same with --inference), generates each graph's
  * kernel programs exactly as the GPU executor would for the target
- * (runtime/rt_gpu_prog.h: the distinct kernels dealt into up to
- * CG_MODEL_MAX_PART programs), compiles them with NVRTC, concurrently, to a
+ * (runtime/cg_prog.h: the distinct kernels dealt into up to
+ * CG_MAX_PART programs), compiles them with NVRTC, concurrently, to a
  * cubin each for that target, and links everything into a shared library
  * with the system C compiler.  runtime/rt_model.c reads it back
  * (rt_model.h).
@@ -30,28 +30,29 @@
 
 #include <stdint.h>
 
+#include "cg_prog.h"
 #include "pipeline.h"
 
 #define CG_MODEL_MAGIC "NETCMODL"
 #define CG_MODEL_SYMBOL "netc_model"
 #define CG_MODEL_SIZE_SYMBOL "netc_model_size"
 
-enum { CG_MODEL_VERSION = 2, CG_MODEL_ARCH_LEN = 16, CG_MODEL_MAX_PART = 16 };
+enum { CG_MODEL_VERSION = 2, CG_MODEL_ARCH_LEN = 16 };
 
 typedef enum CgModelSection {
   CG_MODEL_TRAIN_IR, /* ir_print of the training graph, locations included */
   CG_MODEL_INFER_IR, /* the same for the --inference graph */
   CG_MODEL_TRAIN_CU, /* + k: the training graph's kernel program k (CUDA C) */
-  CG_MODEL_INFER_CU = CG_MODEL_TRAIN_CU + CG_MODEL_MAX_PART,
-  CG_MODEL_TRAIN_CUBIN = CG_MODEL_INFER_CU + CG_MODEL_MAX_PART, /* + k: program k compiled for arch */
-  CG_MODEL_INFER_CUBIN = CG_MODEL_TRAIN_CUBIN + CG_MODEL_MAX_PART,
-  CG_MODEL_NSECTION = CG_MODEL_INFER_CUBIN + CG_MODEL_MAX_PART
+  CG_MODEL_INFER_CU = CG_MODEL_TRAIN_CU + CG_MAX_PART,
+  CG_MODEL_TRAIN_CUBIN = CG_MODEL_INFER_CU + CG_MAX_PART, /* + k: program k compiled for arch */
+  CG_MODEL_INFER_CUBIN = CG_MODEL_TRAIN_CUBIN + CG_MAX_PART,
+  CG_MODEL_NSECTION = CG_MODEL_INFER_CUBIN + CG_MAX_PART
 } CgModelSection;
 
 enum { CG_MODEL_HEADER = 40 + 16 * CG_MODEL_NSECTION };
 
 /* What the kernels are generated for: the attributes the GPU executor
- * reads from its device (rt_gpu_kernels.h's RtGpuDevice). */
+ * reads from its device (cg_kernels.h's CgDevice). */
 typedef struct CgModelTarget {
   char arch[CG_MODEL_ARCH_LEN]; /* "sm_90" */
   int cc_major, cc_minor, sm_count, max_threads_per_block, max_shared_per_block, max_threads_per_sm;

@@ -2,7 +2,7 @@
  *
  * The two graphs are compiled here rather than taken from the caller so
  * that both come from one set of options.  Kernel programs come from the
- * GPU executor's own code (rt_gpu_prog_emit/rt_gpu_prog_compile, which
+ * GPU executor's own code (cg_prog_emit/cg_prog_compile, which
  * compiles a graph's programs on several threads) for the target's
  * attributes, so on a device with those attributes the executor emits the
  * same texts and takes the embedded cubins.  When NVRTC cannot be
@@ -15,8 +15,8 @@
  * compiled with $CC (else `cc`) -shared -fPIC.  Both the C file and the
  * library are written beside the output under temporary names; the library
  * is renamed into place only when cc succeeded, and the C file is always
- * removed.  Built without the CUDA toolkit (no NETC_HAVE_CUDA), -o and
- * --emit-cuda fail with a message saying so. */
+ * removed.  Nothing here needs the CUDA toolkit: without NVRTC at run
+ * time the model carries sources only. */
 #include "cg_model.h"
 
 #include <errno.h>
@@ -29,9 +29,7 @@
 
 #include "compile.h"
 
-#ifdef NETC_HAVE_CUDA
-#include "rt_gpu_prog.h"
-#endif
+#include "cg_prog.h"
 
 extern char **environ;
 
@@ -75,11 +73,11 @@ typedef struct Part {
   size_t ir_len;
   char *cu; /* every node's kernels (--emit-cuda); NULL when the graph has no generated kernel */
   size_t cu_len;
-  int nprog; /* its kernel programs (rt_gpu_prog.h's parts) */
-  char *prog[CG_MODEL_MAX_PART];
-  size_t prog_len[CG_MODEL_MAX_PART];
-  void *cubin[CG_MODEL_MAX_PART];
-  size_t cubin_size[CG_MODEL_MAX_PART];
+  int nprog; /* its kernel programs (cg_prog.h's parts) */
+  char *prog[CG_MAX_PART];
+  size_t prog_len[CG_MAX_PART];
+  void *cubin[CG_MAX_PART];
+  size_t cubin_size[CG_MAX_PART];
 } Part;
 
 static const SrcLoc NOLOC = {0};
@@ -104,28 +102,27 @@ static int print_ir(const IrGraph *g, Part *p, Diag *d) {
  * an op that has no GPU kernel gets no program, with a warning. */
 static int program(const IrGraph *g, const char *what, const CgModelTarget *t, int want_cubin, int *nvrtc, Part *part,
                    Diag *d) {
-#ifdef NETC_HAVE_CUDA
-  RtGpuDevice dev = {.sm_count = t->sm_count,
+  CgDevice dev = {.sm_count = t->sm_count,
                      .max_threads_per_block = t->max_threads_per_block,
                      .max_shared_per_block = t->max_shared_per_block,
                      .cc_major = t->cc_major,
                      .cc_minor = t->cc_minor,
                      .max_threads_per_sm = t->max_threads_per_sm};
-  RtGpuProg p;
+  CgProg p;
   char err[8192];
-  if (rt_gpu_prog_emit(g, g->plan_batch, &dev, &p, err, sizeof err)) {
+  if (cg_prog_emit(g, g->plan_batch, &dev, &p, err, sizeof err)) {
     /* the CPU executor still runs the graph; the GPU executor will refuse it with this same message */
     diag_warning(d, NOLOC, "the %s graph gets no GPU program: %s", what, err);
     return 0;
   }
-  if (p.npart > CG_MODEL_MAX_PART) { /* rt_gpu_prog.h makes at most RT_MODEL_MAX_PART */
+  if (p.npart > CG_MAX_PART) { /* cg_prog.h makes at most CG_MAX_PART */
     diag_error(d, NOLOC, "the %s graph has %d kernel programs, more than a model holds", what, p.npart);
-    rt_gpu_prog_free(&p);
+    cg_prog_free(&p);
     return -1;
   }
   if (want_cubin && *nvrtc && p.npart) {
-    RtCudaStatus s = rt_gpu_prog_compile(g, g->plan_batch, &dev, NULL, &p, err, sizeof err);
-    if (s == RT_CUDA_ENODRIVER) {
+    CgStatus s = cg_prog_compile(g, g->plan_batch, &dev, NULL, &p, err, sizeof err);
+    if (s == CG_ENOLIB) {
       diag_warning(d, NOLOC,
                    "NVRTC cannot be loaded, so the model holds CUDA sources only (compiled when it "
                    "starts on a GPU): %s",
@@ -133,7 +130,7 @@ static int program(const IrGraph *g, const char *what, const CgModelTarget *t, i
       *nvrtc = 0;
     } else if (s) {
       diag_error(d, NOLOC, "compiling the kernels of graph %s for %s: %s", g->name ? g->name : "?", t->arch, err);
-      rt_gpu_prog_free(&p);
+      cg_prog_free(&p);
       return -1;
     }
   }
@@ -145,15 +142,8 @@ static int program(const IrGraph *g, const char *what, const CgModelTarget *t, i
     part->cubin[k] = p.part[k].cubin, part->cubin_size[k] = p.part[k].cubin ? p.part[k].size : 0;
     p.part[k].source = NULL, p.part[k].cubin = NULL;
   }
-  rt_gpu_prog_free(&p);
+  cg_prog_free(&p);
   return 0;
-#else
-  (void)g, (void)what, (void)t, (void)want_cubin, (void)nvrtc, (void)part;
-  diag_error(d, NOLOC,
-             "this netc was built without the CUDA toolkit, so it cannot generate kernels (-o, "
-             "--emit-cuda): rebuild it where CMake finds the toolkit");
-  return -1;
-#endif
 }
 
 static int write_file(const char *path, const char *data, size_t len, Diag *d) {

@@ -1,5 +1,5 @@
-/* rt_gpu_kernels.c - the generated CUDA kernels of one node of a final
- * graph (rt_gpu_kernels.h gives the contract; docs/codegen.md the kernel
+/* cg_kernels.c - the generated CUDA kernels of one node of a final
+ * graph (cg_kernels.h gives the contract; docs/codegen.md the kernel
  * list).  Each op maps onto one to three instantiations of the templates in
  * codegen_templates/, with every shape (batch included), dtype, attribute
  * and vector width baked in as #defines, plus the launch geometry and which
@@ -18,18 +18,18 @@
  * base must be 16-byte aligned (the memory plan's offsets are multiples of
  * 256).  Grids of grid-stride kernels are capped at 8 blocks of 256 per SM
  * (one full wave). */
-#include "rt_gpu_kernels.h"
-#include "rt_gpu_tmpl.h"
+#include "cg_kernels.h"
+#include "cg_tmpl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_nvrtc.h"
-#include "rt_text.h"
+#include "cg_nvrtc.h"
+#include "cg_text.h"
 
-/* The embedded codegen_templates/ files (rt_gpu_templates.c, generated at
+/* The embedded codegen_templates/ files (cg_templates.c, generated at
  * build time): the text of "name", or NULL. */
 
 enum { BLOCK = 256, FIN_CB = 32, FIN_GY = 8, MAX_DEFS = 40, DEF_LEN = 96 }; /* FIN_*: chan_finalize.cu's CB, GY */
@@ -39,15 +39,15 @@ typedef struct Emit {
   const IrNode *n;
   int node;
   int64_t batch;
-  const RtGpuDevice *dev;
-  RtKNode *k;
+  const CgDevice *dev;
+  CgKNode *k;
   char *err;
   size_t errlen;
   const char *dtype;  /* of the node's main tensor, for kernel names */
   const char *layout; /* "nhwc", "nchw", "krsc", "kcrs" or "row" */
-  RtText src;         /* k->source as it grows (handed over when the node is done) */
+  CgText src;         /* k->source as it grows (handed over when the node is done) */
   /* the launch being built */
-  RtKLaunch *cur;
+  CgKLaunch *cur;
   int ndefs;
   char defs[MAX_DEFS][2][DEF_LEN];
 } Emit;
@@ -103,7 +103,7 @@ static int chan_view(Emit *e, const IrType *t, int64_t *rows, int *C) {
 
 /* The widest vector (<= 16 bytes) whose width divides C. */
 static int chan_vec(IrDtype dt, int C) {
-  int v = rt_gpu_tmpl_flat_vec(dt);
+  int v = cg_tmpl_flat_vec(dt);
   while (v > 1 && C % v != 0) v /= 2;
   return v;
 }
@@ -154,12 +154,12 @@ static void window_defs(Emit *e, const IrType *tx, const IrType *ty) {
   def(e, "NETC_PW", "%d", p[1]);
 }
 
-static RtKArg in(int i) { return (RtKArg){RT_KARG_IN, i, 0}; }
-static RtKArg out(int i) { return (RtKArg){RT_KARG_OUT, i, 0}; }
-static RtKArg scratch(size_t offset) { return (RtKArg){RT_KARG_SCRATCH, 0, offset}; }
+static CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }
+static CgKArg out(int i) { return (CgKArg){CG_KARG_OUT, i, 0}; }
+static CgKArg scratch(size_t offset) { return (CgKArg){CG_KARG_SCRATCH, 0, offset}; }
 /* The type of an input or output argument. */
-static const IrType *arg_type(const Emit *e, RtKArg a) {
-  return a.kind == RT_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
+static const IrType *arg_type(const Emit *e, CgKArg a) {
+  return a.kind == CG_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
 }
 
 static void def(Emit *e, const char *name, const char *fmt, ...) {
@@ -174,14 +174,14 @@ static void def(Emit *e, const char *name, const char *fmt, ...) {
 
 static void def_float(Emit *e, const char *name, double v) {
   char b[48];
-  rt_gpu_tmpl_float(b, sizeof b, v);
+  cg_tmpl_float(b, sizeof b, v);
   def(e, name, "%s", b);
 }
 
 /* Starts launch `stage` ("" for a node's only kernel):
  * k<node>_<op>[_<stage>]_<dtype>_<layout>. */
 static int begin(Emit *e, const char *stage) {
-  if (e->k->nlaunch >= RT_K_MAX_LAUNCH) return fail(e, "more than %d launches", RT_K_MAX_LAUNCH);
+  if (e->k->nlaunch >= CG_K_MAX_LAUNCH) return fail(e, "more than %d launches", CG_K_MAX_LAUNCH);
   e->cur = &e->k->launch[e->k->nlaunch];
   memset(e->cur, 0, sizeof *e->cur);
   int len = snprintf(e->cur->name, sizeof e->cur->name, "k%d_%s%s%s_%s_%s", e->node, ir_op_info(e->n->op)->name,
@@ -192,22 +192,22 @@ static int begin(Emit *e, const char *stage) {
   return 0;
 }
 
-static void args(Emit *e, int nargs, const RtKArg *a) {
+static void args(Emit *e, int nargs, const CgKArg *a) {
   e->cur->nargs = nargs;
   for (int i = 0; i < nargs; i++) e->cur->args[i] = a[i];
 }
-#define ARGS(e, ...) args((e), (int)(sizeof((RtKArg[]){__VA_ARGS__}) / sizeof(RtKArg)), (RtKArg[]){__VA_ARGS__})
+#define ARGS(e, ...) args((e), (int)(sizeof((CgKArg[]){__VA_ARGS__}) / sizeof(CgKArg)), (CgKArg[]){__VA_ARGS__})
 
 /* Instantiates template tmpl with the defines gathered since begin(),
  * appends it to the node's source and completes the launch. */
 static int end(Emit *e, const char *tmpl, unsigned gx, unsigned gy, unsigned bx, unsigned by) {
   if (e->ndefs >= MAX_DEFS) return fail(e, "too many template parameters");
-  RtNvrtcDefine d[MAX_DEFS];
-  for (int i = 0; i < e->ndefs; i++) d[i] = (RtNvrtcDefine){e->defs[i][0], e->defs[i][1]};
+  CgDefine d[MAX_DEFS];
+  for (int i = 0; i < e->ndefs; i++) d[i] = (CgDefine){e->defs[i][0], e->defs[i][1]};
   char ns[64], msg[512];
   snprintf(ns, sizeof ns, "netc_k%d_%d", e->node, e->k->nlaunch);
-  if (rt_gpu_tmpl_instantiate(tmpl, d, e->ndefs, ns, &e->src, NULL, msg, sizeof msg)) return fail(e, "%s", msg);
-  RtKLaunch *l = e->cur;
+  if (cg_tmpl_instantiate(tmpl, d, e->ndefs, ns, &e->src, NULL, msg, sizeof msg)) return fail(e, "%s", msg);
+  CgKLaunch *l = e->cur;
   l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = 1;
   l->block[0] = bx, l->block[1] = by, l->block[2] = 1;
   e->k->nlaunch++;
@@ -223,10 +223,10 @@ static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 /* --- elementwise (eltwise.cu) ----------------------------------------------- */
 
 /* Inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
-static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, RtKArg a0, RtKArg a1,
-                   RtKArg a2, RtKArg o0) {
-  if (!rt_gpu_tmpl_is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
-  int v = rt_gpu_tmpl_flat_vec(dt);
+static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0, CgKArg a1,
+                   CgKArg a2, CgKArg o0) {
+  if (!cg_tmpl_is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
+  int v = cg_tmpl_flat_vec(dt);
   if (begin(e, stage)) return -1;
   def(e, op, "1");
   def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
@@ -275,7 +275,7 @@ typedef struct Chan {
 static int chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, Chan *c) {
   memset(c, 0, sizeof *c);
   if (chan_view(e, t, &c->rows, &c->C)) return -1;
-  if (!rt_gpu_tmpl_is_float(t->dtype) || !rt_gpu_tmpl_is_float(ty) || !rt_gpu_tmpl_is_float(tg))
+  if (!cg_tmpl_is_float(t->dtype) || !cg_tmpl_is_float(ty) || !cg_tmpl_is_float(tg))
     return fail(e, "per-channel kernels need float tensors");
   c->dt = t->dtype, c->ty = ty, c->tg = tg;
   c->V = chan_vec(t->dtype, c->C);
@@ -296,8 +296,8 @@ static int chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, Cha
 static int chan_plan(Emit *e, const IrType *t, Chan *c) { return chan_plan_mixed(e, t, t->dtype, t->dtype, c); }
 
 static void chan_defs(Emit *e, const Chan *c) {
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
-  if (c->tg != c->dt) def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(c->tg));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  if (c->tg != c->dt) def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
   def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_V", "%d", c->V);
@@ -315,7 +315,7 @@ static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
   chan_defs(e, c);
   if (c->copy) {
     def(e, "NETC_RED_COPY", "1");
-    def(e, "NETC_TC", "%s", rt_gpu_tmpl_ctype(c->tc));
+    def(e, "NETC_TC", "%s", cg_tmpl_ctype(c->tc));
   }
   def(e, "NETC_BX", "%d", c->bx);
   def(e, "NETC_BY", "%d", c->by);
@@ -328,7 +328,7 @@ static int chan_finalize(Emit *e, const Chan *c, const char *op) {
   def(e, op, "1");
   if (c->noshift) def(e, "NETC_NOSHIFT", "1");
   if (c->sb) def(e, "NETC_FIN_SB", "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_G", "%d", c->G);
   def(e, "NETC_M", "%lldLL", (long long)c->rows);
@@ -358,7 +358,7 @@ static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const ch
   def(e, "NETC_TB", "%s", tb);
   def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
-  if (c->ty != c->dt) def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(c->ty));
+  if (c->ty != c->dt) def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
   if (c->round_x) def(e, "NETC_ROUND_X", "1");
   return end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
 }
@@ -372,14 +372,14 @@ static int check_f32(Emit *e, int first_in, int last_in, int first_out, int last
   return 0;
 }
 
-static void last_when(Emit *e, RtKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
+static void last_when(Emit *e, CgKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
 
 /* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
  * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
  * (conv set): the finalize runs before the convolution and also writes the
  * equivalent scale and bias (f32) for the convolution's epilogue; the
  * affine runs only when cuDNN's plan has no epilogue. */
-static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int relu) {
+static int bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
   Chan c;
   int epi = e->k->has_conv;
   if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0)) return -1;
@@ -390,15 +390,15 @@ static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int rel
     ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
     need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
     e->k->launch[e->k->nlaunch - 1].before = 1;
-    RtConvDesc *d = &e->k->conv;
-    d->epilogue = RT_EPI_AFFINE | (relu ? RT_EPI_RELU : 0) | (residual_in(e) >= 0 ? RT_EPI_RESIDUAL : 0);
+    CgConvDesc *d = &e->k->conv;
+    d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_esb = scratch(esb);
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
   } else {
     ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   }
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
-  if (epi) last_when(e, RT_K_EPI_UNFUSED);
+  if (epi) last_when(e, CG_K_EPI_UNFUSED);
   if (residual_in(e) >= 0)
     ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
@@ -409,7 +409,7 @@ static int bn_infer(Emit *e, const IrType *t, int p, RtKArg x, RtKArg y, int rel
 /* The training finalize's arguments (chan_finalize.cu NETC_FIN_TRAIN): x,
  * the sums in scratch 0, inputs p..p+3, outputs o and o+1, the
  * coefficients, and output sb when it writes the scale and bias (sb >= 0). */
-static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, int sb) {
+static void train_finalize_args(Emit *e, CgKArg x, int p, int o, size_t coef, int sb) {
   if (sb >= 0)
     ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
   else
@@ -426,12 +426,12 @@ static void train_finalize_args(Emit *e, RtKArg x, int p, int o, size_t coef, in
  * fifth output zc (pass prologue folded a cast of its f32 z into it), the
  * statistics pass also writes z rounded to zc's dtype there, so that z is
  * read once (NETC_RED_COPY). */
-static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, int relu, int sb) {
+static int bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, int relu, int sb) {
   Chan c;
   if (chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1))
     return -1;
   if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
-  int fusable = e->k->has_conv && e->k->conv.kind == RT_CONV_FWD && c.dt != IR_DT_F32;
+  int fusable = e->k->has_conv && e->k->conv.kind == CG_CONV_FWD && c.dt != IR_DT_F32;
   int zc = sb >= 0 && e->n->nout > 4 ? 4 : -1;
   if (zc >= 0) {
     c.copy = 1, c.tc = out_type(e, zc)->dtype;
@@ -443,18 +443,18 @@ static int bn_train(Emit *e, const IrType *t, RtKArg x, RtKArg y, int p, int o, 
     ARGS(e, x, scratch(0), out(zc));
   else
     ARGS(e, x, scratch(0));
-  if (fusable) last_when(e, RT_K_UNFUSED);
+  if (fusable) last_when(e, CG_K_UNFUSED);
   c.sb = sb >= 0;
   if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return fail(e, "the scale and bias must have z's dtype");
   if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
   train_finalize_args(e, x, p, o, c.coef, sb);
   if (fusable) {
-    last_when(e, RT_K_UNFUSED);
+    last_when(e, CG_K_UNFUSED);
     Chan f = c;
     f.G = 1, f.noshift = 1;
     if (chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
     train_finalize_args(e, x, p, o, c.coef, sb);
-    last_when(e, RT_K_FUSED);
+    last_when(e, CG_K_FUSED);
     e->k->conv.genstats = 1;
     e->k->conv_stats = scratch(0);
   }
@@ -483,9 +483,9 @@ static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
   if (begin(e, strcmp(op, "NETC_PBB_SUMS") == 0 ? "sums" : "apply")) return -1;
   const IrType *z = out_type(e, 0);
   def(e, op, "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(c->dt));
-  def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(c->tg));
-  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(c->ty));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
+  def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
   def(e, "NETC_N", "%lld", (long long)dim(e, z, 0));
   def(e, "NETC_C", "%d", c->C);
   def(e, "NETC_V", "%d", c->V);
@@ -496,7 +496,7 @@ static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
 /* batchnorm_relu_bwd_win's launches by cells (pool_bn_bwd.cu `sums`,
  * chan_finalize.cu, pool_bn_bwd.cu `apply`): bn_bwd_from's arguments, one
  * unit of work per cell of SH x SW pixels and channel vector. */
-static int pbb_bwd(Emit *e, Chan *c, RtKArg dy, RtKArg x, RtKArg beta, int p, RtKWhen when) {
+static int pbb_bwd(Emit *e, Chan *c, CgKArg dy, CgKArg x, CgKArg beta, int p, CgKWhen when) {
   const IrType *z = out_type(e, 0);
   int st[2];
   attr2(e->n, "s", 1, st);
@@ -521,10 +521,10 @@ static int pbb_bwd(Emit *e, Chan *c, RtKArg dy, RtKArg x, RtKArg beta, int p, Rt
  * (may be dy: in place), dgamma and dbeta outputs 1 and 2; its inputs x,
  * gamma, mean, invstd in a row from index `at` + 1, after beta at `at`
  * when relu (at < 0: from index 1, no beta).  Each launch runs `when`. */
-static int bn_bwd_from(Emit *e, int relu, RtKArg dy, int at, RtKWhen when) {
+static int bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
   int xi = relu ? at + 1 : 1, p = xi + 1;
   int gather = e->n->op == IR_OP_BATCHNORM_RELU_BWD_WIN; /* dy a max pool's, its winners input 1 */
-  RtKArg x = in(xi), beta = relu ? in(at) : in(p);
+  CgKArg x = in(xi), beta = relu ? in(at) : in(p);
   Chan c;
   if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, arg_type(e, dy)->dtype, &c) ||
       check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, at, at, 1, 0)))
@@ -560,7 +560,7 @@ static int bn_bwd_from(Emit *e, int relu, RtKArg dy, int at, RtKWhen when) {
  * mask is recomputed from z with beta (the kernels take gamma twice in its
  * place without one).  dy and dx may have other dtypes than x (the f32
  * stem's f16 gradient, read as it is). */
-static int bn_bwd(Emit *e, int relu) { return bn_bwd_from(e, relu, in(0), relu ? 1 : -1, RT_K_ALWAYS); }
+static int bn_bwd(Emit *e, int relu) { return bn_bwd_from(e, relu, in(0), relu ? 1 : -1, CG_K_ALWAYS); }
 
 static int emit_channel_sum(Emit *e) {
   Chan c;
@@ -576,7 +576,7 @@ static int emit_channel_sum(Emit *e) {
 
 /* The shape, attributes and dtype of the convolution whose forward roles
  * are x, w, y into *d (zeroed first; the kind and the fusions left 0). */
-static void conv_geometry(const Emit *e, RtKArg x, RtKArg w, RtKArg y, RtConvDesc *d) {
+static void conv_geometry(const Emit *e, CgKArg x, CgKArg w, CgKArg y, CgConvDesc *d) {
   const IrNode *n = e->n;
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   memset(d, 0, sizeof *d);
@@ -593,11 +593,11 @@ static void conv_geometry(const Emit *e, RtKArg x, RtKArg w, RtKArg y, RtConvDes
 }
 
 /* The node's convolution: x, w, y are the forward roles' tensors. */
-static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
+static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
     return fail(e, "convolutions run on NHWC activations and KRSC filters");
-  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !rt_gpu_tmpl_is_float(tx->dtype))
+  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype))
     return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                 ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
@@ -614,42 +614,42 @@ static int conv(Emit *e, RtConvKind kind, RtKArg x, RtKArg w, RtKArg y) {
  * + b * z + c in place, or the plan was the plain data gradient and the
  * batch norm's backward launches (UNFUSED) run on it in place. */
 static int dgrad_bn_relu(Emit *e) {
-  if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
+  if (conv(e, CG_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
   Chan c;
   if (chan_plan(e, out_type(e, 0), &c) || check_f32(e, 2, 2, 1, 2) || check_f32(e, 4, 6, 1, 0)) return -1;
   if (c.dt != in_type(e, 3)->dtype) return fail(e, "z and the data gradient differ in dtype");
-  RtKNode *k = e->k;
+  CgKNode *k = e->k;
   k->conv.dbn = 1;
-  k->conv_bn[RT_KBN_Z] = in(3), k->conv_bn[RT_KBN_MEAN] = in(5), k->conv_bn[RT_KBN_INVSTD] = in(6);
-  k->conv_bn[RT_KBN_GAMMA] = in(4), k->conv_bn[RT_KBN_BETA] = in(2);
-  k->conv_bn[RT_KBN_DGAMMA] = out(1), k->conv_bn[RT_KBN_DBETA] = out(2), k->conv_bn[RT_KBN_ABC] = scratch(0);
+  k->conv_bn[CG_KBN_Z] = in(3), k->conv_bn[CG_KBN_MEAN] = in(5), k->conv_bn[CG_KBN_INVSTD] = in(6);
+  k->conv_bn[CG_KBN_GAMMA] = in(4), k->conv_bn[CG_KBN_BETA] = in(2);
+  k->conv_bn[CG_KBN_DGAMMA] = out(1), k->conv_bn[CG_KBN_DBETA] = out(2), k->conv_bn[CG_KBN_ABC] = scratch(0);
   need_scratch(e, (size_t)3 * c.C * sizeof(float));
   if (chan_apply(e, &c, "NETC_APPLY_ABC", 0, "float")) return -1;
   ARGS(e, out(0), in(3), scratch(0), out(0));
-  last_when(e, RT_K_FUSED);
-  return bn_bwd_from(e, 1, out(0), 2, RT_K_UNFUSED);
+  last_when(e, CG_K_FUSED);
+  return bn_bwd_from(e, 1, out(0), 2, CG_K_UNFUSED);
 }
 
 static int emit_conv_body(Emit *e) {
   switch (e->n->op) {
   case IR_OP_CONV2D: {
-    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     if (e->n->nin < 3) return 0;
     Chan c;
     if (chan_plan(e, out_type(e, 0), &c)) return -1;
-    const char *tb = rt_gpu_tmpl_ctype(in_type(e, 2)->dtype);
-    if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    const char *tb = cg_tmpl_ctype(in_type(e, 2)->dtype);
+    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
     if (chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
     ARGS(e, out(0), in(2), out(0));
     return 0;
   }
-  case IR_OP_CONV2D_BWD_DATA: return conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0));
-  case IR_OP_CONV2D_BWD_WEIGHT: return conv(e, RT_CONV_BWD_FILTER, in(1), out(0), in(0));
+  case IR_OP_CONV2D_BWD_DATA: return conv(e, CG_CONV_BWD_DATA, out(0), in(1), in(0));
+  case IR_OP_CONV2D_BWD_WEIGHT: return conv(e, CG_CONV_BWD_FILTER, in(1), out(0), in(0));
   case IR_OP_CONV2D_BWD_DATA_RELU: /* cuDNN [adds and] masks dx in its epilogue, or a kernel does after */
   {
     int g = residual_in(e);
-    if (conv(e, RT_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
-    e->k->conv.epilogue = RT_EPI_DRELU | (g >= 0 ? RT_EPI_RESIDUAL : 0);
+    if (conv(e, CG_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
+    e->k->conv.epilogue = CG_EPI_DRELU | (g >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_mask = in(2);
     if (g >= 0) e->k->conv_res = in(g);
     IrDtype dt = out_type(e, 0)->dtype;
@@ -657,18 +657,18 @@ static int emit_conv_body(Emit *e) {
     if (g >= 0 ? eltwise(e, "mask", "NETC_OP_SUM_RELU_BWD", dt, count, in(2), out(0), in(g), out(0))
                : eltwise(e, "mask", "NETC_OP_RELU_BWD", dt, count, in(2), out(0), out(0), out(0)))
       return -1;
-    last_when(e, RT_K_EPI_UNFUSED);
+    last_when(e, CG_K_EPI_UNFUSED);
     return 0;
   }
   case IR_OP_CONV2D_BWD_DATA_BN_RELU: return dgrad_bn_relu(e);
   case IR_OP_CONV2D_BN:
-    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
   case IR_OP_CONV2D_BN_STATS: /* z = out 0, mean, invstd, sb = out 3 */
-    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_train(e, out_type(e, 0), out(0), out(0), 2, 1, 1, 3);
   default: /* conv2d_bn_train: z = out 0, y = out 1 */
-    if (conv(e, RT_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     return bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0), -1);
   }
 }
@@ -685,7 +685,7 @@ static int emit_conv_body(Emit *e) {
  * weight gradient is no faster (1.61 ms against 1.65), so it is not the
  * default.  Inference's conv2d_bn (its epilogue planned on the folded
  * description) is not folded: untried. */
-static int s2d_node(const Emit *e, RtConvDesc *d) {
+static int s2d_node(const Emit *e, CgConvDesc *d) {
   const IrNode *n = e->n;
   const char *v = getenv("NETC_S2D");
   int all = v && strcmp(v, "all") == 0, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
@@ -705,13 +705,13 @@ static int s2d_node(const Emit *e, RtConvDesc *d) {
 /* One s2d.cu launch: `op` from `from` to `to` for an unfolded tensor
  * dims = {n, h, w, c} and its fold {hq, wq} (padding {ph, pw}); `count`
  * results.  Scratch offsets are placed by s2d_place. */
-static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims[8], RtKArg from, RtKArg to,
+static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims[8], CgKArg from, CgKArg to,
                       int64_t count) {
   static const char *const names[] = {"NETC_N", "NETC_H", "NETC_W", "NETC_C", "NETC_HQ",
                                       "NETC_WQ", "NETC_PH", "NETC_PW"};
   if (begin(e, stage)) return -1;
   def(e, op, "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(IR_DT_F32));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F32));
   for (int i = 0; i < 8; i++) def(e, names[i], "%d", dims[i]);
   ARGS(e, from, to);
   return end(e, "s2d.cu", grid_1d(e, count), 1, BLOCK, 1);
@@ -719,7 +719,7 @@ static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims
 
 /* The folded tensors' geometry of node e's convolution (its description
  * as planned unfolded): x's dims, w's dims, each {n, h, w, c, hq, wq, ph, pw}. */
-static void s2d_dims(const RtConvDesc *d, int xd[8], int wd[8]) {
+static void s2d_dims(const CgConvDesc *d, int xd[8], int wd[8]) {
   int rq = (d->r + 1) / 2, sq = (d->s + 1) / 2;
   int x[8] = {d->n, d->h, d->w, d->c, d->ho + rq - 1, d->wo + sq - 1, d->pad[0], d->pad[1]};
   int w[8] = {d->k, d->r, d->s, d->c, rq, sq, 0, 0};
@@ -734,13 +734,13 @@ static void s2d_dims(const RtConvDesc *d, int xd[8], int wd[8]) {
  * unfolded into the node's output last.  y is unchanged: pixel (i, j) of
  * the folded convolution is pixel (i, j) of the strided one. */
 static int s2d_place(Emit *e) {
-  RtKNode *k = e->k;
-  RtConvDesc *d = &k->conv;
-  int xd[8], wd[8], fwd = d->kind == RT_CONV_FWD;
+  CgKNode *k = e->k;
+  CgConvDesc *d = &k->conv;
+  int xd[8], wd[8], fwd = d->kind == CG_CONV_FWD;
   s2d_dims(d, xd, wd);
   size_t xq = align256(k->scratch_bytes), xq_bytes = (size_t)d->n * xd[4] * xd[5] * 4 * d->c * sizeof(float);
   size_t wf = align256(xq + xq_bytes), wq_bytes = (size_t)d->k * wd[4] * wd[5] * 4 * d->c * sizeof(float);
-  RtKArg fx = {.kind = RT_KARG_SCRATCH, .offset = xq}, fw = {.kind = RT_KARG_SCRATCH, .offset = wf};
+  CgKArg fx = {.kind = CG_KARG_SCRATCH, .offset = xq}, fw = {.kind = CG_KARG_SCRATCH, .offset = wf};
   k->launch[0].args[0] = k->conv_x, k->launch[0].args[1] = fx;
   if (fwd) k->launch[1].args[0] = k->conv_w, k->launch[1].args[1] = fw;
   if (!fwd && s2d_launch(e, "s2d_dw", "NETC_S2D_DW", wd, fw, k->conv_w, (int64_t)d->k * d->r * d->s * d->c))
@@ -754,10 +754,10 @@ static int s2d_place(Emit *e) {
 
 /* The folding launches of node e, before its other kernels: their
  * geometry from d (s2d_node's), their arguments from s2d_place. */
-static int s2d_fold(Emit *e, const RtConvDesc *d) {
+static int s2d_fold(Emit *e, const CgConvDesc *d) {
   int xd[8], wd[8];
   s2d_dims(d, xd, wd);
-  RtKArg none = {.kind = RT_KARG_SCRATCH};
+  CgKArg none = {.kind = CG_KARG_SCRATCH};
   int v = d->c == 1 || d->c == 2 || d->c == 4 ? d->c : 1; /* s2d.cu's V */
   if (s2d_launch(e, "s2d_x", "NETC_S2D_X", xd, none, none, (int64_t)d->n * xd[4] * xd[5] * 4 * d->c / v) ||
       (e->n->op != IR_OP_CONV2D_BWD_WEIGHT &&
@@ -780,17 +780,17 @@ static int emit_conv(Emit *e) {
     if (ts->dtype != tx->dtype || ts->rank != 2 || ts->dim[0] != 2 || ts->dim[1] != tx->dim[3])
       return fail(e, "the prologue's scale and bias must be [2, %lld] of x's dtype", (long long)tx->dim[3]);
     Chan c;
-    if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, rt_gpu_tmpl_ctype(tx->dtype))) return -1;
+    if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, cg_tmpl_ctype(tx->dtype))) return -1;
     ARGS(e, in(xi), in(sbx), scratch(0));
-    last_when(e, RT_K_PROLOGUE);
+    last_when(e, CG_K_PROLOGUE);
     e->k->launch[e->k->nlaunch - 1].before = 1;
   }
-  RtConvDesc folded;
+  CgConvDesc folded;
   int fold = sbx < 0 && s2d_node(e, &folded);
   if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e))) return -1;
   if (sbx < 0) return 0;
-  RtKNode *k = e->k;
-  if (k->conv_x.kind != RT_KARG_IN || k->conv_x.index != xi || k->conv.kind == RT_CONV_BWD_DATA)
+  CgKNode *k = e->k;
+  if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)
     return fail(e, "a prologue on a convolution that does not read input %d", xi);
   k->conv.prologue = 1;
   k->conv_sb = in(sbx);
@@ -806,7 +806,7 @@ static int emit_conv(Emit *e) {
  * tx, output (forward roles) ty. */
 static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType *ty, int C, int V) {
   def(e, which, "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
   def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
   def(e, "NETC_C", "%d", C);
   def(e, "NETC_V", "%d", V);
@@ -836,7 +836,7 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
   pool_defs(e, "NETC_POOL_MAX_ARG", tx, ty, C, V);
   if (recompute) {
     def(e, "NETC_POOL_BN", "1");
-    def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(in_type(e, 1)->dtype));
+    def(e, "NETC_TZ", "%s", cg_tmpl_ctype(in_type(e, 1)->dtype));
     ARGS(e, in(1), in(2), in(3), in(4), in(5), scratch(0));
   } else {
     ARGS(e, in(1), scratch(0));
@@ -871,7 +871,7 @@ static int emit_pool(Emit *e) {
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
     return fail(e, "pooling runs on NHWC tensors");
-  if (!rt_gpu_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
+  if (!cg_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
   int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
   if (recompute && chan_vec(in_type(e, 1)->dtype, C) < V) V = chan_vec(in_type(e, 1)->dtype, C);
   const char *which = op == IR_OP_MAXPOOL || fwd_bn ? "NETC_POOL_MAX"
@@ -897,7 +897,7 @@ static int emit_pool(Emit *e) {
     if (e->n->nout != 2 || out_type(e, 1)->dtype != IR_DT_I8) return fail(e, "maxpool_bn_relu writes i8 winners");
     def(e, "NETC_POOL_BN", "1");
     def(e, "NETC_POOL_WIN", "1");
-    def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+    def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tx->dtype));
     ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
     int toh, tow;
     if (pool_tile(e, tx, C, V, &toh, &tow)) {
@@ -919,17 +919,17 @@ static int emit_cast(Emit *e) {
   const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
   int64_t count = numel(e, tx);
   int i8 = ty->dtype == IR_DT_I8;
-  if (!rt_gpu_tmpl_is_float(tx->dtype) || !(rt_gpu_tmpl_is_float(ty->dtype) || i8))
+  if (!cg_tmpl_is_float(tx->dtype) || !(cg_tmpl_is_float(ty->dtype) || i8))
     return fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype), ir_dtype_name(ty->dtype));
   /* 16-byte accesses on the wider side (f32 -> f16 reads 16 bytes, writes 8):
    * no access wider than the 16-byte alignment every tensor has */
-  int v = rt_gpu_tmpl_flat_vec(tx->dtype);
-  if (!i8 && rt_gpu_tmpl_flat_vec(ty->dtype) < v) v = rt_gpu_tmpl_flat_vec(ty->dtype);
+  int v = cg_tmpl_flat_vec(tx->dtype);
+  if (!i8 && cg_tmpl_flat_vec(ty->dtype) < v) v = cg_tmpl_flat_vec(ty->dtype);
   unsigned G = grid_1d(e, count);
   if (i8) {
     if (begin(e, "amax")) return -1;
     def(e, "NETC_CAST_AMAX", "1");
-    def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+    def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
     def(e, "NETC_COUNT", "%lldLL", (long long)count);
     ARGS(e, in(0), scratch(0));
     need_scratch(e, G * sizeof(float));
@@ -937,8 +937,8 @@ static int emit_cast(Emit *e) {
   }
   if (begin(e, i8 ? "quant" : "")) return -1;
   def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(ty->dtype));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", cg_tmpl_ctype(ty->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)count);
   def(e, "NETC_V", "%d", v);
   def(e, "NETC_G", "%u", G);
@@ -952,15 +952,15 @@ static int emit_cast(Emit *e) {
 /* flatten / unflatten keep the memory order: a copy. */
 static int emit_copy(Emit *e) {
   const IrType *tx = in_type(e, 0);
-  if (!rt_gpu_tmpl_is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
+  if (!cg_tmpl_is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
   if (begin(e, "")) return -1;
   def(e, "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", rt_gpu_tmpl_ctype(tx->dtype));
-  def(e, "NETC_V", "%d", rt_gpu_tmpl_flat_vec(tx->dtype));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TY", "%s", cg_tmpl_ctype(tx->dtype));
+  def(e, "NETC_V", "%d", cg_tmpl_flat_vec(tx->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
   ARGS(e, in(0), out(0));
-  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / rt_gpu_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
+  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / cg_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
 }
 
 /* --- relayout (relayout.cu) -------------------------------------------------- */
@@ -972,7 +972,7 @@ static int emit_relayout(Emit *e) {
   int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
   int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
   if (begin(e, "")) return -1;
-  def(e, "NETC_TX", "%s", rt_gpu_tmpl_ctype(tx->dtype));
+  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
   def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
   def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
   def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
@@ -998,11 +998,11 @@ static int emit_relayout(Emit *e) {
  * (rt_cudnn.h): linear x = in 0, w = in 1, y = out 0; linear_bwd_data
  * (dy, w) x = out 0, w = in 1, y = in 0; linear_bwd_weight (dy, x) x = in 1,
  * w = out 0, y = in 0. */
-static void linear_roles(const Emit *e, RtConvKind *kind, RtKArg *x, RtKArg *w, RtKArg *y) {
+static void linear_roles(const Emit *e, CgConvKind *kind, CgKArg *x, CgKArg *w, CgKArg *y) {
   switch (e->n->op) {
-  case IR_OP_LINEAR: *kind = RT_CONV_FWD, *x = in(0), *w = in(1), *y = out(0); break;
-  case IR_OP_LINEAR_BWD_DATA: *kind = RT_CONV_BWD_DATA, *x = out(0), *w = in(1), *y = in(0); break;
-  default: *kind = RT_CONV_BWD_FILTER, *x = in(1), *w = out(0), *y = in(0); break;
+  case IR_OP_LINEAR: *kind = CG_CONV_FWD, *x = in(0), *w = in(1), *y = out(0); break;
+  case IR_OP_LINEAR_BWD_DATA: *kind = CG_CONV_BWD_DATA, *x = out(0), *w = in(1), *y = in(0); break;
+  default: *kind = CG_CONV_BWD_FILTER, *x = in(1), *w = out(0), *y = in(0); break;
   }
 }
 
@@ -1015,8 +1015,8 @@ static void linear_roles(const Emit *e, RtConvKind *kind, RtKArg *x, RtKArg *w, 
 static int linear_on_cudnn(const Emit *e) {
   const char *v = getenv("NETC_LINEAR_CUDNN");
   if (v && strcmp(v, "0") == 0) return 0;
-  RtConvKind kind;
-  RtKArg a[3];
+  CgConvKind kind;
+  CgKArg a[3];
   linear_roles(e, &kind, &a[0], &a[1], &a[2]);
   const IrType *tx = arg_type(e, a[0]), *tw = arg_type(e, a[1]), *ty = arg_type(e, a[2]);
   IrDtype dt = tx->dtype;
@@ -1025,7 +1025,7 @@ static int linear_on_cudnn(const Emit *e) {
     const IrType *t = arg_type(e, a[i]);
     if (t->rank != 2 || t->layout != IR_LAYOUT_ROW) return 0;
     for (int j = 0; j < 2; j++)
-      if (dim(e, t, j) < 1 || dim(e, t, j) > 0x7fffffff) return 0; /* RtConvDesc's ints */
+      if (dim(e, t, j) < 1 || dim(e, t, j) > 0x7fffffff) return 0; /* CgConvDesc's ints */
   }
   return dim(e, tx, 0) == dim(e, ty, 0) && tx->dim[1] == tw->dim[1] && ty->dim[1] == tw->dim[0];
 }
@@ -1034,9 +1034,9 @@ static int linear_on_cudnn(const Emit *e) {
  * linear's bias added after it as a convolution's is (chan_apply.cu
  * NETC_APPLY_BIAS in place: cuDNN's result is rounded to y's dtype first). */
 static int linear_cudnn(Emit *e) {
-  RtKNode *k = e->k;
-  RtConvDesc *d = &k->conv;
-  RtConvKind kind;
+  CgKNode *k = e->k;
+  CgConvDesc *d = &k->conv;
+  CgConvKind kind;
   linear_roles(e, &kind, &k->conv_x, &k->conv_w, &k->conv_y);
   const IrType *tx = arg_type(e, k->conv_x), *tw = arg_type(e, k->conv_w);
   memset(d, 0, sizeof *d);
@@ -1052,8 +1052,8 @@ static int linear_cudnn(Emit *e) {
   k->has_conv = 1;
   if (e->n->op != IR_OP_LINEAR || e->n->nin < 3) return 0;
   Chan c;
-  if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
-  const char *tb = rt_gpu_tmpl_ctype(in_type(e, 2)->dtype);
+  if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+  const char *tb = cg_tmpl_ctype(in_type(e, 2)->dtype);
   if (chan_plan(e, out_type(e, 0), &c) || chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
   ARGS(e, out(0), in(2), out(0));
   return 0;
@@ -1063,7 +1063,7 @@ static int emit_linear(Emit *e) {
   IrOp op = e->n->op;
   const IrType *t0 = in_type(e, 0), *t1 = in_type(e, 1), *to = out_type(e, 0);
   if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return fail(e, "linear needs [N, C] matrices");
-  if (!rt_gpu_tmpl_is_float(t0->dtype) || !rt_gpu_tmpl_is_float(t1->dtype) || !rt_gpu_tmpl_is_float(to->dtype))
+  if (!cg_tmpl_is_float(t0->dtype) || !cg_tmpl_is_float(t1->dtype) || !cg_tmpl_is_float(to->dtype))
     return fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
   if (linear_on_cudnn(e)) return linear_cudnn(e);
   int64_t M, N, K, sam, sak, sbk, sbn;
@@ -1087,13 +1087,13 @@ static int emit_linear(Emit *e) {
   def(e, "NETC_SAK", "%lld", (long long)sak);
   def(e, "NETC_SBK", "%lld", (long long)sbk);
   def(e, "NETC_SBN", "%lld", (long long)sbn);
-  def(e, "NETC_TA", "%s", rt_gpu_tmpl_ctype(t0->dtype));
-  def(e, "NETC_TB", "%s", rt_gpu_tmpl_ctype(t1->dtype));
-  def(e, "NETC_TO", "%s", rt_gpu_tmpl_ctype(to->dtype));
+  def(e, "NETC_TA", "%s", cg_tmpl_ctype(t0->dtype));
+  def(e, "NETC_TB", "%s", cg_tmpl_ctype(t1->dtype));
+  def(e, "NETC_TO", "%s", cg_tmpl_ctype(to->dtype));
   def(e, "NETC_BIAS", "%d", bias);
   if (bias) {
-    if (!rt_gpu_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
-    def(e, "NETC_TBIAS", "%s", rt_gpu_tmpl_ctype(in_type(e, 2)->dtype));
+    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    def(e, "NETC_TBIAS", "%s", cg_tmpl_ctype(in_type(e, 2)->dtype));
     ARGS(e, in(0), in(1), in(2), out(0));
   } else {
     ARGS(e, in(0), in(1), out(0));
@@ -1105,7 +1105,7 @@ static int emit_linear(Emit *e) {
 
 static int emit_softmax_ce(Emit *e) {
   const IrType *tz = in_type(e, 0), *tl = in_type(e, 1);
-  if (tz->rank != 2 || !rt_gpu_tmpl_is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
+  if (tz->rank != 2 || !cg_tmpl_is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
   if (tl->dtype != IR_DT_I32 && tl->dtype != IR_DT_I64) return fail(e, "labels must be i32 or i64");
   int64_t N = dim(e, tz, 0), classes = tz->dim[1];
   int bwd = e->n->op == IR_OP_SOFTMAX_CE_BWD;
@@ -1114,11 +1114,11 @@ static int emit_softmax_ce(Emit *e) {
   def(e, "NETC_N", "%lld", (long long)N);
   def(e, "NETC_CLASSES", "%lld", (long long)classes);
   def_float(e, "NETC_EPS", ir_attr_float(e->n, "smoothing", 0));
-  def(e, "NETC_TZ", "%s", rt_gpu_tmpl_ctype(tz->dtype));
-  def(e, "NETC_TL", "%s", rt_gpu_tmpl_ctype(tl->dtype));
+  def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tz->dtype));
+  def(e, "NETC_TL", "%s", cg_tmpl_ctype(tl->dtype));
   if (bwd) {
     if (in_type(e, 2)->dtype != IR_DT_F32) return fail(e, "the loss scale must be f32");
-    def(e, "NETC_TD", "%s", rt_gpu_tmpl_ctype(out_type(e, 0)->dtype));
+    def(e, "NETC_TD", "%s", cg_tmpl_ctype(out_type(e, 0)->dtype));
     ARGS(e, in(0), in(1), in(2), out(0));
     return end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1);
   }
@@ -1137,18 +1137,18 @@ static int emit_softmax_ce(Emit *e) {
 static int emit_sgd(Emit *e) {
   const IrType *tw = in_type(e, 0), *tg = in_type(e, 1), *tb = in_type(e, 2);
   int skip = e->n->nin > 5;
-  if (!rt_gpu_tmpl_is_float(tw->dtype) || !rt_gpu_tmpl_is_float(tg->dtype) || !rt_gpu_tmpl_is_float(tb->dtype) ||
+  if (!cg_tmpl_is_float(tw->dtype) || !cg_tmpl_is_float(tg->dtype) || !cg_tmpl_is_float(tb->dtype) ||
       in_type(e, 3)->dtype != IR_DT_F32 ||
       in_type(e, 4)->dtype != IR_DT_F32 || (skip && in_type(e, 5)->dtype != IR_DT_F32))
     return fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
   int64_t count = numel(e, tw);
-  int v = rt_gpu_tmpl_flat_vec(tw->dtype);
-  if (rt_gpu_tmpl_flat_vec(tg->dtype) < v) v = rt_gpu_tmpl_flat_vec(tg->dtype);
-  if (rt_gpu_tmpl_flat_vec(tb->dtype) < v) v = rt_gpu_tmpl_flat_vec(tb->dtype);
+  int v = cg_tmpl_flat_vec(tw->dtype);
+  if (cg_tmpl_flat_vec(tg->dtype) < v) v = cg_tmpl_flat_vec(tg->dtype);
+  if (cg_tmpl_flat_vec(tb->dtype) < v) v = cg_tmpl_flat_vec(tb->dtype);
   if (begin(e, "")) return -1;
-  def(e, "NETC_TW", "%s", rt_gpu_tmpl_ctype(tw->dtype));
-  def(e, "NETC_TG", "%s", rt_gpu_tmpl_ctype(tg->dtype));
-  def(e, "NETC_TBUF", "%s", rt_gpu_tmpl_ctype(tb->dtype));
+  def(e, "NETC_TW", "%s", cg_tmpl_ctype(tw->dtype));
+  def(e, "NETC_TG", "%s", cg_tmpl_ctype(tg->dtype));
+  def(e, "NETC_TBUF", "%s", cg_tmpl_ctype(tb->dtype));
   def(e, "NETC_COUNT", "%lldLL", (long long)count);
   def(e, "NETC_V", "%d", v);
   def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
@@ -1166,9 +1166,9 @@ static int emit_sgd(Emit *e) {
 /* --- dynamic loss scaling (loss_scale.cu) --------------------------------------- */
 
 /* nonfinite_check: zero the flag, then one grid-stride scan of every input
- * (each a kernel parameter: at most RT_K_MAX_ARGS - 1 of them). */
+ * (each a kernel parameter: at most CG_K_MAX_ARGS - 1 of them). */
 static int emit_nonfinite_check(Emit *e) {
-  enum { SLOTS = RT_K_MAX_ARGS - 1 };
+  enum { SLOTS = CG_K_MAX_ARGS - 1 };
   int nin = e->n->nin;
   if (nin > SLOTS) return fail(e, "%d inputs; a kernel takes at most %d", nin, SLOTS);
   if (out_type(e, 0)->dtype != IR_DT_F32) return fail(e, "the flag must be f32");
@@ -1177,7 +1177,7 @@ static int emit_nonfinite_check(Emit *e) {
   ARGS(e, out(0));
   if (end(e, "loss_scale.cu", 1, 1, 32, 1) || begin(e, "scan")) return -1;
   def(e, "NETC_NONFINITE_SCAN", "1");
-  RtKArg a[RT_K_MAX_ARGS];
+  CgKArg a[CG_K_MAX_ARGS];
   a[0] = out(0);
   int64_t units = 1;
   for (int i = 0; i < SLOTS; i++) {
@@ -1185,14 +1185,14 @@ static int emit_nonfinite_check(Emit *e) {
     snprintf(tn, sizeof tn, "NETC_T%d", i);
     snprintf(cn, sizeof cn, "NETC_COUNT%d", i);
     IrDtype dt = i < nin ? in_type(e, i)->dtype : IR_DT_F32;
-    if (!rt_gpu_tmpl_is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
-    int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = rt_gpu_tmpl_flat_vec(dt);
-    def(e, tn, "%s", rt_gpu_tmpl_ctype(dt));
+    if (!cg_tmpl_is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
+    int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = cg_tmpl_flat_vec(dt);
+    def(e, tn, "%s", cg_tmpl_ctype(dt));
     def(e, cn, "%lldLL", (long long)count);
     a[i + 1] = in(i < nin ? i : 0); /* an unused slot's pointer is never read */
     if (count / v + count % v > units) units = count / v + count % v;
   }
-  args(e, RT_K_MAX_ARGS, a);
+  args(e, CG_K_MAX_ARGS, a);
   return end(e, "loss_scale.cu", grid_1d(e, units), 1, BLOCK, 1);
 }
 
@@ -1230,7 +1230,7 @@ static int emit_node(Emit *e) {
   case IR_OP_BATCHNORM_TRAIN: return bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0, -1);
   case IR_OP_BATCHNORM_BWD: return bn_bwd(e, 0);
   case IR_OP_BATCHNORM_RELU_BWD: return bn_bwd(e, 1);
-  case IR_OP_BATCHNORM_RELU_BWD_WIN: return bn_bwd_from(e, 1, in(0), 2, RT_K_ALWAYS);
+  case IR_OP_BATCHNORM_RELU_BWD_WIN: return bn_bwd_from(e, 1, in(0), 2, CG_K_ALWAYS);
   case IR_OP_CHANNEL_SUM: return emit_channel_sum(e);
   case IR_OP_MAXPOOL:
   case IR_OP_AVGPOOL:
@@ -1257,12 +1257,12 @@ static int emit_node(Emit *e) {
   }
 }
 
-int rt_gpu_kernels_emit(const IrGraph *g, int node, int64_t batch, const RtGpuDevice *dev, RtKNode *out,
+int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out,
                         char *err, size_t errlen) {
   if (!out) return -1;
   memset(out, 0, sizeof *out);
   if (!g || !dev || node < 0 || node >= g->nnode || batch < 1) {
-    if (err && errlen) snprintf(err, errlen, "rt_gpu_kernels_emit: invalid argument");
+    if (err && errlen) snprintf(err, errlen, "cg_kernels_emit: invalid argument");
     return -1;
   }
   const IrNode *n = &g->node[node];
@@ -1281,7 +1281,7 @@ int rt_gpu_kernels_emit(const IrGraph *g, int node, int64_t batch, const RtGpuDe
   return 0;
 }
 
-void rt_gpu_kernels_free(RtKNode *k) {
+void cg_kernels_free(CgKNode *k) {
   if (!k) return;
   free(k->source);
   k->source = NULL;

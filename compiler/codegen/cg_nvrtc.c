@@ -1,8 +1,8 @@
-/* rt_nvrtc.c - NVRTC loaded with dlopen: compile CUDA C to cubin or PTX,
+/* cg_nvrtc.c - NVRTC loaded with dlopen: compile CUDA C to cubin or PTX,
  * report failures with the log and a saved copy of the source, and build
- * sources from templates (rt_nvrtc.h gives the contract).  The only static
+ * sources from templates (cg_nvrtc.h gives the contract).  The only static
  * state is the loaded table, written once under pthread_once. */
-#include "rt_nvrtc.h"
+#include "cg_nvrtc.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -13,9 +13,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <nvrtc.h> /* types and constants only */
+/* The few NVRTC types and result codes used here (the library's ABI,
+ * stable across CUDA 11-13), declared rather than taken from nvrtc.h, so
+ * that code generation builds where the CUDA toolkit is not installed. */
+typedef enum nvrtcResult {
+  NVRTC_SUCCESS = 0,
+  NVRTC_ERROR_OUT_OF_MEMORY = 1,
+  NVRTC_ERROR_PROGRAM_CREATION_FAILURE = 2,
+  NVRTC_ERROR_INVALID_INPUT = 3,
+  NVRTC_ERROR_INVALID_PROGRAM = 4,
+  NVRTC_ERROR_INVALID_OPTION = 5,
+  NVRTC_ERROR_COMPILATION = 6,
+  NVRTC_ERROR_BUILTIN_OPERATION_FAILURE = 7
+} nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
 
-#include "rt_cuda.h"
 
 typedef struct NvrtcApi {
   nvrtcResult (*Version)(int *major, int *minor);
@@ -37,10 +49,10 @@ typedef struct NvrtcApi {
 
 static struct {
   pthread_once_t once;
-  RtNvrtcStatus status;
+  CgStatus status;
   NvrtcApi api;
   char why[1024];
-} loaded = {PTHREAD_ONCE_INIT, RT_NVRTC_OK, {0}, ""};
+} loaded = {PTHREAD_ONCE_INIT, CG_OK, {0}, ""};
 
 
 static int load_sym(void *lib, const char *path, const char *name,
@@ -91,22 +103,22 @@ static void load_once(void) {
     }
     if (!load_table(lib, path, &loaded.api)) {
       memset(&loaded.api, 0, sizeof loaded.api);
-      loaded.status = RT_NVRTC_ENOLIB;
+      loaded.status = CG_ENOLIB;
       dlclose(lib);
       return;
     }
-    loaded.status = RT_NVRTC_OK;
+    loaded.status = CG_OK;
     return;
   }
   snprintf(loaded.why, sizeof loaded.why, "no NVRTC library (tried %s)",
            tried);
-  loaded.status = RT_NVRTC_ENOLIB;
+  loaded.status = CG_ENOLIB;
 }
 
-static RtNvrtcStatus api_get(const NvrtcApi **api, char *err, size_t errlen) {
+static CgStatus api_get(const NvrtcApi **api, char *err, size_t errlen) {
   pthread_once(&loaded.once, load_once);
-  *api = loaded.status == RT_NVRTC_OK ? &loaded.api : NULL;
-  if (loaded.status != RT_NVRTC_OK) rt_errf(err, errlen, "%s", loaded.why);
+  *api = loaded.status == CG_OK ? &loaded.api : NULL;
+  if (loaded.status != CG_OK) cg_errf(err, errlen, "%s", loaded.why);
   return loaded.status;
 }
 
@@ -125,13 +137,13 @@ static const char *status_text(nvrtcResult r) {
   }
 }
 
-/* "file:line: call: NAME: text (what)"; returns RT_NVRTC_ECALL. */
-static RtNvrtcStatus call_failed(const NvrtcApi *api, nvrtcResult r,
+/* "file:line: call: NAME: text (what)"; returns CG_ECALL. */
+static CgStatus call_failed(const NvrtcApi *api, nvrtcResult r,
                                  int line, const char *call, const char *what,
                                  char *err, size_t errlen) {
-  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
+  cg_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
           api->GetErrorString(r), status_text(r), what);
-  return RT_NVRTC_ECALL;
+  return CG_ECALL;
 }
 
 #define NV(fn, args, what)                                                   \
@@ -144,14 +156,14 @@ static RtNvrtcStatus call_failed(const NvrtcApi *api, nvrtcResult r,
     }                                                                        \
   } while (0)
 
-RtNvrtcStatus rt_nvrtc_version(int *major, int *minor, char *err,
+CgStatus cg_nvrtc_version(int *major, int *minor, char *err,
                                size_t errlen) {
   const NvrtcApi *api;
-  RtNvrtcStatus status = api_get(&api, err, errlen);
+  CgStatus status = api_get(&api, err, errlen);
   if (status) return status;
   if (!major || !minor) {
-    rt_errf(err, errlen, "rt_nvrtc_version: NULL argument");
-    return RT_NVRTC_EARG;
+    cg_errf(err, errlen, "cg_nvrtc_version: NULL argument");
+    return CG_EARG;
   }
   NV(Version, (major, minor), "NVRTC version");
 done:
@@ -197,34 +209,34 @@ static char *program_log(const NvrtcApi *api, nvrtcProgram prog) {
   return log;
 }
 
-RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
-                               const char *arch, RtNvrtcTarget target,
+CgStatus cg_nvrtc_compile(const char *src, const char *name,
+                               const char *arch, CgNvrtcTarget target,
                                const char *const *extra, int nextra,
-                               RtNvrtcOut *out, char *err, size_t errlen) {
+                               CgNvrtcOut *out, char *err, size_t errlen) {
   if (out) memset(out, 0, sizeof *out);
   const NvrtcApi *api;
-  RtNvrtcStatus status = api_get(&api, err, errlen);
+  CgStatus status = api_get(&api, err, errlen);
   if (status) return status;
   if (!src || !name || !out || nextra < 0 || (nextra && !extra)) {
-    rt_errf(err, errlen, "rt_nvrtc_compile: NULL or invalid argument");
-    return RT_NVRTC_EARG;
+    cg_errf(err, errlen, "cg_nvrtc_compile: NULL or invalid argument");
+    return CG_EARG;
   }
   if (!arch) arch = "sm_90";
   if (strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3])) {
-    rt_errf(err, errlen, "rt_nvrtc_compile: arch '%s' is not of the form sm_90",
+    cg_errf(err, errlen, "cg_nvrtc_compile: arch '%s' is not of the form sm_90",
             arch);
-    return RT_NVRTC_EARG;
+    return CG_EARG;
   }
   char archopt[64], what[192];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s%s",
-           target == RT_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
+           target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
   snprintf(what, sizeof what, "compiling %s for %s%s", name,
-           target == RT_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
+           target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
   enum { NBASE = 2 };
   const char **opts = malloc(sizeof *opts * (size_t)(NBASE + nextra));
   if (!opts) {
-    rt_errf(err, errlen, "rt_nvrtc_compile: out of host memory");
-    return RT_NVRTC_ENOMEM;
+    cg_errf(err, errlen, "cg_nvrtc_compile: out of host memory");
+    return CG_ENOMEM;
   }
   opts[0] = archopt;
   opts[1] = "--std=c++17";
@@ -239,26 +251,26 @@ RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
   if (r != NVRTC_SUCCESS) {
     char path[512];
     save_source(src, name, path, sizeof path);
-    rt_errf(err, errlen,
+    cg_errf(err, errlen,
             "%s:%d: nvrtcCompileProgram(prog, nopt, opts): %s: %s (%s; source "
             "saved as %s)\n%s",
             __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what,
             path, log ? log : "(no log)");
-    status = r == NVRTC_ERROR_COMPILATION ? RT_NVRTC_ECOMPILE : RT_NVRTC_ECALL;
+    status = r == NVRTC_ERROR_COMPILATION ? CG_ECOMPILE : CG_ECALL;
     goto done;
   }
   size_t size = 0;
-  if (target == RT_NVRTC_PTX)
+  if (target == CG_NVRTC_PTX)
     NV(GetPTXSize, (prog, &size), what);
   else
     NV(GetCUBINSize, (prog, &size), what);
   out->image = malloc(size ? size : 1);
   if (!out->image || !log) {
-    rt_errf(err, errlen, "rt_nvrtc_compile: out of host memory (%s)", what);
-    status = RT_NVRTC_ENOMEM;
+    cg_errf(err, errlen, "cg_nvrtc_compile: out of host memory (%s)", what);
+    status = CG_ENOMEM;
     goto done;
   }
-  if (target == RT_NVRTC_PTX)
+  if (target == CG_NVRTC_PTX)
     NV(GetPTX, (prog, out->image), what);
   else
     NV(GetCUBIN, (prog, out->image), what);
@@ -276,7 +288,7 @@ done:
   return status;
 }
 
-void rt_nvrtc_out_free(RtNvrtcOut *out) {
+void cg_nvrtc_out_free(CgNvrtcOut *out) {
   if (!out) return;
   free(out->image);
   free(out->log);
@@ -290,31 +302,31 @@ static int is_identifier(const char *s) {
   return 1;
 }
 
-RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
+CgStatus cg_nvrtc_instantiate(const char *template_name,
                                    const char *template_text,
-                                   const RtNvrtcDefine *defs, int ndefs,
+                                   const CgDefine *defs, int ndefs,
                                    char **src, char *err, size_t errlen) {
   if (src) *src = NULL;
   if (!template_name || !template_text || !src || ndefs < 0 ||
       (ndefs && !defs)) {
-    rt_errf(err, errlen, "rt_nvrtc_instantiate: NULL or invalid argument");
-    return RT_NVRTC_EARG;
+    cg_errf(err, errlen, "cg_nvrtc_instantiate: NULL or invalid argument");
+    return CG_EARG;
   }
   size_t need = strlen(template_text) + strlen(template_name) + 64;
   for (int i = 0; i < ndefs; i++) {
     const char *v = defs[i].value;
     if (!is_identifier(defs[i].name) || !v || strpbrk(v, "\r\n")) {
-      rt_errf(err, errlen,
+      cg_errf(err, errlen,
               "%s: parameter %d (%s) needs a C identifier and a one-line value",
               template_name, i, defs[i].name ? defs[i].name : "NULL");
-      return RT_NVRTC_EARG;
+      return CG_EARG;
     }
     need += strlen(defs[i].name) + strlen(v) + 12;
   }
   char *s = malloc(need);
   if (!s) {
-    rt_errf(err, errlen, "rt_nvrtc_instantiate: out of host memory");
-    return RT_NVRTC_ENOMEM;
+    cg_errf(err, errlen, "cg_nvrtc_instantiate: out of host memory");
+    return CG_ENOMEM;
   }
   size_t at = (size_t)snprintf(s, need, "/* instantiated from %s */\n",
                                template_name);
@@ -323,5 +335,5 @@ RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
                            defs[i].value);
   snprintf(s + at, need - at, "%s", template_text);
   *src = s;
-  return RT_NVRTC_OK;
+  return CG_OK;
 }

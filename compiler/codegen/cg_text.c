@@ -1,5 +1,5 @@
-/* rt_text.c - a growing text buffer (rt_text.h). */
-#include "rt_text.h"
+/* cg_text.c - a growing text buffer (cg_text.h). */
+#include "cg_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* Room for n more bytes and the NUL. */
-static int reserve(RtText *t, size_t n) {
+static int reserve(CgText *t, size_t n) {
   if (t->bad) return -1;
   if (t->len + n + 1 <= t->cap) return 0;
   size_t cap = t->cap ? t->cap : 4096;
@@ -21,7 +21,7 @@ static int reserve(RtText *t, size_t n) {
   return 0;
 }
 
-int rt_text_add(RtText *t, const char *s, size_t n) {
+int cg_text_add(CgText *t, const char *s, size_t n) {
   if (reserve(t, n)) return -1;
   memcpy(t->p + t->len, s, n);
   t->len += n;
@@ -29,9 +29,9 @@ int rt_text_add(RtText *t, const char *s, size_t n) {
   return 0;
 }
 
-int rt_text_puts(RtText *t, const char *s) { return rt_text_add(t, s, strlen(s)); }
+int cg_text_puts(CgText *t, const char *s) { return cg_text_add(t, s, strlen(s)); }
 
-int rt_text_printf(RtText *t, const char *fmt, ...) {
+int cg_text_printf(CgText *t, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(NULL, 0, fmt, ap);
@@ -46,4 +46,20 @@ int rt_text_printf(RtText *t, const char *fmt, ...) {
   va_end(ap);
   t->len += (size_t)n;
   return 0;
+}
+
+CgStatus cg_fail(CgStatus s, char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+int cg_errf(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
 }

@@ -1,4 +1,4 @@
-/* rt_nvrtc.h - CUDA C -> cubin or PTX with NVRTC, loaded at run time, and
+/* cg_nvrtc.h - CUDA C -> cubin or PTX with NVRTC, loaded at run time, and
  * the instantiation of the templates in codegen_templates/.
  *
  * NVRTC is dlopened on first use, trying in order $NETC_NVRTC (when set),
@@ -9,47 +9,40 @@
  * here may be called from any thread.  No GPU or driver is needed.
  *
  * A template is instantiated by prepending one "#define NAME VALUE" line
- * per parameter to its text (rt_nvrtc_instantiate); the template checks
+ * per parameter to its text (cg_nvrtc_instantiate); the template checks
  * with #error that it got what it needs.
  *
  * Errors follow rt_cuda.h: a status code, and one message in the caller's
  * err buffer.  A failed compilation reads
  *
- *   runtime/rt_nvrtc.c:250: nvrtcCompileProgram(prog, nopt, opts):
+ *   compiler/codegen/cg_nvrtc.c:250: nvrtcCompileProgram(prog, nopt, opts):
  *   NVRTC_ERROR_COMPILATION: the source has errors (compiling k3_relu_f16
  *   for sm_90; source saved as /tmp/netc-k3_relu_f16-Xa81Qz.cu)
  *   <the compiler log>
  *
  * The source is written to $NETC_KERNEL_DIR, else $TMPDIR, else /tmp, so
  * the log's line numbers can be read against it. */
-#ifndef NETC_RT_NVRTC_H
-#define NETC_RT_NVRTC_H
+#ifndef NETC_CG_NVRTC_H
+#define NETC_CG_NVRTC_H
 
 #include <stddef.h>
 
-typedef enum RtNvrtcStatus {
-  RT_NVRTC_OK = 0,
-  RT_NVRTC_ENOLIB,   /* no libnvrtc could be loaded (the message says why) */
-  RT_NVRTC_ECOMPILE, /* the source did not compile (the message has the log) */
-  RT_NVRTC_ECALL,    /* another NVRTC call failed */
-  RT_NVRTC_EARG,     /* a caller's argument is invalid */
-  RT_NVRTC_ENOMEM    /* host memory ran out */
-} RtNvrtcStatus;
+#include "cg_text.h"
 
-typedef enum RtNvrtcTarget {
-  RT_NVRTC_CUBIN, /* machine code for exactly one arch (sm_XX) */
-  RT_NVRTC_PTX    /* PTX for compute_XX, NUL-terminated */
-} RtNvrtcTarget;
+typedef enum CgNvrtcTarget {
+  CG_NVRTC_CUBIN, /* machine code for exactly one arch (sm_XX) */
+  CG_NVRTC_PTX    /* PTX for compute_XX, NUL-terminated */
+} CgNvrtcTarget;
 
-/* A compile's result; rt_nvrtc_out_free releases it (takes NULL). */
-typedef struct RtNvrtcOut {
+/* A compile's result; cg_nvrtc_out_free releases it (takes NULL). */
+typedef struct CgNvrtcOut {
   void *image;  /* cubin bytes, or PTX text with its NUL */
   size_t size;  /* bytes of image, the NUL included */
   char *log;    /* the compiler's log (warnings); may be "" */
-} RtNvrtcOut;
+} CgNvrtcOut;
 
 /* Loads NVRTC (once per process) and reports its version. */
-RtNvrtcStatus rt_nvrtc_version(int *major, int *minor, char *err,
+CgStatus cg_nvrtc_version(int *major, int *minor, char *err,
                                size_t errlen);
 
 /* Compiles src (name: the kernel or program name used in messages and
@@ -57,23 +50,23 @@ RtNvrtcStatus rt_nvrtc_version(int *major, int *minor, char *err,
  * matching "compute_90" is used).  extra: nextra more NVRTC options, may
  * be NULL.  On success *out holds the image and the log; on failure *out
  * is empty and err has the message, log included. */
-RtNvrtcStatus rt_nvrtc_compile(const char *src, const char *name,
-                               const char *arch, RtNvrtcTarget target,
+CgStatus cg_nvrtc_compile(const char *src, const char *name,
+                               const char *arch, CgNvrtcTarget target,
                                const char *const *extra, int nextra,
-                               RtNvrtcOut *out, char *err, size_t errlen);
-void rt_nvrtc_out_free(RtNvrtcOut *out);
+                               CgNvrtcOut *out, char *err, size_t errlen);
+void cg_nvrtc_out_free(CgNvrtcOut *out);
 
 /* One template parameter: "#define name value". */
-typedef struct RtNvrtcDefine {
+typedef struct CgDefine {
   const char *name, *value;
-} RtNvrtcDefine;
+} CgDefine;
 
 /* *src = malloc'd: a banner naming the template, one #define per entry of
  * defs, then the template's text.  Names must be C identifiers and values
- * one line; anything else is RT_NVRTC_EARG. */
-RtNvrtcStatus rt_nvrtc_instantiate(const char *template_name,
+ * one line; anything else is CG_EARG. */
+CgStatus cg_nvrtc_instantiate(const char *template_name,
                                    const char *template_text,
-                                   const RtNvrtcDefine *defs, int ndefs,
+                                   const CgDefine *defs, int ndefs,
                                    char **src, char *err, size_t errlen);
 
 #endif
