@@ -10,6 +10,7 @@
 
 #include "cg_model.h"
 #include "compile.h"
+#include "opts.h"
 #include "summary.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -148,6 +149,14 @@ int main(int argc, char **argv) {
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
+  /* the code generation switches of the environment (opts.h), read once */
+  NetcOpts opts;
+  char why[512];
+  if (ok && (model.out || model.emit_cuda) && opts_from_env(&opts, why, sizeof why)) {
+    fprintf(stderr, "netc: error: %s\n", why);
+    ok = 0;
+  }
+  model.opts = &opts;
   if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
   diag_finish(&d);
   arena_free(&arena);

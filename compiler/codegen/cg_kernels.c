@@ -21,6 +21,7 @@
 #include "cg_kernels.h"
 #include "cg_tmpl.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ typedef struct Emit {
   int node;
   int64_t batch;
   const CgDevice *dev;
+  const NetcOpts *opts; /* dev's, or the defaults */
   CgKNode *k;
   char *err;
   size_t errlen;
@@ -471,10 +473,9 @@ static int bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, 
 /* batchnorm_relu_bwd_win by cells (pool_bn_bwd.cu) when C/V divides
  * BLOCK; else 0 (chan_reduce.cu and chan_apply.cu gathering pixel by
  * pixel), or NETC_PBB=0. */
-static int pbb_cells(const Chan *c) {
-  const char *env = getenv("NETC_PBB");
+static int pbb_cells(const Emit *e, const Chan *c) {
   int cv = c->C / c->V;
-  return !(env && strcmp(env, "0") == 0) && cv <= BLOCK && BLOCK % cv == 0;
+  return e->opts->pbb && cv <= BLOCK && BLOCK % cv == 0;
 }
 
 /* pool_bn_bwd.cu's pass `op` (NETC_PBB_SUMS or NETC_PBB_APPLY) of plan c
@@ -534,7 +535,7 @@ static int bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
     if (w->dtype != IR_DT_I8 || w->layout != IR_LAYOUT_NHWC || out_type(e, 0)->layout != IR_LAYOUT_NHWC)
       return fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
     c.gather = w;
-    if (pbb_cells(&c)) return pbb_bwd(e, &c, dy, x, beta, p, when);
+    if (pbb_cells(e, &c)) return pbb_bwd(e, &c, dy, x, beta, p, when);
   }
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
   if (gather)
@@ -687,10 +688,9 @@ static int emit_conv_body(Emit *e) {
  * description) is not folded: untried. */
 static int s2d_node(const Emit *e, CgConvDesc *d) {
   const IrNode *n = e->n;
-  const char *v = getenv("NETC_S2D");
-  int all = v && strcmp(v, "all") == 0, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
+  int all = e->opts->s2d == 2, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
   int fwd = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D_BN_STATS;
-  if ((v && strcmp(v, "0") == 0) || (!fwd && !(all && wgrad)) ||
+  if (!e->opts->s2d || (!fwd && !(all && wgrad)) ||
       ir_conv_prologue(e->g, n) >= 0)
     return 0;
   if (wgrad)
@@ -850,9 +850,8 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
  * C/V divides BLOCK and the input tile fits in shared memory (48 KB
  * static); 0 when it does not (the grid-stride kernel), or NETC_POOL_TILE=0. */
 static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, int *tow) {
-  const char *env = getenv("NETC_POOL_TILE");
   int cv = C / V, k[2], s[2];
-  if ((env && strcmp(env, "0") == 0) || cv > BLOCK || BLOCK % cv) return 0;
+  if (!e->opts->pool_tile || cv > BLOCK || BLOCK % cv) return 0;
   attr2(e->n, "k", 1, k);
   attr2(e->n, "s", 1, s);
   int pix = BLOCK / cv;
@@ -1013,8 +1012,7 @@ static void linear_roles(const Emit *e, CgConvKind *kind, CgKArg *x, CgKArg *w, 
  * comparisons).  A shape cuDNN has no engine for is known only when the
  * executor plans it, and fails there as a convolution's does. */
 static int linear_on_cudnn(const Emit *e) {
-  const char *v = getenv("NETC_LINEAR_CUDNN");
-  if (v && strcmp(v, "0") == 0) return 0;
+  if (!e->opts->linear_cudnn) return 0;
   CgConvKind kind;
   CgKArg a[3];
   linear_roles(e, &kind, &a[0], &a[1], &a[2]);
@@ -1257,6 +1255,16 @@ static int emit_node(Emit *e) {
   }
 }
 
+static NetcOpts defaults;
+static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+static void defaults_init(void) { opts_default(&defaults); }
+
+const NetcOpts *cg_device_opts(const CgDevice *dev) {
+  if (dev && dev->opts) return dev->opts;
+  pthread_once(&defaults_once, defaults_init);
+  return &defaults;
+}
+
 int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out,
                         char *err, size_t errlen) {
   if (!out) return -1;
@@ -1266,7 +1274,8 @@ int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *d
     return -1;
   }
   const IrNode *n = &g->node[node];
-  Emit e = {.g = g, .n = n, .node = node, .batch = batch, .dev = dev, .k = out, .err = err, .errlen = errlen};
+  Emit e = {.g = g, .n = n, .node = node, .batch = batch, .dev = dev, .opts = cg_device_opts(dev), .k = out,
+            .err = err, .errlen = errlen};
   const IrType *mt = n->op == IR_OP_CAST ? &g->val[n->out[0]].type
                      : n->nin > 0        ? &g->val[n->in[0]].type
                                          : &g->val[n->out[0]].type;

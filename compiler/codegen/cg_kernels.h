@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "opts.h"
 #include "cg_conv.h"
 
 enum { CG_K_MAX_LAUNCH = 6, CG_K_MAX_ARGS = 16, CG_K_NAME = 96 };
@@ -83,12 +84,19 @@ typedef struct CgKNode {
   CgKArg conv_bn[CG_KBN_COUNT];         /* conv.dbn: RtConvIo.bn's buffers, CG_KBN_* */
 } CgKNode;
 
-/* What the emitter needs to know of the device.  max_threads_per_sm (the
- * resident threads an SM holds; 0 reads as 2048, sm_80's and sm_90's)
- * sizes a grid-stride kernel's grid to one full wave. */
+/* What the emitter targets: the device's attributes and the switches
+ * that change generated code.  max_threads_per_sm (the resident threads an
+ * SM holds; 0 reads as 2048, sm_80's and sm_90's) sizes a grid-stride
+ * kernel's grid to one full wave.  opts: the code generation rows of
+ * opts.h (s2d, pbb, pool_tile, linear_cudnn) and nvrtc_threads; NULL reads
+ * as opts_default's. */
 typedef struct CgDevice {
   int sm_count, max_threads_per_block, max_shared_per_block, cc_major, cc_minor, max_threads_per_sm;
+  const NetcOpts *opts;
 } CgDevice;
+
+/* dev's options, or the defaults when it has none. */
+const NetcOpts *cg_device_opts(const CgDevice *dev);
 
 /* Fills *out for node `node` of g at batch `batch`.  Returns 0, or -1 with
  * a message naming the node and op ("op X has no GPU kernel yet"). */

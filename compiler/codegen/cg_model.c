@@ -100,9 +100,10 @@ static int print_ir(const IrGraph *g, Part *p, Diag *d) {
 /* The kernel programs of g for t, and their cubins when *nvrtc is still 1
  * (set to 0, with one warning, when NVRTC cannot be loaded).  A graph with
  * an op that has no GPU kernel gets no program, with a warning. */
-static int program(const IrGraph *g, const char *what, const CgModelTarget *t, int want_cubin, int *nvrtc, Part *part,
-                   Diag *d) {
-  CgDevice dev = {.sm_count = t->sm_count,
+static int program(const IrGraph *g, const char *what, const CgModelTarget *t, const NetcOpts *opts, int want_cubin,
+                   int *nvrtc, Part *part, Diag *d) {
+  CgDevice dev = {.opts = opts,
+                     .sm_count = t->sm_count,
                      .max_threads_per_block = t->max_threads_per_block,
                      .max_shared_per_block = t->max_shared_per_block,
                      .cc_major = t->cc_major,
@@ -189,9 +190,12 @@ static void put_u64(unsigned char *p, uint64_t v) {
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* The blob of cg_model.h (malloc'd), or NULL when out of memory. */
-static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, size_t *size) {
+int cg_model_section_is_text(int i) { return i < CG_MODEL_TRAIN_CUBIN || i == CG_MODEL_OPTS; }
+
+static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, const char *opts, size_t *size) {
   const void *data[CG_MODEL_NSECTION] = {parts[0].ir, parts[1].ir};
   size_t len[CG_MODEL_NSECTION] = {parts[0].ir_len, parts[1].ir_len};
+  data[CG_MODEL_OPTS] = opts, len[CG_MODEL_OPTS] = strlen(opts);
   int any_cubin = 0;
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < parts[i].nprog; k++) {
@@ -203,7 +207,7 @@ static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *
     }
   size_t off[CG_MODEL_NSECTION], total = align64(CG_MODEL_HEADER);
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
-    int text = i < CG_MODEL_TRAIN_CUBIN;
+    int text = cg_model_section_is_text(i);
     off[i] = len[i] ? total : 0;
     if (len[i])
       total = align64(total + len[i] + (size_t)text);
@@ -301,9 +305,10 @@ static int run_cc(const char *c_path, const char *so_path, Diag *d) {
   return 0;
 }
 
-static int write_so(const char *out, const char *net, const Part parts[2], int64_t batch, const char *arch, Diag *d) {
+static int write_so(const char *out, const char *net, const Part parts[2], int64_t batch, const char *arch,
+                    const char *opts, Diag *d) {
   size_t n = 0;
-  unsigned char *blob = make_blob(parts, batch, arch, &n);
+  unsigned char *blob = make_blob(parts, batch, arch, opts, &n);
   if (!blob) {
     diag_error(d, NOLOC, "out of memory writing '%s'", out);
     return -1;
@@ -346,7 +351,7 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
     c.inference = i, c.print_after = NULL, c.dump_dir = NULL;
     g[i] = compile_file(&arena, d, path, &c);
     rc = !g[i] || print_ir(g[i], &parts[i], d) ||
-                 program(g[i], i ? "inference" : "training", &t, o->out != NULL, &nvrtc, &parts[i], d)
+                 program(g[i], i ? "inference" : "training", &t, o->opts, o->out != NULL, &nvrtc, &parts[i], d)
              ? -1
              : 0;
   }
@@ -357,8 +362,13 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
   }
   if (!rc && o->emit_cuda)
     rc = emit_cuda(o->emit_cuda, parts, d);
-  if (!rc && o->out)
-    rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, d);
+  if (!rc && o->out) {
+    NetcOpts defaults;
+    opts_default(&defaults);
+    char key[256];
+    opts_code_key(o->opts ? o->opts : &defaults, key, sizeof key);
+    rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, key, d);
+  }
   for (int i = 0; i < 2; i++) {
     free(parts[i].ir);
     free(parts[i].cu);

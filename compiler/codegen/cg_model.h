@@ -24,7 +24,8 @@
  * sections 0..n-1 and no others; its cubin k, when present, is program k's.
  * The text sections (IR, CUDA source) are followed by a NUL byte not
  * counted in their size; every section starts at a multiple of 64 bytes.
- * Version 1 had one program (and one cubin) per graph. */
+ * Version 1 had one program (and one cubin) per graph; version 2 had no
+ * CG_MODEL_OPTS section. */
 #ifndef NETC_CG_MODEL_H
 #define NETC_CG_MODEL_H
 
@@ -37,7 +38,7 @@
 #define CG_MODEL_SYMBOL "netc_model"
 #define CG_MODEL_SIZE_SYMBOL "netc_model_size"
 
-enum { CG_MODEL_VERSION = 2, CG_MODEL_ARCH_LEN = 16 };
+enum { CG_MODEL_VERSION = 3, CG_MODEL_ARCH_LEN = 16 };
 
 typedef enum CgModelSection {
   CG_MODEL_TRAIN_IR, /* ir_print of the training graph, locations included */
@@ -46,7 +47,8 @@ typedef enum CgModelSection {
   CG_MODEL_INFER_CU = CG_MODEL_TRAIN_CU + CG_MAX_PART,
   CG_MODEL_TRAIN_CUBIN = CG_MODEL_INFER_CU + CG_MAX_PART, /* + k: program k compiled for arch */
   CG_MODEL_INFER_CUBIN = CG_MODEL_TRAIN_CUBIN + CG_MAX_PART,
-  CG_MODEL_NSECTION = CG_MODEL_INFER_CUBIN + CG_MAX_PART
+  CG_MODEL_OPTS = CG_MODEL_INFER_CUBIN + CG_MAX_PART, /* the code switches it was generated under (opts_code_key) */
+  CG_MODEL_NSECTION
 } CgModelSection;
 
 enum { CG_MODEL_HEADER = 40 + 16 * CG_MODEL_NSECTION };
@@ -68,7 +70,11 @@ typedef struct CgModelOpts {
   const char *out;       /* the model.so to write, or NULL */
   const char *emit_cuda; /* directory for train.cu and infer.cu, or NULL */
   const char *arch;      /* "sm_90" when NULL */
+  const NetcOpts *opts;  /* the code switches (opts.h) to generate under; NULL: the defaults */
 } CgModelOpts;
+
+/* Whether model section i holds text (IR, CUDA C, the options) rather than a cubin. */
+int cg_model_section_is_text(int i);
 
 /* Compiles `path` for training and for inference with cx's options (its
  * inference, print_after and dump_dir are overridden) and writes what o

@@ -4,6 +4,8 @@
  * state is the loaded table, written once under pthread_once. */
 #include "cg_nvrtc.h"
 
+#include "opts.h"
+
 #include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -86,7 +88,9 @@ static int load_table(void *lib, const char *path, NvrtcApi *a) {
 }
 
 static void load_once(void) {
-  const char *candidates[] = {getenv("NETC_NVRTC"), "libnvrtc.so.13",
+  NetcOpts o;
+  opts_from_env(&o, NULL, 0); /* only the library's path is wanted here */
+  const char *candidates[] = {o.nvrtc, "libnvrtc.so.13",
                               "libnvrtc.so",
                               "/usr/local/cuda/lib64/libnvrtc.so.13"};
   char tried[768] = "";
@@ -174,8 +178,10 @@ done:
  * or a note on why it could not be written. */
 static void save_source(const char *src, const char *name, char *path,
                         size_t pathlen) {
-  const char *dir = getenv("NETC_KERNEL_DIR");
-  if (!dir || !*dir) dir = getenv("TMPDIR");
+  NetcOpts o;
+  opts_from_env(&o, NULL, 0); /* only the directory is wanted here */
+  const char *dir = o.kernel_dir;
+  if (!*dir) dir = getenv("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
   char safe[64];
   size_t k = 0;

@@ -325,12 +325,11 @@ static void *worker(void *arg) {
   }
 }
 
-/* Threads to compile with: p->threads, else $NETC_NVRTC_THREADS, else the
+/* Threads to compile with: p->threads, else the device options' nvrtc_threads, else the
  * cores this process may use; at most CG_PROG_THREADS and the parts. */
 static int thread_count(const CgProg *p) {
   int n = p->threads;
-  const char *env = getenv("NETC_NVRTC_THREADS");
-  if (n <= 0 && env && *env) n = atoi(env);
+  if (n <= 0) n = p->opts_threads;
   if (n <= 0) {
     cpu_set_t set;
     n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -351,7 +350,10 @@ CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, c
   CgStatus vs = cg_nvrtc_version(&major, &minor, err, errlen);
   if (vs) return vs;
   cg_cache_dir(cache_dir, dir, sizeof dir);
-  Job j = {.p = p, .arch = arch, .dir = dir, .opts = NULL, .graph = g->name ? g->name : "graph", .batch = batch,
+  char key[256];
+  opts_code_key(cg_device_opts(dev), key, sizeof key);
+  p->opts_threads = cg_device_opts(dev)->nvrtc_threads;
+  Job j = {.p = p, .arch = arch, .dir = dir, .opts = key, .graph = g->name ? g->name : "graph", .batch = batch,
            .errlen = errlen ? errlen : 1};
   if (!(j.err = calloc((size_t)p->npart, j.errlen)))
     return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory");
@@ -421,6 +423,9 @@ CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice 
   /* the launches come from this emission, so a cubin is only usable when it
    * was made from exactly this part's text, for this device's arch */
   int taken = 0;
+  char key[256];
+  opts_code_key(cg_device_opts(dev), key, sizeof key);
+  if (pre && pre->opts && strcmp(pre->opts, key) != 0) pre = NULL; /* made under other code switches */
   for (int k = 0; pre && pre_arch && strcmp(pre_arch, arch) == 0 && k < p->npart && k < pre->npart; k++) {
     CgProgPart *pt = &p->part[k];
     if (!pre->source[k] || !pre->cubin[k] || pre->cubin_size[k] <= 16 || strcmp(pre->source[k], pt->source) != 0)

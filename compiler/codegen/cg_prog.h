@@ -51,6 +51,7 @@ typedef struct CgProgram {
   const char *source[CG_MAX_PART];  /* CUDA C of program k */
   const void *cubin[CG_MAX_PART];   /* program k compiled for the model's arch, or NULL */
   size_t cubin_size[CG_MAX_PART];
+  const char *opts;                 /* the code switches they were generated under (opts_code_key), or NULL */
 } CgProgram;
 
 enum { CG_PROG_THREADS = 16 }; /* compile threads at most */
@@ -83,7 +84,8 @@ typedef struct CgProg {
   CgProgSym *sym;
   int npart;     /* 0 when no node has a kernel */
   CgProgPart part[CG_MAX_PART];
-  int threads;   /* compile threads; 0: $NETC_NVRTC_THREADS, else the cores */
+  int threads;   /* compile threads; 0: the device options' nvrtc_threads, else the cores */
+  int opts_threads; /* (the options' nvrtc_threads, set by cg_prog_compile) */
   int cache_hit; /* every part came from the cache */
   int prebuilt;  /* every part came from a model.so (cg_prog_build_prebuilt) */
 } CgProg;
@@ -98,9 +100,9 @@ CgStatus cg_prog_emit(const IrGraph *g, int64_t batch, const CgDevice *dev, CgPr
 CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, CgProg *p,
                          char *err, size_t errlen);
 /* cg_prog_build, but part k takes pre->cubin[k] (part.prebuilt = 1) when
- * pre->source[k] equals its emitted text and pre_arch is the device's
- * sm_XX; the other parts are compiled as cg_prog_build does.  pre may be
- * NULL. */
+ * pre->source[k] equals its emitted text, pre_arch is the device's sm_XX
+ * and pre->opts (when set) is the device's code key; the other parts are
+ * compiled as cg_prog_build does.  pre may be NULL. */
 CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
                                 const CgProgram *pre, const char *pre_arch, CgProg *out, char *err, size_t errlen);
 /* The symbol launch j of node i calls, and the part that defines it; NULL

@@ -7,6 +7,8 @@
  * panel maps data to pixels with a linear Axis per direction whose range
  * is widened to "nice" tick steps (1, 2 or 5 times a power of ten). */
 #include "netrun_plot.h"
+
+#include "opts.h"
 #include "rt_err.h"
 
 #include <cairo.h>
@@ -116,8 +118,9 @@ static int load_table(void *lib, CairoApi *a) {
 }
 
 static void load_cairo(void) {
-  const char *path = getenv("NETC_CAIRO_LIB");
-  if (!path || !*path) path = "libcairo.so.2";
+  static NetcOpts o; /* read once, for the library's path only */
+  opts_from_env(&o, NULL, 0);
+  const char *path = *o.cairo ? o.cairo : "libcairo.so.2";
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *e = dlerror();

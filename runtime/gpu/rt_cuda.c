@@ -4,6 +4,8 @@
  * written once under pthread_once and read-only afterwards. */
 #include "rt_cuda.h"
 
+#include "opts.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -100,8 +102,9 @@ static int load_table(void *lib, RtCudaApi *a) {
 }
 
 static void load_once(void) {
-  const char *path = getenv("NETC_CUDA_DRIVER");
-  if (!path || !*path) path = "libcuda.so.1";
+  static NetcOpts o; /* read once, for the library's path only */
+  opts_from_env(&o, NULL, 0);
+  const char *path = *o.cuda_driver ? o.cuda_driver : "libcuda.so.1";
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s not found)",

@@ -58,6 +58,8 @@
  * read-only afterwards; libcudnn stays loaded until exit. */
 #include "rt_cudnn.h"
 
+#include "opts.h"
+
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -144,6 +146,7 @@ struct RtCudnn {
   int cached, timed, heuristic;
   int64_t ws_cap;      /* rt_cudnn_workspace_cap; 0: none */
   int deterministic;   /* rt_cudnn_deterministic */
+  int verbose;         /* rt_cudnn_verbose */
   int capped;          /* configurations skipped for the cap by the plan being built */
 };
 
@@ -177,9 +180,11 @@ static int load_table(void *lib, const char *libname, DnnApi *a) {
   return 1;
 }
 
-/* $NETC_CUDNN (tests name a missing file), then the two usual names. */
+/* The cudnn option's library (tests name a missing file), then the two usual names. */
 static void load_once(void) {
-  const char *names[3] = {getenv("NETC_CUDNN"), "libcudnn.so.9", "libcudnn.so"};
+  static NetcOpts o; /* read once, for the library's path only */
+  opts_from_env(&o, NULL, 0);
+  const char *names[3] = {o.cudnn, "libcudnn.so.9", "libcudnn.so"};
   int first = names[0] && *names[0] ? 0 : 1, last = first ? 2 : 0;
   void *lib = NULL;
   const char *libname = NULL;
@@ -1074,6 +1079,10 @@ void rt_cudnn_workspace_cap(RtCudnn *h, size_t bytes) {
   if (h) h->ws_cap = (int64_t)bytes;
 }
 
+void rt_cudnn_verbose(RtCudnn *h, int on) {
+  if (h) h->verbose = on;
+}
+
 void rt_cudnn_deterministic(RtCudnn *h, int on) {
   if (h) h->deterministic = on != 0;
 }
@@ -1208,8 +1217,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
   *plan = p;
   *workspace = (size_t)p->workspace;
   /* which plan holds how much workspace: the executor's workspace is the largest */
-  const char *v = getenv("NETC_CUDNN_VERBOSE");
-  if (v && strcmp(v, "1") == 0)
+  if (h->verbose)
     fprintf(stderr, "netc: cudnn plan %s: workspace %.1f MiB (configuration %d of the %s list)\n", p->what,
             (double)p->workspace / (1024.0 * 1024.0), p->index, p->mode == 0 ? "mode A" : "fallback");
   return RT_CUDA_OK;

@@ -49,7 +49,7 @@ typedef struct RtConvPlan RtConvPlan; /* owned by the RtCudnn handle */
 RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, size_t errlen);
 void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
 /* The plan for d (cached); *workspace receives the bytes it needs.  With
- * $NETC_CUDNN_VERBOSE=1 each new plan prints its description and workspace
+ * rt_cudnn_verbose on, each new plan prints its description and workspace
  * to stderr (the executor holds the largest workspace of all). */
 RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **plan, size_t *workspace,
                                 char *err, size_t errlen);
@@ -82,6 +82,9 @@ RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io
  * atomics in the reductions): bit-identical results run to run, for
  * comparisons; none such is an error.  Off by default. */
 void rt_cudnn_deterministic(RtCudnn *h, int on);
+/* Plans made from now on print their description and workspace (the
+ * cudnn_verbose option).  Off by default. */
+void rt_cudnn_verbose(RtCudnn *h, int on);
 
 /* rt_cudnn_conv_exec on `stream` rather than the handle's (the GPU
  * executor's side stream); the handle is set back to its own stream after. */

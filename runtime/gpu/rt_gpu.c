@@ -116,11 +116,6 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
   return s;
 }
 
-int rt_gpu_env_is(const char *name, const char *value) {
-  const char *v = getenv(name);
-  return v && strcmp(v, value) == 0;
-}
-
 /* Scratch bytes node i uses: its launches', and the prologue's activation
  * when a kernel writes it (the plan does not apply the prologue). */
 static size_t node_scratch(const RtGpu *x, int i) {
@@ -385,14 +380,14 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
    * (cuDNN's ConvBNfprop and ConvBNwgrad; a kernel writes the activation
    * first instead), the epilogue (its own kernel after), and the timing
    * (every fusion cuDNN plans kept). */
-  int stats_ok = !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1") && !rt_gpu_env_is("NETC_GENSTATS", "0");
-  int pro_ok = !rt_gpu_env_is("NETC_PROLOGUE", "0"), epi_ok = !rt_gpu_env_is("NETC_EPILOGUE", "0");
+  int stats_ok = !x->opts.cudnn_deterministic && x->opts.genstats;
+  int pro_ok = x->opts.prologue, epi_ok = x->opts.epilogue;
   /* cuDNN's DgradDreluBNBwdWeight (NETC_DBN=0 turns it off; off in the
    * deterministic mode, its sums have no fixed order): where cuDNN has no
    * engine for it (bf16 on cuDNN 9.14), the batch norm's backward kernels
    * run on the plain data gradient. */
-  int dbn_ok = !rt_gpu_env_is("NETC_DBN", "0") && !rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1");
-  int pick = !rt_gpu_env_is("NETC_FUSION_PICK", "0"), nmemo = 0;
+  int dbn_ok = x->opts.dbn && !x->opts.cudnn_deterministic;
+  int pick = x->opts.fusion_pick, nmemo = 0;
   PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;
   memset(&bufs, 0, sizeof bufs);
@@ -442,6 +437,7 @@ static RtCudaStatus device_of(RtGpu *x, CgDevice *d, char *err, size_t errlen) {
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &d->max_threads_per_sm},
   };
+  d->opts = &x->opts;
   for (size_t i = 0; i < sizeof A / sizeof A[0]; i++) {
     RtCudaStatus s = RT_CU(x->api, DeviceGetAttribute, (A[i].v, A[i].attr, dev), "device attributes", err, errlen);
     if (s) return s;
@@ -449,14 +445,11 @@ static RtCudaStatus device_of(RtGpu *x, CgDevice *d, char *err, size_t errlen) {
   return RT_CUDA_OK;
 }
 
-/* The cuDNN workspace limit: $NETC_CUDNN_WORKSPACE_MB (0: none), else
+/* The cuDNN workspace limit: the cudnn_workspace_mb option (0: none), else
  * WORKSPACE_CAP_MB (0: none).  The workspace is held as long as the
  * executor, so a cap trades speed for memory. */
-static size_t workspace_cap(void) {
-  const char *v = getenv("NETC_CUDNN_WORKSPACE_MB");
-  char *end = NULL;
-  long long mb = v && *v ? strtoll(v, &end, 10) : -1;
-  if (!v || !*v || *end || mb < 0) mb = WORKSPACE_CAP_MB;
+static size_t workspace_cap(const RtGpu *x) {
+  long long mb = x->opts.cudnn_workspace_mb >= 0 ? x->opts.cudnn_workspace_mb : WORKSPACE_CAP_MB;
   return (size_t)mb << 20;
 }
 
@@ -497,7 +490,7 @@ static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
   free(bytes);
   if (bad) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   const RtBranchPlan *b = &x->branch;
-  if (rt_gpu_env_is("NETC_BRANCHES", "verbose"))
+  if (x->opts.branches == 2)
     fprintf(stderr,
             "netc: branches: %d of %d nodes on the side stream; overlap window (main-stream nodes between fork "
             "and join) mean %.2f, min %d, max %d; %d of them 0-1 nodes\n",
@@ -517,6 +510,10 @@ static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
 }
 
 static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen) {
+  if (o && o->opts)
+    x->opts = *o->opts;
+  else if (opts_from_env(&x->opts, err, errlen))
+    return RT_CUDA_EARG;
   const IrGraph *g = x->g;
   RtCudaStatus s;
   if ((s = rt_cuda_ctx_init(&x->ctx, o ? o->device : 0, err, errlen))) return s;
@@ -538,8 +535,9 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
     return s;
   if ((s = rt_gpu_prog_load(&x->prog, x->mod, x->ctx, err, errlen))) return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
-  rt_cudnn_workspace_cap(x->dnn, workspace_cap());
-  rt_cudnn_deterministic(x->dnn, rt_gpu_env_is("NETC_CUDNN_DETERMINISTIC", "1"));
+  rt_cudnn_workspace_cap(x->dnn, workspace_cap(x));
+  rt_cudnn_deterministic(x->dnn, x->opts.cudnn_deterministic);
+  rt_cudnn_verbose(x->dnn, x->opts.cudnn_verbose);
   if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
     char path[4200];
     snprintf(path, sizeof path, "%s/cudnn-tune.txt", x->cache_dir);
@@ -547,7 +545,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   }
   size_t ws = 0, need[4] = {0, 0, 0, 0}; /* scratch and workspace of the main stream, then of the side stream */
   if ((s = plan_convs(x, &ws, err, errlen))) return s;
-  int branches = !rt_gpu_env_is("NETC_BRANCHES", "0");
+  int branches = x->opts.branches != 0;
   for (int i = 0; i < g->nnode; i++) {
     GpuConv *c = &x->conv[i];
     c->side = branches && c->plan && g->node[i].op == IR_OP_CONV2D_BWD_WEIGHT;
@@ -850,7 +848,7 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     x->api->GraphExecDestroy(x->exec);
     x->exec = NULL;
   }
-  if (rt_gpu_env_is("NETC_CUDA_GRAPH", "0")) return RT_CUDA_OK; /* launch node by node, for comparisons */
+  if (!x->opts.cuda_graph) return RT_CUDA_OK; /* launch node by node, for comparisons */
   if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
                  err, errlen)))
     return s;

@@ -23,6 +23,7 @@
 #include "rt_cuda.h"
 #include "cg_kernels.h"
 #include "cg_prog.h"
+#include "opts.h"
 
 typedef struct RtGpu RtGpu;
 
@@ -36,6 +37,8 @@ typedef struct RtGpuOpts {
    * the executor compiles as without it. */
   const CgProgram *prebuilt;
   const char *prebuilt_arch;
+  /* Every switch (opts.h), or NULL: read from the environment when made. */
+  const NetcOpts *opts;
 } RtGpuOpts;
 
 /* g must outlive the executor and be planned (g->plan_bytes > 0) for `batch`. */
@@ -55,35 +58,10 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
 RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen);
 /* One training (or inference) step: launches every node, or replays the graph once captured. */
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
-/* Environment knobs, each read when the executor is made (or the step
- * captured), for measuring what an optimization is worth:
- *   NETC_CUDA_GRAPH=0           no CUDA graph: every step launches node by node
- *   NETC_GENSTATS=0             batch-norm statistics by their own kernels, not
- *                               from the convolution (cuDNN GenStats)
- *   NETC_PROLOGUE=0             a convolution's prologue (the batch norm + relu
- *                               before it) by a kernel into scratch, not by cuDNN
- *   NETC_FUSION_PICK=0          keep every fused prologue / epilogue cuDNN plans,
- *                               without timing it against the separate kernel
- *   NETC_EPILOGUE=0             a convolution's epilogue (inference batch norm,
- *                               relu backward) by its own kernel, not by cuDNN
- *   NETC_DBN=0                  a data gradient followed by a batch norm + relu
- *                               backward (conv2d_bwd_data_bn_relu) runs plain,
- *                               the batch norm's backward by its own kernels,
- *                               not with the mask and the backward sums in the
- *                               same cuDNN plan (DgradDreluBNBwdWeight)
- *   NETC_MULTI_TENSOR=0         one launch per sgd_update / weight cast, not one
- *                               per run of them
- *   NETC_CUDNN_DETERMINISTIC=1  only engines cuDNN marks deterministic
- *   NETC_CUDNN_WORKSPACE_MB=N   cap each convolution's cuDNN workspace
- *   NETC_CUDNN_VERBOSE=1        print each cuDNN plan's description and
- *                               workspace when it is made (rt_cudnn.h)
- *   NETC_BRANCHES=0             weight gradients on the main stream, not on a
- *                               side stream that overlaps the data gradients
- *                               (=verbose: on, and print the side nodes' count
- *                               and overlap windows to stderr when made)
- *   NETC_S2D=0                  the f32 stride-2 stem convolution as it is, not
- *                               folded 2x2 into 4C channels (cg_kernels.c;
- *                               =all folds its weight gradient too) */
+/* Records the step once as a CUDA graph that rt_gpu_run replays from then
+ * on (unless the cuda_graph option is off).  The switches that change what
+ * the executor does (CUDA graphs, cuDNN's fusions, the side stream, ...)
+ * are RtGpuOpts.opts: compiler/opts.h and docs/runtime_gpu.md list them. */
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen);
 RtCudaStatus rt_gpu_sync(RtGpu *x, char *err, size_t errlen);
 /* Milliseconds of `steps` runs back to back, timed with events (after one warm-up run). */

@@ -35,6 +35,7 @@ struct RtGpu {
   CUstream stream;
   RtCudnn *dnn;
   CgProg prog;
+  NetcOpts opts;        /* RtGpuOpts.opts, else the environment's, read when made */
   char cache_dir[4096]; /* the kernel cache (cg_cache_dir of RtGpuOpts.cache_dir); "" for none */
   RtCudaModule *mod[CG_MAX_PART]; /* prog's parts, loaded */
   CUdeviceptr arena, persist, scratch, workspace;
@@ -59,12 +60,7 @@ struct RtGpu {
 };
 
 /* NVTX ranges named after node i's layer (else its op), for Nsight Systems;
- * inert unless a tool injects itself.  rt_gpu_nvtx_enabled() is 1 when
- * $NETC_NVTX is "1" (read once), for the uncaptured steps of launch_all. */
-int rt_gpu_nvtx_enabled(void);
-/* Whether environment variable name is set to value: the executor's
- * switches for comparisons (rt_gpu.h lists them). */
-int rt_gpu_env_is(const char *name, const char *value);
+ * inert unless a tool injects itself (the profiler pushes them). */
 /* Queues node i on stream st: its prologue launches, its convolution, its
  * other launches -- the one order a node's work runs in.  A side node's
  * convolution uses the side workspace on either stream (the profiler runs

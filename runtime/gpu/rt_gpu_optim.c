@@ -468,7 +468,7 @@ static RtCudaStatus upload_tables(RtGpu *x, int *use, size_t *tab_off, char *err
 }
 
 RtCudaStatus rt_gpu_optim_apply(RtGpu *x, const char *cache_dir, char *err, size_t errlen) {
-  if (!x || x->optim || rt_gpu_env_is("NETC_MULTI_TENSOR", "0")) return RT_CUDA_OK;
+  if (!x || x->optim || !x->opts.multi_tensor) return RT_CUDA_OK;
   if (!(x->optim = calloc(1, sizeof *x->optim)))
     return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   RtOptimPlan *p = &x->optim->plan;

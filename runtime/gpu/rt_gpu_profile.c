@@ -66,11 +66,6 @@ int rt_gpu_tensor_flops_per_clock(int cc_major, int cc_minor) {
   }
 }
 
-int rt_gpu_nvtx_enabled(void) {
-  const char *e = getenv("NETC_NVTX");
-  return e && strcmp(e, "1") == 0;
-}
-
 void rt_gpu_nvtx_push(const IrGraph *g, int node) {
   const IrNode *n = &g->node[node];
   const IrOpInfo *op = ir_op_info(n->op);

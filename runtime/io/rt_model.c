@@ -123,7 +123,7 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
     return rt_errf(err, errlen, "%s: corrupt model (the arch field is not a string)", path);
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     uint64_t off = get_u64(b + 40 + 16 * i), len = get_u64(b + 48 + 16 * i);
-    int text = i < CG_MODEL_TRAIN_CUBIN;
+    int text = cg_model_section_is_text(i);
     sec_off[i] = off, sec_len[i] = len;
     if (!len)
       continue;
@@ -209,6 +209,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
     return -1;
   m->batch = (int64_t)get_u64(b + 16);
   snprintf(m->arch, sizeof m->arch, "%s", (const char *)b + 24);
+  snprintf(m->code_opts, sizeof m->code_opts, "%s", len[CG_MODEL_OPTS] ? (const char *)b + off[CG_MODEL_OPTS] : "");
   if (!(m->train = read_graph(path, "training", (const char *)b + off[CG_MODEL_TRAIN_IR], len[CG_MODEL_TRAIN_IR], a,
                               err, errlen)) ||
       !(m->infer = read_graph(path, "inference", (const char *)b + off[CG_MODEL_INFER_IR], len[CG_MODEL_INFER_IR], a,
@@ -228,6 +229,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
       prog[i]->source[k] = (const char *)b + off[cu];
       prog[i]->cubin[k] = len[bin] ? b + off[bin] : NULL;
       prog[i]->cubin_size[k] = len[bin];
+      prog[i]->opts = m->code_opts;
     }
   return 0;
 }

@@ -30,6 +30,7 @@ typedef struct RtModel {
   IrGraph *infer;      /* the same network compiled with --inference */
   int64_t batch;       /* the batch both plans and programs were made for */
   char arch[16];       /* "sm_90", or "" when no cubin is embedded */
+  char code_opts[256]; /* the code switches its kernels were generated under (opts_code_key) */
   CgProgram train_prog, infer_prog;
   void *dl;            /* dlopen handle (NULL for an in-process compile) */
 } RtModel;

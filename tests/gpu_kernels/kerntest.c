@@ -29,6 +29,10 @@ const KerntestGraph *kerntest_graphs(int *n) {
   return GRAPHS;
 }
 
+/* The code switches of the graph compiled last (its linear_cu) and of the
+ * environment, which every device of kerntest_h200 emits under. */
+static NetcOpts kopts;
+
 IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", root, kg->model);
@@ -40,6 +44,7 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
     setenv("NETC_LINEAR_CUDNN", "0", 1);
   else
     unsetenv("NETC_LINEAR_CUDNN");
+  opts_from_env(&kopts, NULL, 0);
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
   return g;
@@ -51,7 +56,12 @@ int kerntest_stem_mixed(const IrGraph *g, const IrNode *n) {
   return 0;
 }
 
-CgDevice kerntest_h200(void) { return (CgDevice){132, 1024, 49152, 9, 0, 2048}; }
+const NetcOpts *kerntest_opts(void) { return &kopts; }
+
+CgDevice kerntest_h200(void) {
+  opts_from_env(&kopts, NULL, 0);
+  return (CgDevice){132, 1024, 49152, 9, 0, 2048, &kopts};
+}
 
 /* Casts, an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
  * reading maxpool_bn_relu's winners on an odd channel count (the compiled

@@ -33,5 +33,8 @@ IrGraph *kerntest_extra(Arena *a);
 int kerntest_stem_mixed(const IrGraph *g, const IrNode *n);
 /* An H200: 132 SMs, 1024 threads and 48 KiB shared memory a block, sm_90. */
 CgDevice kerntest_h200(void);
+/* The switches a kerntest device emits under: the environment's when
+ * kerntest_compile or kerntest_h200 last ran (so a graph's linear_cu). */
+const NetcOpts *kerntest_opts(void);
 
 #endif

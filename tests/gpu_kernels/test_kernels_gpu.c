@@ -474,7 +474,7 @@ int main(int argc, char **argv) {
   CHECK(s == RT_CUDA_OK, "cuDNN (the linear ops run on it): %s", err);
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
-  gp.dev = (CgDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
+  gp.dev = (CgDevice){info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0, kerntest_opts()};
   snprintf(gp.arch, sizeof gp.arch, "sm_%d%d", info.cc_major, info.cc_minor);
   int major = 0, minor = 0;
   CHECK(cg_nvrtc_version(&major, &minor, err, sizeof err) == CG_OK, "a GPU but no NVRTC: %s", err);

@@ -203,7 +203,7 @@ int main(void) {
   if (s) return check_report();
   RtCudaDeviceInfo info;
   CHECK(rt_cuda_device_info(0, &info, err, sizeof err) == RT_CUDA_OK, "device info: %s", err);
-  CgDevice dev = {info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0};
+  CgDevice dev = {info.sm_count, 1024, 49152, info.cc_major, info.cc_minor, 0, NULL};
   char arch[16];
   snprintf(arch, sizeof arch, "sm_%d%d", info.cc_major, info.cc_minor);
 

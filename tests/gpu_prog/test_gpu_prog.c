@@ -131,11 +131,14 @@ static int count_files(const char *dir) {
 static int build(const IrGraph *g, int threads, const char *dir, const CgProgram *pre, const char *pre_arch,
                  CgProg *p) {
   char err[8192], n[16];
-  /* the build emits afresh, so the thread count comes from the environment */
+  /* the build emits afresh, so the thread count comes from the device's options */
+  NetcOpts o;
+  opts_default(&o);
   snprintf(n, sizeof n, "%d", threads);
-  setenv("NETC_NVRTC_THREADS", n, 1);
-  CgStatus s = cg_prog_build_prebuilt(g, g->plan_batch, &H200, dir, pre, pre_arch, p, err, sizeof err);
-  unsetenv("NETC_NVRTC_THREADS");
+  CHECK(opts_set(&o, "nvrtc_threads", n, err, sizeof err) == 0, "nvrtc_threads=%s: %s", n, err);
+  CgDevice dev = H200;
+  dev.opts = &o;
+  CgStatus s = cg_prog_build_prebuilt(g, g->plan_batch, &dev, dir, pre, pre_arch, p, err, sizeof err);
   CHECK(!s, "building with %d threads: %s", threads, err);
   return s ? -1 : 0;
 }

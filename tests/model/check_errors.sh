@@ -82,33 +82,33 @@ mkso notmodel 'int answer = 42;'
 expect 1 "not a netc model (no netc_model symbol" $OPEN "$T/notmodel.so"
 mkso magic "const unsigned char netc_model[136] = {'N','E','T','C','X','X','X','X', 1, [12] = 136}; $H"
 expect 1 "not a netc model (the netc_model blob does not start with NETCMODL" $OPEN "$T/magic.so"
-# the header is 1096 bytes (0x448): 40 + 66 sections of 16
-HDR='[12] = 0x48, [13] = 0x04'
-mkso version "const unsigned char netc_model[1096] = {'N','E','T','C','M','O','D','L', 99, $HDR}; $H"
-expect 1 "model format version 99, but this runtime reads version 2 (the model was written by a newer netc)" \
+# the header is 1112 bytes (0x458): 40 + 67 sections of 16
+HDR='[12] = 0x58, [13] = 0x04'
+mkso version "const unsigned char netc_model[1112] = {'N','E','T','C','M','O','D','L', 99, $HDR}; $H"
+expect 1 "model format version 99, but this runtime reads version 3 (the model was written by a newer netc)" \
   $OPEN "$T/version.so"
 mkso version1 "const unsigned char netc_model[136] = {'N','E','T','C','M','O','D','L', 1, [12] = 136}; $H"
-expect 1 "model format version 1, but this runtime reads version 2 (the model was written by an older netc): recompile" \
+expect 1 "model format version 1, but this runtime reads version 3 (the model was written by an older netc): recompile" \
   $OPEN "$T/version1.so"
 mkso short "const unsigned char netc_model[8] = {'N','E','T','C','M','O','D','L'};
 const unsigned long long netc_model_size = 4096;"
 expect 1 "corrupt model (netc_model_size says 4096 bytes but the symbol holds 8)" $OPEN "$T/short.so"
-mkso header "const unsigned char netc_model[40] = {'N','E','T','C','M','O','D','L', 2, $HDR}; $H"
-expect 1 "corrupt model (header of 1096 bytes in a 40-byte blob)" $OPEN "$T/header.so"
-mkso section "const unsigned char netc_model[1096] = {'N','E','T','C','M','O','D','L', 2, $HDR,
+mkso header "const unsigned char netc_model[40] = {'N','E','T','C','M','O','D','L', 3, $HDR}; $H"
+expect 1 "corrupt model (header of 1112 bytes in a 40-byte blob)" $OPEN "$T/header.so"
+mkso section "const unsigned char netc_model[1112] = {'N','E','T','C','M','O','D','L', 3, $HDR,
   [40] = 0xe8, 0x03, [48] = 10}; $H"
-expect 1 "corrupt model (section 0: 10 bytes at 1000 of a 1096-byte blob)" $OPEN "$T/section.so"
-mkso noir "const unsigned char netc_model[1096] = {'N','E','T','C','M','O','D','L', 2, $HDR}; $H"
+expect 1 "corrupt model (section 0: 10 bytes at 1000 of a 1112-byte blob)" $OPEN "$T/section.so"
+mkso noir "const unsigned char netc_model[1112] = {'N','E','T','C','M','O','D','L', 3, $HDR}; $H"
 expect 1 "corrupt model (no IR for the training graph)" $OPEN "$T/noir.so"
 # section 34 (training cubin 0) at 1152 without section 2 (its source)
-mkso cubinonly "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 2, $HDR,
+mkso cubinonly "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 3, $HDR,
   [584] = 0x80, 0x04, [592] = 20, [1152] = 0x7f, 'E', 'L', 'F'}; $H"
 expect 1 "corrupt model (the training graph's kernel program 0 is a cubin without source)" $OPEN "$T/cubinonly.so"
 # section 3 (training program 1) without section 2 (program 0)
-mkso gap "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 2, $HDR,
+mkso gap "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 3, $HDR,
   [88] = 0x80, 0x04, [96] = 9, [1152] = 'n','o','t',' ','a','n',' ','I','R'}; $H"
 expect 1 "corrupt model (the training graph's kernel program 1 is after a missing one)" $OPEN "$T/gap.so"
-mkso badir "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 2, $HDR,
+mkso badir "const unsigned char netc_model[1216] = {'N','E','T','C','M','O','D','L', 3, $HDR,
   [40] = 0x80, 0x04, [48] = 9, [56] = 0x80, 0x04, [64] = 9, [1152] = 'n','o','t',' ','a','n',' ','I','R'}; $H"
 expect 1 "the training graph does not read back" $OPEN "$T/badir.so"
 head -c 20000 "$T/good.so" >"$T/truncated.so"
