@@ -9,11 +9,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "net_status.h"
 #include "rt_cpu.h"
+#include "rt_err.h"
 #ifdef NET_HAVE_GPU
 #include "rt_gpu.h"
 #include "rt_gpu_input.h"
-#include "rt_err.h"
 #endif
 
 /* The CPU side of the input pipeline: two byte buffers taken in turn. */
@@ -49,21 +50,6 @@ static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) 
   return s;
 }
 
-NetStatus net_exec_cuda_status(int s) {
-#ifdef NET_HAVE_GPU
-  switch ((RtCudaStatus)s) {
-  case RT_CUDA_OK: return NET_OK;
-  case RT_CUDA_ENODRIVER:
-  case RT_CUDA_ENODEVICE: return NET_ERR_NO_GPU;
-  case RT_CUDA_EARG: return NET_ERR_ARG;
-  case RT_CUDA_ENOMEM: return NET_ERR_NOMEM;
-  default: return NET_ERR_DEVICE;
-  }
-#else
-  return s ? NET_ERR_NO_GPU : NET_OK;
-#endif
-}
-
 int net_exec_gpu_present(char *why, size_t len) {
 #ifdef NET_HAVE_GPU
   int count = 0;
@@ -93,7 +79,7 @@ NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, co
   } else {
 #ifdef NET_HAVE_GPU
     RtGpuOpts o = {.device = ordinal, .cache_dir = cache_dir, .tune = tune, .prebuilt = prebuilt, .prebuilt_arch = arch};
-    s = net_exec_cuda_status(rt_gpu_new(g, batch, &o, &x->dev, err, len));
+    s = net_status_of_cuda(rt_gpu_new(g, batch, &o, &x->dev, err, len));
 #else
     (void)ordinal, (void)cache_dir, (void)tune, (void)prebuilt, (void)arch;
     char why[256];
@@ -146,7 +132,7 @@ static size_t elem_bytes(const NetExec *x, int v) {
 NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t len) {
   if (x->feeding && v == x->feed_v) return NET_OK; /* the step reads the pipeline's batch */
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_write(x->dev, v, host, err, len));
+  if (x->gpu) return net_status_of_cuda(rt_gpu_write(x->dev, v, host, err, len));
 #endif
   (void)err, (void)len;
   memcpy(rt_cpu_data(x->cpu, v), host, elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
@@ -155,7 +141,7 @@ NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t 
 
 NetStatus net_exec_read(NetExec *x, int v, void *host, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_read(x->dev, v, host, err, len));
+  if (x->gpu) return net_status_of_cuda(rt_gpu_read(x->dev, v, host, err, len));
 #endif
   (void)err, (void)len;
   memcpy(host, rt_cpu_data(x->cpu, v), elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
@@ -169,11 +155,11 @@ NetStatus net_exec_run(NetExec *x, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
     if (!x->captured) {
-      NetStatus s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len));
+      NetStatus s = net_status_of_cuda(rt_gpu_capture(x->dev, err, len));
       if (s) return s;
       x->captured = 1;
     }
-    return net_exec_cuda_status(rt_gpu_run(x->dev, err, len));
+    return net_status_of_cuda(rt_gpu_run(x->dev, err, len));
   }
 #endif
   return rt_cpu_run(x->cpu, err, len) ? NET_ERR_RUN : NET_OK;
@@ -190,12 +176,12 @@ NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
     if (!x->captured) {
-      if ((s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len)))) return s;
+      if ((s = net_status_of_cuda(rt_gpu_capture(x->dev, err, len)))) return s;
       x->captured = 1;
     }
     /* rt_gpu_time runs once untimed itself, then times `steps` replays */
-    if (warmup > 0 && (s = net_exec_cuda_status(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
-    return net_exec_cuda_status(rt_gpu_time(x->dev, steps, ms, err, len));
+    if (warmup > 0 && (s = net_status_of_cuda(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
+    return net_status_of_cuda(rt_gpu_time(x->dev, steps, ms, err, len));
   }
 #endif
   for (int i = 0; i < warmup && !s; i++) s = net_exec_run(x, err, len);
@@ -247,7 +233,7 @@ NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *er
                 in ? (long long)in->dc : 0, in ? (long long)in->h : 0, in ? (long long)in->w : 0);
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
-    NetStatus s = net_exec_cuda_status(rt_gpu_input_new(x->dev, v, in, &x->gfeed, err, len));
+    NetStatus s = net_status_of_cuda(rt_gpu_input_new(x->dev, v, in, &x->gfeed, err, len));
     if (s) return s;
   }
 #endif
@@ -265,7 +251,7 @@ NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *er
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len) {
   if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_buffer(x->gfeed, host, err, len));
+  if (x->gpu) return net_status_of_cuda(rt_gpu_input_buffer(x->gfeed, host, err, len));
 #endif
   CpuFeed *f = &x->cfeed;
   if (f->filling < 0 && f->sent == 2) return fail(NET_ERR_ARG, err, len, "input pipeline: two batches not fed");
@@ -277,7 +263,7 @@ NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t le
 NetStatus net_exec_input_send(NetExec *x, char *err, size_t len) {
   if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_send(x->gfeed, err, len));
+  if (x->gpu) return net_status_of_cuda(rt_gpu_input_send(x->gfeed, err, len));
 #endif
   CpuFeed *f = &x->cfeed;
   if (f->filling < 0) return fail(NET_ERR_ARG, err, len, "input pipeline: no buffer to send");
@@ -288,7 +274,7 @@ NetStatus net_exec_input_send(NetExec *x, char *err, size_t len) {
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len) {
   if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
 #ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_feed(x->gfeed, err, len));
+  if (x->gpu) return net_status_of_cuda(rt_gpu_input_feed(x->gfeed, err, len));
 #endif
   CpuFeed *f = &x->cfeed;
   if (!f->sent) return fail(NET_ERR_ARG, err, len, "input pipeline: no batch sent");
@@ -356,8 +342,8 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
 #ifdef NET_HAVE_GPU
   if (x->gpu) {
     if (x->gacc && rt_gpu_accum_k(x->gacc) != k) rt_gpu_accum_free(x->gacc), x->gacc = NULL;
-    if (x->gacc) s = net_exec_cuda_status(rt_gpu_accum_reset(x->gacc, err, len));
-    else s = net_exec_cuda_status(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->gacc, err, len));
+    if (x->gacc) s = net_status_of_cuda(rt_gpu_accum_reset(x->gacc, err, len));
+    else s = net_status_of_cuda(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->gacc, err, len));
   }
 #endif
   if (!x->gpu && !x->cacc && rt_cpu_accum_new(x->cpu, first, grad, ngrad, &x->cacc, err, len)) s = NET_ERR_NOMEM;
@@ -373,7 +359,7 @@ static NetStatus run_accum(NetExec *x, char *err, size_t len) {
   int last = x->accum_i + 1 == x->accum;
   NetStatus s = NET_OK;
 #ifdef NET_HAVE_GPU
-  if (x->gpu) s = net_exec_cuda_status(rt_gpu_accum_run(x->gacc, last, err, len));
+  if (x->gpu) s = net_status_of_cuda(rt_gpu_accum_run(x->gacc, last, err, len));
 #endif
   if (!x->gpu && rt_cpu_accum_run(x->cacc, x->accum, last, err, len)) s = NET_ERR_RUN;
   if (!s) x->accum_i = last ? 0 : x->accum_i + 1;

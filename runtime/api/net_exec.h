@@ -22,8 +22,6 @@ typedef struct NetExec NetExec;
 /* Is a GPU usable?  1, or 0 with the reason ("no CUDA driver (...)", "this
  * build has no GPU back end ...") in why. */
 int net_exec_gpu_present(char *why, size_t len);
-/* The NetStatus of an RtCudaStatus (rt_cuda.h) from the GPU runtime. */
-NetStatus net_exec_cuda_status(int rt_cuda_status);
 
 /* An executor of g at batch on the GPU (gpu != 0, device ordinal `ordinal`)
  * or the CPU.  g must be planned for batch on the GPU. */

@@ -11,6 +11,7 @@
 #include "net.h"
 #include "net_exec.h"
 #include "net_model.h"
+#include "net_status.h"
 #include "rt_weights.h"
 
 enum { NET_ERRMAX = 4096 };

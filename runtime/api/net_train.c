@@ -95,14 +95,9 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
     FILE *f = fopen(img, "rb");
     if (!f && gz) continue;
     if (f) fclose(f);
-    RtIdxStatus s = rt_idx_load(img, lab, set, net_err_buf(), NET_ERRMAX);
-    return s == RT_IDX_OK ? NET_OK : net_failed(s == RT_IDX_ERR_NOMEM ? NET_ERR_NOMEM : NET_ERR_DATA);
+    return net_failed(net_status_of_idx(rt_idx_load(img, lab, set, net_err_buf(), NET_ERRMAX)));
   }
   return NET_ERR_DATA;
-}
-
-static NetStatus loader_failed(RtLoaderStatus s) {
-  return net_failed(s == RT_LOADER_ERR_NOMEM ? NET_ERR_NOMEM : s == RT_LOADER_ERR_ARG ? NET_ERR_ARG : NET_ERR_DATA);
 }
 
 /* Scans the ImageFolder trees and starts their loaders. */
@@ -118,7 +113,7 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   char *err = net_err_buf();
   RtFolderStatus fs = rt_folder_scan(c->train_dir, (int)m->classes, &d->ftrain, err, NET_ERRMAX);
   if (!fs && c->test_dir) fs = rt_folder_scan(c->test_dir, (int)m->classes, &d->ftest, err, NET_ERRMAX);
-  if (fs) return net_failed(fs == RT_FOLDER_ERR_NOMEM ? NET_ERR_NOMEM : NET_ERR_DATA);
+  if (fs) return net_failed(net_status_of_folder(fs));
   for (int k = 0; c->test_dir && k < d->ftrain.nclass; k++)
     if (d->ftest.nclass != d->ftrain.nclass || strcmp(d->ftest.classes[k], d->ftrain.classes[k]))
       return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)",
@@ -126,11 +121,11 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   RtLoaderConfig lc = {.set = &d->ftrain, .limit = c->train_limit, .batch = m->batch, .H = (int)m->it.h,
                        .W = (int)m->it.w, .train = 1, .augment = aug, .seed = c->seed, .workers = c->workers};
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
-  if (ls) return loader_failed(ls);
+  if (ls) return net_failed(net_status_of_loader(ls));
   if (!c->test_dir) return NET_OK;
   lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0;
   ls = rt_loader_new(&lc, &d->ltest, err, NET_ERRMAX);
-  return ls ? loader_failed(ls) : NET_OK;
+  return net_failed(net_status_of_loader(ls));
 }
 
 static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
@@ -323,7 +318,8 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   if (epochs < 1) return net_fail(NET_ERR_ARG, "no epoch count (give epochs or steps; the train section has none)");
   int64_t total = c->steps > 0 && c->steps < epochs * spe ? c->steps : epochs * spe;
   RtSched sched;
-  if (rt_sched_init(&sched, m->gt, spe, epochs, net_err_buf(), NET_ERRMAX)) return net_failed(NET_ERR_MODEL);
+  if ((s = net_status_of_sched(rt_sched_init(&sched, m->gt, spe, epochs, net_err_buf(), NET_ERRMAX))))
+    return net_failed(s);
   float scale[3], shift[3], loss_scale = net_train_loss_scale(m->gt);
   normalization(c, scale, shift);
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(d->train.n ? d->train.n : 1));
