@@ -84,6 +84,8 @@ typedef struct NetLoadOpts {
                           * fastest; winners are remembered in cache_dir/cudnn-tune.txt for later loads */
   int inference_only;    /* no training executor: net_step and net_train fail */
   int keep_grads;        /* keep every parameter's gradient readable after a step (for net_step_save) */
+  const char *options;   /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
+                          * docs/runtime_gpu.md lists them.  An unknown name or bad value fails the load */
 } NetLoadOpts;
 
 /* Loads path (a model.so, or a .net file), builds its executors on the

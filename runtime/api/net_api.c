@@ -129,7 +129,9 @@ static NetStatus make_exec(NetModel *m, IrGraph *g, NetExec **x) {
   const CgProgram *prog;
   const char *arch;
   net_model_prebuilt(&m->graphs, g, &prog, &arch);
-  if (!s) s = net_exec_new(m->gpu, m->ordinal, m->cache_dir, m->tune, prog, arch, g, m->batch, x, err, NET_ERRMAX);
+  NetExecOpts eo = {.ordinal = m->ordinal, .cache_dir = m->cache_dir, .tune = m->tune, .prebuilt = prog, .arch = arch,
+                    .opts = &m->opts};
+  if (!s) s = net_exec_new(m->gpu, &eo, g, m->batch, x, err, NET_ERRMAX);
   return s;
 }
 
@@ -180,8 +182,8 @@ static NetStatus init_params(NetModel *m, uint64_t seed) {
     if (!sh[v]) continue;
     if (is_int_dtype(g->val[v].type.dtype)) {
       memset(sh[v], 0, sizeof(int64_t) * (size_t)weight_numel(g, v));
-    } else if (rt_init_value(g, v, seed, sh[v], net_err_buf(), NET_ERRMAX)) {
-      s = net_failed(NET_ERR_MODEL);
+    } else {
+      s = net_failed(net_status_of_init(rt_init_value(g, v, seed, sh[v], net_err_buf(), NET_ERRMAX)));
     }
   }
   if (!s) s = shadow_write(m, sh);
@@ -220,6 +222,10 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   m->ordinal = o->gpu;
   if (o->cache_dir && !(m->cache_dir = strdup(o->cache_dir))) return net_fail(NET_ERR_NOMEM, "out of memory");
   m->tune = o->tune;
+  /* every switch: the environment's, then the caller's (opts.h) */
+  if (opts_from_env(&m->opts, net_err_buf(), NET_ERRMAX) ||
+      opts_parse(&m->opts, o->options, net_err_buf(), NET_ERRMAX))
+    return net_failed(NET_ERR_ARG);
   if ((s = net_model_open(path, &m->arena, o->precision, o->batch, !o->inference_only, &m->graphs, net_err_buf(),
                           NET_ERRMAX)))
     return net_failed(s);
@@ -347,16 +353,6 @@ typedef struct WeightsIo {
 
 static float *shadow_buf(void *user, int v) { return ((WeightsIo *)user)->sh[v]; }
 
-static NetStatus from_weights(RtWeightsStatus w) {
-  switch (w) {
-  case RT_WEIGHTS_OK: return NET_OK;
-  case RT_WEIGHTS_ERR_IO: return NET_ERR_IO;
-  case RT_WEIGHTS_ERR_NOMEM: return NET_ERR_NOMEM;
-  case RT_WEIGHTS_ERR_GRAPH: return NET_ERR_MODEL;
-  default: return NET_ERR_WEIGHTS;
-  }
-}
-
 NetStatus net_weights_load(NetModel *m, const char *path) {
   if (!m || !path) return net_fail(NET_ERR_ARG, "net_weights_load: %s is NULL", m ? "path" : "the model");
   WeightsIo io = {NULL};
@@ -364,7 +360,8 @@ NetStatus net_weights_load(NetModel *m, const char *path) {
   if (!s) {
     /* an inference-only model takes a training checkpoint: its optimizer and loss-scale state are extra */
     unsigned flags = RT_WEIGHTS_OPTIM_OPTIONAL | (m->gt ? 0u : (unsigned)RT_WEIGHTS_EXTRA_OK);
-    s = from_weights(rt_weights_load(m->gt ? m->gt : m->gi, path, flags, shadow_buf, &io, net_err_buf(), NET_ERRMAX));
+    s = net_status_of_weights(
+        rt_weights_load(m->gt ? m->gt : m->gi, path, flags, shadow_buf, &io, net_err_buf(), NET_ERRMAX));
     if (!s) s = shadow_write(m, io.sh);
   }
   shadow_free(m, io.sh);
@@ -375,8 +372,8 @@ NetStatus net_weights_save_meta(NetModel *m, const char *path, RtWeightsMetaFn m
   WeightsIo io = {NULL};
   NetStatus s = shadow_new(m, 1, &io.sh);
   if (!s)
-    s = from_weights(rt_weights_save_meta(m->gt ? m->gt : m->gi, path, shadow_buf, &io, meta, meta_user,
-                                          net_err_buf(), NET_ERRMAX));
+    s = net_status_of_weights(rt_weights_save_meta(m->gt ? m->gt : m->gi, path, shadow_buf, &io, meta, meta_user,
+                                                   net_err_buf(), NET_ERRMAX));
   shadow_free(m, io.sh);
   return s;
 }

@@ -263,7 +263,8 @@ NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st) 
   if (s) return s;
   RtStFile *f = NULL;
   char err[RT_ST_ERRMAX];
-  if (rt_st_open(path, &f, err, sizeof err)) return net_fail(NET_ERR_IO, "%s", err);
+  RtStStatus os = rt_st_open(path, &f, err, sizeof err);
+  if (os) return net_fail(net_status_of_st(os), "%s", err);
   int weights_only = !rt_st_meta_get(f, KEY_VERSION);
   if (weights_only && has_position_key(f))
     s = net_fail(NET_ERR_WEIGHTS, "%s: checkpoint lacks its format version ('%s' in __metadata__)", path, KEY_VERSION);

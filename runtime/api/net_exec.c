@@ -1,106 +1,61 @@
-/* net_exec.c - the API's executor interface over rt_cpu and rt_gpu (see
- * net_exec.h).  Built without the CUDA toolkit (NET_HAVE_GPU undefined),
- * only the CPU side exists and asking for the GPU says so. */
+/* net_exec.c - the API's executor interface (see net_exec.h) over a table
+ * of backends: what does not depend on the device lives here -- finding
+ * the backend, gradient accumulation's count of micro-steps, the input
+ * pipeline's state and its checks, timing by the wall clock -- and every
+ * call that touches a device goes through the executor's NetExecBackend
+ * (net_exec_cpu.c, net_exec_gpu.c).
+ *
+ * The table below is the one place that knows which backends this build
+ * has: without the CUDA toolkit the GPU entry is absent, and asking for it
+ * says so. */
 #include "net_exec.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "rt_cpu.h"
-#include "rt_err.h"
-#ifdef NET_HAVE_GPU
-#include "rt_gpu.h"
-#include "rt_gpu_input.h"
-#endif
+#include "net_status.h"
 
-/* The CPU side of the input pipeline: two byte buffers taken in turn. */
-typedef struct CpuFeed {
-  uint8_t *host; /* 2 * bytes */
-  size_t bytes;
-  int filling, next_fill, next_feed, sent;
-} CpuFeed;
-
-struct NetExec {
-  int gpu;
-  RtCpu *cpu;
+static const NetExecBackend *const BACKENDS[NET_DEVICE_COUNT] = {
+    [NET_DEVICE_CPU] = &net_exec_cpu,
 #ifdef NET_HAVE_GPU
-  RtGpu *dev;
-  int captured;
-  RtGpuInput *gfeed;
-  RtGpuAccum *gacc;
+    [NET_DEVICE_GPU] = &net_exec_gpu,
 #endif
-  const IrGraph *g;
-  int accum, accum_i; /* accumulation: micro-steps per update (1: off), and those run of this update */
-  RtCpuAccum *cacc;
-  int feeding, feed_v; /* a pipeline feeds input feed_v */
-  RtRefInput feed_in;
-  CpuFeed cfeed;
 };
 
-static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static NetStatus fail(NetStatus s, char *err, size_t len, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  rt_verrf(err, len, fmt, ap);
-  va_end(ap);
-  return s;
-}
+struct NetExec {
+  const NetExecBackend *be;
+  void *self;         /* the backend's executor */
+  const IrGraph *g;
+  int accum, accum_i; /* accumulation: micro-steps per update (1: off), and those run of this update */
+  int feeding, feed_v; /* a pipeline feeds input feed_v */
+};
 
-NetStatus net_exec_cuda_status(int s) {
-#ifdef NET_HAVE_GPU
-  switch ((RtCudaStatus)s) {
-  case RT_CUDA_OK: return NET_OK;
-  case RT_CUDA_ENODRIVER:
-  case RT_CUDA_ENODEVICE: return NET_ERR_NO_GPU;
-  case RT_CUDA_EARG: return NET_ERR_ARG;
-  case RT_CUDA_ENOMEM: return NET_ERR_NOMEM;
-  default: return NET_ERR_DEVICE;
-  }
-#else
-  return s ? NET_ERR_NO_GPU : NET_OK;
-#endif
+const NetExecBackend *net_exec_backend(NetDevice d, char *err, size_t len) {
+  const NetExecBackend *b = (unsigned)d < NET_DEVICE_COUNT ? BACKENDS[d] : NULL;
+  if (!b && d == NET_DEVICE_GPU)
+    net_status_errf(NET_ERR_NO_GPU, err, len,
+                    "this netrt was built without the GPU back end (no CUDA toolkit at build time)");
+  else if (!b)
+    net_status_errf(NET_ERR_ARG, err, len, "no executor for device %d", (int)d);
+  return b;
 }
 
 int net_exec_gpu_present(char *why, size_t len) {
-#ifdef NET_HAVE_GPU
-  int count = 0;
-  if (rt_cuda_device_count(&count, why, len)) return 0;
-  if (count < 1) {
-    snprintf(why, len, "the CUDA driver sees no GPU");
-    return 0;
-  }
-  return 1;
-#else
-  snprintf(why, len, "this netrt was built without the GPU back end (no CUDA toolkit at build time)");
-  return 0;
-#endif
+  const NetExecBackend *b = net_exec_backend(NET_DEVICE_GPU, why, len);
+  return b && b->present(why, len);
 }
 
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const CgProgram *prebuilt,
-                       const char *arch, const IrGraph *g, int64_t batch, NetExec **out,
-                       char *err, size_t len) {
+NetStatus net_exec_new(int gpu, const NetExecOpts *o, const IrGraph *g, int64_t batch, NetExec **out, char *err,
+                       size_t len) {
   *out = NULL;
+  char why[256];
+  const NetExecBackend *b = net_exec_backend(gpu ? NET_DEVICE_GPU : NET_DEVICE_CPU, why, sizeof why);
+  if (!b) return net_status_errf(NET_ERR_NO_GPU, err, len, "no GPU: %s", why);
   NetExec *x = calloc(1, sizeof *x);
-  if (!x) return fail(NET_ERR_NOMEM, err, len, "out of memory");
-  x->gpu = gpu;
-  x->g = g, x->accum = 1;
-  NetStatus s = NET_OK;
-  if (!gpu) {
-    if (rt_cpu_new(g, batch, &x->cpu, err, len)) s = NET_ERR_MODEL;
-  } else {
-#ifdef NET_HAVE_GPU
-    RtGpuOpts o = {.device = ordinal, .cache_dir = cache_dir, .tune = tune, .prebuilt = prebuilt, .prebuilt_arch = arch};
-    s = net_exec_cuda_status(rt_gpu_new(g, batch, &o, &x->dev, err, len));
-#else
-    (void)ordinal, (void)cache_dir, (void)tune, (void)prebuilt, (void)arch;
-    char why[256];
-    net_exec_gpu_present(why, sizeof why);
-    s = fail(NET_ERR_NO_GPU, err, len, "no GPU: %s", why);
-#endif
-  }
+  if (!x) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
+  x->be = b, x->g = g, x->accum = 1;
+  NetExecOpts none = {0};
+  NetStatus s = b->new(o ? o : &none, g, batch, &x->self, err, len);
   if (s) {
     net_exec_free(x);
     return s;
@@ -111,72 +66,28 @@ NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, co
 
 void net_exec_free(NetExec *x) {
   if (!x) return;
-  net_exec_input_stop(x);
-  rt_cpu_accum_free(x->cacc);
-  rt_cpu_free(x->cpu);
-#ifdef NET_HAVE_GPU
-  rt_gpu_accum_free(x->gacc);
-  rt_gpu_free(x->dev);
-#endif
+  x->be->free(x->self);
   free(x);
 }
 
-int net_exec_find(const NetExec *x, const char *name) {
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return rt_gpu_find(x->dev, name);
-#endif
-  return rt_cpu_find(x->cpu, name);
-}
+int net_exec_find(const NetExec *x, const char *name) { return x->be->find(x->self, name); }
 
-int64_t net_exec_numel(const NetExec *x, int v) {
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return rt_gpu_numel(x->dev, v);
-#endif
-  return rt_cpu_numel(x->cpu, v);
-}
-
-static size_t elem_bytes(const NetExec *x, int v) {
-#ifdef NET_HAVE_GPU
-  (void)x, (void)v;
-  if (x->gpu) return 0; /* unused on the GPU */
-#endif
-  return rt_cpu_is_int(x->cpu, v) ? sizeof(int64_t) : sizeof(float);
-}
+int64_t net_exec_numel(const NetExec *x, int v) { return x->be->numel(x->self, v); }
 
 NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t len) {
   if (x->feeding && v == x->feed_v) return NET_OK; /* the step reads the pipeline's batch */
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_write(x->dev, v, host, err, len));
-#endif
-  (void)err, (void)len;
-  memcpy(rt_cpu_data(x->cpu, v), host, elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
-  return NET_OK;
+  return x->be->write(x->self, v, host, err, len);
 }
 
 NetStatus net_exec_read(NetExec *x, int v, void *host, char *err, size_t len) {
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_read(x->dev, v, host, err, len));
-#endif
-  (void)err, (void)len;
-  memcpy(host, rt_cpu_data(x->cpu, v), elem_bytes(x, v) * (size_t)rt_cpu_numel(x->cpu, v));
-  return NET_OK;
+  return x->be->read(x->self, v, host, err, len);
 }
 
 static NetStatus run_accum(NetExec *x, char *err, size_t len);
 
 NetStatus net_exec_run(NetExec *x, char *err, size_t len) {
   if (x->accum > 1) return run_accum(x, err, len);
-#ifdef NET_HAVE_GPU
-  if (x->gpu) {
-    if (!x->captured) {
-      NetStatus s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len));
-      if (s) return s;
-      x->captured = 1;
-    }
-    return net_exec_cuda_status(rt_gpu_run(x->dev, err, len));
-  }
-#endif
-  return rt_cpu_run(x->cpu, err, len) ? NET_ERR_RUN : NET_OK;
+  return x->be->run(x->self, err, len);
 }
 
 static double now_s(void) {
@@ -186,18 +97,8 @@ static double now_s(void) {
 }
 
 NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err, size_t len) {
+  if (x->be->time) return x->be->time(x->self, warmup, steps, ms, err, len);
   NetStatus s = NET_OK;
-#ifdef NET_HAVE_GPU
-  if (x->gpu) {
-    if (!x->captured) {
-      if ((s = net_exec_cuda_status(rt_gpu_capture(x->dev, err, len)))) return s;
-      x->captured = 1;
-    }
-    /* rt_gpu_time runs once untimed itself, then times `steps` replays */
-    if (warmup > 0 && (s = net_exec_cuda_status(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
-    return net_exec_cuda_status(rt_gpu_time(x->dev, steps, ms, err, len));
-  }
-#endif
   for (int i = 0; i < warmup && !s; i++) s = net_exec_run(x, err, len);
   double t0 = now_s();
   for (int i = 0; i < steps && !s; i++) s = net_exec_run(x, err, len);
@@ -206,162 +107,65 @@ NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err
 }
 
 size_t net_exec_device_bytes(const NetExec *x) {
-#ifdef NET_HAVE_GPU
-  if (x && x->gpu) return rt_gpu_device_bytes(x->dev);
-#endif
-  (void)x;
-  return 0;
+  return x && x->be->device_bytes ? x->be->device_bytes(x->self) : 0;
 }
 
 void net_exec_memory(const NetExec *x, size_t part[3]) {
   part[0] = part[1] = part[2] = 0;
-#ifdef NET_HAVE_GPU
-  if (x && x->gpu) rt_gpu_memory(x->dev, &part[0], &part[1], &part[2]);
-#endif
-  (void)x;
+  if (x && x->be->memory) x->be->memory(x->self, part);
 }
 
-int net_exec_cache_hit(const NetExec *x) {
-#ifdef NET_HAVE_GPU
-  if (x && x->gpu) return rt_gpu_cache_hit(x->dev);
-#endif
-  (void)x;
-  return 0;
-}
+int net_exec_cache_hit(const NetExec *x) { return x && x->be->cache_hit ? x->be->cache_hit(x->self) : 0; }
+
+/* --- the input pipeline --------------------------------------------------- */
 
 void net_exec_input_stop(NetExec *x) {
   if (!x) return;
-#ifdef NET_HAVE_GPU
-  rt_gpu_input_free(x->gfeed);
-  x->gfeed = NULL;
-#endif
-  free(x->cfeed.host);
-  memset(&x->cfeed, 0, sizeof x->cfeed);
+  x->be->input_stop(x->self);
   x->feeding = 0;
 }
 
 NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *err, size_t len) {
   net_exec_input_stop(x);
   if (!rt_ref_input_ok(in) || v < 0 || net_exec_numel(x, v) != in->n * in->dc * in->h * in->w)
-    return fail(NET_ERR_ARG, err, len, "input pipeline: value %d does not hold a batch of %lldx%lldx%lld images", v,
-                in ? (long long)in->dc : 0, in ? (long long)in->h : 0, in ? (long long)in->w : 0);
-#ifdef NET_HAVE_GPU
-  if (x->gpu) {
-    NetStatus s = net_exec_cuda_status(rt_gpu_input_new(x->dev, v, in, &x->gfeed, err, len));
-    if (s) return s;
-  }
-#endif
-  if (!x->gpu) {
-    if (rt_cpu_is_int(x->cpu, v)) return fail(NET_ERR_ARG, err, len, "input pipeline: value %d is not a float", v);
-    x->cfeed.bytes = (size_t)(in->n * in->c * in->h * in->w);
-    if (!(x->cfeed.host = malloc(2 * x->cfeed.bytes)))
-      return fail(NET_ERR_NOMEM, err, len, "out of memory for two batches of %zu bytes", x->cfeed.bytes);
-    x->cfeed.filling = -1;
-  }
-  x->feeding = 1, x->feed_v = v, x->feed_in = *in;
+    return net_status_errf(NET_ERR_ARG, err, len,
+                           "input pipeline: value %d does not hold a batch of %lldx%lldx%lld images", v,
+                           in ? (long long)in->dc : 0, in ? (long long)in->h : 0, in ? (long long)in->w : 0);
+  NetStatus s = x->be->input_start(x->self, v, in, err, len);
+  if (s) return s;
+  x->feeding = 1, x->feed_v = v;
   return NET_OK;
 }
 
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len) {
-  if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_buffer(x->gfeed, host, err, len));
-#endif
-  CpuFeed *f = &x->cfeed;
-  if (f->filling < 0 && f->sent == 2) return fail(NET_ERR_ARG, err, len, "input pipeline: two batches not fed");
-  if (f->filling < 0) f->filling = f->next_fill;
-  *host = f->host + (size_t)f->filling * f->bytes;
-  return NET_OK;
+  if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
+  return x->be->input_buffer(x->self, host, err, len);
 }
 
 NetStatus net_exec_input_send(NetExec *x, char *err, size_t len) {
-  if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_send(x->gfeed, err, len));
-#endif
-  CpuFeed *f = &x->cfeed;
-  if (f->filling < 0) return fail(NET_ERR_ARG, err, len, "input pipeline: no buffer to send");
-  f->next_fill = (f->filling + 1) % 2, f->filling = -1, f->sent++;
-  return NET_OK;
+  if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
+  return x->be->input_send(x->self, err, len);
 }
 
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len) {
-  if (!x->feeding) return fail(NET_ERR_ARG, err, len, "input pipeline: not started");
-#ifdef NET_HAVE_GPU
-  if (x->gpu) return net_exec_cuda_status(rt_gpu_input_feed(x->gfeed, err, len));
-#endif
-  CpuFeed *f = &x->cfeed;
-  if (!f->sent) return fail(NET_ERR_ARG, err, len, "input pipeline: no batch sent");
-  rt_ref_input_u8(&x->feed_in, f->host + (size_t)f->next_feed * f->bytes, rt_cpu_data(x->cpu, x->feed_v));
-  f->next_feed = (f->next_feed + 1) % 2, f->sent--;
-  return NET_OK;
+  if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
+  return x->be->input_feed(x->self, err, len);
 }
 
 /* --- gradient accumulation ------------------------------------------------ */
 
-static int is_optimizer_op(IrOp op) {
-  return op == IR_OP_SGD_UPDATE || op == IR_OP_NONFINITE_CHECK || op == IR_OP_LOSS_SCALE_UPDATE;
-}
-
-/* Where g's optimizer section starts (its first sgd_update or
- * nonfinite_check), and the distinct gradients its sgd_updates read
- * (*grad malloc'd).  The section must be last: only optimizer ops and the
- * adds of their overflow flags, reading gradients made before it. */
-static NetStatus optimizer_section(const IrGraph *g, int *first, int **grad, int *ngrad, char *err, size_t len) {
-  *first = -1, *grad = NULL, *ngrad = 0;
-  for (int i = 0; i < g->nnode && *first < 0; i++)
-    if (g->node[i].op == IR_OP_SGD_UPDATE || g->node[i].op == IR_OP_NONFINITE_CHECK) *first = i;
-  if (*first < 0)
-    return fail(NET_ERR_MODEL, err, len, "gradient accumulation: graph %s has no optimizer (sgd_update)",
-                g->name ? g->name : "?");
-  int *out = malloc(sizeof(int) * (size_t)(g->nnode - *first));
-  if (!out) return fail(NET_ERR_NOMEM, err, len, "out of memory");
-  for (int i = *first; i < g->nnode; i++) {
-    const IrNode *n = &g->node[i];
-    int flag_add = n->op == IR_OP_ADD && n->nin == 2;
-    for (int k = 0; flag_add && k < 2; k++) {
-      int d = g->val[n->in[k]].kind == IR_VAL_ACT ? g->val[n->in[k]].def : -1;
-      flag_add = d >= *first && d < i;
-    }
-    if (!is_optimizer_op(n->op) && !flag_add) {
-      free(out);
-      return fail(NET_ERR_MODEL, err, len,
-                  "gradient accumulation: node %d (%s, %s) follows the optimizer section's start (node %d); the "
-                  "optimizer must end the graph", i, n->name ? n->name : "?", ir_op_info(n->op)->name, *first);
-    }
-    if (n->op != IR_OP_SGD_UPDATE) continue;
-    int v = n->in[1], seen = 0;
-    if (g->val[v].kind != IR_VAL_ACT || g->val[v].def < 0 || g->val[v].def >= *first) {
-      free(out);
-      return fail(NET_ERR_MODEL, err, len, "gradient accumulation: %s reads a gradient not made by the backward pass",
-                  n->name ? n->name : "an sgd_update");
-    }
-    for (int k = 0; k < *ngrad; k++) seen |= out[k] == v;
-    if (!seen) out[(*ngrad)++] = v;
-  }
-  *grad = out;
-  return NET_OK;
-}
-
 NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
-  if (k < 1) return fail(NET_ERR_ARG, err, len, "gradient accumulation over %d micro-batches (at least 1)", k);
+  if (k < 1)
+    return net_status_errf(NET_ERR_ARG, err, len, "gradient accumulation over %d micro-batches (at least 1)", k);
   x->accum = k, x->accum_i = 0;
   if (k == 1) return NET_OK;
   int first, *grad, ngrad;
-  NetStatus s = optimizer_section(x->g, &first, &grad, &ngrad, err, len);
+  NetStatus s = net_graph_optimizer_section(x->g, &first, &grad, &ngrad, err, len);
   if (s) {
     x->accum = 1;
     return s;
   }
-#ifdef NET_HAVE_GPU
-  if (x->gpu) {
-    if (x->gacc && rt_gpu_accum_k(x->gacc) != k) rt_gpu_accum_free(x->gacc), x->gacc = NULL;
-    if (x->gacc) s = net_exec_cuda_status(rt_gpu_accum_reset(x->gacc, err, len));
-    else s = net_exec_cuda_status(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->gacc, err, len));
-  }
-#endif
-  if (!x->gpu && !x->cacc && rt_cpu_accum_new(x->cpu, first, grad, ngrad, &x->cacc, err, len)) s = NET_ERR_NOMEM;
-  if (!s && !x->gpu) rt_cpu_accum_reset(x->cacc);
+  s = x->be->accum_set(x->self, first, grad, ngrad, k, err, len);
   free(grad);
   if (s) x->accum = 1;
   return s;
@@ -371,11 +175,7 @@ int net_exec_accum_pending(const NetExec *x) { return x ? x->accum_i : 0; }
 
 static NetStatus run_accum(NetExec *x, char *err, size_t len) {
   int last = x->accum_i + 1 == x->accum;
-  NetStatus s = NET_OK;
-#ifdef NET_HAVE_GPU
-  if (x->gpu) s = net_exec_cuda_status(rt_gpu_accum_run(x->gacc, last, err, len));
-#endif
-  if (!x->gpu && rt_cpu_accum_run(x->cacc, x->accum, last, err, len)) s = NET_ERR_RUN;
+  NetStatus s = x->be->accum_run(x->self, x->accum, last, err, len);
   if (!s) x->accum_i = last ? 0 : x->accum_i + 1;
   return s;
 }

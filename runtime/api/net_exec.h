@@ -5,7 +5,18 @@
  * Values are read and written from the host as float (float dtypes) or
  * int64 (integer dtypes), in the IR's memory order, as both executors do.
  * On the GPU the first run captures the step as a CUDA graph and every run
- * replays it.  Internal to libnetrt_api. */
+ * replays it.  Internal to libnetrt_api.
+ *
+ * The header's sections follow its files:
+ *   net_exec.c       the interface below: the device-independent part
+ *                    (accumulation's count, the input pipeline's state) over
+ *                    a backend table
+ *   net_exec_cpu.c   the CPU backend, over rt_cpu
+ *   net_exec_gpu.c   the GPU backend, over rt_gpu (built only with the GPU
+ *                    back end)
+ *   net_cpu_feed.c   the CPU side of the input pipeline: two byte buffers
+ *   net_graph.c      what the executor reads from the IR: the optimizer
+ *                    section and its gradients */
 #ifndef NETC_NET_EXEC_H
 #define NETC_NET_EXEC_H
 
@@ -13,6 +24,7 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "opts.h"
 #include "net.h"
 #include "rt_model.h"
 #include "rt_ref_input.h"
@@ -22,16 +34,14 @@ typedef struct NetExec NetExec;
 /* Is a GPU usable?  1, or 0 with the reason ("no CUDA driver (...)", "this
  * build has no GPU back end ...") in why. */
 int net_exec_gpu_present(char *why, size_t len);
-/* The NetStatus of an RtCudaStatus (rt_cuda.h) from the GPU runtime. */
-NetStatus net_exec_cuda_status(int rt_cuda_status);
 
 /* An executor of g at batch on the GPU (gpu != 0, device ordinal `ordinal`)
  * or the CPU.  g must be planned for batch on the GPU. */
-/* prebuilt, arch: g's kernel programs from a model.so and their target
- * (rt_gpu.h's RtGpuOpts.prebuilt), or NULL. */
-NetStatus net_exec_new(int gpu, int ordinal, const char *cache_dir, int tune, const CgProgram *prebuilt,
-                       const char *arch, const IrGraph *g, int64_t batch, NetExec **out,
-                       char *err, size_t len);
+/* o: what the backend is made with (below); NULL: the defaults and the
+ * environment's switches. */
+typedef struct NetExecOpts NetExecOpts;
+NetStatus net_exec_new(int gpu, const NetExecOpts *o, const IrGraph *g, int64_t batch, NetExec **out, char *err,
+                       size_t len);
 void net_exec_free(NetExec *x); /* takes NULL */
 int net_exec_find(const NetExec *x, const char *name);
 int64_t net_exec_numel(const NetExec *x, int v);
@@ -72,5 +82,91 @@ void net_exec_input_stop(NetExec *x);
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len);
 NetStatus net_exec_input_send(NetExec *x, char *err, size_t len);
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len);
+
+/* --- the backend table (net_exec_cpu.c, net_exec_gpu.c) ------------------- */
+
+typedef enum NetDevice { NET_DEVICE_CPU, NET_DEVICE_GPU, NET_DEVICE_COUNT } NetDevice;
+
+/* What a backend is made with besides its graph and batch (the GPU's:
+ * rt_gpu.h's RtGpuOpts; the CPU takes none). */
+struct NetExecOpts {
+  int ordinal;               /* GPU ordinal */
+  const char *cache_dir;     /* NVRTC cache (NULL: the default) */
+  int tune;                  /* time cuDNN's candidates */
+  const CgProgram *prebuilt; /* g's kernel programs from a model.so, or NULL */
+  const char *arch;          /* their target */
+  const NetcOpts *opts;      /* every switch (opts.h); NULL: the environment's */
+};
+
+/* One executor kind.  `self` is what new made.  Statuses are NetStatus
+ * (library codes go through net_status.h), messages go to err.  The
+ * device-independent checks (a started pipeline, k >= 1, the optimizer
+ * section) are net_exec.c's; a backend is called only past them. */
+typedef struct NetExecBackend {
+  const char *name; /* "cpu", "gpu" */
+  /* 1 when the device is usable, else 0 with the reason in why. */
+  int (*present)(char *why, size_t len);
+  NetStatus (*new)(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len);
+  void (*free)(void *self); /* takes NULL; stops the pipeline, frees the accumulator */
+  int (*find)(const void *self, const char *name);
+  int64_t (*numel)(const void *self, int v);
+  NetStatus (*write)(void *self, int v, const void *host, char *err, size_t len);
+  NetStatus (*read)(void *self, int v, void *host, char *err, size_t len);
+  NetStatus (*run)(void *self, char *err, size_t len); /* the whole step */
+  /* net_exec_time; NULL: net_exec.c times net_exec_run by the wall clock */
+  NetStatus (*time)(void *self, int warmup, int steps, double *ms, char *err, size_t len);
+  /* device memory (net_exec_device_bytes, net_exec_memory) and kernel cache
+   * hits; NULL: none, zeros */
+  size_t (*device_bytes)(const void *self);
+  void (*memory)(const void *self, size_t part[3]);
+  int (*cache_hit)(const void *self);
+  /* Accumulation over k > 1 micro-steps: set up (or reset) the sums of the
+   * ngrad gradients grad for the optimizer section starting at node first;
+   * run one micro-step, the last of its update when `last`. */
+  NetStatus (*accum_set)(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len);
+  NetStatus (*accum_run)(void *self, int k, int last, char *err, size_t len);
+  /* The input pipeline (net_exec_input_*); input_stop takes a backend without one. */
+  NetStatus (*input_start)(void *self, int v, const RtRefInput *in, char *err, size_t len);
+  void (*input_stop)(void *self);
+  NetStatus (*input_buffer)(void *self, uint8_t **host, char *err, size_t len);
+  NetStatus (*input_send)(void *self, char *err, size_t len);
+  NetStatus (*input_feed)(void *self, char *err, size_t len);
+} NetExecBackend;
+
+extern const NetExecBackend net_exec_cpu; /* net_exec_cpu.c */
+extern const NetExecBackend net_exec_gpu; /* net_exec_gpu.c, in a build with the GPU back end */
+
+/* The backend of device d, or NULL with the reason in err when this build
+ * has none (the GPU's without the CUDA toolkit). */
+const NetExecBackend *net_exec_backend(NetDevice d, char *err, size_t len);
+
+/* --- net_cpu_feed.c: the CPU side of the input pipeline ------------------- */
+
+/* Two byte buffers taken in turn: one is filled while the other waits to
+ * be converted (rt_ref_input_u8) into the step's input. */
+typedef struct NetCpuFeed {
+  uint8_t *host; /* 2 * bytes */
+  size_t bytes;
+  int filling, next_fill, next_feed, sent;
+  RtRefInput in;
+} NetCpuFeed;
+
+/* Two buffers for batches of in (the caller checked in). */
+NetStatus net_cpu_feed_start(NetCpuFeed *f, const RtRefInput *in, char *err, size_t len);
+void net_cpu_feed_stop(NetCpuFeed *f); /* takes a stopped (zeroed) one; leaves it zeroed */
+/* The buffer to fill (the same one until it is sent); refused with two sent and not taken. */
+NetStatus net_cpu_feed_buffer(NetCpuFeed *f, uint8_t **host, char *err, size_t len);
+NetStatus net_cpu_feed_send(NetCpuFeed *f, char *err, size_t len);
+/* The oldest sent batch converted into dst (the input value's floats). */
+NetStatus net_cpu_feed_take(NetCpuFeed *f, float *dst, char *err, size_t len);
+
+/* --- net_graph.c: what the executor reads from the IR --------------------- */
+
+/* Where g's optimizer section starts (its first sgd_update or
+ * nonfinite_check), and the distinct gradients its sgd_updates read
+ * (*grad malloc'd).  NET_ERR_MODEL when the section is not last: only
+ * optimizer ops and the adds of their overflow flags, reading gradients
+ * made before it. */
+NetStatus net_graph_optimizer_section(const IrGraph *g, int *first, int **grad, int *ngrad, char *err, size_t len);
 
 #endif

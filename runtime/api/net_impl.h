@@ -1,6 +1,23 @@
 /* net_impl.h - the NetModel behind net.h's opaque handle, shared by the
- * API's files (net_api.c: load, weights, step, inference, bench;
- * net_train.c: the training loop).  Internal to libnetrt_api. */
+ * API's files, and the map of the folder:
+ *
+ *   net.h            the public header
+ *   net_api.c        the handle: load onto a device, free, weights in and
+ *                    out, the thread's last error
+ *   net_run.c        one step, its results to a file, inference,
+ *                    evaluation, the benchmark
+ *   net_train.c      net_train: the training loop as a list of steps
+ *   net_ckpt.c       checkpoints: the weights with the run's position
+ *   net_profile.c    a GPU step timed kernel by kernel
+ *   net_model.c/h    where the graphs come from: a model.so or a .net file
+ *   net_exec.c/h     one executor interface over a table of backends
+ *   net_exec_cpu.c   the CPU backend, over rt_cpu
+ *   net_exec_gpu.c   the GPU backend, over rt_gpu (only with the GPU library)
+ *   net_cpu_feed.c   the CPU side of the executor's input pipeline
+ *   net_graph.c      the optimizer section of a graph, for accumulation
+ *   net_status.c/h   the one place library status codes become NetStatus
+ *
+ * Internal to libnetrt_api. */
 #ifndef NETC_NET_IMPL_H
 #define NETC_NET_IMPL_H
 
@@ -11,6 +28,7 @@
 #include "net.h"
 #include "net_exec.h"
 #include "net_model.h"
+#include "net_status.h"
 #include "rt_weights.h"
 
 enum { NET_ERRMAX = 4096 };
@@ -30,6 +48,7 @@ struct NetModel {
   int gpu, ordinal;
   char *cache_dir;
   int tune;              /* time cuDNN's candidates (NetLoadOpts.tune) */
+  NetcOpts opts;         /* every switch (opts.h): the environment's, then NetLoadOpts.options */
   int keep_grads;
   int64_t batch;         /* of the training executor (and the inference one) */
   int64_t classes, sample;

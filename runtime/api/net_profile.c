@@ -229,7 +229,7 @@ static NetStatus copy_weights(const IrGraph *g, NetExec *home, RtGpu *x) {
   for (int v = 0; v < g->nval && !s; v++) {
     if (g->val[v].kind != IR_VAL_PARAM && g->val[v].kind != IR_VAL_STATE) continue;
     s = net_exec_read(home, v, buf, net_err_buf(), NET_ERRMAX);
-    if (!s) s = net_exec_cuda_status(rt_gpu_write(x, v, buf, net_err_buf(), NET_ERRMAX));
+    if (!s) s = net_status_of_cuda(rt_gpu_write(x, v, buf, net_err_buf(), NET_ERRMAX));
   }
   free(buf);
   return s ? net_failed(s) : NET_OK;
@@ -248,7 +248,7 @@ static NetStatus write_inputs(NetModel *m, const NetIo *io, RtGpu *x, int infere
   if (!s && io->label >= 0) s = rt_gpu_write(x, io->label, m->lab, err, NET_ERRMAX);
   if (!s && io->lr >= 0) s = rt_gpu_write(x, io->lr, &lr, err, NET_ERRMAX);
   if (!s && io->scale >= 0) s = rt_gpu_write(x, io->scale, &one, err, NET_ERRMAX);
-  return s ? net_failed(net_exec_cuda_status(s)) : NET_OK;
+  return s ? net_failed(net_status_of_cuda(s)) : NET_OK;
 }
 
 static void copy_str(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
@@ -282,15 +282,15 @@ static NetStatus profile_gpu(NetModel *m, int inference, int reps, NetProfile *o
   if (s) return s;
   IrGraph *g = inference ? m->gi : m->gt;
   NetExec *home = inference ? m->xi : m->xt;
-  RtGpuOpts go = {.device = m->ordinal, .cache_dir = m->cache_dir};
+  RtGpuOpts go = {.device = m->ordinal, .cache_dir = m->cache_dir, .opts = &m->opts};
   net_model_prebuilt(&m->graphs, g, &go.prebuilt, &go.prebuilt_arch);
   RtGpu *x = NULL;
   RtGpuProfile rp = {0};
-  s = net_exec_cuda_status(rt_gpu_new(g, m->batch, &go, &x, net_err_buf(), NET_ERRMAX));
+  s = net_status_of_cuda(rt_gpu_new(g, m->batch, &go, &x, net_err_buf(), NET_ERRMAX));
   if (s) {
     net_failed(s);
   } else if (!(s = copy_weights(g, home, x)) && !(s = write_inputs(m, inference ? &m->ii : &m->it, x, inference))) {
-    s = net_exec_cuda_status(rt_gpu_profile(x, reps, &rp, net_err_buf(), NET_ERRMAX));
+    s = net_status_of_cuda(rt_gpu_profile(x, reps, &rp, net_err_buf(), NET_ERRMAX));
     if (!s) s = fill_rows(g, &rp, out);
   }
   rt_gpu_profile_free(&rp);

@@ -74,9 +74,8 @@ NetStatus net_step(NetModel *m, const NetBatch *in, NetStepOut *out) {
 static NetStatus add_value(NetModel *m, RtStWriter *w, const char *name, int v, float mul, void *buf) {
   NetStatus s = net_exec_read(m->xt, v, buf, net_err_buf(), NET_ERRMAX);
   if (s) return net_failed(s);
-  if (rt_weights_add(w, name, &m->gt->val[v].type, m->batch, buf, mul, net_err_buf(), NET_ERRMAX))
-    return net_failed(NET_ERR_MODEL);
-  return NET_OK;
+  RtWeightsStatus ws = rt_weights_add(w, name, &m->gt->val[v].type, m->batch, buf, mul, net_err_buf(), NET_ERRMAX);
+  return net_failed(net_status_of_weights(ws));
 }
 
 NetStatus net_step_save(NetModel *m, const char *path) {
@@ -103,7 +102,8 @@ NetStatus net_step_save(NetModel *m, const char *path) {
   }
   for (int v = 0; v < g->nval && !s; v++)
     if (g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE) s = add_value(m, w, g->val[v].name, v, 1, buf);
-  if (!s && rt_st_writer_write(w, path) != RT_ST_OK) s = net_fail(NET_ERR_IO, "%s", rt_st_writer_error(w));
+  RtStStatus ws;
+  if (!s && (ws = rt_st_writer_write(w, path))) s = net_fail(net_status_of_st(ws), "%s", rt_st_writer_error(w));
   rt_st_writer_free(w);
   free(buf);
   return s;

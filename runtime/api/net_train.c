@@ -95,14 +95,9 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
     FILE *f = fopen(img, "rb");
     if (!f && gz) continue;
     if (f) fclose(f);
-    RtIdxStatus s = rt_idx_load(img, lab, set, net_err_buf(), NET_ERRMAX);
-    return s == RT_IDX_OK ? NET_OK : net_failed(s == RT_IDX_ERR_NOMEM ? NET_ERR_NOMEM : NET_ERR_DATA);
+    return net_failed(net_status_of_idx(rt_idx_load(img, lab, set, net_err_buf(), NET_ERRMAX)));
   }
   return NET_ERR_DATA;
-}
-
-static NetStatus loader_failed(RtLoaderStatus s) {
-  return net_failed(s == RT_LOADER_ERR_NOMEM ? NET_ERR_NOMEM : s == RT_LOADER_ERR_ARG ? NET_ERR_ARG : NET_ERR_DATA);
 }
 
 /* Scans the ImageFolder trees and starts their loaders. */
@@ -118,7 +113,7 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   char *err = net_err_buf();
   RtFolderStatus fs = rt_folder_scan(c->train_dir, (int)m->classes, &d->ftrain, err, NET_ERRMAX);
   if (!fs && c->test_dir) fs = rt_folder_scan(c->test_dir, (int)m->classes, &d->ftest, err, NET_ERRMAX);
-  if (fs) return net_failed(fs == RT_FOLDER_ERR_NOMEM ? NET_ERR_NOMEM : NET_ERR_DATA);
+  if (fs) return net_failed(net_status_of_folder(fs));
   for (int k = 0; c->test_dir && k < d->ftrain.nclass; k++)
     if (d->ftest.nclass != d->ftrain.nclass || strcmp(d->ftest.classes[k], d->ftrain.classes[k]))
       return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)",
@@ -126,11 +121,11 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   RtLoaderConfig lc = {.set = &d->ftrain, .limit = c->train_limit, .batch = m->batch, .H = (int)m->it.h,
                        .W = (int)m->it.w, .train = 1, .augment = aug, .seed = c->seed, .workers = c->workers};
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
-  if (ls) return loader_failed(ls);
+  if (ls) return net_failed(net_status_of_loader(ls));
   if (!c->test_dir) return NET_OK;
   lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0;
   ls = rt_loader_new(&lc, &d->ltest, err, NET_ERRMAX);
-  return ls ? loader_failed(ls) : NET_OK;
+  return net_failed(net_status_of_loader(ls));
 }
 
 static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
@@ -298,169 +293,351 @@ static double window_mean(const double *w, int64_t n) {
   return k ? s / (double)k : 0;
 }
 
-static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResult *res) {
-  NetStatus s = load_data(m, c, d);
-  if (s) return s;
-  int64_t B = m->batch;
-  if (!d->ltrain && d->train.n < B)
-    return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld",
-                    (long long)d->train.n, (long long)B);
-  if ((s = check_labels(m, &d->train, "training")) || (s = check_labels(m, &d->test, "test"))) return s;
-  /* accumulation: a step (update) takes K batches, so an epoch has spe * K of them */
-  int64_t K = c->accum_steps > 0 ? c->accum_steps : 1;
-  int64_t spe = (d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B) / K;
-  if (spe < 1)
-    return net_fail(NET_ERR_DATA, "an epoch of %lld batches of %lld is less than one step of %lld accumulated batches",
-                    (long long)(d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B), (long long)B,
-                    (long long)K);
-  int have_test = d->ltest ? 1 : d->test.n > 0;
-  int64_t epochs = c->epochs;
-  if (!epochs && c->steps) epochs = (c->steps + spe - 1) / spe;
-  if (!epochs) {
-    const IrAttr *a = ir_train_find(m->gt, "epochs");
-    epochs = a && a->kind == IR_ATTR_INT ? a->i[0] : 0;
-  }
-  if (epochs < 1) return net_fail(NET_ERR_ARG, "no epoch count (give epochs or steps; the train section has none)");
-  int64_t total = c->steps > 0 && c->steps < epochs * spe ? c->steps : epochs * spe;
+/* --- the run, step by step -------------------------------------------------- */
+
+/* One call of net_train: what it was asked, its plan (made before the first
+ * step) and where it is. */
+typedef struct Run {
+  NetModel *m;
+  const NetTrainConfig *c;
+  Data *d;
+  NetTrainResult *res;
+  /* the plan */
+  int64_t K;             /* batches accumulated into one step (update) */
+  int64_t spe;           /* steps per epoch: an epoch is spe * K batches */
+  int64_t epochs, total; /* of the whole run; total steps (the last epoch may stop early) */
+  int have_test;
   RtSched sched;
-  if (rt_sched_init(&sched, m->gt, spe, epochs, net_err_buf(), NET_ERRMAX)) return net_failed(NET_ERR_MODEL);
-  float scale[3], shift[3], loss_scale = net_train_loss_scale(m->gt);
-  normalization(c, scale, shift);
-  int64_t *order = malloc(sizeof(int64_t) * (size_t)(d->train.n ? d->train.n : 1));
-  Feed fq = {{malloc(sizeof(int64_t) * (size_t)B), malloc(sizeof(int64_t) * (size_t)B)}, 0, 0};
-  if (!order || !fq.lab[0] || !fq.lab[1]) {
-    free(order), free(fq.lab[0]), free(fq.lab[1]);
-    return net_fail(NET_ERR_NOMEM, "out of memory");
+  float scale[3], shift[3], loss_scale;
+  int64_t *order; /* the shuffled training set (not with a loader) */
+  uint64_t rng;
+  Feed fq;
+  /* where it is */
+  NetTrainState st;  /* the position a checkpoint saves, or a resumed run starts from */
+  int64_t t;         /* steps done, counting those of the run a checkpoint resumes */
+  int64_t t_first;   /* the step this call started at */
+  int64_t last_ckpt; /* the step of the last checkpoint written or read */
+  int64_t started;   /* the epoch the training loader runs (-1: none) */
+  double head[10], tail[10]; /* the losses of this call's first ten and (a ring) last ten steps */
+  double t_start, t_run, wait_run; /* the call's start; seconds training and waiting for data so far */
+  char bad[1024];    /* the first unreadable image */
+} Run;
+
+/* One epoch's own numbers. */
+typedef struct Epoch {
+  NetEpochInfo info;
+  double t0, sum;            /* when it started, its steps' losses added */
+  double head[10], tail[10]; /* its first ten losses and (a ring) last ten */
+} Epoch;
+
+/* A training set of at least one batch, and labels that are classes. */
+static NetStatus check_data(Run *r) {
+  const Data *d = r->d;
+  if (!d->ltrain && d->train.n < r->m->batch)
+    return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld",
+                    (long long)d->train.n, (long long)r->m->batch);
+  NetStatus s;
+  if ((s = check_labels(r->m, &d->train, "training")) || (s = check_labels(r->m, &d->test, "test"))) return s;
+  return NET_OK;
+}
+
+/* How long the run is: batches per step, steps per epoch, epochs (the
+ * config's, else enough for its steps, else the train section's) and steps. */
+static NetStatus plan_steps(Run *r) {
+  const NetTrainConfig *c = r->c;
+  const Data *d = r->d;
+  int64_t B = r->m->batch, batches = d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B;
+  r->K = c->accum_steps > 0 ? c->accum_steps : 1;
+  r->spe = batches / r->K;
+  if (r->spe < 1)
+    return net_fail(NET_ERR_DATA, "an epoch of %lld batches of %lld is less than one step of %lld accumulated batches",
+                    (long long)batches, (long long)B, (long long)r->K);
+  r->have_test = d->ltest ? 1 : d->test.n > 0;
+  r->epochs = c->epochs;
+  if (!r->epochs && c->steps) r->epochs = (c->steps + r->spe - 1) / r->spe;
+  if (!r->epochs) {
+    const IrAttr *a = ir_train_find(r->m->gt, "epochs");
+    r->epochs = a && a->kind == IR_ATTR_INT ? a->i[0] : 0;
   }
-  for (int64_t i = 0; i < d->train.n; i++) order[i] = i;
-  uint64_t rng = c->seed ^ 0x5f3759df2545f491ull;
-  double head[10], tail[10], t_run = 0, wait_run = 0, t_start = now_s();
-  int64_t t = 0, last_ckpt = 0, started = -1;
-  /* a resumed run starts at the checkpoint's step of the same plan: the
-   * epochs before it only shuffle (the order of each epoch is as it was) */
-  NetTrainState st = {.seed = c->seed, .epochs = epochs, .steps_total = total, .accum_steps = K};
-  if (c->resume && !(s = net_checkpoint_load(m, c->resume, &st))) {
-    if (st.accum_steps != K)
+  if (r->epochs < 1)
+    return net_fail(NET_ERR_ARG, "no epoch count (give epochs or steps; the train section has none)");
+  r->total = c->steps > 0 && c->steps < r->epochs * r->spe ? c->steps : r->epochs * r->spe;
+  return NET_OK;
+}
+
+/* The train section's learning-rate schedule over the plan, the inputs'
+ * normalization and the static loss scale. */
+static NetStatus make_schedule(Run *r) {
+  NetStatus s = net_status_of_sched(rt_sched_init(&r->sched, r->m->gt, r->spe, r->epochs, net_err_buf(), NET_ERRMAX));
+  if (s) return net_failed(s);
+  normalization(r->c, r->scale, r->shift);
+  r->loss_scale = net_train_loss_scale(r->m->gt);
+  return NET_OK;
+}
+
+/* The training set's order (shuffled every epoch from the seed) and the
+ * staged batches' label slots. */
+static NetStatus make_order(Run *r) {
+  int64_t n = r->d->train.n, B = r->m->batch;
+  r->order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  r->fq = (Feed){{malloc(sizeof(int64_t) * (size_t)B), malloc(sizeof(int64_t) * (size_t)B)}, 0, 0};
+  if (!r->order || !r->fq.lab[0] || !r->fq.lab[1]) return net_fail(NET_ERR_NOMEM, "out of memory");
+  for (int64_t i = 0; i < n; i++) r->order[i] = i;
+  r->rng = r->c->seed ^ 0x5f3759df2545f491ull;
+  return NET_OK;
+}
+
+static void free_order(Run *r) {
+  free(r->order);
+  free(r->fq.lab[0]);
+  free(r->fq.lab[1]);
+}
+
+/* The position to start from: step 0, or the checkpoint's (c->resume) when
+ * it was made by a run of the same plan.  The epochs before it only
+ * shuffle, so each epoch's order is as it was. */
+static NetStatus resume(Run *r) {
+  const NetTrainConfig *c = r->c;
+  r->t_start = now_s();
+  r->st = (NetTrainState){.seed = c->seed, .epochs = r->epochs, .steps_total = r->total, .accum_steps = r->K};
+  NetTrainState *st = &r->st;
+  NetStatus s = NET_OK;
+  if (c->resume && !(s = net_checkpoint_load(r->m, c->resume, st))) {
+    if (st->accum_steps != r->K)
       s = net_fail(NET_ERR_ARG,
                    "%s: made by a run accumulating %lld batches per step; this run accumulates %lld (resume with "
                    "the same --accum)",
-                   c->resume, (long long)st.accum_steps, (long long)K);
-    else if (st.seed != c->seed || st.epochs != epochs || st.steps_total != total)
+                   c->resume, (long long)st->accum_steps, (long long)r->K);
+    else if (st->seed != c->seed || st->epochs != r->epochs || st->steps_total != r->total)
       s = net_fail(NET_ERR_ARG,
                    "%s: made by a run of %lld epochs, %lld steps, seed %llu; this run has %lld, %lld, seed %llu "
                    "(resume with the same settings)",
-                   c->resume, (long long)st.epochs, (long long)st.steps_total, (unsigned long long)st.seed,
-                   (long long)epochs, (long long)total, (unsigned long long)c->seed);
-    else if (st.step >= total)
+                   c->resume, (long long)st->epochs, (long long)st->steps_total, (unsigned long long)st->seed,
+                   (long long)r->epochs, (long long)r->total, (unsigned long long)c->seed);
+    else if (st->step >= r->total)
       s = net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", c->resume,
-                   (long long)st.step, (long long)total);
-    t = last_ckpt = st.step;
+                   (long long)st->step, (long long)r->total);
+    r->t = r->last_ckpt = st->step;
   }
-  int64_t t_first = t;
-  RtRefInput in = input_of(&m->it, B, scale, shift);
-  if (!s) s = net_failed(net_exec_input_start(m->xt, m->it.image, &in, net_err_buf(), NET_ERRMAX));
-  if (!s && K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)K, net_err_buf(), NET_ERRMAX));
+  r->t_first = r->t;
+  return s;
+}
+
+/* The executor's input pipeline for the training batches, and accumulation
+ * over K batches. */
+static NetStatus start_input(Run *r) {
+  NetModel *m = r->m;
+  RtRefInput in = input_of(&m->it, m->batch, r->scale, r->shift);
+  NetStatus s = net_failed(net_exec_input_start(m->xt, m->it.image, &in, net_err_buf(), NET_ERRMAX));
+  if (!s && r->K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)r->K, net_err_buf(), NET_ERRMAX));
+  return s;
+}
+
+/* Epoch e's numbers, and the training set shuffled for it (also for an
+ * epoch a resumed run skips). */
+static void begin_epoch(Run *r, int64_t e, Epoch *ep) {
+  *ep = (Epoch){.info = {.epoch = e, .test_accuracy = -1, .test_top5 = -1, .unreadable_first = r->bad},
+                .t0 = now_s()};
+  for (int64_t i = r->d->train.n - 1; !r->d->ltrain && i > 0; i--) {
+    int64_t j = (int64_t)(mix(&r->rng) % (uint64_t)(i + 1)), tmp = r->order[i];
+    r->order[i] = r->order[j], r->order[j] = tmp;
+  }
+}
+
+/* The training loader on epoch e, past the `seen` batches a checkpoint has
+ * seen of it. */
+static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
+  RtLoader *l = r->d->ltrain;
+  if (!l) return NET_OK;
+  if (r->started != e) rt_loader_start(l, e);
+  r->started = e;
+  NetStatus s = NET_OK;
+  for (int64_t b = 0; b < seen && !s; b++) {
+    RtLoaderBatch lb;
+    if (rt_loader_next(l, &lb, net_err_buf(), NET_ERRMAX) != 1) s = net_failed(NET_ERR_DATA);
+  }
+  return s;
+}
+
+/* Batch b of the epoch into the step's inputs: staged now when it is the
+ * first this call trains (`first`), else it was staged behind the batch
+ * before; then batch b + 1 is staged, so that on the GPU its copy overlaps
+ * step b -- unless the epoch or the run ends with b.  With the epoch's last
+ * batch the loader starts the next epoch, so its threads work during the
+ * evaluation. */
+static NetStatus next_batch(Run *r, Epoch *ep, int64_t b, int64_t first) {
+  int64_t e = ep->info.epoch, nb = r->spe * r->K;
+  double *wait = &ep->info.data_wait_seconds;
+  NetStatus s;
+  if (b == first && (s = stage(r->m, r->d, &r->fq, r->order, b, wait))) return s;
+  if ((s = feed(r->m, &r->fq))) return s;
+  if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && r->t + 1 < r->total)
+    rt_loader_start(r->d->ltrain, r->started = e + 1);
+  if (b + 1 < nb && (r->t + 1 < r->total || (b + 1) % r->K)) return stage(r->m, r->d, &r->fq, r->order, b + 1, wait);
+  return NET_OK;
+}
+
+/* A finished step's loss (the mean of its K batches') into the run's and
+ * the epoch's windows and sums. */
+static void record_step(Run *r, Epoch *ep, float loss, double lr) {
+  int64_t i = r->t - r->t_first, k = ep->info.steps;
+  if (i < 10) r->head[i] = loss;
+  r->tail[i % 10] = loss;
+  if (k < 10) ep->head[k] = loss;
+  ep->tail[k % 10] = loss;
+  ep->info.lr_last = lr;
+  ep->sum += loss;
+  r->t++, ep->info.steps++;
+}
+
+/* on_step, every log_every steps and at the last. */
+static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
+  const NetTrainConfig *c = r->c;
+  int64_t t = r->t;
+  double el = now_s() - r->t_start;
+  if (!c->on_step || (t % (c->log_every > 0 ? c->log_every : 1) != 0 && t != r->total)) return NET_OK;
+  NetStepInfo si = {.step = t, .steps_total = r->total, .epoch = ep->info.epoch, .epochs = r->epochs, .loss = loss,
+                    .lr = lr,
+                    .images_per_s = (double)((t - r->t_first) * r->K * r->m->batch) / (r->t_run + now_s() - ep->t0),
+                    .elapsed_s = el, .data_wait_s = r->wait_run + ep->info.data_wait_seconds};
+  if (c->on_step(&si, c->user)) return net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
+  return NET_OK;
+}
+
+/* The position after the step that batch b ended. */
+static void mark_position(Run *r, const Epoch *ep, int64_t b, double lr) {
+  int64_t e = ep->info.epoch, nb = r->spe * r->K;
+  r->st.step = r->t, r->st.lr = lr;
+  r->st.epoch = b + 1 == nb ? e + 1 : e, r->st.batch_in_epoch = b + 1 == nb ? 0 : (b + 1) / r->K;
+}
+
+/* A checkpoint every checkpoint_every steps, then on_checkpoint. */
+static NetStatus checkpoint_every(Run *r) {
+  const NetTrainConfig *c = r->c;
+  if (!c->checkpoint || c->checkpoint_every <= 0 || r->t % c->checkpoint_every != 0) return NET_OK;
+  NetStatus s = net_checkpoint_save(r->m, c->checkpoint, &r->st);
+  if (s) return s;
+  r->last_ckpt = r->t;
+  if (c->on_checkpoint && c->on_checkpoint(r->t, c->checkpoint, c->user))
+    return net_fail(NET_STOPPED, "stopped by the caller after checkpoint %lld", (long long)r->t);
+  return NET_OK;
+}
+
+/* The steps of one epoch, from the checkpoint's batch when a resumed run
+ * starts inside it: per batch, feed it (staging the next) and run it; per
+ * step (every K batches), record the loss, log, keep the position,
+ * checkpoint. */
+static NetStatus train_epoch(Run *r, Epoch *ep) {
+  int64_t e = ep->info.epoch, K = r->K, nb = r->spe * K;
+  int64_t first = (e == r->st.epoch ? r->st.batch_in_epoch : 0) * K;
+  NetStatus s = start_loader(r, e, first);
+  double micro_sum = 0; /* accumulation: the losses of this step's batches so far */
+  for (int64_t b = first; b < nb && r->t < r->total && !s; b++) { /* b: the batch; step t takes b / K */
+    if ((s = next_batch(r, ep, b, first))) break;
+    double lr = rt_sched_lr(&r->sched, r->t);
+    float loss = 0;
+    if ((s = net_step_run(r->m, (float)lr, r->loss_scale, &loss, NULL))) break;
+    micro_sum += loss;
+    if ((b + 1) % K) continue; /* the update comes with the step's last batch */
+    loss = (float)(micro_sum / (double)K), micro_sum = 0;
+    record_step(r, ep, loss, lr);
+    s = log_step(r, ep, loss, lr);
+    mark_position(r, ep, b, lr);
+    if (!s) s = checkpoint_every(r);
+  }
+  return s;
+}
+
+/* The run's numbers so far into res, after every epoch's steps (also when
+ * one failed). */
+static void tally_run(Run *r, Epoch *ep) {
+  NetTrainResult *res = r->res;
+  int64_t B = r->m->batch, ran = r->t - r->t_first; /* steps of this call (a resumed run starts later) */
+  ep->info.train_seconds = now_s() - ep->t0;
+  r->t_run += ep->info.train_seconds;
+  r->wait_run += ep->info.data_wait_seconds;
+  res->epochs = ep->info.epoch + 1, res->steps = r->t;
+  res->train_seconds = r->t_run;
+  res->data_wait_seconds = r->wait_run;
+  res->images_per_s = r->t_run > 0 ? (double)(ran * r->K * B) / r->t_run : 0;
+  res->loss_first = window_mean(r->head, ran);
+  double tl[10];
+  int64_t k = ran < 10 ? ran : 10;
+  for (int64_t i = 0; i < k; i++) tl[i] = r->tail[(ran - 1 - i) % 10];
+  res->loss_last = window_mean(tl, k);
+}
+
+/* Top-1 and top-5 accuracy on the test set, when there is one. */
+static NetStatus evaluate_epoch(Run *r, Epoch *ep) {
+  if (!r->have_test) return NET_OK;
+  double t1 = now_s();
+  NetStatus s = evaluate(r->m, r->d, r->scale, r->shift, &ep->info);
+  if (s) return s;
+  ep->info.eval_seconds = now_s() - t1;
+  r->res->test_accuracy = ep->info.test_accuracy, r->res->test_top5 = ep->info.test_top5;
+  return NET_OK;
+}
+
+/* The epoch's loss and speed, the loaders' unreadable images, and on_epoch. */
+static NetStatus log_epoch(Run *r, Epoch *ep) {
+  const NetTrainConfig *c = r->c;
+  NetEpochInfo *info = &ep->info;
+  info->loss_mean = info->steps ? ep->sum / (double)info->steps : 0;
+  info->loss_first = window_mean(ep->head, info->steps);
+  info->loss_last = window_mean(ep->tail, info->steps);
+  info->images_per_s =
+      info->train_seconds > 0 ? (double)(info->steps * r->K * r->m->batch) / info->train_seconds : 0;
+  if (r->d->ltrain) {
+    int64_t more = r->d->ltest ? rt_loader_unreadable(r->d->ltest, NULL, 0) : 0;
+    info->unreadable = rt_loader_unreadable(r->d->ltrain, r->bad, sizeof r->bad) + more;
+    if (more && !r->bad[0]) rt_loader_unreadable(r->d->ltest, r->bad, sizeof r->bad);
+    r->res->unreadable = info->unreadable;
+  }
+  if (c->on_epoch && c->on_epoch(info, c->user))
+    return net_fail(NET_STOPPED, "stopped by the caller after epoch %lld", (long long)info->epoch);
+  return NET_OK;
+}
+
+/* A run that ends well or is stopped saves its last steps, when it saves
+ * checkpoints at all; s is the run's status, returned unless the save fails. */
+static NetStatus last_checkpoint(Run *r, NetStatus s) {
+  const NetTrainConfig *c = r->c;
+  if ((s && s != NET_STOPPED) || !c->checkpoint || r->t <= r->last_ckpt) return s;
+  NetStatus cs = net_checkpoint_save(r->m, c->checkpoint, &r->st);
+  if (!cs && c->on_checkpoint) c->on_checkpoint(r->t, c->checkpoint, c->user);
+  return cs ? cs : s;
+}
+
+/* The training loop as a list: open the data, plan the steps, make the
+ * schedule, resume, start the input pipeline; per epoch: train its steps
+ * (logging and checkpointing as they go), tally, evaluate, log; a last
+ * checkpoint. */
+static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResult *res) {
+  Run r = {.m = m, .c = c, .d = d, .res = res, .started = -1};
+  NetStatus s = load_data(m, c, d);
+  if (!s) s = check_data(&r);
+  if (!s) s = plan_steps(&r);
+  if (!s) s = make_schedule(&r);
+  if (!s) s = make_order(&r);
+  if (!s) s = resume(&r);
+  if (!s) s = start_input(&r);
   if (s) {
-    free(order), free(fq.lab[0]), free(fq.lab[1]);
+    free_order(&r);
     return s;
   }
-  char bad[1024] = "";
   res->test_accuracy = res->test_top5 = -1;
-  for (int64_t e = 0; e < epochs && t < total && !s; e++) {
-    NetEpochInfo ep = {.epoch = e, .test_accuracy = -1, .test_top5 = -1, .unreadable_first = bad};
-    double t0 = now_s(), sum = 0, ehead[10], etail[10];
-    for (int64_t i = d->train.n - 1; !d->ltrain && i > 0; i--) {
-      int64_t j = (int64_t)(mix(&rng) % (uint64_t)(i + 1)), tmp = order[i];
-      order[i] = order[j], order[j] = tmp;
-    }
-    if (e < st.epoch) continue;
-    if (d->ltrain && started != e) rt_loader_start(d->ltrain, e);
-    started = e;
-    int64_t b0 = e == st.epoch ? st.batch_in_epoch : 0;
-    for (int64_t b = 0; d->ltrain && b < b0 * K && !s; b++) { /* the batches the checkpoint has seen */
-      RtLoaderBatch lb;
-      if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) s = net_failed(NET_ERR_DATA);
-    }
-    double micro_sum = 0; /* accumulation: the losses of this update's batches so far */
-    for (int64_t b = b0 * K; b < spe * K && t < total && !s; b++) { /* b: the batch; step t takes b / K */
-      if (b == b0 * K && (s = stage(m, d, &fq, order, b, &ep.data_wait_seconds))) break;
-      if ((s = feed(m, &fq))) break;
-      /* the loader fills the next epoch's first batches during the evaluation */
-      if (d->ltrain && b == spe * K - 1 && e + 1 < epochs && t + 1 < total) rt_loader_start(d->ltrain, started = e + 1);
-      if (b + 1 < spe * K && (t + 1 < total || (b + 1) % K) &&
-          (s = stage(m, d, &fq, order, b + 1, &ep.data_wait_seconds)))
-        break;
-      double lr = rt_sched_lr(&sched, t);
-      float loss = 0;
-      if ((s = net_step_run(m, (float)lr, loss_scale, &loss, NULL))) break;
-      micro_sum += loss;
-      if ((b + 1) % K) continue; /* the update comes with the step's last batch */
-      loss = (float)(micro_sum / (double)K), micro_sum = 0;
-      if (t - t_first < 10) head[t - t_first] = loss;
-      tail[(t - t_first) % 10] = loss;
-      if (ep.steps < 10) ehead[ep.steps] = loss;
-      etail[ep.steps % 10] = loss;
-      ep.lr_last = lr;
-      sum += loss;
-      t++, ep.steps++;
-      double el = now_s() - t_start;
-      if (c->on_step && (t % (c->log_every > 0 ? c->log_every : 1) == 0 || t == total)) {
-        NetStepInfo si = {.step = t, .steps_total = total, .epoch = e, .epochs = epochs, .loss = loss, .lr = lr,
-                          .images_per_s = (double)((t - t_first) * K * B) / (t_run + now_s() - t0), .elapsed_s = el,
-                          .data_wait_s = wait_run + ep.data_wait_seconds};
-        if (c->on_step(&si, c->user)) s = net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
-      }
-      st.step = t, st.lr = lr;
-      st.epoch = b + 1 == spe * K ? e + 1 : e, st.batch_in_epoch = b + 1 == spe * K ? 0 : (b + 1) / K;
-      if (!s && c->checkpoint && c->checkpoint_every > 0 && t % c->checkpoint_every == 0) {
-        if ((s = net_checkpoint_save(m, c->checkpoint, &st))) break;
-        last_ckpt = t;
-        if (c->on_checkpoint && c->on_checkpoint(t, c->checkpoint, c->user))
-          s = net_fail(NET_STOPPED, "stopped by the caller after checkpoint %lld", (long long)t);
-      }
-    }
-    ep.train_seconds = now_s() - t0;
-    t_run += ep.train_seconds;
-    wait_run += ep.data_wait_seconds;
-    res->epochs = e + 1, res->steps = t;
-    res->train_seconds = t_run;
-    res->data_wait_seconds = wait_run;
-    res->images_per_s = t_run > 0 ? (double)((t - t_first) * K * B) / t_run : 0;
-    int64_t ran = t - t_first; /* steps of this call (a resumed run starts later) */
-    res->loss_first = window_mean(head, ran);
-    double tl[10];
-    int64_t k = ran < 10 ? ran : 10;
-    for (int64_t i = 0; i < k; i++) tl[i] = tail[(ran - 1 - i) % 10];
-    res->loss_last = window_mean(tl, k);
-    if (s) break;
-    ep.loss_mean = ep.steps ? sum / (double)ep.steps : 0;
-    ep.loss_first = window_mean(ehead, ep.steps);
-    ep.loss_last = window_mean(etail, ep.steps);
-    ep.images_per_s = ep.train_seconds > 0 ? (double)(ep.steps * K * B) / ep.train_seconds : 0;
-    if (have_test) {
-      double t1 = now_s();
-      if ((s = evaluate(m, d, scale, shift, &ep))) break;
-      ep.eval_seconds = now_s() - t1;
-      res->test_accuracy = ep.test_accuracy, res->test_top5 = ep.test_top5;
-    }
-    if (d->ltrain) {
-      int64_t more = d->ltest ? rt_loader_unreadable(d->ltest, NULL, 0) : 0;
-      ep.unreadable = rt_loader_unreadable(d->ltrain, bad, sizeof bad) + more;
-      if (more && !bad[0]) rt_loader_unreadable(d->ltest, bad, sizeof bad);
-      res->unreadable = ep.unreadable;
-    }
-    if (c->on_epoch && c->on_epoch(&ep, c->user))
-      s = net_fail(NET_STOPPED, "stopped by the caller after epoch %lld", (long long)e);
+  for (int64_t e = 0; e < r.epochs && r.t < r.total && !s; e++) {
+    Epoch ep;
+    begin_epoch(&r, e, &ep);
+    if (e < r.st.epoch) continue;
+    s = train_epoch(&r, &ep);
+    tally_run(&r, &ep);
+    if (!s) s = evaluate_epoch(&r, &ep);
+    if (!s) s = log_epoch(&r, &ep);
   }
-  if ((!s || s == NET_STOPPED) && c->checkpoint && t > last_ckpt) {
-    NetStatus cs = net_checkpoint_save(m, c->checkpoint, &st);
-    if (!cs && c->on_checkpoint) c->on_checkpoint(t, c->checkpoint, c->user);
-    if (cs) s = cs;
-  }
-  if (K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
-  free(order);
-  free(fq.lab[0]);
-  free(fq.lab[1]);
+  s = last_checkpoint(&r, s);
+  if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
+  free_order(&r);
   return s;
 }
 

@@ -38,7 +38,7 @@ static void run(int gpu, const IrGraph *g, int v) {
   const char *dev = gpu ? "gpu" : "cpu";
   char err[4096], what[64];
   NetExec *x = NULL;
-  NetStatus s = net_exec_new(gpu, 0, NULL, 0, NULL, NULL, g, N, &x, err, sizeof err);
+  NetStatus s = net_exec_new(gpu, NULL, g, N, &x, err, sizeof err);
   CHECK(!s, "%s: executor: %s", dev, err);
   if (s) return;
   uint8_t bytes[2][NUMEL], *host = NULL;

@@ -1,0 +1,135 @@
+/* net_exec_cpu.c - the CPU backend of the API's executor (net_exec.h's
+ * NetExecBackend) over rt_cpu: values live in host memory, so a write or
+ * read is a copy, a run is rt_cpu_run, accumulation is rt_cpu_accum, and
+ * the input pipeline's batches wait in net_cpu_feed's two buffers until
+ * the step that reads them.  rt_cpu returns a bare -1, so each call here
+ * names its NetStatus: building the executor NET_ERR_MODEL, a run
+ * NET_ERR_RUN, the accumulator NET_ERR_NOMEM (net_status.c lists them).
+ * Timing is left to net_exec.c's wall clock (no `time` entry), and there
+ * is no device memory to report. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "net_exec.h"
+#include "net_status.h"
+#include "rt_cpu.h"
+
+typedef struct Cpu {
+  RtCpu *cpu;
+  RtCpuAccum *acc;
+  NetCpuFeed feed;
+  int feed_v; /* the input the pipeline feeds */
+} Cpu;
+
+static void cpu_free(void *self);
+
+static int cpu_present(char *why, size_t len) {
+  (void)why, (void)len;
+  return 1;
+}
+
+static NetStatus cpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len) {
+  (void)o;
+  *self = NULL;
+  Cpu *c = calloc(1, sizeof *c);
+  if (!c) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
+  if (rt_cpu_new(g, batch, &c->cpu, err, len)) {
+    cpu_free(c);
+    return NET_ERR_MODEL;
+  }
+  *self = c;
+  return NET_OK;
+}
+
+static void cpu_free(void *self) {
+  Cpu *c = self;
+  if (!c) return;
+  net_cpu_feed_stop(&c->feed);
+  rt_cpu_accum_free(c->acc);
+  rt_cpu_free(c->cpu);
+  free(c);
+}
+
+static int cpu_find(const void *self, const char *name) { return rt_cpu_find(((const Cpu *)self)->cpu, name); }
+
+static int64_t cpu_numel(const void *self, int v) { return rt_cpu_numel(((const Cpu *)self)->cpu, v); }
+
+/* Bytes of v on the host: int64 for integer dtypes, float for the rest. */
+static size_t value_bytes(const Cpu *c, int v) {
+  size_t elem = rt_cpu_is_int(c->cpu, v) ? sizeof(int64_t) : sizeof(float);
+  return elem * (size_t)rt_cpu_numel(c->cpu, v);
+}
+
+static NetStatus cpu_write(void *self, int v, const void *host, char *err, size_t len) {
+  (void)err, (void)len;
+  Cpu *c = self;
+  memcpy(rt_cpu_data(c->cpu, v), host, value_bytes(c, v));
+  return NET_OK;
+}
+
+static NetStatus cpu_read(void *self, int v, void *host, char *err, size_t len) {
+  (void)err, (void)len;
+  Cpu *c = self;
+  memcpy(host, rt_cpu_data(c->cpu, v), value_bytes(c, v));
+  return NET_OK;
+}
+
+static NetStatus cpu_run(void *self, char *err, size_t len) {
+  return rt_cpu_run(((Cpu *)self)->cpu, err, len) ? NET_ERR_RUN : NET_OK;
+}
+
+/* The sums are made once and reset for every new update (k is given with each run). */
+static NetStatus cpu_accum_set(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len) {
+  (void)k;
+  Cpu *c = self;
+  if (!c->acc && rt_cpu_accum_new(c->cpu, first, grad, ngrad, &c->acc, err, len)) return NET_ERR_NOMEM;
+  rt_cpu_accum_reset(c->acc);
+  return NET_OK;
+}
+
+static NetStatus cpu_accum_run(void *self, int k, int last, char *err, size_t len) {
+  return rt_cpu_accum_run(((Cpu *)self)->acc, k, last, err, len) ? NET_ERR_RUN : NET_OK;
+}
+
+static NetStatus cpu_input_start(void *self, int v, const RtRefInput *in, char *err, size_t len) {
+  Cpu *c = self;
+  if (rt_cpu_is_int(c->cpu, v))
+    return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: value %d is not a float", v);
+  NetStatus s = net_cpu_feed_start(&c->feed, in, err, len);
+  if (!s) c->feed_v = v;
+  return s;
+}
+
+static void cpu_input_stop(void *self) { net_cpu_feed_stop(&((Cpu *)self)->feed); }
+
+static NetStatus cpu_input_buffer(void *self, uint8_t **host, char *err, size_t len) {
+  return net_cpu_feed_buffer(&((Cpu *)self)->feed, host, err, len);
+}
+
+static NetStatus cpu_input_send(void *self, char *err, size_t len) {
+  return net_cpu_feed_send(&((Cpu *)self)->feed, err, len);
+}
+
+static NetStatus cpu_input_feed(void *self, char *err, size_t len) {
+  Cpu *c = self;
+  return net_cpu_feed_take(&c->feed, rt_cpu_data(c->cpu, c->feed_v), err, len);
+}
+
+const NetExecBackend net_exec_cpu = {
+    .name = "cpu",
+    .present = cpu_present,
+    .new = cpu_new,
+    .free = cpu_free,
+    .find = cpu_find,
+    .numel = cpu_numel,
+    .write = cpu_write,
+    .read = cpu_read,
+    .run = cpu_run,
+    .accum_set = cpu_accum_set,
+    .accum_run = cpu_accum_run,
+    .input_start = cpu_input_start,
+    .input_stop = cpu_input_stop,
+    .input_buffer = cpu_input_buffer,
+    .input_send = cpu_input_send,
+    .input_feed = cpu_input_feed,
+};

@@ -1,0 +1,160 @@
+/* net_exec_gpu.c - the GPU backend of the API's executor (net_exec.h's
+ * NetExecBackend) over rt_gpu: the first whole-step run (or timing)
+ * captures the step as a CUDA graph and every run replays it; accumulation
+ * is rt_gpu_accum's partial-step graphs; the input pipeline is
+ * rt_gpu_input's pinned buffers and copy stream.  Every rt_gpu status
+ * becomes a NetStatus through net_status_of_cuda.  CMake compiles this
+ * file only when the GPU library is built (runtime/api/CMakeLists.txt), and
+ * net_exec.c lists it in its backend table only then. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "net_exec.h"
+#include "net_status.h"
+#include "rt_gpu.h"
+#include "rt_gpu_input.h"
+
+typedef struct Gpu {
+  RtGpu *dev;
+  int captured; /* the step's graph exists */
+  RtGpuInput *feed;
+  RtGpuAccum *acc;
+} Gpu;
+
+static void gpu_free(void *self);
+
+static int gpu_present(char *why, size_t len) {
+  int count = 0;
+  if (rt_cuda_device_count(&count, why, len)) return 0;
+  if (count < 1) {
+    snprintf(why, len, "the CUDA driver sees no GPU");
+    return 0;
+  }
+  return 1;
+}
+
+static NetStatus gpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len) {
+  *self = NULL;
+  Gpu *x = calloc(1, sizeof *x);
+  if (!x) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
+  RtGpuOpts go = {.device = o->ordinal, .cache_dir = o->cache_dir, .tune = o->tune, .prebuilt = o->prebuilt, .opts = o->opts,
+                  .prebuilt_arch = o->arch};
+  NetStatus s = net_status_of_cuda(rt_gpu_new(g, batch, &go, &x->dev, err, len));
+  if (s) {
+    gpu_free(x);
+    return s;
+  }
+  *self = x;
+  return NET_OK;
+}
+
+static void gpu_free(void *self) {
+  Gpu *x = self;
+  if (!x) return;
+  rt_gpu_input_free(x->feed);
+  rt_gpu_accum_free(x->acc);
+  rt_gpu_free(x->dev);
+  free(x);
+}
+
+static int gpu_find(const void *self, const char *name) { return rt_gpu_find(((const Gpu *)self)->dev, name); }
+
+static int64_t gpu_numel(const void *self, int v) { return rt_gpu_numel(((const Gpu *)self)->dev, v); }
+
+static NetStatus gpu_write(void *self, int v, const void *host, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_write(((Gpu *)self)->dev, v, host, err, len));
+}
+
+static NetStatus gpu_read(void *self, int v, void *host, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_read(((Gpu *)self)->dev, v, host, err, len));
+}
+
+/* The step's CUDA graph, captured once. */
+static NetStatus capture(Gpu *x, char *err, size_t len) {
+  if (x->captured) return NET_OK;
+  NetStatus s = net_status_of_cuda(rt_gpu_capture(x->dev, err, len));
+  if (!s) x->captured = 1;
+  return s;
+}
+
+static NetStatus gpu_run(void *self, char *err, size_t len) {
+  Gpu *x = self;
+  NetStatus s = capture(x, err, len);
+  return s ? s : net_status_of_cuda(rt_gpu_run(x->dev, err, len));
+}
+
+/* Replays timed by events; rt_gpu_time runs once untimed itself, then times `steps` replays. */
+static NetStatus gpu_time(void *self, int warmup, int steps, double *ms, char *err, size_t len) {
+  Gpu *x = self;
+  NetStatus s = capture(x, err, len);
+  if (s) return s;
+  if (warmup > 0 && (s = net_status_of_cuda(rt_gpu_time(x->dev, warmup, ms, err, len)))) return s;
+  return net_status_of_cuda(rt_gpu_time(x->dev, steps, ms, err, len));
+}
+
+static size_t gpu_device_bytes(const void *self) { return rt_gpu_device_bytes(((const Gpu *)self)->dev); }
+
+static void gpu_memory(const void *self, size_t part[3]) {
+  rt_gpu_memory(((const Gpu *)self)->dev, &part[0], &part[1], &part[2]);
+}
+
+static int gpu_cache_hit(const void *self) { return rt_gpu_cache_hit(((const Gpu *)self)->dev); }
+
+/* The sums are kept while k stays the same (reset for a new update), made again for another k. */
+static NetStatus gpu_accum_set(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len) {
+  Gpu *x = self;
+  if (x->acc && rt_gpu_accum_k(x->acc) != k) rt_gpu_accum_free(x->acc), x->acc = NULL;
+  if (x->acc) return net_status_of_cuda(rt_gpu_accum_reset(x->acc, err, len));
+  return net_status_of_cuda(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->acc, err, len));
+}
+
+static NetStatus gpu_accum_run(void *self, int k, int last, char *err, size_t len) {
+  (void)k; /* the accumulator's own */
+  return net_status_of_cuda(rt_gpu_accum_run(((Gpu *)self)->acc, last, err, len));
+}
+
+static NetStatus gpu_input_start(void *self, int v, const RtRefInput *in, char *err, size_t len) {
+  Gpu *x = self;
+  return net_status_of_cuda(rt_gpu_input_new(x->dev, v, in, &x->feed, err, len));
+}
+
+static void gpu_input_stop(void *self) {
+  Gpu *x = self;
+  rt_gpu_input_free(x->feed);
+  x->feed = NULL;
+}
+
+static NetStatus gpu_input_buffer(void *self, uint8_t **host, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_input_buffer(((Gpu *)self)->feed, host, err, len));
+}
+
+static NetStatus gpu_input_send(void *self, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_input_send(((Gpu *)self)->feed, err, len));
+}
+
+static NetStatus gpu_input_feed(void *self, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_input_feed(((Gpu *)self)->feed, err, len));
+}
+
+const NetExecBackend net_exec_gpu = {
+    .name = "gpu",
+    .present = gpu_present,
+    .new = gpu_new,
+    .free = gpu_free,
+    .find = gpu_find,
+    .numel = gpu_numel,
+    .write = gpu_write,
+    .read = gpu_read,
+    .run = gpu_run,
+    .time = gpu_time,
+    .device_bytes = gpu_device_bytes,
+    .memory = gpu_memory,
+    .cache_hit = gpu_cache_hit,
+    .accum_set = gpu_accum_set,
+    .accum_run = gpu_accum_run,
+    .input_start = gpu_input_start,
+    .input_stop = gpu_input_stop,
+    .input_buffer = gpu_input_buffer,
+    .input_send = gpu_input_send,
+    .input_feed = gpu_input_feed,
+};
