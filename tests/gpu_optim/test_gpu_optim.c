@@ -82,6 +82,7 @@ static const char GRAPH[] =
     "  %18 = relu(%15) : f32[77]\n"
     "  %19 = cast(@d.weight) {to=bf16} : bf16[5]\n"
     "  %20 = cast(@e.weight) {to=f16} : f16[333]\n"
+    "  optimizer:\n"
     "  sgd_update(@a.weight, %0, @a.weight.momentum_buffer, %11, @loss_scale, %12) "
     "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
     "  sgd_update(@c.weight, %2, @c.weight.momentum_buffer, %11, @loss_scale, %12) "
