@@ -299,39 +299,22 @@ NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len) {
 
 /* --- gradient accumulation ------------------------------------------------ */
 
-static int is_optimizer_op(IrOp op) {
-  return op == IR_OP_SGD_UPDATE || op == IR_OP_NONFINITE_CHECK || op == IR_OP_LOSS_SCALE_UPDATE;
-}
-
-/* Where g's optimizer section starts (its first sgd_update or
- * nonfinite_check), and the distinct gradients its sgd_updates read
- * (*grad malloc'd).  The section must be last: only optimizer ops and the
- * adds of their overflow flags, reading gradients made before it. */
-static NetStatus optimizer_section(const IrGraph *g, int *first, int **grad, int *ngrad, char *err, size_t len) {
-  *first = -1, *grad = NULL, *ngrad = 0;
-  for (int i = 0; i < g->nnode && *first < 0; i++)
-    if (g->node[i].op == IR_OP_SGD_UPDATE || g->node[i].op == IR_OP_NONFINITE_CHECK) *first = i;
-  if (*first < 0)
-    return fail(NET_ERR_MODEL, err, len, "gradient accumulation: graph %s has no optimizer (sgd_update)",
+/* The distinct gradients the sgd_updates of g's optimizer section
+ * (IrGraph.opt_first on, the verifier's to keep pure) read (*grad
+ * malloc'd), each made before the section. */
+static NetStatus optimizer_section(const IrGraph *g, int **grad, int *ngrad, char *err, size_t len) {
+  int first = g->opt_first;
+  *grad = NULL, *ngrad = 0;
+  if (first < 0)
+    return fail(NET_ERR_MODEL, err, len, "gradient accumulation: graph %s has no optimizer section",
                 g->name ? g->name : "?");
-  int *out = malloc(sizeof(int) * (size_t)(g->nnode - *first));
+  int *out = malloc(sizeof(int) * (size_t)(g->nnode - first + 1));
   if (!out) return fail(NET_ERR_NOMEM, err, len, "out of memory");
-  for (int i = *first; i < g->nnode; i++) {
+  for (int i = first; i < g->nnode; i++) {
     const IrNode *n = &g->node[i];
-    int flag_add = n->op == IR_OP_ADD && n->nin == 2;
-    for (int k = 0; flag_add && k < 2; k++) {
-      int d = g->val[n->in[k]].kind == IR_VAL_ACT ? g->val[n->in[k]].def : -1;
-      flag_add = d >= *first && d < i;
-    }
-    if (!is_optimizer_op(n->op) && !flag_add) {
-      free(out);
-      return fail(NET_ERR_MODEL, err, len,
-                  "gradient accumulation: node %d (%s, %s) follows the optimizer section's start (node %d); the "
-                  "optimizer must end the graph", i, n->name ? n->name : "?", ir_op_info(n->op)->name, *first);
-    }
     if (n->op != IR_OP_SGD_UPDATE) continue;
     int v = n->in[1], seen = 0;
-    if (g->val[v].kind != IR_VAL_ACT || g->val[v].def < 0 || g->val[v].def >= *first) {
+    if (g->val[v].kind != IR_VAL_ACT || g->val[v].def < 0 || g->val[v].def >= first) {
       free(out);
       return fail(NET_ERR_MODEL, err, len, "gradient accumulation: %s reads a gradient not made by the backward pass",
                   n->name ? n->name : "an sgd_update");
@@ -347,8 +330,8 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
   if (k < 1) return fail(NET_ERR_ARG, err, len, "gradient accumulation over %d micro-batches (at least 1)", k);
   x->accum = k, x->accum_i = 0;
   if (k == 1) return NET_OK;
-  int first, *grad, ngrad;
-  NetStatus s = optimizer_section(x->g, &first, &grad, &ngrad, err, len);
+  int *grad, ngrad;
+  NetStatus s = optimizer_section(x->g, &grad, &ngrad, err, len);
   if (s) {
     x->accum = 1;
     return s;
@@ -357,10 +340,10 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
   if (x->gpu) {
     if (x->gacc && rt_gpu_accum_k(x->gacc) != k) rt_gpu_accum_free(x->gacc), x->gacc = NULL;
     if (x->gacc) s = net_exec_cuda_status(rt_gpu_accum_reset(x->gacc, err, len));
-    else s = net_exec_cuda_status(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->gacc, err, len));
+    else s = net_exec_cuda_status(rt_gpu_accum_new(x->dev, grad, ngrad, k, &x->gacc, err, len));
   }
 #endif
-  if (!x->gpu && !x->cacc && rt_cpu_accum_new(x->cpu, first, grad, ngrad, &x->cacc, err, len)) s = NET_ERR_NOMEM;
+  if (!x->gpu && !x->cacc && rt_cpu_accum_new(x->cpu, grad, ngrad, &x->cacc, err, len)) s = NET_ERR_NOMEM;
   if (!s && !x->gpu) rt_cpu_accum_reset(x->cacc);
   free(grad);
   if (s) x->accum = 1;

@@ -51,8 +51,8 @@ int net_exec_cache_hit(const NetExec *x);
  * backward pass (the nodes before the optimizer section) and adds the
  * gradients into f32 sums; the k-th writes their mean into the gradients
  * and runs the optimizer section.  Setting k (1: off, the whole step again)
- * starts a new update with zero sums.  NET_ERR_MODEL for a graph whose
- * optimizer section is not last. */
+ * starts a new update with zero sums.  NET_ERR_MODEL for a graph without
+ * an optimizer section (IrGraph.opt_first). */
 NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len);
 /* Micro-steps of the current update already run (0 right after an update). */
 int net_exec_accum_pending(const NetExec *x);
