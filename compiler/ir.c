@@ -22,6 +22,7 @@ IrGraph *ir_graph_new(Arena *a, const char *name) {
   IrGraph *g = arena_alloc(a, sizeof *g);
   if (!g) return NULL;
   g->arena = a;
+  g->opt_first = -1;
   g->name = arena_strdup(a, name ? name : "net");
   return g->name ? g : NULL;
 }
@@ -204,6 +205,12 @@ const IrAttr *ir_train_find(const IrGraph *g, const char *key) {
   for (int i = 0; i < g->ntrain; i++)
     if (strcmp(g->train[i].key, key) == 0) return &g->train[i];
   return NULL;
+}
+
+int ir_opt_start(const IrGraph *g) { return g->opt_first >= 0 ? g->opt_first : g->nnode; }
+
+void ir_opt_follow(IrGraph *out, const IrGraph *g, int n) {
+  if (g->opt_first >= 0 && n >= g->opt_first && out->opt_first < 0) out->opt_first = out->nnode;
 }
 
 IrType ir_type(IrDtype dt, IrLayout layout, int rank, const int64_t *dim) {

@@ -12,6 +12,15 @@
  * op's fixed order, and the SrcLoc they came from.  Everything lives in the
  * graph's Arena; passes build new graphs or edit in place, never free.
  *
+ * A training step ends with its optimizer section: the nodes from
+ * opt_first on (the overflow checks, the sgd_updates, the loss scale's
+ * update), after every node of the forward and backward pass.  autodiff
+ * starts it; a pass that rebuilds the node list carries it over
+ * (ir_opt_follow); the verifier checks that only optimizer ops are in it
+ * (IrOpInfo.section) and none before it; the runtime runs the two parts
+ * apart for gradient accumulation.  The dump marks it with a line
+ * `optimizer:` before its first node.
+ *
  * The text form (ir_print.c, read back by ir_read.c):
  *
  *   %7 = conv2d(%6, @layer1.0.conv1.weight) {k=1x1 s=1x1 p=0x0 d=1x1 groups=1} : f32[N,64,56,56] NCHW  # layer1.0.conv1 @ resnet50.net:18:11
@@ -111,10 +120,12 @@ typedef struct IrGraph {
   int ntrain, captrain;
   int64_t plan_bytes; /* memory plan: arena size in bytes for plan_batch, or 0 when unplanned */
   int64_t plan_batch;
+  int opt_first;      /* the optimizer section's first node (nnode: an empty section), or -1 when
+                         the graph has none (inference and forward graphs) */
 } IrGraph;
 
 /* --- construction (ir.c) ------------------------------------------------ */
-IrGraph *ir_graph_new(Arena *a, const char *name);
+IrGraph *ir_graph_new(Arena *a, const char *name); /* no nodes, no optimizer section */
 /* Deep copy (into the same arena). */
 IrGraph *ir_graph_clone(const IrGraph *g);
 /* Adds a value; name is copied; returns its id or -1 when out of memory. */
@@ -145,6 +156,19 @@ int ir_conv_residual(const IrGraph *g, const IrNode *n);
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *a);
 const IrAttr *ir_train_find(const IrGraph *g, const char *key);
 
+/* --- the optimizer section (ir.c) -------------------------------------- */
+/* Where the forward and backward nodes end: g->opt_first, or g->nnode when
+ * g has no optimizer section. */
+int ir_opt_start(const IrGraph *g);
+/* For a pass that rebuilds g as out, visiting g's nodes in order: call it
+ * before emitting anything for g's node n, and once more with n = g->nnode
+ * after the last.  out's section starts at out's next node on the first
+ * call with n >= g->opt_first, so a section node removed or merged leaves
+ * the boundary right.  What the pass emits for a section node must be
+ * optimizer ops too: conversions a section node reads (casts, relayouts)
+ * are made before the call with n == g->opt_first. */
+void ir_opt_follow(IrGraph *out, const IrGraph *g, int n);
+
 /* --- types (ir.c) ------------------------------------------------------- */
 IrType ir_type(IrDtype dt, IrLayout layout, int rank, const int64_t *dim);
 int ir_type_equal(const IrType *a, const IrType *b);
@@ -159,11 +183,19 @@ const char *ir_layout_name(IrLayout l);     /* "NCHW"; "" for ROW */
 int ir_layout_parse(const char *s);         /* -1 when unknown */
 
 /* --- the op table (ir_ops.c) -------------------------------------------- */
+/* Which side of the optimizer section's start an op may stand on. */
+typedef enum IrOpSection {
+  IR_SEC_STEP,      /* the forward and backward pass: before the section */
+  IR_SEC_OPTIMIZER, /* the optimizer's ops: in the section only */
+  IR_SEC_EITHER,    /* anywhere; in the section only on results of the section (add: the overflow flags' sum) */
+} IrOpSection;
+
 typedef struct IrOpInfo {
   const char *name;  /* as printed: "conv2d" */
   int min_in, max_in;/* input count */
   int nout;          /* output count, -1 = variable */
   const char *attrs; /* the attribute keys, in print order, space separated */
+  IrOpSection section;
 } IrOpInfo;
 const IrOpInfo *ir_op_info(IrOp op);
 int ir_op_parse(const char *name); /* -1 when unknown */
@@ -187,8 +219,9 @@ IrGraph *ir_read(Arena *a, Diag *d, const char *path, const char *text, size_t l
 
 /* --- verifier (ir_verify.c) ---------------------------------------------
  * Checks ids, topological order, arity, attribute keys against the op
- * table, and per-op type rules.  Reports each problem to d (with the node's
- * SrcLoc and name, and which pass ran last) and returns the count. */
+ * table, the optimizer section (IrOpSection), and per-op type rules.
+ * Reports each problem to d (with the node's SrcLoc and name, and which
+ * pass ran last) and returns the count. */
 int ir_verify(const IrGraph *g, Diag *d, const char *after_pass);
 
 #endif

@@ -1,17 +1,18 @@
 /* ir_ops.c - the op table: for each IR op its printed name, how many inputs
- * and outputs it takes, and its attribute keys in print order.  The
- * verifier, printer and reader consult this table; nothing dispatches on an
- * op through a chain of ifs. */
+ * and outputs it takes, its attribute keys in print order, and which side
+ * of the optimizer section's start it stands on (IrOpSection; the step's
+ * side when not given).  The verifier, printer and reader consult this
+ * table; nothing dispatches on an op through a chain of ifs. */
 #include <string.h>
 
 #include "ir.h"
 
 static const IrOpInfo OPS[IR_OP_COUNT] = {
-    /*                        name                    in     out attrs */
+    /*                        name                    in     out attrs [section] */
     [IR_OP_CONV2D]         = {"conv2d",                2, 3, 1, "k s p d groups"},
     [IR_OP_BATCHNORM]      = {"batchnorm",             5, 5, 1, "eps momentum"},
     [IR_OP_RELU]           = {"relu",                  1, 1, 1, ""},
-    [IR_OP_ADD]            = {"add",                   2, 2, 1, ""},
+    [IR_OP_ADD]            = {"add",                   2, 2, 1, "", IR_SEC_EITHER},
     [IR_OP_MAXPOOL]        = {"maxpool",               1, 1, 1, "k s p"},
     [IR_OP_AVGPOOL]        = {"avgpool",               1, 1, 1, "k s p include_pad"},
     [IR_OP_GLOBAL_AVGPOOL] = {"global_avgpool",        1, 1, 1, ""},
@@ -32,7 +33,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_LINEAR_BWD_DATA]    = {"linear_bwd_data",           2, 2, 1, ""},
     [IR_OP_LINEAR_BWD_WEIGHT]  = {"linear_bwd_weight",         2, 2, 1, ""},
     [IR_OP_SOFTMAX_CE_BWD]     = {"softmax_cross_entropy_bwd", 3, 3, 1, "smoothing"},
-    [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 6, 0, "momentum nesterov weight_decay"},
+    [IR_OP_SGD_UPDATE]         = {"sgd_update",                5, 6, 0, "momentum nesterov weight_decay", IR_SEC_OPTIMIZER},
     /* fused forms */
     [IR_OP_CONV2D_BN_TRAIN]      = {"conv2d_bn_train",      6, 8, 4, "k s p d groups eps momentum relu"},
     [IR_OP_CONV2D_BN]            = {"conv2d_bn",            6, 7, 1, "k s p d groups eps relu"},
@@ -52,8 +53,8 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_CAST]                 = {"cast",                 1, 1, 1, "to"},
     /* dynamic loss scaling; at most 15 tensors a check, so that a generated
      * kernel takes each as a parameter (CG_K_MAX_ARGS, with the flag) */
-    [IR_OP_NONFINITE_CHECK]      = {"nonfinite_check",      1, 15, 1, ""},
-    [IR_OP_LOSS_SCALE_UPDATE]    = {"loss_scale_update",    3, 3, 0, "growth_interval backoff growth"},
+    [IR_OP_NONFINITE_CHECK]      = {"nonfinite_check",      1, 15, 1, "", IR_SEC_OPTIMIZER},
+    [IR_OP_LOSS_SCALE_UPDATE]    = {"loss_scale_update",    3, 3, 0, "growth_interval backoff growth", IR_SEC_OPTIMIZER},
 };
 
 const IrOpInfo *ir_op_info(IrOp op) {

@@ -19,7 +19,12 @@
  *
  * After the memory plan (pass_memplan.c) the header gains a line
  * `plan bytes=N batch=B` and every planned value's type is followed by its
- * arena offset, `: f32[N,4,8,8] NCHW @256`.
+ * arena offset, `: f32[N,4,8,8] NCHW @256`.  A training step's optimizer
+ * section (IrGraph.opt_first) starts after a line `optimizer:`:
+ *
+ *   %56 = conv2d_bwd_weight(%50, %0) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[16,3,3,1] KRSC  # conv1.wgrad
+ *   optimizer:
+ *   sgd_update(@conv1.weight, %56, @conv1.weight.momentum_buffer, %2, %3) {...}  # conv1.weight.sgd
  */
 #include <inttypes.h>
 #include <math.h>
@@ -268,7 +273,13 @@ void ir_print(FILE *f, const IrGraph *g, const IrPrintOpts *o) {
     fputc('\n', f);
   }
   print_weights(&p);
-  for (int i = 0; i < g->nnode; i++) print_node(&p, &g->node[i], o->no_loc);
+  for (int i = 0; i < g->nnode; i++) {
+    if (i == g->opt_first) fputs("  optimizer:\n", f);
+    print_node(&p, &g->node[i], o->no_loc);
+  }
+  if (g->opt_first == g->nnode) fputs("  optimizer:\n", f); /* an empty section */
+  if (g->opt_first < -1 || g->opt_first > g->nnode) /* broken: shown, not readable */
+    fprintf(f, "  # optimizer section at node #%d, outside the graph\n", g->opt_first);
   if (g->noutput > 0) {
     fputs("  output ", f);
     for (int i = 0; i < g->noutput; i++) {

@@ -5,8 +5,10 @@
  * comment (grammar in docs/ir.md).  %N numbers are labels: each is defined
  * once (by an input declaration or as a node's result) and must be defined
  * before it is used; the read graph gets fresh value ids in text order.
- * @name refers to a param/state declared earlier.  The reader checks syntax
- * and names only; op arity, attribute keys and types are ir_verify's job.
+ * @name refers to a param/state declared earlier.  A line `optimizer:`
+ * starts the optimizer section at the next node (IrGraph.opt_first).  The
+ * reader checks syntax and names only; op arity, attribute keys, types and
+ * which ops the optimizer section holds are ir_verify's job.
  * Errors carry file:line:col in the text; after one the rest of the line is
  * skipped and reading goes on, so several are reported.  The input may be
  * any bytes: nothing here reads past len or trusts a number's size.
@@ -38,6 +40,7 @@ typedef struct Reader {
   int nlabel;
   const char *loc_file;   /* last file name seen in a node comment, interned */
   int has_plan;           /* a 'plan' line was read */
+  int opt_line;           /* the line of 'optimizer:', or 0 */
   int nerr;
 } Reader;
 
@@ -613,6 +616,15 @@ static int read_plan(Reader *r) {
   return end_line(r);
 }
 
+/* OPTIMIZER: 'optimizer' ':' -- the optimizer section starts at the next node. */
+static int read_optimizer(Reader *r, const char *s) {
+  if (expect_here(r, ':', "after 'optimizer'")) return -1;
+  if (r->opt_line) return fail_at(r, s, "the optimizer section already started at line %d", r->opt_line);
+  r->opt_line = r->line;
+  r->g->opt_first = r->g->nnode;
+  return end_line(r);
+}
+
 /* OUTPUT: 'output' REF (',' REF)* */
 static int read_output(Reader *r) {
   do {
@@ -642,6 +654,7 @@ static int read_body_line(Reader *r, int *closed) {
   if (kw && !strcmp(w, "state")) return read_weight(r, IR_VAL_STATE);
   if (kw && !strcmp(w, "output")) return read_output(r);
   if (kw && !strcmp(w, "plan")) return read_plan(r);
+  if (!strcmp(w, "optimizer") && peek(r) != '(') return read_optimizer(r, s);
   if (!strcmp(w, "train") && (kw || at_end(r))) return read_train(r);
   r->p = s;
   return read_node(r);

@@ -10,9 +10,14 @@
  * attribute keys exactly the op table's, in order, optionally followed by
  * `precision` (a dtype), `math`, (conv2d_bn_train) `y_dtype`,
  * (batchnorm_relu_bwd) `dz_dtype` and (conv2d_bwd_weight) `hold`; well-formed attribute values; output types equal
- * to what ir_infer() computes.  Graph outputs and the train section are
- * checked too.  Every problem is reported, with the node's SrcLoc, its id
- * as the dump prints it (%N, numbered like ir_print.c) and layer name:
+ * to what ir_infer() computes.  The optimizer section (IrGraph.opt_first,
+ * -1 or 0..nnode): every node from opt_first on is an optimizer op, or an
+ * IR_SEC_EITHER op (add) that reads only results of the section; no node
+ * before it is an optimizer op; a node before it that reads a result of
+ * the section (which topological order already forbids) is told so.
+ * Graph outputs and the train section are checked too.  Every problem is
+ * reported, with the node's SrcLoc, its id as the dump prints it (%N,
+ * numbered like ir_print.c) and layer name:
  *
  *   net.net:3:9: error: after pass 'fuse': conv2d %5 (conv1): output
  *     f32[N,64,56,56] NCHW, expected f32[N,64,112,112] NCHW
@@ -304,6 +309,33 @@ static void check_node_types(Verifier *vf, const IrNode *n, const char *what) {
   free(want);
 }
 
+/* Node i on its side of the optimizer section's start (IrOpSection). */
+static void check_section(Verifier *vf, int i, const IrOpInfo *info, const char *what) {
+  const IrGraph *g = vf->g;
+  const IrNode *n = &g->node[i];
+  int first = g->opt_first;
+  char b[64];
+  if (first < -1 || first > g->nnode) return; /* reported with the graph */
+  if (first < 0 || i < first) {
+    if (info->section != IR_SEC_OPTIMIZER) return;
+    if (first < 0)
+      report(vf, n->loc, what, "an optimizer op, but the graph has no optimizer section (no 'optimizer:' line)");
+    else
+      report(vf, n->loc, what, "an optimizer op before the optimizer section, which starts at node #%d", first);
+    return;
+  }
+  if (info->section == IR_SEC_STEP) {
+    report(vf, n->loc, what, "not an optimizer op, but in the optimizer section (from node #%d)", first);
+    return;
+  }
+  for (int k = 0; info->section == IR_SEC_EITHER && n->in && k < n->nin; k++) {
+    int v = n->in[k];
+    if (!valid_id(g, v) || (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= first)) continue;
+    report(vf, n->loc, what, "in the optimizer section, input %d %s is not a result of the section (from node #%d)",
+           k, ref_str(vf, v, b, sizeof b), first);
+  }
+}
+
 static void check_node(Verifier *vf, int i) {
   const IrGraph *g = vf->g;
   const IrNode *n = &g->node[i];
@@ -347,6 +379,9 @@ static void check_node(Verifier *vf, int i) {
       ref_str(vf, v, b, sizeof b);
       if (val->def == i)
         report(vf, n->loc, what, "input %d is its own output %s", k, b);
+      else if (i < g->opt_first && val->def >= g->opt_first && val->def < g->nnode)
+        report(vf, n->loc, what, "input %d %s is made by the optimizer section (node #%d), which runs after this node",
+               k, b, val->def);
       else if (val->def > i && val->def < g->nnode)
         report(vf, n->loc, what, "input %d %s is used before its definition (node #%d)", k, b, val->def);
       else
@@ -377,6 +412,7 @@ static void check_node(Verifier *vf, int i) {
     report(vf, n->loc, what, "bad attribute list");
     return;
   }
+  check_section(vf, i, info, what);
   for (int k = 0; k < n->nattr; k++) check_attr_value(vf, n->loc, what, &n->attr[k]);
   if (!check_attr_keys(vf, n, info, what)) sound = 0;
   if (sound) check_node_types(vf, n, what);
@@ -386,6 +422,9 @@ static void check_graph(Verifier *vf) {
   const IrGraph *g = vf->g;
   SrcLoc none = {0};
   if (!name_ok(g->name)) report(vf, none, "graph", "name '%s' is not [A-Za-z0-9_.]+", g->name ? g->name : "");
+  if (g->opt_first < -1 || g->opt_first > g->nnode)
+    report(vf, none, "graph", "the optimizer section starts at node #%d, not in 0..%d (or -1: none)", g->opt_first,
+           g->nnode);
   for (int i = 0; i < g->noutput; i++)
     if (!valid_id(g, g->output[i])) report(vf, none, "graph", "output %d is %d, not a value", i, g->output[i]);
   for (int i = 0; i < g->ntrain; i++) {

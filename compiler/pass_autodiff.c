@@ -6,8 +6,9 @@
  * their order, batchnorm turned into batchnorm_train (batch statistics, the
  * running ones updated in place); then the backward nodes in reverse
  * topological order, seeded by softmax_cross_entropy_bwd scaled by the new
- * input loss_scale; then one sgd_update per parameter with a gradient, with
- * a new state `<param>.momentum_buffer` and the new input lr.  Gradients are
+ * input loss_scale; then the optimizer section (IrGraph.opt_first, the
+ * dump's `optimizer:` line): one sgd_update per parameter with a gradient,
+ * with a new state `<param>.momentum_buffer` and the new input lr.  Gradients are
  * made only where they can reach a parameter (none for the image), a value
  * used twice gets its gradients summed by `add` in a fixed order, and every
  * new node carries its forward node's location and layer name plus a suffix
@@ -26,6 +27,7 @@
  *            %16 = channel_sum(%13) : f32[2]  # fc.bgrad
  *            %17 = unflatten(%14) {shape=4x1x1} : f32[N,4,1,1] NCHW  # flat.bwd
  *            ...
+ *            optimizer:
  *            sgd_update(@fc.weight, %15, @fc.weight.momentum_buffer, %2, %3) {momentum=0.9 nesterov=1 weight_decay=0.0005}  # fc.weight.sgd
  *
  * The rule table and a whole before/after are in docs/passes/autodiff.md.
@@ -399,8 +401,9 @@ static int backward(Ad *ad) {
   return 0;
 }
 
-/* One sgd_update per parameter with a gradient, in parameter order, each
- * with a new momentum buffer (state, same type as the parameter). */
+/* The optimizer section: one sgd_update per parameter with a gradient, in
+ * parameter order, each with a new momentum buffer (state, same type as the
+ * parameter). */
 static int optimizer(Ad *ad) {
   const IrGraph *g = ad->g;
   const IrAttr *opt = ir_train_find(g, "optimizer");
@@ -411,6 +414,7 @@ static int optimizer(Ad *ad) {
   }
   double momentum = train_num(g, "momentum"), wd = train_num(g, "weight_decay");
   int64_t nesterov = (int64_t)train_num(g, "nesterov");
+  ad->out->opt_first = ad->out->nnode;
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     if (val->kind != IR_VAL_PARAM || ad->grad[v] < 0) continue;
@@ -447,6 +451,11 @@ IrGraph *pass_autodiff(IrGraph *g, PassCtx *cx) {
   memset(ad.grad, -1, sizeof(int) * nv);
   memset(ad.node_at, -1, sizeof(int) * nn);
   int training = !cx->inference;
+  if (g->opt_first >= 0) {
+    diag_error(cx->d, (SrcLoc){0}, "autodiff: graph %s is a training step already (it has an optimizer section)",
+               g->name);
+    return NULL;
+  }
   if ((ad.loss = find_loss(&ad)) < 0) return NULL;
   mark_needs(&ad);
   for (int i = 0; i < g->ntrain; i++)

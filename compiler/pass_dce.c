@@ -3,7 +3,8 @@
  * Removes every node none of whose results reaches a graph output, and the
  * parameters and state that only such nodes used.  Assumes a verified graph;
  * guarantees the same outputs computed by a subset of the nodes, in the same
- * order.  Nodes with no results (in-place updates) are kept.
+ * order, with the optimizer section starting where it did.  Nodes with no
+ * results (in-place updates) are kept.
  *
  *   before:  %5 = relu(%4)          after:  (gone: %5 unused)
  *            output %3                      output %3
@@ -38,6 +39,7 @@ IrGraph *pass_dce(IrGraph *g, PassCtx *cx) {
     if ((map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
   }
   for (int n = 0; n < g->nnode; n++) {
+    ir_opt_follow(out, g, n);
     if (!keep[n]) continue;
     const IrNode *node = &g->node[n];
     int *in = arena_alloc(a, sizeof(int) * ((size_t)node->nin + 1));
@@ -52,6 +54,7 @@ IrGraph *pass_dce(IrGraph *g, PassCtx *cx) {
     copy->nattr = node->nattr;
     for (int i = 0; i < node->nout; i++) map[node->out[i]] = copy->out[i];
   }
+  ir_opt_follow(out, g, g->nnode);
   for (int i = 0; i < g->noutput; i++)
     if (ir_output_add(out, map[g->output[i]])) return NULL;
   (void)cx;

@@ -3,7 +3,8 @@
  *
  * Assumes a verified graph: the training step autodiff makes, its inference
  * form (--inference), or the forward graph (-fno-autodiff).  Guarantees the
- * same results computed by fewer nodes; every rewrite is one of these
+ * same results computed by fewer nodes (no pattern takes an optimizer-section
+ * node: the section starts where it did); every rewrite is one of these
  * patterns, tried in this order (a node joins at most one fusion):
  *
  *   conv2d(x, w) -> batchnorm_train [-> relu]   => conv2d_bn_train {... relu}
@@ -403,6 +404,7 @@ static IrGraph *rebuild(const Fz *f) {
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *nd = &g->node[n];
     int id;
+    ir_opt_follow(out, g, n);
     if (f->role[n] == ROLE_ABSORBED) continue;
     if (f->role[n] == ROLE_COPY) {
       IrType *types = arena_alloc(a, sizeof(IrType) * ((size_t)nd->nout + 1));
@@ -420,6 +422,7 @@ static IrGraph *rebuild(const Fz *f) {
     if ((id = emit(out, map, u->op, nd, u->in, u->nin, u->type, u->nout, attr, u->nattr)) < 0) return NULL;
     for (int k = 0; k < u->nout; k++) map[u->from[k]] = out->node[id].out[k];
   }
+  ir_opt_follow(out, g, g->nnode);
   for (int i = 0; i < g->noutput; i++)
     if (ir_output_add(out, map[g->output[i]])) return NULL;
   return out;

@@ -21,7 +21,9 @@
  * filter is padded from its unpadded master every step.  The backward ops
  * pad the same way, and their results with C' channels (the data gradient,
  * the filter gradient) are cropped back to C by `relayout c=C` before use,
- * so sgd_update sees the unpadded shapes.  Zero input channels against zero
+ * so sgd_update sees the unpadded shapes (the relayouts that the optimizer
+ * section and the graph outputs read are made before the section starts, so
+ * that only optimizer ops are in it).  Zero input channels against zero
  * filter taps add exact zeros: results are unchanged.  Output channels (K)
  * and linear layers are not padded.  A graph that is already NHWC/KRSC with
  * padded channels comes back unchanged.
@@ -187,6 +189,30 @@ static int copy_node(Lay *l, int n) {
   return 0;
 }
 
+/* The copy of graph output v (in its own type). */
+static int output_for(Lay *l, int v) {
+  const IrType *t = &l->g->val[v].type;
+  return channels(t) < 0 ? l->ver[v]->id : in_layout(l, v, t->layout, channels(t), (SrcLoc){0});
+}
+
+/* The relayouts the optimizer section's nodes and the graph outputs read,
+ * made before the section (or the end) so that the section holds only
+ * optimizer ops; copy_node and output_for find them made. */
+static int relayout_before_section(Lay *l) {
+  const IrGraph *g = l->g;
+  int start = ir_opt_start(g);
+  for (int n = start; n < g->nnode; n++)
+    for (int i = 0; i < g->node[n].nin; i++) {
+      const IrValue *val = &g->val[g->node[n].in[i]];
+      if ((val->kind != IR_VAL_ACT || val->def < start) && input_for(l, n, i) < 0) return -1;
+    }
+  for (int i = 0; i < g->noutput; i++) {
+    const IrValue *val = &g->val[g->output[i]];
+    if ((val->kind != IR_VAL_ACT || val->def < start) && output_for(l, g->output[i]) < 0) return -1;
+  }
+  return 0;
+}
+
 IrGraph *pass_layout(IrGraph *g, PassCtx *cx) {
   int ip = pipeline_find("precision");
   Lay l = {.g = g, .cx = cx, .d = cx->d, .precision_on = ip >= 0 && !(cx->disabled & (1u << ip))};
@@ -203,12 +229,13 @@ IrGraph *pass_layout(IrGraph *g, PassCtx *cx) {
     int id = ir_value_add(l.out, val->kind, t, val->name);
     if (id < 0 || add_version(&l, v, id)) return oom(&l), NULL;
   }
-  for (int n = 0; n < g->nnode; n++)
-    if (copy_node(&l, n)) return NULL;
+  for (int n = 0; n <= g->nnode; n++) {
+    if (n == ir_opt_start(g) && relayout_before_section(&l)) return NULL;
+    ir_opt_follow(l.out, g, n);
+    if (n < g->nnode && copy_node(&l, n)) return NULL;
+  }
   for (int i = 0; i < g->noutput; i++) {
-    int v = g->output[i];
-    const IrType *t = &g->val[v].type;
-    int id = channels(t) < 0 ? l.ver[v]->id : in_layout(&l, v, t->layout, channels(t), (SrcLoc){0});
+    int id = output_for(&l, g->output[i]);
     if (id < 0 || ir_output_add(l.out, id)) return id < 0 ? NULL : (oom(&l), NULL);
   }
   return l.out;

@@ -23,7 +23,9 @@
  * sgd_update's weight and momentum buffer stay f32; the gradient fed to
  * sgd_update may be f16 (the executor unscales it by loss_scale).  Graph
  * outputs keep the dtype they had.  Casts of one value to one dtype are
- * made once, right before their first use.  With D = f32 and no layer
+ * made once, right before their first use, except that those the
+ * optimizer section or a graph output reads are made before the section
+ * starts (only optimizer ops are in it).  With D = f32 and no layer
  * asking otherwise the graph is returned unchanged.  When D is f16 and the
  * train section gives no loss_scale, a dynamic one (init 65536, growth every
  * 2000 steps) is set; bf16 gets a static scale of 1.  A dynamic scale of a
@@ -393,13 +395,51 @@ static int default_loss_scale(Pr *p) {
   return ir_train_set(p->out, &one) ? 0 : oom(p);
 }
 
+/* The casts the optimizer section's nodes (from g's node `start`, where it
+ * starts) and the graph outputs read, made before the section (or at the
+ * end) so that the section holds only optimizer ops; copy_node and the
+ * outputs then find them made. */
+static int cast_before_section(Pr *p, int start) {
+  const IrGraph *g = p->g;
+  for (int n = start; n < g->nnode; n++) {
+    const IrNode *node = &g->node[n];
+    IrDtype compute = pass_precision_policy(g, n, p->cx);
+    for (int i = 0; i < node->nin; i++) {
+      const IrValue *val = &g->val[node->in[i]];
+      if ((val->kind != IR_VAL_ACT || val->def < start) &&
+          in_dtype(p, node->in[i], wanted(p, n, i, compute), node->loc) < 0)
+        return -1;
+    }
+  }
+  for (int i = 0; i < g->noutput; i++) {
+    int v = g->output[i];
+    if ((g->val[v].kind != IR_VAL_ACT || g->val[v].def < start) &&
+        in_dtype(p, v, (int)g->val[v].type.dtype, (SrcLoc){0}) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* g's nodes in order, the section's casts made before it. */
+static int copy_nodes(Pr *p) {
+  const IrGraph *g = p->g;
+  for (int n = 0; n <= g->nnode; n++) {
+    if (n == ir_opt_start(g) && cast_before_section(p, n)) return -1;
+    ir_opt_follow(p->out, g, n);
+    if (n < g->nnode && copy_node(p, n)) return -1;
+  }
+  return 0;
+}
+
 /* --- dynamic loss scaling ---------------------------------------------------
  * With loss_scale="dynamic" the scale lives on the device: INPUT loss_scale
  * becomes STATE @loss_scale (rt_init sets it to loss_scale_init) beside a
  * new STATE @loss_scale_good_steps (0).  The sgd_update nodes move to the
  * end, after nonfinite_check over every gradient they read (at most 15 a
  * check; the flags of several checks are summed with add), each taking the
- * flag as its skip input, and a loss_scale_update closes the step. */
+ * flag as its skip input, and a loss_scale_update closes the step: the
+ * checks, their sum, the updates and the scale's update are the optimizer
+ * section. */
 
 enum { CHECK_MAX_IN = 15 }; /* nonfinite_check's arity in the op table */
 
@@ -482,6 +522,8 @@ static int copy_dynamic(Pr *p) {
       return -1;
     }
   }
+  if (cast_before_section(p, g->nnode)) return -1;
+  ir_opt_follow(p->out, g, g->nnode);
   if (first < 0) return 0;
   int flag = overflow_flag(p, g->node[first].loc);
   if (flag < 0) return -1;
@@ -527,9 +569,7 @@ IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
       (p.steps = ir_value_add(p.out, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL),
                               "loss_scale_good_steps")) < 0)
     return oom(&p), NULL;
-  if (p.dynamic >= 0 ? copy_dynamic(&p) : 0) return NULL;
-  for (int n = 0; n < g->nnode && p.dynamic < 0; n++)
-    if (copy_node(&p, n)) return NULL;
+  if (p.dynamic >= 0 ? copy_dynamic(&p) : copy_nodes(&p)) return NULL;
   for (int i = 0; i < g->noutput; i++) {
     int v = g->output[i];
     int id = in_dtype(&p, v, (int)g->val[v].type.dtype, (SrcLoc){0});

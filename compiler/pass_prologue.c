@@ -433,8 +433,11 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
     const IrValue *val = &g->val[v];
     if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
   }
-  for (int n = 0; n < g->nnode; n++)
+  for (int n = 0; n < g->nnode; n++) {
+    ir_opt_follow(out, g, n);
     if (rebuild_node(&p, out, n, map, sb_of)) return NULL;
+  }
+  ir_opt_follow(out, g, g->nnode);
   for (int i = 0; i < g->noutput; i++)
     if (ir_output_add(out, map[g->output[i]])) return NULL;
   return out;

@@ -159,13 +159,13 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
     return net_status_errf(NET_ERR_ARG, err, len, "gradient accumulation over %d micro-batches (at least 1)", k);
   x->accum = k, x->accum_i = 0;
   if (k == 1) return NET_OK;
-  int first, *grad, ngrad;
-  NetStatus s = net_graph_optimizer_section(x->g, &first, &grad, &ngrad, err, len);
+  int *grad, ngrad;
+  NetStatus s = net_graph_optimizer_section(x->g, &grad, &ngrad, err, len);
   if (s) {
     x->accum = 1;
     return s;
   }
-  s = x->be->accum_set(x->self, first, grad, ngrad, k, err, len);
+  s = x->be->accum_set(x->self, grad, ngrad, k, err, len);
   free(grad);
   if (s) x->accum = 1;
   return s;

@@ -61,8 +61,8 @@ int net_exec_cache_hit(const NetExec *x);
  * backward pass (the nodes before the optimizer section) and adds the
  * gradients into f32 sums; the k-th writes their mean into the gradients
  * and runs the optimizer section.  Setting k (1: off, the whole step again)
- * starts a new update with zero sums.  NET_ERR_MODEL for a graph whose
- * optimizer section is not last. */
+ * starts a new update with zero sums.  NET_ERR_MODEL for a graph without
+ * an optimizer section (IrGraph.opt_first). */
 NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len);
 /* Micro-steps of the current update already run (0 right after an update). */
 int net_exec_accum_pending(const NetExec *x);
@@ -121,9 +121,9 @@ typedef struct NetExecBackend {
   void (*memory)(const void *self, size_t part[3]);
   int (*cache_hit)(const void *self);
   /* Accumulation over k > 1 micro-steps: set up (or reset) the sums of the
-   * ngrad gradients grad for the optimizer section starting at node first;
+   * ngrad gradients grad of the graph's optimizer section (IrGraph.opt_first);
    * run one micro-step, the last of its update when `last`. */
-  NetStatus (*accum_set)(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len);
+  NetStatus (*accum_set)(void *self, const int *grad, int ngrad, int k, char *err, size_t len);
   NetStatus (*accum_run)(void *self, int k, int last, char *err, size_t len);
   /* The input pipeline (net_exec_input_*); input_stop takes a backend without one. */
   NetStatus (*input_start)(void *self, int v, const RtRefInput *in, char *err, size_t len);
@@ -162,11 +162,9 @@ NetStatus net_cpu_feed_take(NetCpuFeed *f, float *dst, char *err, size_t len);
 
 /* --- net_graph.c: what the executor reads from the IR --------------------- */
 
-/* Where g's optimizer section starts (its first sgd_update or
- * nonfinite_check), and the distinct gradients its sgd_updates read
- * (*grad malloc'd).  NET_ERR_MODEL when the section is not last: only
- * optimizer ops and the adds of their overflow flags, reading gradients
- * made before it. */
-NetStatus net_graph_optimizer_section(const IrGraph *g, int *first, int **grad, int *ngrad, char *err, size_t len);
+/* The distinct gradients the sgd_updates of g's optimizer section
+ * (IrGraph.opt_first) read (*grad malloc'd).  NET_ERR_MODEL when g has no
+ * section, or an sgd_update reads a gradient made inside it. */
+NetStatus net_graph_optimizer_section(const IrGraph *g, int **grad, int *ngrad, char *err, size_t len);
 
 #endif

@@ -79,10 +79,10 @@ static NetStatus cpu_run(void *self, char *err, size_t len) {
 }
 
 /* The sums are made once and reset for every new update (k is given with each run). */
-static NetStatus cpu_accum_set(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len) {
+static NetStatus cpu_accum_set(void *self, const int *grad, int ngrad, int k, char *err, size_t len) {
   (void)k;
   Cpu *c = self;
-  if (!c->acc && rt_cpu_accum_new(c->cpu, first, grad, ngrad, &c->acc, err, len)) return NET_ERR_NOMEM;
+  if (!c->acc && rt_cpu_accum_new(c->cpu, grad, ngrad, &c->acc, err, len)) return NET_ERR_NOMEM;
   rt_cpu_accum_reset(c->acc);
   return NET_OK;
 }

@@ -101,11 +101,11 @@ static void gpu_memory(const void *self, size_t part[3]) {
 static int gpu_cache_hit(const void *self) { return rt_gpu_cache_hit(((const Gpu *)self)->dev); }
 
 /* The sums are kept while k stays the same (reset for a new update), made again for another k. */
-static NetStatus gpu_accum_set(void *self, int first, const int *grad, int ngrad, int k, char *err, size_t len) {
+static NetStatus gpu_accum_set(void *self, const int *grad, int ngrad, int k, char *err, size_t len) {
   Gpu *x = self;
   if (x->acc && rt_gpu_accum_k(x->acc) != k) rt_gpu_accum_free(x->acc), x->acc = NULL;
   if (x->acc) return net_status_of_cuda(rt_gpu_accum_reset(x->acc, err, len));
-  return net_status_of_cuda(rt_gpu_accum_new(x->dev, first, grad, ngrad, k, &x->acc, err, len));
+  return net_status_of_cuda(rt_gpu_accum_new(x->dev, grad, ngrad, k, &x->acc, err, len));
 }
 
 static NetStatus gpu_accum_run(void *self, int k, int last, char *err, size_t len) {

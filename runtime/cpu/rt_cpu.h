@@ -38,15 +38,15 @@ int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen);
 /* --- gradient accumulation (rt_cpu_accum.c, docs/training.md) --- */
 
 /* f32 sums of the gradients `grad` (ngrad value ids, each produced before
- * node `first`, where the optimizer section starts) over the micro-steps
- * of one update. */
+ * the optimizer section, which starts at x's graph's opt_first) over the
+ * micro-steps of one update. */
 typedef struct RtCpuAccum RtCpuAccum;
 
-int rt_cpu_accum_new(RtCpu *x, int first, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen);
+int rt_cpu_accum_new(RtCpu *x, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen);
 void rt_cpu_accum_free(RtCpuAccum *a); /* takes NULL */
 /* Zeroes the sums (a new update starts). */
 void rt_cpu_accum_reset(RtCpuAccum *a);
-/* One micro-step of k: runs the nodes before `first` and adds every
+/* One micro-step of k: runs the nodes before the section and adds every
  * gradient into its sum; the last one instead writes (sum + gradient) / k
  * into the gradient (rounded to its dtype), zeroes the sums and runs the
  * optimizer section.  Returns 0, or -1 with a message. */

@@ -1,16 +1,17 @@
 /* rt_cpu_accum.c - gradient accumulation on the CPU executor: one optimizer
  * update from k micro-batches (docs/training.md).
  *
- * The training graph ends with its optimizer section (nonfinite checks,
- * sgd_update per parameter, the loss scale's update); everything before it
- * is the forward and backward pass.  A micro-step runs that first part and
- * adds each gradient the optimizer reads into an f32 sum.  The last of the
- * k micro-steps writes (sum + its own gradient) / k back into the gradient
- * -- the mean over the micro-batches, what a batch k times larger gives
- * since the loss is a mean -- rounded to the gradient's dtype, zeroes the
- * sums, and runs the optimizer section unchanged: a nonfinite gradient of
- * any micro-batch makes the mean nonfinite, so the dynamic loss scale's
- * check skips the whole update and lowers the scale. */
+ * The training graph ends with its optimizer section (IrGraph.opt_first
+ * on: nonfinite checks, sgd_update per parameter, the loss scale's
+ * update); everything before it is the forward and backward pass.  A
+ * micro-step runs that first part and adds each gradient the optimizer
+ * reads into an f32 sum.  The last of the k micro-steps writes (sum + its
+ * own gradient) / k back into the gradient -- the mean over the
+ * micro-batches, what a batch k times larger gives since the loss is a
+ * mean -- rounded to the gradient's dtype, zeroes the sums, and runs the
+ * optimizer section unchanged: a nonfinite gradient of any micro-batch
+ * makes the mean nonfinite, so the dynamic loss scale's check skips the
+ * whole update and lowers the scale. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,12 @@ struct RtCpuAccum {
 };
 
 
-int rt_cpu_accum_new(RtCpu *x, int first, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen) {
+int rt_cpu_accum_new(RtCpu *x, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen) {
   *out = NULL;
-  if (!x || first < 0 || first > x->g->nnode || ngrad < 0 || (ngrad && !grad))
-    return rt_errf(err, errlen, "rt_cpu_accum_new: bad arguments");
+  if (!x || ngrad < 0 || (ngrad && !grad)) return rt_errf(err, errlen, "rt_cpu_accum_new: bad arguments");
+  int first = x->g->opt_first;
+  if (first < 0 || first > x->g->nnode)
+    return rt_errf(err, errlen, "rt_cpu_accum_new: graph %s has no optimizer section", x->g->name);
   for (int i = 0; i < ngrad; i++)
     if (grad[i] < 0 || grad[i] >= x->g->nval || rt_cpu_is_int(x, grad[i]))
       return rt_errf(err, errlen, "rt_cpu_accum_new: value %d is not a float gradient", grad[i]);

@@ -93,15 +93,16 @@ int rt_gpu_prebuilt_hit(const RtGpu *x);
 RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen);
 
 /* f32 sums on the device of the gradients `grad` (ngrad value ids, each
- * produced before node `first`, where the optimizer section starts) over
- * the k micro-steps of one update, as rt_cpu_accum (rt_cpu.h): two CUDA
- * graphs, captured when made -- a micro-step (the nodes before `first`,
- * then sum += gradient) and the last one (the nodes before `first`, then
+ * produced before the optimizer section, which starts at x's graph's
+ * opt_first) over the k micro-steps of one update, as rt_cpu_accum
+ * (rt_cpu.h): two CUDA graphs, captured when made -- a micro-step (the
+ * nodes before the section, then sum += gradient) and the last one (the
+ * nodes before the section, then
  * gradient = (sum + gradient) / k in its dtype and sum = 0, then the
  * optimizer section).  The executor's whole-step graph is left alone. */
 typedef struct RtGpuAccum RtGpuAccum;
 
-RtCudaStatus rt_gpu_accum_new(RtGpu *x, int first, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
+RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
                               size_t errlen);
 void rt_gpu_accum_free(RtGpuAccum *a); /* takes NULL */
 int rt_gpu_accum_k(const RtGpuAccum *a);

@@ -7,12 +7,12 @@
  * NVRTC for the device when the accumulator is made -- two small kernels
  * per gradient dtype -- and two CUDA graphs are captured from the
  * executor's own launches (rt_gpu_launch_nodes): the micro-step (the nodes
- * before the optimizer section, then one add launch per gradient) and the
- * last micro-step (the same nodes, one finish launch per gradient, then the
- * optimizer section).  Every address is fixed, so both graphs stay valid
- * for every later update; k is an argument of the finish launches, so
- * another k needs another accumulator.  The executor's whole-step graph
- * (k = 1) is not touched. */
+ * before the optimizer section, which starts at IrGraph.opt_first, then one
+ * add launch per gradient) and the last micro-step (the same nodes, one
+ * finish launch per gradient, then the optimizer section).  Every address
+ * is fixed, so both graphs stay valid for every later update; k is an
+ * argument of the finish launches, so another k needs another accumulator.
+ * The executor's whole-step graph (k = 1) is not touched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,12 +136,15 @@ static RtCudaStatus capture(RtGpuAccum *a, int last, CUgraphExec *exec, char *er
   return s;
 }
 
-RtCudaStatus rt_gpu_accum_new(RtGpu *x, int first, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
+RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
                               size_t errlen) {
   if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_new: out is NULL");
   *out = NULL;
-  if (!x || first < 0 || first > x->g->nnode || ngrad < 0 || (ngrad && !grad) || k < 1)
+  if (!x || ngrad < 0 || (ngrad && !grad) || k < 1)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_new: bad arguments");
+  int first = x->g->opt_first;
+  if (first < 0 || first > x->g->nnode)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_new: graph %s has no optimizer section", x->g->name);
   RtGpuAccum *a = calloc(1, sizeof *a);
   if (a) a->l = calloc((size_t)(ngrad ? ngrad : 1), sizeof *a->l);
   if (!a || !a->l) {

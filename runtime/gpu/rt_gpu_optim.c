@@ -11,7 +11,7 @@
  * other nodes none; everything else is copied as it was.  Profiles thus
  * charge a run to its head, and rt_gpu_launch_nodes over a node range
  * stays whole as long as no run crosses the range's ends (runs stay on one
- * side of the optimizer section's start). */
+ * side of the optimizer section's start, IrGraph.opt_first). */
 #include "rt_gpu_optim.h"
 
 #include <stdarg.h>
@@ -83,8 +83,6 @@ static int cast_ok(const IrGraph *g, const IrNode *n) {
          (y->type.dtype == IR_DT_F16 || y->type.dtype == IR_DT_BF16) && y->kind == IR_VAL_ACT && y->offset >= 0;
 }
 
-static int is_optimizer(IrOp op) { return op == IR_OP_SGD_UPDATE || op == IR_OP_NONFINITE_CHECK; }
-
 typedef struct Range {
   int64_t lo, hi;
 } Range;
@@ -149,9 +147,10 @@ static int run_add(RtOptimPlan *p, RtOptimKind kind, const int *node, int n) {
   return 0;
 }
 
-/* Every stretch of sgd_updates, split by sgd_same into runs. */
+/* Every stretch of sgd_updates (in the optimizer section), split by
+ * sgd_same into runs. */
 static int find_sgd_runs(const IrGraph *g, RtOptimPlan *p, int *buf, char *taken) {
-  for (int lo = 0, hi; lo < g->nnode; lo = hi > lo ? hi : lo + 1) {
+  for (int lo = ir_opt_start(g), hi; lo < g->nnode; lo = hi > lo ? hi : lo + 1) {
     for (hi = lo; hi < g->nnode && g->node[hi].op == IR_OP_SGD_UPDATE; hi++) {}
     if (hi - lo < 2 || !sgd_independent(g, lo, hi)) continue;
     for (int i = lo; i < hi; i++) {
@@ -167,19 +166,21 @@ static int find_sgd_runs(const IrGraph *g, RtOptimPlan *p, int *buf, char *taken
   return 0;
 }
 
-/* Casts of parameters gathered at the first of them (see the header). */
+/* Casts of parameters gathered at the first of them (see the header), on
+ * its side of the optimizer section's start. */
 static int find_cast_runs(const IrGraph *g, int64_t batch, RtOptimPlan *p, int *buf, char *taken) {
   Ranges used = {0};
   int rc = 0;
   for (int i = 0; !rc && i < g->nnode; i++) {
     const IrNode *h = &g->node[i];
     if (taken[i] || !cast_ok(g, h)) continue;
+    int end = i < ir_opt_start(g) ? ir_opt_start(g) : g->nnode;
     IrDtype ty = dtype_of(g, h->out[0]);
     int n = 0;
     buf[n++] = i;
     used.n = 0;
     rc = ranges_add(&used, arena_range(g, h->out[0], batch));
-    for (int j = i + 1; !rc && j < g->nnode && !is_optimizer(g->node[j].op); j++) {
+    for (int j = i + 1; !rc && j < end; j++) {
       const IrNode *c = &g->node[j];
       if (!taken[j] && cast_ok(g, c) && dtype_of(g, c->out[0]) == ty &&
           !ranges_hit(&used, arena_range(g, c->out[0], batch))) {

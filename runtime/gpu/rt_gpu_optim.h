@@ -14,10 +14,10 @@
  *   cast run  casts of a PARAM (f32 -> f16/bf16, one dtype pair) moved up
  *             to the first of them: a later cast joins when no node between
  *             the head and it uses memory its output overlaps (the memory
- *             plan may reuse that space until the cast), and no optimizer
- *             node (sgd_update, nonfinite_check) comes first.  So a run
- *             never crosses the optimizer section's start (rt_gpu_accum.c
- *             launches the nodes before and after it separately).
+ *             plan may reuse that space until the cast), and the
+ *             optimizer section's start (IrGraph.opt_first) does not come
+ *             first.  So a run never crosses it (rt_gpu_accum.c launches
+ *             the nodes before and after it separately).
  *
  * rt_gpu_optim_plan() finds the runs and writes their kernels without a
  * GPU (no addresses are needed: the tensors' pointers come from a device

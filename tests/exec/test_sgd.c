@@ -16,6 +16,7 @@ static const char *TEXT =
     "  param @w0 : f32[6]\n  state @b0 : f32[6]\n"
     "  param @w1 : f32[6]\n  state @b1 : f32[6]\n"
     "  param @w2 : f32[6]\n  state @b2 : f32[6]\n"
+    "  optimizer:\n"
     "  sgd_update(@w0, %0, @b0, %1, %2) {momentum=0.9 nesterov=0 weight_decay=0.01}  # plain\n"
     "  sgd_update(@w1, %0, @b1, %1, %2) {momentum=0.8 nesterov=1 weight_decay=0.001}  # nesterov\n"
     "  sgd_update(@w2, %0, @b2, %1, %2) {momentum=0 nesterov=0 weight_decay=0.1}  # none\n"

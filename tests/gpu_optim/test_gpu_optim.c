@@ -5,7 +5,8 @@
  *                                 the expected ones; every sgd_update of
  *                                 ResNet-50 is in a run, every moved cast
  *                                 crosses no node that uses its output's
- *                                 memory; the program compiles with NVRTC
+ *                                 memory nor the optimizer section's start;
+ *                                 the program compiles with NVRTC
  *   test_gpu_optim gpu ROOT       on a GPU: the hand-made graph (sgd_updates
  *                                 with f32, f16 and bf16 gradients, nesterov
  *                                 on and off, momentum 0, with and without
@@ -82,6 +83,7 @@ static const char GRAPH[] =
     "  %18 = relu(%15) : f32[77]\n"
     "  %19 = cast(@d.weight) {to=bf16} : bf16[5]\n"
     "  %20 = cast(@e.weight) {to=f16} : f16[333]\n"
+    "  optimizer:\n"
     "  sgd_update(@a.weight, %0, @a.weight.momentum_buffer, %11, @loss_scale, %12) "
     "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
     "  sgd_update(@c.weight, %2, @c.weight.momentum_buffer, %11, @loss_scale, %12) "
@@ -177,8 +179,8 @@ static void check_moves(const IrGraph *g, const RtOptimPlan *p, int64_t batch, c
           if (overlaps(g, n->in[a], y, batch)) bad = i;
         for (int a = 0; a < n->nout && bad < 0; a++)
           if (overlaps(g, n->out[a], y, batch) && n->out[a] != y) bad = i;
-        CHECK(n->op != IR_OP_SGD_UPDATE && n->op != IR_OP_NONFINITE_CHECK, "%s: cast run %d crosses optimizer node %d",
-              what, k, i);
+        CHECK((i < ir_opt_start(g)) == (r->node[0] < ir_opt_start(g)),
+              "%s: cast run %d crosses the optimizer section's start (node %d) at node %d", what, k, ir_opt_start(g), i);
       }
       CHECK(bad < 0, "%s: cast node %d moved to node %d across node %d, which uses its memory", what, r->node[m],
             r->node[0], bad);

@@ -184,6 +184,8 @@ int irtest_equal(const IrGraph *a, const IrGraph *b, char *why, size_t len) {
   if (a->nnode != b->nnode) return differ(why, len, "%d nodes vs %d", a->nnode, b->nnode);
   if (a->noutput != b->noutput) return differ(why, len, "%d outputs vs %d", a->noutput, b->noutput);
   if (a->ntrain != b->ntrain) return differ(why, len, "%d train keys vs %d", a->ntrain, b->ntrain);
+  if (a->opt_first != b->opt_first)
+    return differ(why, len, "optimizer section at node %d vs %d", a->opt_first, b->opt_first);
   for (int i = 0; i < a->ntrain; i++)
     if (!attr_eq(&a->train[i], &b->train[i])) return differ(why, len, "train key %d (%s)", i, a->train[i].key);
   int *map = malloc(sizeof(int) * ((size_t)a->nval + 1));

@@ -25,7 +25,7 @@ static const char *const TOKENS[] = {
     "-", "0", "7", "99999999999999999999", "2147483648", "1e-05", "0.1", "inf", "nan", "conv2d", "relu",
     "add", "f16", "i32", "NHWC", "KRSC", "%2", "%12", "@fc.weight", "@bn1.weight", "input %40 z : f32[N]\n",
     "  %50 = relu(%2) : f32[N,8,8,8] NCHW\n", "param @p : f32[3]\n", "precision=f16", " @ f:1:2",
-    "{k=3x3}", "[3]", "\0", "\xff", "\t", "\r",
+    "{k=3x3}", "[3]", "\0", "\xff", "\t", "\r", "  optimizer:\n", "nonfinite_check",
 };
 
 /* One random edit of buf (length *len, capacity cap). */

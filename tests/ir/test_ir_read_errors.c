@@ -72,6 +72,10 @@ static const struct Case {
     {HEAD "  input %1 y f32[3]\n}\n", "t.ir:4:14: error: expected ':' before the type, found 'f'", 1},
     {HEAD "  param w : f32[3]\n}\n", "t.ir:4:9: error: expected '@' before the name, found 'w'", 1},
     {HEAD "  %1 = relu(%0) : f32[3]\xff\n}\n", "t.ir:4:25: error: unexpected byte 0xff after the node", 1},
+    {HEAD "  optimizer:\n  optimizer:\n}\n", "t.ir:5:3: error: the optimizer section already started at line 4", 1},
+    {HEAD "  optimizer\n}\n", "t.ir:4:12: error: expected ':' after 'optimizer', found end of line", 1},
+    {HEAD "  optimizer :\n}\n", "t.ir:4:12: error: expected ':' after 'optimizer', found a space", 1},
+    {HEAD "  optimizer: %1\n}\n", "t.ir:4:14: error: unexpected '%'", 1},
     /* A failed line's results are poisoned: later uses stay quiet. */
     {HEAD "  %1 = relu(%0) : f32[3\n  %2 = relu(%1) : f32[3]\n  output %2, %1\n}\n",
      "t.ir:4:24: error: expected ']' to close the dims, found end of line", 1},

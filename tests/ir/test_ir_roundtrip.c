@@ -1,7 +1,8 @@
 /* test_ir_roundtrip.c - ir_print against a golden dump, and ir_read back:
  * print(read(print(g))) == print(g) byte for byte and read(print(g)) equal
  * to g up to renumbering; float, string, multi-result and zero-result
- * forms; hand-written text with comments and sparse labels.
+ * forms; the optimizer section's line; hand-written text with comments and
+ * sparse labels.
  * Usage: test_ir_roundtrip DIR (DIR/golden/small.ir; UPDATE_GOLDEN=1 rewrites it). */
 #include <stdlib.h>
 #include <string.h>
@@ -195,12 +196,13 @@ static void test_result_forms(void) {
   int uin[5] = {ir_value_add(u, IR_VAL_PARAM, wt, "fc.weight"), ir_value_add(u, IR_VAL_INPUT, wt, "grad"),
                 ir_value_add(u, IR_VAL_STATE, wt, "fc.weight.momentum"), ir_value_add(u, IR_VAL_STATE, sc, "lr"),
                 ir_value_add(u, IR_VAL_STATE, sc, "loss_scale")};
+  u->opt_first = u->nnode;
   int upd = ir_node_add(u, IR_OP_SGD_UPDATE, "fc.weight", (SrcLoc){0}, uin, 5, NULL, 0);
   ir_attr_set_float(u, upd, "momentum", 0.9);
   ir_attr_set_int(u, upd, "nesterov", 0);
   ir_attr_set_float(u, upd, "weight_decay", 0.0001);
   char *tu = irtest_print(u, NULL);
-  CHECK(strstr(tu, "\n  sgd_update(@fc.weight, %0, @fc.weight.momentum, @lr, @loss_scale) "
+  CHECK(strstr(tu, "\n  optimizer:\n  sgd_update(@fc.weight, %0, @fc.weight.momentum, @lr, @loss_scale) "
                    "{momentum=0.9 nesterov=0 weight_decay=0.0001}  # fc.weight\n}\n") != NULL, "sgd_update:\n%s", tu);
   CHECK(verify_quiet(u, &msgs) == 0, "sgd_update graph verifies:\n%s", msgs);
   free(msgs);
@@ -212,6 +214,53 @@ static void test_result_forms(void) {
   CHECK(strcmp(te, "# netc IR\ngraph empty {\n}\n") == 0, "empty graph: %s", te);
   check_round_trip(empty, "empty graph");
   free(te);
+  arena_free(&a);
+}
+
+/* The optimizer section: from the first node, from the middle, empty at
+ * the end, and none; `optimizer:` read back where it stands, a comment
+ * after it allowed. */
+static void test_optimizer_section(void) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = irtest_small_net(&a);
+  int loss = g->node[g->nnode - 1].out[0];
+  IrType f32 = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
+  g->opt_first = g->nnode;
+  int check = ir_node_add(g, IR_OP_NONFINITE_CHECK, "check", (SrcLoc){"small.net", 14, 9}, &loss, 1, &f32, 1);
+  int both[2] = {loss, g->node[check].out[0]};
+  ir_node_add(g, IR_OP_ADD, "sum", (SrcLoc){0}, both, 2, &f32, 1);
+  char *t = irtest_print(g, &(IrPrintOpts){.no_loc = 1});
+  CHECK(strstr(t, "  # loss\n  optimizer:\n  %13 = nonfinite_check(%12) : f32[]  # check\n  %14 = add(%12, %13) : "
+                  "f32[]  # sum\n  output %12, %11\n}\n") != NULL,
+        "middle:\n%s", t);
+  free(t);
+  check_round_trip(g, "section from the middle");
+  for (int first = -1; first <= g->nnode; first++) {
+    char what[64];
+    g->opt_first = first;
+    snprintf(what, sizeof what, "section from node %d of %d", first, g->nnode);
+    check_round_trip(g, what);
+  }
+  g->opt_first = g->nnode;
+  t = irtest_print(g, NULL);
+  CHECK(strstr(t, "  # sum\n  optimizer:\n  output %12, %11\n}\n") != NULL, "empty at the end:\n%s", t);
+  free(t);
+
+  static const char text[] = "graph hand {\n"
+                             "  input %0 x : f32[4]\n"
+                             "  %1 = relu(%0) : f32[4]\n"
+                             "  optimizer:   # from here on\n"
+                             "\n"
+                             "  # the overflow flag\n"
+                             "  %2 = nonfinite_check(%1) : f32[]\n"
+                             "}\n";
+  char *msgs = NULL;
+  IrGraph *h = irtest_read(&a, text, &msgs);
+  CHECK(h != NULL && h->opt_first == 1, "hand-written section reads at node 1:\n%s", msgs);
+  free(msgs);
+  IrGraph *none = irtest_read(&a, "graph none {\n  input %0 x : f32[4]\n  %1 = relu(%0) : f32[4]\n}\n", NULL);
+  CHECK(none != NULL && none->opt_first == -1, "no line, no section");
   arena_free(&a);
 }
 
@@ -262,6 +311,7 @@ int main(int argc, char **argv) {
   test_floats();
   test_strings();
   test_result_forms();
+  test_optimizer_section();
   test_hand_written();
   return check_report();
 }

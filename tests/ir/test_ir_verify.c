@@ -94,6 +94,34 @@ static void unknown_op(IrGraph *g) { g->node[node_named(g, "relu")].op = (IrOp)7
 static void bad_train_key(IrGraph *g) { g->train[1].key = g->train[0].key; }
 static void bad_ints(IrGraph *g) { attr_of(g, "maxpool", "s")->n = 0; }
 
+/* The optimizer section.  The small net has 11 nodes (conv1 #0 ... loss #10). */
+static int scalar_node(IrGraph *g, IrOp op, const char *name, int a, int b) {
+  IrType f32 = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
+  int in[2] = {a, b};
+  return ir_node_add(g, op, name, (SrcLoc){"small.net", 14, 9}, in, b < 0 ? 1 : 2, &f32, 1);
+}
+static int flag_of(IrGraph *g, const char *name, const char *of) {
+  int n = scalar_node(g, IR_OP_NONFINITE_CHECK, name, g->node[node_named(g, of)].out[0], -1);
+  return g->node[n].out[0];
+}
+static void optimizer_op_no_section(IrGraph *g) { flag_of(g, "check", "loss"); }
+static void step_op_in_section(IrGraph *g) { g->opt_first = node_named(g, "fc"); }
+static void optimizer_op_before(IrGraph *g) {
+  flag_of(g, "check1", "loss");
+  g->opt_first = g->nnode;
+  flag_of(g, "check2", "fc");
+}
+static void section_past_end(IrGraph *g) { g->opt_first = g->nnode + 1; }
+static void section_below_none(IrGraph *g) { g->opt_first = -2; }
+static void add_reads_step(IrGraph *g) {
+  g->opt_first = g->nnode;
+  scalar_node(g, IR_OP_ADD, "any", flag_of(g, "check", "fc"), g->node[node_named(g, "loss")].out[0]);
+}
+static void reads_across(IrGraph *g) {
+  g->opt_first = g->nnode;
+  g->node[node_named(g, "fc")].in[0] = flag_of(g, "check", "loss");
+}
+
 static const struct Case {
   const char *name;
   Breaker brk;
@@ -138,6 +166,24 @@ static const struct Case {
     {"unknown op", unknown_op, 1, "small.net:5:9: error: after pass 'fuse': ? %4 (relu): unknown op 77"},
     {"duplicate train key", bad_train_key, 1, "train: key 'batch' appears twice"},
     {"ints without values", bad_ints, 2, "maxpool %7 (maxpool): attribute s has 0 integers (1..8)"},
+    {"optimizer op, no section", optimizer_op_no_section, 1,
+     "small.net:14:9: error: after pass 'fuse': nonfinite_check %13 (check): an optimizer op, but the graph has no "
+     "optimizer section (no 'optimizer:' line)"},
+    {"step op in the section", step_op_in_section, 2,
+     "small.net:12:9: error: after pass 'fuse': linear %11 (fc): not an optimizer op, but in the optimizer section "
+     "(from node #9)"},
+    {"optimizer op before the section", optimizer_op_before, 1,
+     "small.net:14:9: error: after pass 'fuse': nonfinite_check %13 (check1): an optimizer op before the optimizer "
+     "section, which starts at node #12"},
+    {"section past the end", section_past_end, 1,
+     "netc: error: after pass 'fuse': graph: the optimizer section starts at node #12, not in 0..11 (or -1: none)"},
+    {"section below -1", section_below_none, 1, "graph: the optimizer section starts at node #-2, not in 0..11"},
+    {"add of a step value in the section", add_reads_step, 1,
+     "small.net:14:9: error: after pass 'fuse': add %14 (any): in the optimizer section, input 1 %12 is not a result "
+     "of the section (from node #11)"},
+    {"step node reads the section", reads_across, 1,
+     "small.net:12:9: error: after pass 'fuse': linear %11 (fc): input 0 %13 is made by the optimizer section (node "
+     "#11), which runs after this node"},
 };
 
 static void run_case(const struct Case *c) {
@@ -176,6 +222,31 @@ static void test_plain(void) {
   arena_free(&a);
 }
 
+/* Well-formed sections: checks and their flags' sum, and an empty one at
+ * the end; the printer marks where each starts. */
+static void test_section_ok(void) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = irtest_small_net(&a);
+  g->opt_first = g->nnode;
+  IrtestDiag cap;
+  irtest_diag_begin(&cap);
+  CHECK(ir_verify(g, &cap.d, NULL) == 0, "an empty section");
+  char *t = irtest_print(g, NULL);
+  CHECK(strstr(t, "# loss @ small.net:13:9\n  optimizer:\n  output %12, %11\n}\n") != NULL, "empty section:\n%s", t);
+  free(t);
+  int f1 = flag_of(g, "check1", "loss"), f2 = flag_of(g, "check2", "fc");
+  scalar_node(g, IR_OP_ADD, "any", f1, f2);
+  CHECK(ir_verify(g, &cap.d, NULL) == 0, "checks and their sum");
+  t = irtest_print(g, NULL);
+  CHECK(strstr(t, "# loss @ small.net:13:9\n  optimizer:\n  %13 = nonfinite_check(%12)") != NULL, "section:\n%s", t);
+  free(t);
+  char *msgs = irtest_diag_end(&cap);
+  CHECK(cap.d.nerrors == 0, "no errors:\n%s", msgs);
+  free(msgs);
+  arena_free(&a);
+}
+
 /* Many problems are all counted even past what the Diag prints. */
 static void test_many(void) {
   Arena a;
@@ -192,6 +263,7 @@ static void test_many(void) {
 int main(void) {
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
   test_plain();
+  test_section_ok();
   test_many();
   return check_report();
 }
