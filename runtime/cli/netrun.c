@@ -9,6 +9,7 @@
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
  *   netrun bench MODEL [--batch N] [--inference] [--steps N] [--device ...]
+ *   netrun --version
  *
  * MODEL is a model.so from `netc -o` or a .net file (compiled in-process).
  * The device is the GPU when a driver and a GPU are present, else the CPU;
@@ -57,6 +58,7 @@ static void usage(FILE *f) {
           "  --tune               GPU: time cuDNN's candidate engines for each convolution once, keep the\n"
           "                       fastest (remembered in the cache directory's cudnn-tune.txt)\n"
           "  -h, --help           show this help\n"
+          "  -V, --version        show the version\n"
           "\n"
           "train: trains MODEL, with a progress line (loss, images/s, ETA) and test accuracy per epoch.\n"
           "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
@@ -598,6 +600,10 @@ int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USAGE : 0;
+  }
+  if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("netrun %s\n", NETC_VERSION);
+    return 0;
   }
   static const struct { const char *name; int (*run)(int, char **); } CMDS[] = {
       {"train", cmd_train}, {"step", cmd_step},       {"infer", cmd_infer},

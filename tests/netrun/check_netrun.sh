@@ -8,6 +8,9 @@ rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/../expect.sh"
 expect 0 "usage: netrun train" "$netrun" --help
 expect 2 "usage: netrun" "$netrun"
+expect 0 "^netrun [0-9]+\.[0-9]+\.[0-9]+$" "$netrun" --version
+expect 0 "^netrun [0-9]+\.[0-9]+\.[0-9]+$" "$netrun" -V
+expect 0 "-V, --version" "$netrun" --help
 expect 2 "unknown command 'fly'" "$netrun" fly
 expect 2 "train takes one MODEL" "$netrun" train
 expect 2 "--epochs must be an integer" "$netrun" train "$src/models/mlp.net" --epochs 0
