@@ -2,11 +2,17 @@
  *
  *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
  *
+ * A run that asks for no output (no -o, --emit-cuda, --dump-ir, --print-after
+ * or --summary) says on stderr what it compiled and that it wrote nothing.
+ * The folders of --dump-ir and --emit-cuda are created with their parents.
+ *
  * Exit status: 0 success, 1 errors in the input, 2 usage errors. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cg_model.h"
 #include "compile.h"
@@ -43,6 +49,40 @@ static void usage(FILE *f) {
           "  %-18s lower the source to the forward IR (always on)\n",
           "parse");
   for (int i = 0; i < n; i++) fprintf(f, "  %-18s %s\n", passes[i].name, passes[i].what);
+}
+
+/* mkdir -p: creates dir and every missing parent.  Returns 0, or -1 with
+ * errno set and the first folder that could not be made in failed[]. */
+static int make_dirs(const char *dir, char *failed, size_t cap) {
+  char path[4096];
+  size_t len = strlen(dir);
+  if (len == 0 || len >= sizeof path) {
+    snprintf(failed, cap, "%s", dir);
+    errno = len ? ENAMETOOLONG : ENOENT;
+    return -1;
+  }
+  memcpy(path, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (path[i] != '/' && path[i] != 0) continue;
+    char c = path[i];
+    path[i] = 0;
+    struct stat st;
+    if (mkdir(path, 0777) != 0 && !(errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+      if (errno == EEXIST) errno = ENOTDIR;
+      snprintf(failed, cap, "%s", path);
+      return -1;
+    }
+    path[i] = c;
+  }
+  return 0;
+}
+
+/* The folder of an option, made with its parents; 0, or -1 after saying why. */
+static int make_output_dir(const char *what, const char *dir) {
+  char failed[4096];
+  if (make_dirs(dir, failed, sizeof failed) == 0) return 0;
+  fprintf(stderr, "netc: error: cannot create %s '%s': %s\n", what, failed, strerror(errno));
+  return -1;
 }
 
 int main(int argc, char **argv) {
@@ -138,6 +178,9 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *path = argv[optind];
+  if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
+      (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
+    return EXIT_INPUT;
   Diag d;
   diag_init(&d, stderr);
   Arena arena;
@@ -158,6 +201,15 @@ int main(int argc, char **argv) {
   }
   model.opts = &opts;
   if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
+  if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda) {
+    int npasses, ran = 0;
+    pipeline_passes(&npasses);
+    for (int i = 0; i < npasses; i++) ran += !(cx.disabled & (1u << i));
+    fprintf(stderr,
+            "netc: %s: compiled the %s graph (%d ops after %d passes); nothing written "
+            "(use -o model.so, --summary, --dump-ir=DIR or --emit-cuda=DIR)\n",
+            path, cx.inference ? "inference" : "training", g->nnode, ran);
+  }
   diag_finish(&d);
   arena_free(&arena);
   free(src);

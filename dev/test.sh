@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # dev/test.sh: the whole test suite, from a fresh clone.
-#   1. install missing packages (dev/setup.sh)
+#   1. install missing packages: the main job's (dev/setup.sh) and the
+#      tests' (dev/setup_tests.sh)
 #   2. Release build with -Werror, every ctest
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build, every ctest
 #   4. clang libFuzzer build of the front end, a bounded fuzz run
@@ -8,6 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash dev/setup.sh
+bash dev/setup_tests.sh
+. dev/lib.sh
+gpu_env # the wheels' NVRTC and cuDNN, when dev/setup.sh fetched them
 
 jobs=$(nproc)
 run_suite() { # name build-dir ctest-filter cmake-args...

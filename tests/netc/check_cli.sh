@@ -20,6 +20,30 @@ expect 0 "^params: 101770$" "$netc" --summary "$src/models/mlp.net"
 expect 0 "" "$netc" -fno-dce --dump-ir="$work/dumps" "$src/models/mlp.net"
 [ -f "$work/dumps/00-parse.ir" ] && [ ! -f "$work/dumps/01-dce.ir" ] || { echo "FAIL: -fno-dce still dumped dce"; fail=$((fail + 1)); }
 expect 1 "cannot create dump directory" "$netc" --dump-ir=/proc/nonexistent/dir "$src/models/mlp.net"
+expect 0 "" "$netc" --dump-ir="$work/a/b/dumps" "$src/models/mlp.net"
+[ -f "$work/a/b/dumps/00-parse.ir" ] || { echo "FAIL: --dump-ir did not create its parents"; fail=$((fail + 1)); }
+expect 1 "cannot create dump directory '$work/dumps/00-parse.ir': Not a directory" \
+  "$netc" --dump-ir="$work/dumps/00-parse.ir/x" "$src/models/mlp.net"
+# --emit-cuda makes its folder with the parents (a netc built without the
+# GPU back end says it cannot generate kernels instead).
+if "$netc" --emit-cuda="$work/probe" "$src/models/mlp.net" 2>&1 | grep -q "built without the CUDA toolkit"; then
+  expect 1 "built without the CUDA toolkit" "$netc" --emit-cuda="$work/c/d/cuda" "$src/models/mlp.net"
+else
+  expect 0 "" "$netc" --emit-cuda="$work/c/d/cuda" "$src/models/mlp.net"
+  [ -s "$work/c/d/cuda/train.cu" ] && [ -s "$work/c/d/cuda/infer.cu" ] ||
+    { echo "FAIL: --emit-cuda did not write $work/c/d/cuda/{train,infer}.cu"; fail=$((fail + 1)); }
+fi
+# A run that writes nothing says what it compiled, on stderr, and exits 0.
+said="^netc: $src/models/mlp.net: compiled the %s graph \\([0-9]+ ops after [0-9]+ passes\\); nothing written \\(use -o model.so"
+expect 0 "$(printf "$said" inference)" "$netc" --inference "$src/models/mlp.net"
+expect 0 "$(printf "$said" training)" "$netc" "$src/models/mlp.net"
+npasses() { "$netc" "$@" "$src/models/mlp.net" 2>&1 | sed -nE 's/.* after ([0-9]+) passes.*/\1/p'; }
+all=$(npasses) nofuse=$(npasses -fno-fuse)
+[ -n "$all" ] && [ "$nofuse" = $((all - 1)) ] || { echo "FAIL: -fno-fuse ran $nofuse passes of $all"; fail=$((fail + 1)); }
+out=$("$netc" --inference "$src/models/mlp.net" 2>/dev/null)
+[ -z "$out" ] || { echo "FAIL: the nothing-written note went to stdout"; fail=$((fail + 1)); }
+out=$("$netc" --summary "$src/models/mlp.net" 2>&1 >/dev/null)
+[ -z "$out" ] || { echo "FAIL: --summary also printed '$out'"; fail=$((fail + 1)); }
 expect 2 "--precision must be fp32, fp16 or bf16" "$netc" --precision=fp8 "$src/models/mlp.net"
 expect 2 "--batch must be an integer" "$netc" --batch=0 "$src/models/mlp.net"
 expect 2 "--batch must be an integer" "$netc" --batch=12x "$src/models/mlp.net"
