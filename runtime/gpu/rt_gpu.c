@@ -458,7 +458,7 @@ static size_t workspace_cap(const RtGpu *x) {
  * a run's head does its work), its scratch and its workspace. */
 static int node_ranges(RtGpu *x, int i, const uint64_t *addr, const uint64_t *bytes, RtBranchSet *set) {
   const GpuConv *c = &x->conv[i];
-  const RtOptimRun *r = rt_gpu_optim_run_at(x, i);
+  const CgMultiRun *r = rt_gpu_run_at(x, i);
   int works = r || c->plan || x->first[i] < x->first[i + 1];
   for (int k = 0; works && k < (r ? r->n : 1); k++)
     if (rt_gpu_branch_add_node(set, x->g, r ? r->node[k] : i, addr, bytes)) return -1;
@@ -507,6 +507,64 @@ static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
     if (!s) s = RT_CU(x->api, EventCreate, (&x->done_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream join", err, errlen);
   }
   return s;
+}
+
+/* --- multi-tensor runs (rt_gpu_optim.h) ------------------------------------------ */
+
+const CgMultiRun *rt_gpu_run_at(const RtGpu *x, int node) {
+  int head = 0, k = rt_gpu_optim_run_of(x->optim, node, &head);
+  return k >= 0 && head ? rt_gpu_optim_run(x->optim, k, NULL, NULL) : NULL;
+}
+
+int rt_gpu_multi_folded(const RtGpu *x) { return x ? x->folded : 0; }
+
+/* The launch list with every usable run folded into its head: the head
+ * launches the run's kernel, the run's other nodes nothing (unless the
+ * multi_tensor option is off, or there is no run). */
+static RtCudaStatus fold_runs(RtGpu *x, char *err, size_t errlen) {
+  if (!x->opts.multi_tensor) return RT_CUDA_OK;
+  RtCudaStatus s = rt_gpu_optim_new(x->g, x->batch, x->ctx, x->addr, x->cache_dir, &x->optim, err, errlen);
+  if (s || !x->optim) return s;
+  const IrGraph *g = x->g;
+  int *first = malloc(sizeof(int) * (size_t)(g->nnode + 1)), total = 0;
+  if (!first) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  for (int i = 0; i < g->nnode; i++) {
+    int head = 0, k = rt_gpu_optim_run_of(x->optim, i, &head);
+    first[i] = total;
+    total += k < 0 ? x->first[i + 1] - x->first[i] : head;
+  }
+  first[g->nnode] = total;
+  GpuLaunch *launch = calloc((size_t)(total ? total : 1), sizeof *launch);
+  if (!launch) {
+    free(first);
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  }
+  int folded = 0;
+  for (int i = 0; i < g->nnode; i++) {
+    GpuLaunch *L = &launch[first[i]];
+    int head = 0, k = rt_gpu_optim_run_of(x->optim, i, &head);
+    if (k < 0) {
+      for (int j = x->first[i]; j < x->first[i + 1]; j++, L++) {
+        *L = x->launch[j];
+        for (int a = 0; a < L->l->nargs; a++) L->argp[a] = &L->arg[a];
+      }
+      continue;
+    }
+    if (!head) {
+      folded++;
+      continue;
+    }
+    CUdeviceptr table;
+    const CgMultiRun *r = rt_gpu_optim_run(x->optim, k, &L->fn, &table);
+    L->l = &r->launch;
+    L->arg[0] = table;
+    for (int a = 1; a < r->launch.nargs; a++) L->arg[a] = x->addr[g->node[i].in[r->launch.args[a].index]];
+    for (int a = 0; a < r->launch.nargs; a++) L->argp[a] = &L->arg[a];
+  }
+  free(x->launch);
+  free(x->first);
+  x->launch = launch, x->first = first, x->folded = folded;
+  return RT_CUDA_OK;
 }
 
 static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen) {
@@ -562,7 +620,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   x->side_scratch = x->workspace + align_up(need[1]);
   x->side_workspace = x->side_scratch + align_up(need[2]);
   if ((s = prepare_nodes(x, err, errlen)) ||
-      (s = rt_gpu_optim_apply(x, x->cache_dir, err, errlen)) || (s = plan_branches(x, err, errlen)))
+      (s = fold_runs(x, err, errlen)) || (s = plan_branches(x, err, errlen)))
     return s;
   return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
 }
@@ -615,7 +673,7 @@ void rt_gpu_free(RtGpu *x) {
       if (x->fork_ev[i]) x->api->EventDestroy(x->fork_ev[i]);
       if (x->done_ev && x->done_ev[i]) x->api->EventDestroy(x->done_ev[i]);
     }
-    rt_gpu_optim_free(x);
+    rt_gpu_optim_free(x->optim);
     rt_cudnn_free(x->dnn);
     if (x->arena) x->api->MemFree(x->arena);
     if (x->persist) x->api->MemFree(x->persist);
@@ -893,4 +951,15 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
   for (int i = 0; i < 2; i++)
     if (ev[i]) x->api->EventDestroy(ev[i]);
   return s;
+}
+
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
+                               char *err, size_t errlen) {
+  if (g && g->plan_batch != batch)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld",
+                        (long long)g->plan_batch, (long long)batch);
+  CgProg p;
+  CgStatus s = cg_prog_build(g, batch, dev, cache_dir, &p, err, errlen);
+  cg_prog_free(&p);
+  return rt_gpu_status_of_cg(s);
 }

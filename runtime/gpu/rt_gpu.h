@@ -83,6 +83,9 @@ size_t rt_gpu_device_bytes(const RtGpu *x);
 void rt_gpu_memory(const RtGpu *x, size_t *arena, size_t *persist, size_t *scratch);
 /* 1 when the last rt_gpu_new found its cubin in the cache. */
 int rt_gpu_cache_hit(const RtGpu *x);
+/* Nodes that launch nothing because a multi-tensor run's head does their
+ * work (compiler/codegen/cg_multi.h; 0 with the multi_tensor option off). */
+int rt_gpu_multi_folded(const RtGpu *x);
 /* 1 when the last rt_gpu_new took RtGpuOpts.prebuilt's cubin (no NVRTC call). */
 int rt_gpu_prebuilt_hit(const RtGpu *x);
 

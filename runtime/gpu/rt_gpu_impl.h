@@ -7,7 +7,8 @@
 #include "rt_cudnn.h"
 #include "rt_gpu.h"
 #include "rt_gpu_branch.h"
-#include "cg_prog.h"
+#include "rt_gpu_optim.h"
+#include "rt_gpu_prog.h"
 
 typedef struct GpuLaunch {
   CUfunction fn;
@@ -48,7 +49,8 @@ struct RtGpu {
   CUgraphExec exec;
   void *stage;       /* host staging buffer for conversions */
   size_t stage_bytes;
-  struct RtGpuOptim *optim; /* multi-tensor launches (rt_gpu_optim.h), or NULL */
+  RtGpuOptim *optim; /* multi-tensor runs (rt_gpu_optim.h), or NULL */
+  int folded;        /* nodes that launch nothing because their run's head does their work */
   /* the weight gradients' branch (NETC_BRANCHES): side nodes (GpuConv.side)
    * run on side_stream with their own scratch and workspace; per side node
    * a fork event (recorded on the stream, waited for by side_stream) and a
@@ -59,6 +61,8 @@ struct RtGpu {
   RtBranchPlan branch;
 };
 
+/* The usable multi-tensor run whose head is node (launched there), else NULL. */
+const CgMultiRun *rt_gpu_run_at(const RtGpu *x, int node);
 /* NVTX ranges named after node i's layer (else its op), for Nsight Systems;
  * inert unless a tool injects itself (the profiler pushes them). */
 /* Queues node i on stream st: its prologue launches, its convolution, its

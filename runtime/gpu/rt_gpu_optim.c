@@ -1,379 +1,34 @@
-/* rt_gpu_optim.c - multi-tensor launches: runs of sgd_update nodes, and of
- * casts of f32 master weights, each done by one kernel (rt_gpu_optim.h
- * gives the rules).
+/* rt_gpu_optim.c - multi-tensor runs on the device (rt_gpu_optim.h).
  *
  * The runs' kernels are one NVRTC program of their own, compiled when the
  * executor is made (after the step's program) through the one cache path
- * (cg_cache.h) as <cache>/netc-multi-<key>.cubin.  Each run's kernel reads its tensors' pointers from a
- * table in one small device allocation owned here (an entry per tensor:
- * {w, g, buf} or {x, y}, 8 bytes a pointer), written once.  The executor's
- * launch list is then rebuilt: a run's head gets the run's one launch, its
- * other nodes none; everything else is copied as it was.  Profiles thus
- * charge a run to its head, and rt_gpu_launch_nodes over a node range
- * stays whole as long as no run crosses the range's ends (runs stay on one
- * side of the optimizer section's start, IrGraph.opt_first). */
+ * (cg_cache.h) as <cache>/netc-multi-<key>.cubin.  Each run's kernel reads
+ * its tensors' pointers from a table in one small device allocation owned
+ * here (an entry per tensor: {w, g, buf} or {x, y}, 8 bytes a pointer),
+ * written once. */
 #include "rt_gpu_optim.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "rt_gpu_impl.h"
-#include "cg_tmpl.h"
 #include "rt_gpu_prog.h"
-#include "cg_text.h"
-
-/* CHUNK elements a block: 4 passes of 256 threads over 4-wide vectors */
-enum { BLOCK = 256, CHUNK = 4096, MAX_DEFS = 16 };
 
 struct RtGpuOptim {
-  RtOptimPlan plan;
+  CgMultiPlan plan;
+  const RtCudaApi *api;
   RtCudaModule *mod;
   CUdeviceptr table;
-  int folded;
+  CUfunction *fn;  /* per run */
+  int *use;        /* per run: usable (every pointer present and 16-byte aligned) */
+  size_t *tab_off; /* per run: its entries' offset in the table */
+  int *run_of;     /* per node: its usable run, or -1 */
 };
 
-/* --- finding the runs ---------------------------------------------------------- */
-
-static IrDtype dtype_of(const IrGraph *g, int v) { return g->val[v].type.dtype; }
-
-/* An sgd_update the multi kernel can do (what emit_sgd accepts). */
-static int sgd_ok(const IrGraph *g, const IrNode *n) {
-  if (n->op != IR_OP_SGD_UPDATE || n->nin < 5 || n->nin > 6) return 0;
-  for (int i = 0; i < 3; i++)
-    if (!cg_tmpl_is_float(dtype_of(g, n->in[i]))) return 0;
-  for (int i = 3; i < n->nin; i++)
-    if (dtype_of(g, n->in[i]) != IR_DT_F32) return 0;
-  return 1;
-}
-
-/* Whether sgd_updates a and b may share a kernel. */
-static int sgd_same(const IrGraph *g, const IrNode *a, const IrNode *b) {
-  if (a->nin != b->nin) return 0;
-  for (int i = 0; i < 3; i++)
-    if (dtype_of(g, a->in[i]) != dtype_of(g, b->in[i])) return 0;
-  for (int i = 3; i < a->nin; i++)
-    if (a->in[i] != b->in[i]) return 0;
-  return (float)ir_attr_float(a, "momentum", 0) == (float)ir_attr_float(b, "momentum", 0) &&
-         (float)ir_attr_float(a, "weight_decay", 0) == (float)ir_attr_float(b, "weight_decay", 0) &&
-         (ir_attr_int(a, "nesterov", 0) != 0) == (ir_attr_int(b, "nesterov", 0) != 0);
-}
-
-/* Whether the sgd_updates lo..hi-1 are independent: no w or buf twice, and
- * none of them read by another node of the stretch (then any order, and one
- * launch, computes what the nodes in order do). */
-static int sgd_independent(const IrGraph *g, int lo, int hi) {
-  for (int i = lo; i < hi; i++)
-    for (int r = 0; r < 3; r += 2) {
-      int v = g->node[i].in[r];
-      for (int j = lo; j < hi; j++)
-        for (int k = 0; k < g->node[j].nin; k++)
-          if (g->node[j].in[k] == v && !(j == i && k == r)) return 0;
-    }
-  return 1;
-}
-
-/* A cast of an f32 PARAM to f16/bf16 whose output lies in the arena. */
-static int cast_ok(const IrGraph *g, const IrNode *n) {
-  if (n->op != IR_OP_CAST || n->nin != 1 || n->nout != 1) return 0;
-  const IrValue *x = &g->val[n->in[0]], *y = &g->val[n->out[0]];
-  return x->kind == IR_VAL_PARAM && x->type.dtype == IR_DT_F32 &&
-         (y->type.dtype == IR_DT_F16 || y->type.dtype == IR_DT_BF16) && y->kind == IR_VAL_ACT && y->offset >= 0;
-}
-
-typedef struct Range {
-  int64_t lo, hi;
-} Range;
-
-typedef struct Ranges {
-  Range *r;
-  int n, cap;
-} Ranges;
-
-static int64_t value_bytes(const IrGraph *g, int v, int64_t batch) {
-  int64_t n = ir_type_numel(&g->val[v].type, batch);
-  return n < 0 ? -1 : n * (int64_t)ir_dtype_size(g->val[v].type.dtype);
-}
-
-/* Arena bytes of value v, or lo = hi = 0 when it has none there. */
-static Range arena_range(const IrGraph *g, int v, int64_t batch) {
-  const IrValue *val = &g->val[v];
-  Range r = {0, 0};
-  if ((val->kind == IR_VAL_ACT || val->kind == IR_VAL_INPUT) && val->offset >= 0) {
-    int64_t b = value_bytes(g, v, batch);
-    r.lo = val->offset, r.hi = val->offset + (b > 0 ? b : 1);
-  }
-  return r;
-}
-
-static int ranges_add(Ranges *s, Range r) {
-  if (r.hi <= r.lo) return 0;
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 64;
-    Range *p = realloc(s->r, (size_t)cap * sizeof *p);
-    if (!p) return -1;
-    s->r = p, s->cap = cap;
-  }
-  s->r[s->n++] = r;
-  return 0;
-}
-
-static int ranges_hit(const Ranges *s, Range r) {
-  for (int i = 0; i < s->n; i++)
-    if (r.lo < s->r[i].hi && s->r[i].lo < r.hi) return 1;
-  return 0;
-}
-
-static int ranges_add_node(Ranges *s, const IrGraph *g, const IrNode *n, int64_t batch) {
-  for (int k = 0; k < n->nin; k++)
-    if (ranges_add(s, arena_range(g, n->in[k], batch))) return -1;
-  for (int k = 0; k < n->nout; k++)
-    if (ranges_add(s, arena_range(g, n->out[k], batch))) return -1;
-  return 0;
-}
-
-static int run_add(RtOptimPlan *p, RtOptimKind kind, const int *node, int n) {
-  RtOptimRun *r = realloc(p->run, (size_t)(p->nrun + 1) * sizeof *r);
-  if (!r) return -1;
-  p->run = r;
-  r = &p->run[p->nrun];
-  memset(r, 0, sizeof *r);
-  r->kind = kind, r->n = n;
-  if (!(r->node = malloc((size_t)n * sizeof *r->node))) return -1;
-  memcpy(r->node, node, (size_t)n * sizeof *node);
-  p->nrun++;
-  return 0;
-}
-
-/* Every stretch of sgd_updates (in the optimizer section), split by
- * sgd_same into runs. */
-static int find_sgd_runs(const IrGraph *g, RtOptimPlan *p, int *buf, char *taken) {
-  for (int lo = ir_opt_start(g), hi; lo < g->nnode; lo = hi > lo ? hi : lo + 1) {
-    for (hi = lo; hi < g->nnode && g->node[hi].op == IR_OP_SGD_UPDATE; hi++) {}
-    if (hi - lo < 2 || !sgd_independent(g, lo, hi)) continue;
-    for (int i = lo; i < hi; i++) {
-      if (taken[i] || !sgd_ok(g, &g->node[i])) continue;
-      int n = 0;
-      for (int j = i; j < hi; j++)
-        if (!taken[j] && sgd_ok(g, &g->node[j]) && sgd_same(g, &g->node[i], &g->node[j])) buf[n++] = j;
-      if (n < 2) continue;
-      for (int k = 0; k < n; k++) taken[buf[k]] = 1;
-      if (run_add(p, RT_OPTIM_SGD, buf, n)) return -1;
-    }
-  }
-  return 0;
-}
-
-/* Casts of parameters gathered at the first of them (see the header), on
- * its side of the optimizer section's start. */
-static int find_cast_runs(const IrGraph *g, int64_t batch, RtOptimPlan *p, int *buf, char *taken) {
-  Ranges used = {0};
-  int rc = 0;
-  for (int i = 0; !rc && i < g->nnode; i++) {
-    const IrNode *h = &g->node[i];
-    if (taken[i] || !cast_ok(g, h)) continue;
-    int end = i < ir_opt_start(g) ? ir_opt_start(g) : g->nnode;
-    IrDtype ty = dtype_of(g, h->out[0]);
-    int n = 0;
-    buf[n++] = i;
-    used.n = 0;
-    rc = ranges_add(&used, arena_range(g, h->out[0], batch));
-    for (int j = i + 1; !rc && j < end; j++) {
-      const IrNode *c = &g->node[j];
-      if (!taken[j] && cast_ok(g, c) && dtype_of(g, c->out[0]) == ty &&
-          !ranges_hit(&used, arena_range(g, c->out[0], batch))) {
-        buf[n++] = j;
-        rc = ranges_add(&used, arena_range(g, c->out[0], batch));
-      } else {
-        rc = ranges_add_node(&used, g, c, batch);
-      }
-    }
-    if (rc || n < 2) continue;
-    for (int k = 0; k < n; k++) taken[buf[k]] = 1;
-    rc = run_add(p, RT_OPTIM_CAST, buf, n);
-  }
-  free(used.r);
-  return rc;
-}
-
-/* --- the kernels --------------------------------------------------------------- */
-
-typedef struct Defs {
-  int n;
-  char name[MAX_DEFS][32];
-  char *value[MAX_DEFS];
-} Defs;
-
-static void def(Defs *d, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void def(Defs *d, const char *name, const char *fmt, ...) {
-  char b[128];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(b, sizeof b, fmt, ap);
-  va_end(ap);
-  snprintf(d->name[d->n], sizeof d->name[d->n], "%s", name);
-  d->value[d->n++] = strdup(b);
-}
-
-static void defs_free(Defs *d) {
-  for (int i = 0; i < d->n; i++) free(d->value[i]);
-  d->n = 0;
-}
-
-/* A float attribute as a literal with every bit of its f32 value (as cg_kernels.c writes it). */
-static void def_float(Defs *d, const char *name, double v) {
-  char b[48];
-  cg_tmpl_float(b, sizeof b, v);
-  def(d, name, "%s", b);
-}
-
-/* The counts and first blocks of run r (tensor k: the node's input 0) as
- * NETC_COUNTS and NETC_BLOCK0; r->blocks = the grid.  -1 when a count is
- * unknown or the grid too large. */
-static int def_layout(Defs *d, const IrGraph *g, int64_t batch, RtOptimRun *r) {
-  CgText counts = {0}, first = {0};
-  int64_t blocks = 0;
-  cg_text_puts(&counts, "{");
-  cg_text_puts(&first, "{");
-  for (int k = 0; k < r->n; k++) {
-    int64_t n = ir_type_numel(&g->val[g->node[r->node[k]].in[0]].type, batch);
-    if (n < 0) blocks = -1;
-    cg_text_printf(&counts, "%s%lldLL", k ? ", " : "", (long long)n);
-    cg_text_printf(&first, "%s%lld", k ? ", " : "", (long long)blocks);
-    if (blocks >= 0) blocks += (n + CHUNK - 1) / CHUNK;
-    if (blocks > 0x7fffffff) blocks = -1;
-  }
-  cg_text_printf(&first, ", %lld}", (long long)blocks);
-  cg_text_puts(&counts, "}");
-  int rc = counts.bad || first.bad || blocks <= 0 ? -1 : 0;
-  if (!rc) {
-    snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_COUNTS");
-    d->value[d->n++] = counts.p;
-    snprintf(d->name[d->n], sizeof d->name[d->n], "NETC_BLOCK0");
-    d->value[d->n++] = first.p;
-    counts.p = first.p = NULL;
-  }
-  free(counts.p);
-  free(first.p);
-  r->blocks = blocks;
-  return rc;
-}
-
-/* The defines and launch of run r; *tmpl = its template. */
-static int run_defs(const IrGraph *g, int64_t batch, RtOptimRun *r, Defs *d, const char **tmpl) {
-  const IrNode *h = &g->node[r->node[0]];
-  CgKLaunch *l = &r->launch;
-  memset(l, 0, sizeof *l);
-  int v;
-  if (r->kind == RT_OPTIM_SGD) {
-    IrDtype tw = dtype_of(g, h->in[0]), tg = dtype_of(g, h->in[1]), tb = dtype_of(g, h->in[2]);
-    snprintf(l->name, sizeof l->name, "k%d_sgd_update_multi%d_%s", r->node[0], r->n, ir_dtype_name(tg));
-    v = cg_tmpl_flat_vec(tw);
-    if (cg_tmpl_flat_vec(tg) < v) v = cg_tmpl_flat_vec(tg);
-    if (cg_tmpl_flat_vec(tb) < v) v = cg_tmpl_flat_vec(tb);
-    def(d, "NETC_KERNEL_NAME", "%s", l->name);
-    def(d, "NETC_TW", "%s", cg_tmpl_ctype(tw));
-    def(d, "NETC_TG", "%s", cg_tmpl_ctype(tg));
-    def(d, "NETC_TBUF", "%s", cg_tmpl_ctype(tb));
-    def_float(d, "NETC_MOMENTUM", ir_attr_float(h, "momentum", 0));
-    def_float(d, "NETC_WD", ir_attr_float(h, "weight_decay", 0));
-    def(d, "NETC_NESTEROV", "%d", ir_attr_int(h, "nesterov", 0) != 0);
-    def(d, "NETC_SKIP", "%d", h->nin > 5);
-    /* the table first (scratch: a profile counts no tensor for it), then the head's scalars */
-    l->nargs = h->nin - 2;
-    l->args[0] = (CgKArg){CG_KARG_SCRATCH, 0, 0};
-    for (int a = 1; a < l->nargs; a++) l->args[a] = (CgKArg){CG_KARG_IN, a + 2, 0};
-    *tmpl = "sgd_multi.cu";
-  } else {
-    IrDtype ty = dtype_of(g, h->out[0]);
-    snprintf(l->name, sizeof l->name, "k%d_cast_multi%d_f32_%s", r->node[0], r->n, ir_dtype_name(ty));
-    int vy = cg_tmpl_flat_vec(ty), vx = cg_tmpl_flat_vec(IR_DT_F32);
-    v = vy < vx ? vy : vx;
-    def(d, "NETC_KERNEL_NAME", "%s", l->name);
-    def(d, "NETC_TX", "float");
-    def(d, "NETC_TY", "%s", cg_tmpl_ctype(ty));
-    l->nargs = 1;
-    l->args[0] = (CgKArg){CG_KARG_SCRATCH, 0, 0};
-    *tmpl = "cast_multi.cu";
-  }
-  def(d, "NETC_NT", "%d", r->n);
-  def(d, "NETC_CHUNK", "%d", CHUNK);
-  def(d, "NETC_V", "%d", v);
-  for (int i = 0; i < d->n; i++)
-    if (!d->value[i]) return -1;
-  if (def_layout(d, g, batch, r)) return -1;
-  l->grid[0] = (unsigned)r->blocks, l->grid[1] = l->grid[2] = 1;
-  l->block[0] = BLOCK, l->block[1] = l->block[2] = 1;
-  return 0;
-}
-
-/* Run k's kernel into r->unit and, in namespace netc_m<k>, onto src. */
-static int emit_run(const IrGraph *g, int64_t batch, RtOptimRun *r, int k, CgText *src, char *err, size_t errlen) {
-  Defs d = {0};
-  const char *tmpl = NULL;
-  if (run_defs(g, batch, r, &d, &tmpl)) {
-    defs_free(&d);
-    rt_errf(err, errlen, "rt_gpu_optim: run at node %d: out of memory or too large", r->node[0]);
-    return -1;
-  }
-  CgDefine nd[MAX_DEFS];
-  for (int i = 0; i < d.n; i++) nd[i] = (CgDefine){d.name[i], d.value[i]};
-  char ns[32], msg[512];
-  snprintf(ns, sizeof ns, "netc_m%d", k);
-  int rc = cg_tmpl_instantiate(tmpl, nd, d.n, ns, src, &r->unit, msg, sizeof msg);
-  if (rc) rt_errf(err, errlen, "rt_gpu_optim: run at node %d: %s", r->node[0], msg);
-  defs_free(&d);
-  return rc;
-}
-
-int rt_gpu_optim_plan(const IrGraph *g, int64_t batch, RtOptimPlan *p, char *err, size_t errlen) {
-  memset(p, 0, sizeof *p);
-  int *buf = malloc(sizeof(int) * (size_t)(g->nnode + 1));
-  char *taken = calloc((size_t)g->nnode + 1, 1);
-  int rc = !buf || !taken || find_cast_runs(g, batch, p, buf, taken) || find_sgd_runs(g, p, buf, taken) ? -1 : 0;
-  free(buf);
-  free(taken);
-  if (rc) {
-    rt_gpu_optim_plan_free(p);
-    rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
-    return -1;
-  }
-  CgText src = {0};
-  for (int k = 0; k < p->nrun; k++)
-    if (emit_run(g, batch, &p->run[k], k, &src, err, errlen)) {
-      free(src.p);
-      rt_gpu_optim_plan_free(p);
-      return -1;
-    }
-  if (src.bad) {
-    free(src.p);
-    rt_gpu_optim_plan_free(p);
-    rt_errf(err, errlen, "rt_gpu_optim: out of host memory");
-    return -1;
-  }
-  p->source = src.p, p->source_len = src.len;
-  return 0;
-}
-
-void rt_gpu_optim_plan_free(RtOptimPlan *p) {
-  if (!p) return;
-  for (int k = 0; k < p->nrun; k++) {
-    free(p->run[k].node);
-    free(p->run[k].unit);
-  }
-  free(p->run);
-  free(p->source);
-  memset(p, 0, sizeof *p);
-}
-
-/* --- the executor's side -------------------------------------------------------- */
-
 /* Value ids whose pointers make up run r's table entry for its k-th node. */
-static int entry_values(const IrGraph *g, const RtOptimRun *r, int k, int v[3]) {
+static int entry_values(const IrGraph *g, const CgMultiRun *r, int k, int v[3]) {
   const IrNode *n = &g->node[r->node[k]];
-  if (r->kind == RT_OPTIM_SGD) {
+  if (r->kind == CG_MULTI_SGD) {
     v[0] = n->in[0], v[1] = n->in[1], v[2] = n->in[2];
     return 3;
   }
@@ -381,136 +36,99 @@ static int entry_values(const IrGraph *g, const RtOptimRun *r, int k, int v[3]) 
   return 2;
 }
 
-/* The launch list with every run folded into its head (use[k]: run k is folded). */
-static RtCudaStatus rebuild(RtGpu *x, const CUfunction *fn, const int *use, const size_t *tab_off, char *err,
-                            size_t errlen) {
-  const IrGraph *g = x->g;
-  const RtOptimPlan *p = &x->optim->plan;
-  int *run_of = malloc(sizeof(int) * (size_t)(g->nnode + 1)), *first = malloc(sizeof(int) * (size_t)(g->nnode + 1));
-  if (!run_of || !first) {
-    free(run_of);
-    free(first);
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
-  }
-  for (int i = 0; i < g->nnode; i++) run_of[i] = -1;
-  for (int k = 0; k < p->nrun; k++)
-    for (int j = 0; use[k] && j < p->run[k].n; j++) run_of[p->run[k].node[j]] = k;
-  int total = 0;
-  for (int i = 0; i < g->nnode; i++) {
-    first[i] = total;
-    int k = run_of[i];
-    total += k < 0 ? x->first[i + 1] - x->first[i] : p->run[k].node[0] == i;
-  }
-  first[g->nnode] = total;
-  GpuLaunch *launch = calloc((size_t)(total ? total : 1), sizeof *launch);
-  if (!launch) {
-    free(run_of);
-    free(first);
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
-  }
-  int folded = 0;
-  for (int i = 0; i < g->nnode; i++) {
-    GpuLaunch *L = &launch[first[i]];
-    int k = run_of[i];
-    if (k < 0) {
-      for (int j = x->first[i]; j < x->first[i + 1]; j++, L++) {
-        *L = x->launch[j];
-        for (int a = 0; a < L->l->nargs; a++) L->argp[a] = &L->arg[a];
-      }
-      continue;
-    }
-    const RtOptimRun *r = &p->run[k];
-    if (r->node[0] != i) {
-      folded++;
-      continue;
-    }
-    L->fn = fn[k], L->l = &r->launch;
-    L->arg[0] = x->optim->table + tab_off[k];
-    for (int a = 1; a < r->launch.nargs; a++) L->arg[a] = x->addr[g->node[i].in[r->launch.args[a].index]];
-    for (int a = 0; a < r->launch.nargs; a++) L->argp[a] = &L->arg[a];
-  }
-  free(x->launch);
-  free(x->first);
-  x->launch = launch, x->first = first;
-  x->optim->folded = folded;
-  free(run_of);
-  return RT_CUDA_OK;
-}
-
-/* The pointer tables of the usable runs (use[k] = 0 for a run with a
- * pointer that is missing or not 16-byte aligned), uploaded. */
-static RtCudaStatus upload_tables(RtGpu *x, int *use, size_t *tab_off, char *err, size_t errlen) {
-  const IrGraph *g = x->g;
-  const RtOptimPlan *p = &x->optim->plan;
+/* The pointer tables of the runs, uploaded; use[k] = 0 for a run with a
+ * pointer that is missing or not 16-byte aligned. */
+static RtCudaStatus upload_tables(RtGpuOptim *o, const IrGraph *g, const CUdeviceptr *addr, char *err,
+                                  size_t errlen) {
+  const CgMultiPlan *p = &o->plan;
   size_t n = 0;
   for (int k = 0; k < p->nrun; k++) n += (size_t)p->run[k].n * 3;
   uint64_t *host = calloc(n ? n : 1, sizeof *host);
   if (!host) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   size_t at = 0;
   for (int k = 0; k < p->nrun; k++) {
-    tab_off[k] = at * sizeof *host;
-    use[k] = 1;
+    o->tab_off[k] = at * sizeof *host;
+    o->use[k] = 1;
     for (int j = 0; j < p->run[k].n; j++) {
       int v[3], m = entry_values(g, &p->run[k], j, v);
       for (int e = 0; e < m; e++) {
-        CUdeviceptr a = x->addr[v[e]];
-        if (!a || a % 16) use[k] = 0;
+        CUdeviceptr a = addr[v[e]];
+        if (!a || a % 16) o->use[k] = 0;
         host[at++] = (uint64_t)a;
       }
     }
   }
-  RtCudaStatus s = RT_CU(x->api, MemAlloc, (&x->optim->table, at ? at * sizeof *host : 16), "multi-tensor tables",
-                         err, errlen);
-  if (s) x->optim->table = 0;
-  if (!s && at) s = RT_CU(x->api, MemcpyHtoD, (x->optim->table, host, at * sizeof *host), "multi-tensor tables",
-                          err, errlen);
+  RtCudaStatus s =
+      RT_CU(o->api, MemAlloc, (&o->table, at ? at * sizeof *host : 16), "multi-tensor tables", err, errlen);
+  if (s) o->table = 0;
+  if (!s && at) s = RT_CU(o->api, MemcpyHtoD, (o->table, host, at * sizeof *host), "multi-tensor tables", err, errlen);
   free(host);
   return s;
 }
 
-RtCudaStatus rt_gpu_optim_apply(RtGpu *x, const char *cache_dir, char *err, size_t errlen) {
-  if (!x || x->optim || !x->opts.multi_tensor) return RT_CUDA_OK;
-  if (!(x->optim = calloc(1, sizeof *x->optim)))
-    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
-  RtOptimPlan *p = &x->optim->plan;
-  if (rt_gpu_optim_plan(x->g, x->batch, p, err, errlen)) return RT_CUDA_EARG;
-  if (!p->nrun) return RT_CUDA_OK;
+RtCudaStatus rt_gpu_optim_new(const IrGraph *g, int64_t batch, RtCudaCtx *ctx, const CUdeviceptr *addr,
+                              const char *cache_dir, RtGpuOptim **out, char *err, size_t errlen) {
+  *out = NULL;
+  RtGpuOptim *o = calloc(1, sizeof *o);
+  if (!o) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  o->api = rt_cuda_ctx_api(ctx);
+  CgMultiPlan *p = &o->plan;
+  if (cg_multi_plan(g, batch, p, err, errlen)) {
+    rt_gpu_optim_free(o);
+    return RT_CUDA_EARG;
+  }
+  if (!p->nrun) {
+    rt_gpu_optim_free(o);
+    return RT_CUDA_OK;
+  }
   char name[160];
-  snprintf(name, sizeof name, "netc_%s_multi", x->g->name ? x->g->name : "graph");
-  RtCudaStatus s = rt_gpu_prog_module(x->ctx, p->source, name, "multi", cache_dir, "the multi-tensor kernels",
-                                      &x->optim->mod, err, errlen);
-  if (s == RT_CUDA_ENODRIVER) return RT_CUDA_OK; /* no NVRTC here: the nodes launch one by one */
-  if (s) return s;
-  CUfunction *fn = calloc((size_t)p->nrun, sizeof *fn);
-  int *use = calloc((size_t)p->nrun, sizeof *use);
-  size_t *tab_off = calloc((size_t)p->nrun, sizeof *tab_off);
-  if (!s && (!fn || !use || !tab_off)) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  snprintf(name, sizeof name, "netc_%s_multi", g->name ? g->name : "graph");
+  RtCudaStatus s =
+      rt_gpu_prog_module(ctx, p->source, name, "multi", cache_dir, "the multi-tensor kernels", &o->mod, err, errlen);
+  if (s == RT_CUDA_ENODRIVER) { /* no NVRTC here: the nodes launch one by one */
+    rt_gpu_optim_free(o);
+    return RT_CUDA_OK;
+  }
+  o->fn = calloc((size_t)p->nrun, sizeof *o->fn);
+  o->use = calloc((size_t)p->nrun, sizeof *o->use);
+  o->tab_off = calloc((size_t)p->nrun, sizeof *o->tab_off);
+  o->run_of = malloc(sizeof *o->run_of * (size_t)(g->nnode + 1));
+  if (!s && (!o->fn || !o->use || !o->tab_off || !o->run_of))
+    s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
   for (int k = 0; !s && k < p->nrun; k++)
-    s = rt_cuda_module_function(x->optim->mod, p->run[k].launch.name, &fn[k], err, errlen);
-  if (!s) s = upload_tables(x, use, tab_off, err, errlen);
-  if (!s) s = rebuild(x, fn, use, tab_off, err, errlen);
-  free(fn);
-  free(use);
-  free(tab_off);
-  return s;
+    s = rt_cuda_module_function(o->mod, p->run[k].launch.name, &o->fn[k], err, errlen);
+  if (!s) s = upload_tables(o, g, addr, err, errlen);
+  if (s) {
+    rt_gpu_optim_free(o);
+    return s;
+  }
+  for (int i = 0; i < g->nnode; i++) o->run_of[i] = -1;
+  for (int k = 0; k < p->nrun; k++)
+    for (int j = 0; o->use[k] && j < p->run[k].n; j++) o->run_of[p->run[k].node[j]] = k;
+  *out = o;
+  return RT_CUDA_OK;
 }
 
-void rt_gpu_optim_free(RtGpu *x) {
-  if (!x || !x->optim) return;
-  if (x->optim->table) x->api->MemFree(x->optim->table);
-  rt_cuda_module_free(x->optim->mod);
-  rt_gpu_optim_plan_free(&x->optim->plan);
-  free(x->optim);
-  x->optim = NULL;
+void rt_gpu_optim_free(RtGpuOptim *o) {
+  if (!o) return;
+  if (o->table) o->api->MemFree(o->table);
+  rt_cuda_module_free(o->mod);
+  cg_multi_free(&o->plan);
+  free(o->fn);
+  free(o->use);
+  free(o->tab_off);
+  free(o->run_of);
+  free(o);
 }
 
-int rt_gpu_optim_folded(const RtGpu *x) { return x && x->optim ? x->optim->folded : 0; }
+int rt_gpu_optim_run_of(const RtGpuOptim *o, int node, int *head) {
+  int k = o ? o->run_of[node] : -1;
+  if (head) *head = k >= 0 && o->plan.run[k].node[0] == node;
+  return k;
+}
 
-const RtOptimRun *rt_gpu_optim_run_at(const RtGpu *x, int node) {
-  if (!x || !x->optim || !x->optim->folded) return NULL;
-  for (int r = 0; r < x->optim->plan.nrun; r++)
-    if (x->optim->plan.run[r].node[0] == node && x->first[node] < x->first[node + 1] &&
-        x->launch[x->first[node]].l == &x->optim->plan.run[r].launch)
-      return &x->optim->plan.run[r];
-  return NULL;
+const CgMultiRun *rt_gpu_optim_run(const RtGpuOptim *o, int k, CUfunction *fn, CUdeviceptr *table) {
+  if (fn) *fn = o->fn[k];
+  if (table) *table = o->table + o->tab_off[k];
+  return &o->plan.run[k];
 }

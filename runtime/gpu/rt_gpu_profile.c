@@ -31,7 +31,6 @@
 #include <time.h>
 
 #include "rt_gpu_impl.h"
-#include "rt_gpu_optim.h"
 
 enum { STEP_TIME_REPLAYS = 10 };
 
@@ -128,7 +127,7 @@ static double linear_flops(const RtGpu *x, const IrNode *n) {
 }
 
 /* The tensors every node of a multi-tensor run reads and writes. */
-static double run_bytes(const RtGpu *x, const RtOptimRun *run) {
+static double run_bytes(const RtGpu *x, const CgMultiRun *run) {
   double b = 0;
   for (int m = 0; m < run->n; m++) {
     const IrNode *n = &x->g->node[run->node[m]];
@@ -142,7 +141,7 @@ static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
   const IrNode *n = &x->g->node[i];
   const CgKLaunch *l = x->launch[x->first[i] + j].l;
   snprintf(r->kernel, sizeof r->kernel, "%s", l->name);
-  const RtOptimRun *run = j == 0 ? rt_gpu_optim_run_at(x, i) : NULL;
+  const CgMultiRun *run = j == 0 ? rt_gpu_run_at(x, i) : NULL;
   if (run) {
     r->bytes = run_bytes(x, run);
     return;

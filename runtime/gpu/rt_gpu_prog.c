@@ -1,5 +1,5 @@
 /* rt_gpu_prog.c - a graph's kernel programs loaded as modules
- * (rt_gpu_prog.h), and rt_gpu_precompile (rt_gpu.h). */
+ * (rt_gpu_prog.h). */
 #include "rt_gpu_prog.h"
 
 #include <stdio.h>
@@ -7,7 +7,6 @@
 
 #include "cg_cache.h"
 
-#include "rt_gpu.h"
 
 RtCudaStatus rt_gpu_status_of_cg(CgStatus s) {
   switch (s) {
@@ -69,15 +68,4 @@ void rt_gpu_prog_unload(RtCudaModule *mod[CG_MAX_PART]) {
     rt_cuda_module_free(mod[k]);
     mod[k] = NULL;
   }
-}
-
-RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
-                               char *err, size_t errlen) {
-  if (g && g->plan_batch != batch)
-    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld",
-                        (long long)g->plan_batch, (long long)batch);
-  CgProg p;
-  CgStatus s = cg_prog_build(g, batch, dev, cache_dir, &p, err, errlen);
-  cg_prog_free(&p);
-  return rt_gpu_status_of_cg(s);
 }

@@ -26,7 +26,7 @@
 #include "check.h"
 #include "gexec.h"
 #include "rt_gpu_branch.h"
-#include "rt_gpu_optim.h"
+#include "cg_multi.h"
 
 /* --- the planner on hand-made ranges ------------------------------------------ */
 
@@ -273,9 +273,9 @@ static void windows(const char *root, const char *model, int64_t batch, int verb
     else
       addr[v] = persist, persist += (bytes[v] + 511) / 256 * 256;
   }
-  RtOptimPlan op;
+  CgMultiPlan op;
   char err[512];
-  CHECK(rt_gpu_optim_plan(g, batch, &op, err, sizeof err) == 0, "optimizer runs: %s", err);
+  CHECK(cg_multi_plan(g, batch, &op, err, sizeof err) == 0, "optimizer runs: %s", err);
   int *head = malloc((size_t)g->nnode * sizeof *head); /* run index at its head, -2 folded, -1 none */
   for (int i = 0; i < g->nnode; i++) head[i] = -1;
   for (int r = 0; r < op.nrun; r++)
@@ -308,7 +308,7 @@ static void windows(const char *root, const char *model, int64_t batch, int verb
   replay_range(&s, &p, 0, g->nnode, -1);
   rt_gpu_branch_plan_free(&p);
   rt_gpu_branch_set_free(&s);
-  rt_gpu_optim_plan_free(&op);
+  cg_multi_free(&op);
   free(head);
   free(addr);
   free(bytes);

@@ -33,7 +33,7 @@
 #include "compile.h"
 #include "gexec.h"
 #include "rt_cpu.h"
-#include "rt_gpu_optim.h"
+#include "cg_multi.h"
 #include "cg_nvrtc.h"
 #include "rt_ref.h"
 
@@ -111,16 +111,16 @@ static const char GRAPH[] =
 
 /* The runs GRAPH must have: kind, nodes (by index). */
 static const struct {
-  RtOptimKind kind;
+  CgMultiKind kind;
   int n, node[3];
 } WANT[] = {
-    {RT_OPTIM_CAST, 2, {0, 3}},      /* a, b to f16 (b crosses a relu; e may not: it reuses that relu's memory) */
-    {RT_OPTIM_CAST, 2, {2, 5}},      /* c, d to bf16 */
-    {RT_OPTIM_SGD, 2, {7, 9}},       /* a, b: f32 gradients */
-    {RT_OPTIM_SGD, 2, {8, 10}},      /* c, d: f16 gradients */
-    {RT_OPTIM_SGD, 2, {12, 13}},     /* f, g: nesterov (e alone: bf16) */
-    {RT_OPTIM_SGD, 2, {14, 15}},     /* h, i: momentum 0 */
-    {RT_OPTIM_SGD, 2, {16, 17}},     /* j, k: no skip flag */
+    {CG_MULTI_CAST, 2, {0, 3}},      /* a, b to f16 (b crosses a relu; e may not: it reuses that relu's memory) */
+    {CG_MULTI_CAST, 2, {2, 5}},      /* c, d to bf16 */
+    {CG_MULTI_SGD, 2, {7, 9}},       /* a, b: f32 gradients */
+    {CG_MULTI_SGD, 2, {8, 10}},      /* c, d: f16 gradients */
+    {CG_MULTI_SGD, 2, {12, 13}},     /* f, g: nesterov (e alone: bf16) */
+    {CG_MULTI_SGD, 2, {14, 15}},     /* h, i: momentum 0 */
+    {CG_MULTI_SGD, 2, {16, 17}},     /* j, k: no skip flag */
 };
 enum { NWANT = sizeof WANT / sizeof WANT[0], NWANT_FOLDED = 7 /* nodes of the runs but their heads */ };
 
@@ -165,10 +165,10 @@ static int overlaps(const IrGraph *g, int u, int v, int64_t batch) {
 }
 
 /* Every moved cast of p crosses only nodes that leave its output's memory alone. */
-static void check_moves(const IrGraph *g, const RtOptimPlan *p, int64_t batch, const char *what) {
+static void check_moves(const IrGraph *g, const CgMultiPlan *p, int64_t batch, const char *what) {
   for (int k = 0; k < p->nrun; k++) {
-    const RtOptimRun *r = &p->run[k];
-    if (r->kind != RT_OPTIM_CAST) continue;
+    const CgMultiRun *r = &p->run[k];
+    if (r->kind != CG_MULTI_CAST) continue;
     for (int m = 1; m < r->n; m++) {
       int y = g->node[r->node[m]].out[0], bad = -1;
       for (int i = r->node[0]; i < r->node[m] && bad < 0; i++) {
@@ -188,7 +188,7 @@ static void check_moves(const IrGraph *g, const RtOptimPlan *p, int64_t batch, c
   }
 }
 
-static void compile_program(const RtOptimPlan *p, const char *what) {
+static void compile_program(const CgMultiPlan *p, const char *what) {
   int major, minor;
   char why[512];
   if (cg_nvrtc_version(&major, &minor, why, sizeof why)) {
@@ -206,8 +206,8 @@ static int plan_mode(const char *root) {
   arena_init(&a);
   IrGraph *g = read_graph(&a);
   CHECK(g != NULL, "multi.ir did not read or plan");
-  RtOptimPlan p;
-  if (g && expect(rt_gpu_optim_plan(g, 1, &p, err, sizeof err) == 0, "plan: %s", err)) {
+  CgMultiPlan p;
+  if (g && expect(cg_multi_plan(g, 1, &p, err, sizeof err) == 0, "plan: %s", err)) {
     CHECK(p.nrun == NWANT, "hand-made graph: %d runs, want %d", p.nrun, NWANT);
     for (int k = 0; k < p.nrun && k < NWANT; k++) {
       int same = p.run[k].kind == WANT[k].kind && p.run[k].n == WANT[k].n;
@@ -219,16 +219,16 @@ static int plan_mode(const char *root) {
     CHECK(overlaps(g, g->node[1].out[0], g->node[6].out[0], 1), "multi.ir's plan changed: fix WANT");
     check_moves(g, &p, 1, "hand-made graph");
     compile_program(&p, "multi_ir");
-    rt_gpu_optim_plan_free(&p);
+    cg_multi_free(&p);
   }
   IrGraph *r50 = gexec_compile(&a, root, "models/resnet50.net", 32, 0, IR_DT_F16);
   CHECK(r50 != NULL, "models/resnet50.net did not compile");
-  if (r50 && expect(rt_gpu_optim_plan(r50, 32, &p, err, sizeof err) == 0, "resnet50 plan: %s", err)) {
+  if (r50 && expect(cg_multi_plan(r50, 32, &p, err, sizeof err) == 0, "resnet50 plan: %s", err)) {
     int nsgd = 0, in_run = 0, sgd_runs = 0, casts = 0;
     for (int i = 0; i < r50->nnode; i++) nsgd += r50->node[i].op == IR_OP_SGD_UPDATE;
     for (int k = 0; k < p.nrun; k++) {
-      if (p.run[k].kind == RT_OPTIM_SGD) in_run += p.run[k].n, sgd_runs++;
-      if (p.run[k].kind == RT_OPTIM_CAST) casts += p.run[k].n;
+      if (p.run[k].kind == CG_MULTI_SGD) in_run += p.run[k].n, sgd_runs++;
+      if (p.run[k].kind == CG_MULTI_CAST) casts += p.run[k].n;
       printf("  %-40s %4d nodes, %6lld blocks\n", p.run[k].launch.name, p.run[k].n, (long long)p.run[k].blocks);
     }
     CHECK(nsgd > 100 && in_run == nsgd, "resnet50: %d of %d sgd_updates in runs", in_run, nsgd);
@@ -238,7 +238,7 @@ static int plan_mode(const char *root) {
     compile_program(&p, "resnet50_multi");
     printf("resnet50: %d sgd_updates in %d launches, %d weight casts in runs (%d runs in all)\n", nsgd, sgd_runs,
            casts, p.nrun);
-    rt_gpu_optim_plan_free(&p);
+    cg_multi_free(&p);
   }
   arena_free(&a);
   return check_report();
@@ -252,8 +252,8 @@ static int emit_mode(const char *root, const char *dir) {
   IrGraph *gs[2] = {read_graph(&a), gexec_compile(&a, root, "models/resnet50.net", 32, 0, IR_DT_F16)};
   int64_t batch[2] = {1, 32}, files = 0;
   for (int k = 0; k < 2; k++) {
-    RtOptimPlan p;
-    if (!gs[k] || rt_gpu_optim_plan(gs[k], batch[k], &p, err, sizeof err)) {
+    CgMultiPlan p;
+    if (!gs[k] || cg_multi_plan(gs[k], batch[k], &p, err, sizeof err)) {
       fprintf(stderr, "test_gpu_optim emit: %s\n", gs[k] ? err : "a graph did not compile");
       arena_free(&a);
       return 1;
@@ -264,13 +264,13 @@ static int emit_mode(const char *root, const char *dir) {
       FILE *f = fopen(path, "w");
       if (!f || fputs(p.run[r].unit, f) < 0 || fclose(f)) {
         fprintf(stderr, "test_gpu_optim emit: cannot write %s\n", path);
-        rt_gpu_optim_plan_free(&p);
+        cg_multi_free(&p);
         arena_free(&a);
         return 1;
       }
       files++;
     }
-    rt_gpu_optim_plan_free(&p);
+    cg_multi_free(&p);
   }
   printf("%lld kernels written to %s\n", (long long)files, dir);
   arena_free(&a);
@@ -325,7 +325,7 @@ static float **gpu_steps(const IrGraph *g, float **in, int multi, int *folded) {
   RtGpu *x = NULL;
   float **out = calloc((size_t)g->nval, sizeof *out);
   int ok = out && expect(rt_gpu_new(g, 1, NULL, &x, err, sizeof err) == 0, "rt_gpu_new: %s", err);
-  *folded = ok ? rt_gpu_optim_folded(x) : -1;
+  *folded = ok ? rt_gpu_multi_folded(x) : -1;
   for (int v = 0; ok && v < g->nval; v++)
     if (in[v]) ok = expect(rt_gpu_write(x, v, in[v], err, sizeof err) == 0, "write: %s", err);
   ok = ok && expect(rt_gpu_run(x, err, sizeof err) == 0, "step 1: %s", err);
@@ -422,7 +422,7 @@ static void model_case(const char *root) {
     RtGpu *x = NULL;
     int ok = expect(rt_gpu_new(g, 8, NULL, &x, err, sizeof err) == 0, "smallcnn rt_gpu_new: %s", err) &&
              gexec_write_all(x, g, vals) == 0;
-    folded[pass] = ok ? rt_gpu_optim_folded(x) : -1;
+    folded[pass] = ok ? rt_gpu_multi_folded(x) : -1;
     for (int s = 0; ok && s < 2; s++) ok = expect(rt_gpu_run(x, err, sizeof err) == 0, "smallcnn step: %s", err);
     nv = 0;
     for (int v = 0; ok && v < g->nval && nv < 256; v++) {
