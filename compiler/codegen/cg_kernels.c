@@ -3,22 +3,9 @@
  * list).  Each op maps onto one to three instantiations of the templates in
  * codegen_templates/, with every shape (batch included), dtype, attribute
  * and vector width baked in as #defines, plus the launch geometry and which
- * of the node's tensors (or scratch) each kernel parameter is.
- *
- * A node's source may be compiled together with every other node's in one
- * NVRTC program, so each instantiation is wrapped in a namespace of its own
- * (netc_k<node>_<i>: helpers do not collide; the kernels are extern "C" and
- * named k<node>_...) and followed by an #undef of every #define it got.
- * Templates other than eltwise.cu are preceded by common.cu (storage types,
- * conversions, reductions).
- *
- * Vector widths: a flat elementwise kernel moves 16 bytes per access with
- * a scalar tail; a per-channel kernel on a channels-last tensor uses the
- * widest vector (at most 16 bytes) whose width divides C.  Every tensor's
- * base must be 16-byte aligned (the memory plan's offsets are multiples of
- * 256).  Grids of grid-stride kernels are capped at 8 blocks of 256 per SM
- * (one full wave). */
-#include "cg_kernels.h"
+ * of the node's tensors (or scratch) each kernel parameter is.  The
+ * launches are built with cg_emit.c (cg_emit.h). */
+#include "cg_emit.h"
 #include "cg_tmpl.h"
 
 #include <pthread.h>
@@ -29,56 +16,6 @@
 
 #include "cg_nvrtc.h"
 #include "cg_text.h"
-
-/* The embedded codegen_templates/ files (cg_templates.c, generated at
- * build time): the text of "name", or NULL. */
-
-enum { BLOCK = 256, FIN_CB = 32, FIN_GY = 8, MAX_DEFS = 40, DEF_LEN = 96 }; /* FIN_*: chan_finalize.cu's CB, GY */
-
-typedef struct Emit {
-  const IrGraph *g;
-  const IrNode *n;
-  int node;
-  int64_t batch;
-  const CgDevice *dev;
-  const NetcOpts *opts; /* dev's, or the defaults */
-  CgKNode *k;
-  char *err;
-  size_t errlen;
-  const char *dtype;  /* of the node's main tensor, for kernel names */
-  const char *layout; /* "nhwc", "nchw", "krsc", "kcrs" or "row" */
-  CgText src;         /* k->source as it grows (handed over when the node is done) */
-  /* the launch being built */
-  CgKLaunch *cur;
-  int ndefs;
-  char defs[MAX_DEFS][2][DEF_LEN];
-} Emit;
-
-static int fail(Emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(Emit *e, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (e->err && e->errlen)
-    snprintf(e->err, e->errlen, "node %d (%s, op %s): %s", e->node, e->n->name ? e->n->name : "unnamed",
-             ir_op_info(e->n->op)->name, msg);
-  return -1;
-}
-
-/* --- types and shapes ------------------------------------------------------ */
-
-static const IrType *in_type(const Emit *e, int i) { return &e->g->val[e->n->in[i]].type; }
-static const IrType *out_type(const Emit *e, int i) { return &e->g->val[e->n->out[i]].type; }
-
-static int64_t dim(const Emit *e, const IrType *t, int i) { return t->dim[i] == IR_DIM_N ? e->batch : t->dim[i]; }
-
-static int64_t numel(const Emit *e, const IrType *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->rank; i++) n *= dim(e, t, i);
-  return n;
-}
 
 static const char *layout_tag(const IrType *t) {
   switch (t->layout) {
@@ -95,155 +32,35 @@ static const char *layout_tag(const IrType *t) {
 static int chan_view(Emit *e, const IrType *t, int64_t *rows, int *C) {
   if (!((t->rank == 4 && t->layout == IR_LAYOUT_NHWC) || (t->rank == 2 && t->layout == IR_LAYOUT_ROW))) {
     char b[96];
-    return fail(e, "per-channel kernels need NHWC or [N, C] tensors, not %s", ir_type_str(t, b, sizeof b));
+    return cg_emit_fail(e, "per-channel kernels need NHWC or [N, C] tensors, not %s", ir_type_str(t, b, sizeof b));
   }
   *C = (int)dim(e, t, t->rank - 1);
   *rows = numel(e, t) / *C;
   return 0;
 }
 
-
-/* The widest vector (<= 16 bytes) whose width divides C. */
-static int chan_vec(IrDtype dt, int C) {
-  int v = cg_tmpl_flat_vec(dt);
-  while (v > 1 && C % v != 0) v /= 2;
-  return v;
-}
-
-/* Blocks of BLOCK threads one SM holds at once (its thread limit; the
- * kernels' __launch_bounds__(BLOCK) leave the registers to fit). */
-static int blocks_per_sm(const Emit *e) {
-  int t = e->dev->max_threads_per_sm > 0 ? e->dev->max_threads_per_sm : 2048;
-  return t / BLOCK > 1 ? t / BLOCK : 1;
-}
-
-/* A grid-stride kernel's grid: one block per BLOCK units of work, at most
- * one full wave of the device (every SM full). */
-static unsigned grid_1d(const Emit *e, int64_t units) {
-  int64_t cap = (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1) * blocks_per_sm(e);
-  int64_t b = (units + BLOCK - 1) / BLOCK;
-  if (b < 1) b = 1;
-  return (unsigned)(b < cap ? b : cap);
-}
-
-static void attr2(const IrNode *n, const char *key, int dflt, int v[2]) {
-  const IrAttr *a = ir_attr_find(n, key);
-  v[0] = v[1] = dflt;
-  if (a && a->n >= 1) v[0] = v[1] = (int)a->i[0];
-  if (a && a->n >= 2) v[1] = (int)a->i[1];
-}
-
-/* --- building launches ------------------------------------------------------ */
-
-static void def(Emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* A pooling window's geometry (pool.cu, and the gather of chan_reduce.cu
- * and chan_apply.cu): input tx, output ty (NHWC), the node's k, s, p. */
-static void window_defs(Emit *e, const IrType *tx, const IrType *ty) {
-  int k[2], s[2], p[2];
-  attr2(e->n, "k", 1, k);
-  attr2(e->n, "s", 1, s);
-  attr2(e->n, "p", 0, p);
-  def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
-  def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
-  def(e, "NETC_HO", "%lld", (long long)ty->dim[1]);
-  def(e, "NETC_WO", "%lld", (long long)ty->dim[2]);
-  def(e, "NETC_R", "%d", k[0]);
-  def(e, "NETC_S", "%d", k[1]);
-  def(e, "NETC_SH", "%d", s[0]);
-  def(e, "NETC_SW", "%d", s[1]);
-  def(e, "NETC_PH", "%d", p[0]);
-  def(e, "NETC_PW", "%d", p[1]);
-}
-
-static CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }
-static CgKArg out(int i) { return (CgKArg){CG_KARG_OUT, i, 0}; }
-static CgKArg scratch(size_t offset) { return (CgKArg){CG_KARG_SCRATCH, 0, offset}; }
-/* The type of an input or output argument. */
-static const IrType *arg_type(const Emit *e, CgKArg a) {
-  return a.kind == CG_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
-}
-
-static void def(Emit *e, const char *name, const char *fmt, ...) {
-  if (e->ndefs >= MAX_DEFS) return;
-  snprintf(e->defs[e->ndefs][0], DEF_LEN, "%s", name);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->defs[e->ndefs][1], DEF_LEN, fmt, ap);
-  va_end(ap);
-  e->ndefs++;
-}
-
-static void def_float(Emit *e, const char *name, double v) {
-  char b[48];
-  cg_tmpl_float(b, sizeof b, v);
-  def(e, name, "%s", b);
-}
-
-/* Starts launch `stage` ("" for a node's only kernel):
- * k<node>_<op>[_<stage>]_<dtype>_<layout>. */
-static int begin(Emit *e, const char *stage) {
-  if (e->k->nlaunch >= CG_K_MAX_LAUNCH) return fail(e, "more than %d launches", CG_K_MAX_LAUNCH);
-  e->cur = &e->k->launch[e->k->nlaunch];
-  memset(e->cur, 0, sizeof *e->cur);
-  int len = snprintf(e->cur->name, sizeof e->cur->name, "k%d_%s%s%s_%s_%s", e->node, ir_op_info(e->n->op)->name,
-                     *stage ? "_" : "", stage, e->dtype, e->layout);
-  if (len < 0 || (size_t)len >= sizeof e->cur->name) return fail(e, "kernel name too long");
-  e->ndefs = 0;
-  def(e, "NETC_KERNEL_NAME", "%s", e->cur->name);
-  return 0;
-}
-
-static void args(Emit *e, int nargs, const CgKArg *a) {
-  e->cur->nargs = nargs;
-  for (int i = 0; i < nargs; i++) e->cur->args[i] = a[i];
-}
-#define ARGS(e, ...) args((e), (int)(sizeof((CgKArg[]){__VA_ARGS__}) / sizeof(CgKArg)), (CgKArg[]){__VA_ARGS__})
-
-/* Instantiates template tmpl with the defines gathered since begin(),
- * appends it to the node's source and completes the launch. */
-static int end(Emit *e, const char *tmpl, unsigned gx, unsigned gy, unsigned bx, unsigned by) {
-  if (e->ndefs >= MAX_DEFS) return fail(e, "too many template parameters");
-  CgDefine d[MAX_DEFS];
-  for (int i = 0; i < e->ndefs; i++) d[i] = (CgDefine){e->defs[i][0], e->defs[i][1]};
-  char ns[64], msg[512];
-  snprintf(ns, sizeof ns, "netc_k%d_%d", e->node, e->k->nlaunch);
-  if (cg_tmpl_instantiate(tmpl, d, e->ndefs, ns, &e->src, NULL, msg, sizeof msg)) return fail(e, "%s", msg);
-  CgKLaunch *l = e->cur;
-  l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = 1;
-  l->block[0] = bx, l->block[1] = by, l->block[2] = 1;
-  e->k->nlaunch++;
-  return 0;
-}
-
-static void need_scratch(Emit *e, size_t bytes) {
-  if (bytes > e->k->scratch_bytes) e->k->scratch_bytes = bytes;
-}
-
-static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
-
 /* --- elementwise (eltwise.cu) ----------------------------------------------- */
 
 /* Inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
 static int eltwise(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0, CgKArg a1,
                    CgKArg a2, CgKArg o0) {
-  if (!cg_tmpl_is_float(dt)) return fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
+  if (!cg_tmpl_is_float(dt)) return cg_emit_fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
   int v = cg_tmpl_flat_vec(dt);
-  if (begin(e, stage)) return -1;
-  def(e, op, "1");
-  def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
-  def(e, "NETC_VEC", "%d", v);
-  def(e, "NETC_N", "%lldLL", (long long)count);
-  ARGS(e, a0, a1, a2, o0, o0); /* out1 is unused by these ops */
+  if (cg_emit_begin(e, stage)) return -1;
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, dt == IR_DT_F32 ? "NETC_DTYPE_F32" : dt == IR_DT_F16 ? "NETC_DTYPE_F16" : "NETC_DTYPE_BF16", "1");
+  cg_emit_def(e, "NETC_VEC", "%d", v);
+  cg_emit_def(e, "NETC_N", "%lldLL", (long long)count);
+  CG_EMIT_ARGS(e, a0, a1, a2, o0, o0); /* out1 is unused by these ops */
   int64_t units = count / v > count % v ? count / v : count % v;
-  return end(e, "eltwise.cu", grid_1d(e, units), 1, BLOCK, 1);
+  return cg_emit_end(e, "eltwise.cu", cg_emit_grid_1d(e, units), 1, BLOCK, 1);
 }
 
 static int emit_eltwise(Emit *e) {
   const IrType *t = in_type(e, 0);
   int64_t n = numel(e, t);
   for (int i = 1; i < e->n->nin; i++)
-    if (in_type(e, i)->dtype != t->dtype) return fail(e, "inputs of different dtypes");
+    if (in_type(e, i)->dtype != t->dtype) return cg_emit_fail(e, "inputs of different dtypes");
   switch (e->n->op) {
   case IR_OP_RELU: return eltwise(e, "", "NETC_OP_RELU_FWD", t->dtype, n, in(0), in(0), in(0), out(0));
   case IR_OP_ADD: return eltwise(e, "", "NETC_OP_ADD_FWD", t->dtype, n, in(0), in(1), in(1), out(0));
@@ -278,11 +95,11 @@ static int chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, Cha
   memset(c, 0, sizeof *c);
   if (chan_view(e, t, &c->rows, &c->C)) return -1;
   if (!cg_tmpl_is_float(t->dtype) || !cg_tmpl_is_float(ty) || !cg_tmpl_is_float(tg))
-    return fail(e, "per-channel kernels need float tensors");
+    return cg_emit_fail(e, "per-channel kernels need float tensors");
   c->dt = t->dtype, c->ty = ty, c->tg = tg;
-  c->V = chan_vec(t->dtype, c->C);
-  if (chan_vec(ty, c->C) < c->V) c->V = chan_vec(ty, c->C);
-  if (chan_vec(tg, c->C) < c->V) c->V = chan_vec(tg, c->C);
+  c->V = cg_emit_vec(t->dtype, c->C);
+  if (cg_emit_vec(ty, c->C) < c->V) c->V = cg_emit_vec(ty, c->C);
+  if (cg_emit_vec(tg, c->C) < c->V) c->V = cg_emit_vec(tg, c->C);
   int cv = c->C / c->V;
   c->bx = cv < 16 ? cv : 16;
   c->by = BLOCK / c->bx;
@@ -298,50 +115,47 @@ static int chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, Cha
 static int chan_plan(Emit *e, const IrType *t, Chan *c) { return chan_plan_mixed(e, t, t->dtype, t->dtype, c); }
 
 static void chan_defs(Emit *e, const Chan *c) {
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
-  if (c->tg != c->dt) def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
-  def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
-  def(e, "NETC_C", "%d", c->C);
-  def(e, "NETC_V", "%d", c->V);
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  if (c->tg != c->dt) cg_emit_def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
+  cg_emit_def(e, "NETC_ROWS", "%lldLL", (long long)c->rows);
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_V", "%d", c->V);
   if (c->gather) {
-    def(e, "NETC_GATHER", "1");
-    window_defs(e, out_type(e, 0), c->gather);
+    cg_emit_def(e, "NETC_GATHER", "1");
+    cg_emit_window_defs(e, out_type(e, 0), c->gather);
   }
 }
 
 /* The partial sums: op is NETC_RED_STATS, NETC_RED_BWD or NETC_RED_SUM. */
 static int chan_reduce(Emit *e, const Chan *c, const char *op, int relu) {
-  if (begin(e, strcmp(op, "NETC_RED_STATS") == 0 ? "stats" : "sums")) return -1;
-  def(e, op, "1");
-  def(e, "NETC_RELU", "%d", relu);
+  if (cg_emit_begin(e, strcmp(op, "NETC_RED_STATS") == 0 ? "stats" : "sums")) return -1;
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_RELU", "%d", relu);
   chan_defs(e, c);
   if (c->copy) {
-    def(e, "NETC_RED_COPY", "1");
-    def(e, "NETC_TC", "%s", cg_tmpl_ctype(c->tc));
+    cg_emit_def(e, "NETC_RED_COPY", "1");
+    cg_emit_def(e, "NETC_TC", "%s", cg_tmpl_ctype(c->tc));
   }
-  def(e, "NETC_BX", "%d", c->bx);
-  def(e, "NETC_BY", "%d", c->by);
+  cg_emit_def(e, "NETC_BX", "%d", c->bx);
+  cg_emit_def(e, "NETC_BY", "%d", c->by);
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
-  return end(e, "chan_reduce.cu", (unsigned)c->G, (unsigned)c->gy, (unsigned)c->bx, (unsigned)c->by);
+  return cg_emit_end(e, "chan_reduce.cu", (unsigned)c->G, (unsigned)c->gy, (unsigned)c->bx, (unsigned)c->by);
 }
 
 static int chan_finalize(Emit *e, const Chan *c, const char *op) {
-  if (begin(e, c->noshift ? "finalize_sums" : "finalize")) return -1;
-  def(e, op, "1");
-  if (c->noshift) def(e, "NETC_NOSHIFT", "1");
-  if (c->sb) def(e, "NETC_FIN_SB", "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
-  def(e, "NETC_C", "%d", c->C);
-  def(e, "NETC_G", "%d", c->G);
-  def(e, "NETC_M", "%lldLL", (long long)c->rows);
-  def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
-  def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
+  if (cg_emit_begin(e, c->noshift ? "finalize_sums" : "finalize")) return -1;
+  cg_emit_def(e, op, "1");
+  if (c->noshift) cg_emit_def(e, "NETC_NOSHIFT", "1");
+  if (c->sb) cg_emit_def(e, "NETC_FIN_SB", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_G", "%d", c->G);
+  cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
+  cg_emit_def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
+  cg_emit_def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
-  return end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY);
+  return cg_emit_end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY);
 }
-
-/* The node's residual input (conv2d_bn[_train] at a block's end), or -1. */
-static int residual_in(const Emit *e) { return ir_conv_residual(e->g, e->n); }
 
 /* residual: NETC_APPLY_AFFINE adds a tensor shaped like x (the node's
  * residual input) before the relu. */
@@ -352,29 +166,18 @@ static int chan_apply(Emit *e, const Chan *c, const char *op, int relu, const ch
                       : strcmp(op, "NETC_APPLY_ABC") == 0 ? "apply_abc"
                       : residual                           ? "apply_add"
                                                            : "apply";
-  if (begin(e, stage)) return -1;
-  unsigned grid = grid_1d(e, c->rows * (c->C / c->V));
-  def(e, op, "1");
-  def(e, "NETC_RELU", "%d", relu);
-  if (residual) def(e, "NETC_RESIDUAL", "1");
-  def(e, "NETC_TB", "%s", tb);
-  def(e, "NETC_GRID", "%u", grid);
+  if (cg_emit_begin(e, stage)) return -1;
+  unsigned grid = cg_emit_grid_1d(e, c->rows * (c->C / c->V));
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_RELU", "%d", relu);
+  if (residual) cg_emit_def(e, "NETC_RESIDUAL", "1");
+  cg_emit_def(e, "NETC_TB", "%s", tb);
+  cg_emit_def(e, "NETC_GRID", "%u", grid);
   chan_defs(e, c);
-  if (c->ty != c->dt) def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
-  if (c->round_x) def(e, "NETC_ROUND_X", "1");
-  return end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
+  if (c->ty != c->dt) cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
+  if (c->round_x) cg_emit_def(e, "NETC_ROUND_X", "1");
+  return cg_emit_end(e, "chan_apply.cu", grid, 1, BLOCK, 1);
 }
-
-/* The f32 per-channel vectors batch norm reads and writes. */
-static int check_f32(Emit *e, int first_in, int last_in, int first_out, int last_out) {
-  for (int i = first_in; i <= last_in; i++)
-    if (in_type(e, i)->dtype != IR_DT_F32) return fail(e, "input %d is not f32", i);
-  for (int i = first_out; i <= last_out; i++)
-    if (out_type(e, i)->dtype != IR_DT_F32) return fail(e, "output %d is not f32", i);
-  return 0;
-}
-
-static void last_when(Emit *e, CgKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
 
 /* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
  * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
@@ -384,12 +187,12 @@ static void last_when(Emit *e, CgKWhen when) { e->k->launch[e->k->nlaunch - 1].w
 static int bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
   Chan c;
   int epi = e->k->has_conv;
-  if (chan_plan(e, t, &c) || check_f32(e, p, p + 3, 1, 0)) return -1;
+  if (chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
   size_t esb = c.coef + align256((size_t)4 * c.C * sizeof(float));
   c.sb = epi;
   if (chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
   if (epi) {
-    ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
     need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
     e->k->launch[e->k->nlaunch - 1].before = 1;
     CgConvDesc *d = &e->k->conv;
@@ -397,14 +200,14 @@ static int bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int rel
     e->k->conv_esb = scratch(esb);
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
   } else {
-    ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   }
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
   if (epi) last_when(e, CG_K_EPI_UNFUSED);
   if (residual_in(e) >= 0)
-    ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
+    CG_EMIT_ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
-    ARGS(e, x, scratch(c.coef), y);
+    CG_EMIT_ARGS(e, x, scratch(c.coef), y);
   return 0;
 }
 
@@ -413,9 +216,9 @@ static int bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int rel
  * coefficients, and output sb when it writes the scale and bias (sb >= 0). */
 static void train_finalize_args(Emit *e, CgKArg x, int p, int o, size_t coef, int sb) {
   if (sb >= 0)
-    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
+    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
   else
-    ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
+    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
 }
 
 /* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
@@ -430,24 +233,25 @@ static void train_finalize_args(Emit *e, CgKArg x, int p, int o, size_t coef, in
  * read once (NETC_RED_COPY). */
 static int bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, int relu, int sb) {
   Chan c;
-  if (chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) || check_f32(e, p, p + 3, o, o + 1))
+  if (chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) ||
+      cg_emit_check_f32(e, p, p + 3, o, o + 1))
     return -1;
-  if (c.rows < 2) return fail(e, "batch statistics need more than one value per channel");
+  if (c.rows < 2) return cg_emit_fail(e, "batch statistics need more than one value per channel");
   int fusable = e->k->has_conv && e->k->conv.kind == CG_CONV_FWD && c.dt != IR_DT_F32;
   int zc = sb >= 0 && e->n->nout > 4 ? 4 : -1;
   if (zc >= 0) {
     c.copy = 1, c.tc = out_type(e, zc)->dtype;
     if (c.dt != IR_DT_F32 || (c.tc != IR_DT_F16 && c.tc != IR_DT_BF16))
-      return fail(e, "z's copy zc must be f16 or bf16 of an f32 z");
+      return cg_emit_fail(e, "z's copy zc must be f16 or bf16 of an f32 z");
   }
   if (chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
   if (zc >= 0)
-    ARGS(e, x, scratch(0), out(zc));
+    CG_EMIT_ARGS(e, x, scratch(0), out(zc));
   else
-    ARGS(e, x, scratch(0));
+    CG_EMIT_ARGS(e, x, scratch(0));
   if (fusable) last_when(e, CG_K_UNFUSED);
   c.sb = sb >= 0;
-  if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return fail(e, "the scale and bias must have z's dtype");
+  if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return cg_emit_fail(e, "the scale and bias must have z's dtype");
   if (chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
   train_finalize_args(e, x, p, o, c.coef, sb);
   if (fusable) {
@@ -464,9 +268,9 @@ static int bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, 
   c.round_x = c.dt == IR_DT_F32 && c.ty != IR_DT_F32; /* rt_ref_bn_normalize after rounding, as the CPU */
   if (chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
   if (residual_in(e) >= 0)
-    ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
+    CG_EMIT_ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
   else
-    ARGS(e, x, scratch(c.coef), y);
+    CG_EMIT_ARGS(e, x, scratch(c.coef), y);
   return 0;
 }
 
@@ -481,17 +285,17 @@ static int pbb_cells(const Emit *e, const Chan *c) {
 /* pool_bn_bwd.cu's pass `op` (NETC_PBB_SUMS or NETC_PBB_APPLY) of plan c
  * on G blocks. */
 static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
-  if (begin(e, strcmp(op, "NETC_PBB_SUMS") == 0 ? "sums" : "apply")) return -1;
+  if (cg_emit_begin(e, strcmp(op, "NETC_PBB_SUMS") == 0 ? "sums" : "apply")) return -1;
   const IrType *z = out_type(e, 0);
-  def(e, op, "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
-  def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
-  def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
-  def(e, "NETC_N", "%lld", (long long)dim(e, z, 0));
-  def(e, "NETC_C", "%d", c->C);
-  def(e, "NETC_V", "%d", c->V);
-  window_defs(e, z, c->gather);
-  return end(e, "pool_bn_bwd.cu", G, 1, BLOCK, 1);
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  cg_emit_def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
+  cg_emit_def(e, "NETC_N", "%lld", (long long)dim(e, z, 0));
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_V", "%d", c->V);
+  cg_emit_window_defs(e, z, c->gather);
+  return cg_emit_end(e, "pool_bn_bwd.cu", G, 1, BLOCK, 1);
 }
 
 /* batchnorm_relu_bwd_win's launches by cells (pool_bn_bwd.cu `sums`,
@@ -500,20 +304,20 @@ static int pbb_launch(Emit *e, const Chan *c, const char *op, unsigned G) {
 static int pbb_bwd(Emit *e, Chan *c, CgKArg dy, CgKArg x, CgKArg beta, int p, CgKWhen when) {
   const IrType *z = out_type(e, 0);
   int st[2];
-  attr2(e->n, "s", 1, st);
+  cg_emit_attr2(e->n, "s", 1, st);
   int64_t cells = dim(e, z, 0) * ((z->dim[1] + st[0] - 1) / st[0]) * ((z->dim[2] + st[1] - 1) / st[1]);
-  unsigned grid = grid_1d(e, cells * (c->C / c->V));
+  unsigned grid = cg_emit_grid_1d(e, cells * (c->C / c->V));
   c->G = (int)grid;
   c->coef = align256((size_t)2 * c->G * c->C * sizeof(float));
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
   if (pbb_launch(e, c, "NETC_PBB_SUMS", grid)) return -1;
-  ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  CG_EMIT_ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   last_when(e, when);
   if (chan_finalize(e, c, "NETC_FIN_BWD")) return -1;
-  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c->coef));
+  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c->coef));
   last_when(e, when);
   if (pbb_launch(e, c, "NETC_PBB_APPLY", grid)) return -1;
-  ARGS(e, dy, in(1), x, in(p + 1), scratch(c->coef), out(0));
+  CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c->coef), out(0));
   last_when(e, when);
   return 0;
 }
@@ -528,29 +332,29 @@ static int bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
   CgKArg x = in(xi), beta = relu ? in(at) : in(p);
   Chan c;
   if (chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, arg_type(e, dy)->dtype, &c) ||
-      check_f32(e, p, p + 2, 1, 2) || (relu && check_f32(e, at, at, 1, 0)))
+      cg_emit_check_f32(e, p, p + 2, 1, 2) || (relu && cg_emit_check_f32(e, at, at, 1, 0)))
     return -1;
   if (gather) {
     const IrType *w = in_type(e, 1);
     if (w->dtype != IR_DT_I8 || w->layout != IR_LAYOUT_NHWC || out_type(e, 0)->layout != IR_LAYOUT_NHWC)
-      return fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
+      return cg_emit_fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
     c.gather = w;
     if (pbb_cells(e, &c)) return pbb_bwd(e, &c, dy, x, beta, p, when);
   }
   if (chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
   if (gather)
-    ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+    CG_EMIT_ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   else
-    ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+    CG_EMIT_ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   last_when(e, when);
   if (chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
-  ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
+  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
   last_when(e, when);
   if (chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
   if (gather)
-    ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
+    CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
   else
-    ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
+    CG_EMIT_ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
   last_when(e, when);
   return 0;
 }
@@ -565,11 +369,11 @@ static int bn_bwd(Emit *e, int relu) { return bn_bwd_from(e, relu, in(0), relu ?
 
 static int emit_channel_sum(Emit *e) {
   Chan c;
-  if (chan_plan(e, in_type(e, 0), &c) || check_f32(e, 1, 0, 0, 0)) return -1;
+  if (chan_plan(e, in_type(e, 0), &c) || cg_emit_check_f32(e, 1, 0, 0, 0)) return -1;
   if (chan_reduce(e, &c, "NETC_RED_SUM", 0)) return -1;
-  ARGS(e, in(0), scratch(0));
+  CG_EMIT_ARGS(e, in(0), scratch(0));
   if (chan_finalize(e, &c, "NETC_FIN_SUM")) return -1;
-  ARGS(e, scratch(0), out(0));
+  CG_EMIT_ARGS(e, scratch(0), out(0));
   return 0;
 }
 
@@ -584,9 +388,9 @@ static void conv_geometry(const Emit *e, CgKArg x, CgKArg w, CgKArg y, CgConvDes
   d->n = (int)dim(e, tx, 0), d->h = (int)tx->dim[1], d->w = (int)tx->dim[2], d->c = (int)tx->dim[3];
   d->k = (int)tw->dim[0], d->r = (int)tw->dim[1], d->s = (int)tw->dim[2];
   d->ho = (int)ty->dim[1], d->wo = (int)ty->dim[2];
-  attr2(n, "s", 1, d->stride);
-  attr2(n, "p", 0, d->pad);
-  attr2(n, "d", 1, d->dilation);
+  cg_emit_attr2(n, "s", 1, d->stride);
+  cg_emit_attr2(n, "p", 0, d->pad);
+  cg_emit_attr2(n, "d", 1, d->dilation);
   d->groups = (int)ir_attr_int(n, "groups", 1);
   d->dtype = tx->dtype;
   const IrAttr *math = ir_attr_find(n, "math");
@@ -597,9 +401,9 @@ static void conv_geometry(const Emit *e, CgKArg x, CgKArg w, CgKArg y, CgConvDes
 static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
-    return fail(e, "convolutions run on NHWC activations and KRSC filters");
+    return cg_emit_fail(e, "convolutions run on NHWC activations and KRSC filters");
   if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype))
-    return fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
+    return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                 ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
   e->k->conv.kind = kind;
@@ -617,8 +421,9 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
 static int dgrad_bn_relu(Emit *e) {
   if (conv(e, CG_CONV_BWD_DATA, out(0), in(1), in(0))) return -1;
   Chan c;
-  if (chan_plan(e, out_type(e, 0), &c) || check_f32(e, 2, 2, 1, 2) || check_f32(e, 4, 6, 1, 0)) return -1;
-  if (c.dt != in_type(e, 3)->dtype) return fail(e, "z and the data gradient differ in dtype");
+  if (chan_plan(e, out_type(e, 0), &c) || cg_emit_check_f32(e, 2, 2, 1, 2) || cg_emit_check_f32(e, 4, 6, 1, 0))
+    return -1;
+  if (c.dt != in_type(e, 3)->dtype) return cg_emit_fail(e, "z and the data gradient differ in dtype");
   CgKNode *k = e->k;
   k->conv.dbn = 1;
   k->conv_bn[CG_KBN_Z] = in(3), k->conv_bn[CG_KBN_MEAN] = in(5), k->conv_bn[CG_KBN_INVSTD] = in(6);
@@ -626,7 +431,7 @@ static int dgrad_bn_relu(Emit *e) {
   k->conv_bn[CG_KBN_DGAMMA] = out(1), k->conv_bn[CG_KBN_DBETA] = out(2), k->conv_bn[CG_KBN_ABC] = scratch(0);
   need_scratch(e, (size_t)3 * c.C * sizeof(float));
   if (chan_apply(e, &c, "NETC_APPLY_ABC", 0, "float")) return -1;
-  ARGS(e, out(0), in(3), scratch(0), out(0));
+  CG_EMIT_ARGS(e, out(0), in(3), scratch(0), out(0));
   last_when(e, CG_K_FUSED);
   return bn_bwd_from(e, 1, out(0), 2, CG_K_UNFUSED);
 }
@@ -639,9 +444,9 @@ static int emit_conv_body(Emit *e) {
     Chan c;
     if (chan_plan(e, out_type(e, 0), &c)) return -1;
     const char *tb = cg_tmpl_ctype(in_type(e, 2)->dtype);
-    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
     if (chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
-    ARGS(e, out(0), in(2), out(0));
+    CG_EMIT_ARGS(e, out(0), in(2), out(0));
     return 0;
   }
   case IR_OP_CONV2D_BWD_DATA: return conv(e, CG_CONV_BWD_DATA, out(0), in(1), in(0));
@@ -709,12 +514,12 @@ static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims
                       int64_t count) {
   static const char *const names[] = {"NETC_N", "NETC_H", "NETC_W", "NETC_C", "NETC_HQ",
                                       "NETC_WQ", "NETC_PH", "NETC_PW"};
-  if (begin(e, stage)) return -1;
-  def(e, op, "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F32));
-  for (int i = 0; i < 8; i++) def(e, names[i], "%d", dims[i]);
-  ARGS(e, from, to);
-  return end(e, "s2d.cu", grid_1d(e, count), 1, BLOCK, 1);
+  if (cg_emit_begin(e, stage)) return -1;
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F32));
+  for (int i = 0; i < 8; i++) cg_emit_def(e, names[i], "%d", dims[i]);
+  CG_EMIT_ARGS(e, from, to);
+  return cg_emit_end(e, "s2d.cu", cg_emit_grid_1d(e, count), 1, BLOCK, 1);
 }
 
 /* The folded tensors' geometry of node e's convolution (its description
@@ -778,10 +583,10 @@ static int emit_conv(Emit *e) {
   if (sbx >= 0) {
     const IrType *ts = in_type(e, sbx);
     if (ts->dtype != tx->dtype || ts->rank != 2 || ts->dim[0] != 2 || ts->dim[1] != tx->dim[3])
-      return fail(e, "the prologue's scale and bias must be [2, %lld] of x's dtype", (long long)tx->dim[3]);
+      return cg_emit_fail(e, "the prologue's scale and bias must be [2, %lld] of x's dtype", (long long)tx->dim[3]);
     Chan c;
     if (chan_plan(e, tx, &c) || chan_apply(e, &c, "NETC_APPLY_SBR", 1, cg_tmpl_ctype(tx->dtype))) return -1;
-    ARGS(e, in(xi), in(sbx), scratch(0));
+    CG_EMIT_ARGS(e, in(xi), in(sbx), scratch(0));
     last_when(e, CG_K_PROLOGUE);
     e->k->launch[e->k->nlaunch - 1].before = 1;
   }
@@ -791,7 +596,7 @@ static int emit_conv(Emit *e) {
   if (sbx < 0) return 0;
   CgKNode *k = e->k;
   if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)
-    return fail(e, "a prologue on a convolution that does not read input %d", xi);
+    return cg_emit_fail(e, "a prologue on a convolution that does not read input %d", xi);
   k->conv.prologue = 1;
   k->conv_sb = in(sbx);
   k->pro_offset = align256(k->scratch_bytes);
@@ -805,19 +610,19 @@ static int emit_conv(Emit *e) {
 /* The defines every pooling kernel of node e takes: op `which`, input x
  * tx, output (forward roles) ty. */
 static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType *ty, int C, int V) {
-  def(e, which, "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
-  def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
-  def(e, "NETC_C", "%d", C);
-  def(e, "NETC_V", "%d", V);
+  cg_emit_def(e, which, "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_N", "%lld", (long long)dim(e, tx, 0));
+  cg_emit_def(e, "NETC_C", "%d", C);
+  cg_emit_def(e, "NETC_V", "%d", V);
   IrOp op = e->n->op;
   if (op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_BWD) {
-    def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
-    def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
+    cg_emit_def(e, "NETC_H", "%lld", (long long)tx->dim[1]);
+    cg_emit_def(e, "NETC_W", "%lld", (long long)tx->dim[2]);
     return;
   }
-  window_defs(e, tx, ty);
-  def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
+  cg_emit_window_defs(e, tx, ty);
+  cg_emit_def(e, "NETC_INCL", "%d", ir_attr_int(e->n, "include_pad", 1) != 0);
 }
 
 /* maxpool_bwd and maxpool_bn_relu_bwd: each window's winner as a byte
@@ -825,24 +630,25 @@ static void pool_defs(Emit *e, const char *which, const IrType *tx, const IrType
  * relu(batchnorm(z)) rounded to y's dtype (NETC_POOL_BN; z may be wider). */
 static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, int recompute) {
   int k[2];
-  attr2(e->n, "k", 1, k);
-  if (k[0] * k[1] > 254) return fail(e, "a max-pool window of %d elements has no GPU backward (at most 254)", k[0] * k[1]);
+  cg_emit_attr2(e->n, "k", 1, k);
+  if (k[0] * k[1] > 254)
+    return cg_emit_fail(e, "a max-pool window of %d elements has no GPU backward (at most 254)", k[0] * k[1]);
   if (recompute) {
-    if (check_f32(e, 2, 5, 1, 0)) return -1;
+    if (cg_emit_check_f32(e, 2, 5, 1, 0)) return -1;
   } else if (in_type(e, 1)->dtype != tx->dtype) {
-    return fail(e, "dy and x must share a dtype");
+    return cg_emit_fail(e, "dy and x must share a dtype");
   }
-  if (begin(e, "arg")) return -1;
+  if (cg_emit_begin(e, "arg")) return -1;
   pool_defs(e, "NETC_POOL_MAX_ARG", tx, ty, C, V);
   if (recompute) {
-    def(e, "NETC_POOL_BN", "1");
-    def(e, "NETC_TZ", "%s", cg_tmpl_ctype(in_type(e, 1)->dtype));
-    ARGS(e, in(1), in(2), in(3), in(4), in(5), scratch(0));
+    cg_emit_def(e, "NETC_POOL_BN", "1");
+    cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(in_type(e, 1)->dtype));
+    CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), in(5), scratch(0));
   } else {
-    ARGS(e, in(1), scratch(0));
+    CG_EMIT_ARGS(e, in(1), scratch(0));
   }
   need_scratch(e, (size_t)numel(e, ty));
-  return end(e, "pool.cu", grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
+  return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
 }
 
 /* maxpool_bn_relu's tiling (pool.cu NETC_POOL_TILE): *toh x *tow output
@@ -852,8 +658,8 @@ static int pool_arg(Emit *e, const IrType *tx, const IrType *ty, int C, int V, i
 static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, int *tow) {
   int cv = C / V, k[2], s[2];
   if (!e->opts->pool_tile || cv > BLOCK || BLOCK % cv) return 0;
-  attr2(e->n, "k", 1, k);
-  attr2(e->n, "s", 1, s);
+  cg_emit_attr2(e->n, "k", 1, k);
+  cg_emit_attr2(e->n, "s", 1, s);
   int pix = BLOCK / cv;
   *tow = pix < 8 ? pix : 8;
   *toh = pix / *tow;
@@ -869,10 +675,10 @@ static int emit_pool(Emit *e) {
   int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute || won;
   const IrType *tx = bwd ? out_type(e, 0) : in_type(e, 0), *ty = bwd ? in_type(e, 0) : out_type(e, 0);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tx->rank != 4)
-    return fail(e, "pooling runs on NHWC tensors");
-  if (!cg_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return fail(e, "pooling needs one float dtype");
-  int C = (int)tx->dim[3], V = chan_vec(tx->dtype, C);
-  if (recompute && chan_vec(in_type(e, 1)->dtype, C) < V) V = chan_vec(in_type(e, 1)->dtype, C);
+    return cg_emit_fail(e, "pooling runs on NHWC tensors");
+  if (!cg_tmpl_is_float(tx->dtype) || tx->dtype != ty->dtype) return cg_emit_fail(e, "pooling needs one float dtype");
+  int C = (int)tx->dim[3], V = cg_emit_vec(tx->dtype, C);
+  if (recompute && cg_emit_vec(in_type(e, 1)->dtype, C) < V) V = cg_emit_vec(in_type(e, 1)->dtype, C);
   const char *which = op == IR_OP_MAXPOOL || fwd_bn ? "NETC_POOL_MAX"
                       : op == IR_OP_AVGPOOL         ? "NETC_POOL_AVG"
                       : op == IR_OP_MAXPOOL_BWD     ? "NETC_POOL_MAX_BWD"
@@ -883,33 +689,34 @@ static int emit_pool(Emit *e) {
   int64_t units = numel(e, bwd ? tx : ty) / V;
   /* max: each window's winner as a byte (scratch), then the gather */
   if ((op == IR_OP_MAXPOOL_BWD || recompute) && pool_arg(e, tx, ty, C, V, recompute)) return -1;
-  if (begin(e, "")) return -1;
+  if (cg_emit_begin(e, "")) return -1;
   pool_defs(e, which, tx, ty, C, V);
   if (op == IR_OP_MAXPOOL_BWD || recompute) {
-    ARGS(e, in(0), scratch(0), out(0));
+    CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
   } else if (won) {
     if (in_type(e, 1)->dtype != IR_DT_I8 || in_type(e, 1)->layout != IR_LAYOUT_NHWC)
-      return fail(e, "maxpool_bwd_win winners must be i8 NHWC");
-    ARGS(e, in(0), in(1), out(0));
+      return cg_emit_fail(e, "maxpool_bwd_win winners must be i8 NHWC");
+    CG_EMIT_ARGS(e, in(0), in(1), out(0));
   } else if (fwd_bn) { /* y recomputed from z (NETC_POOL_BN), z of y's dtype; the winners too */
-    if (check_f32(e, 1, 4, 1, 0)) return -1;
-    if (e->n->nout != 2 || out_type(e, 1)->dtype != IR_DT_I8) return fail(e, "maxpool_bn_relu writes i8 winners");
-    def(e, "NETC_POOL_BN", "1");
-    def(e, "NETC_POOL_WIN", "1");
-    def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tx->dtype));
-    ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
+    if (cg_emit_check_f32(e, 1, 4, 1, 0)) return -1;
+    if (e->n->nout != 2 || out_type(e, 1)->dtype != IR_DT_I8)
+      return cg_emit_fail(e, "maxpool_bn_relu writes i8 winners");
+    cg_emit_def(e, "NETC_POOL_BN", "1");
+    cg_emit_def(e, "NETC_POOL_WIN", "1");
+    cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tx->dtype));
+    CG_EMIT_ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
     int toh, tow;
     if (pool_tile(e, tx, C, V, &toh, &tow)) {
-      def(e, "NETC_POOL_TILE", "1");
-      def(e, "NETC_POOL_TOH", "%d", toh);
-      def(e, "NETC_POOL_TOW", "%d", tow);
+      cg_emit_def(e, "NETC_POOL_TILE", "1");
+      cg_emit_def(e, "NETC_POOL_TOH", "%d", toh);
+      cg_emit_def(e, "NETC_POOL_TOW", "%d", tow);
       int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
-      return end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
+      return cg_emit_end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
     }
   } else {
-    ARGS(e, in(0), out(0));
+    CG_EMIT_ARGS(e, in(0), out(0));
   }
-  return end(e, "pool.cu", grid_1d(e, units), 1, BLOCK, 1);
+  return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, units), 1, BLOCK, 1);
 }
 
 /* --- copies and casts (cast.cu) ---------------------------------------------- */
@@ -919,47 +726,48 @@ static int emit_cast(Emit *e) {
   int64_t count = numel(e, tx);
   int i8 = ty->dtype == IR_DT_I8;
   if (!cg_tmpl_is_float(tx->dtype) || !(cg_tmpl_is_float(ty->dtype) || i8))
-    return fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype), ir_dtype_name(ty->dtype));
+    return cg_emit_fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype),
+                        ir_dtype_name(ty->dtype));
   /* 16-byte accesses on the wider side (f32 -> f16 reads 16 bytes, writes 8):
    * no access wider than the 16-byte alignment every tensor has */
   int v = cg_tmpl_flat_vec(tx->dtype);
   if (!i8 && cg_tmpl_flat_vec(ty->dtype) < v) v = cg_tmpl_flat_vec(ty->dtype);
-  unsigned G = grid_1d(e, count);
+  unsigned G = cg_emit_grid_1d(e, count);
   if (i8) {
-    if (begin(e, "amax")) return -1;
-    def(e, "NETC_CAST_AMAX", "1");
-    def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
-    def(e, "NETC_COUNT", "%lldLL", (long long)count);
-    ARGS(e, in(0), scratch(0));
+    if (cg_emit_begin(e, "amax")) return -1;
+    cg_emit_def(e, "NETC_CAST_AMAX", "1");
+    cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+    cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+    CG_EMIT_ARGS(e, in(0), scratch(0));
     need_scratch(e, G * sizeof(float));
-    if (end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
+    if (cg_emit_end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
   }
-  if (begin(e, i8 ? "quant" : "")) return -1;
-  def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", cg_tmpl_ctype(ty->dtype));
-  def(e, "NETC_COUNT", "%lldLL", (long long)count);
-  def(e, "NETC_V", "%d", v);
-  def(e, "NETC_G", "%u", G);
+  if (cg_emit_begin(e, i8 ? "quant" : "")) return -1;
+  cg_emit_def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(ty->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_V", "%d", v);
+  cg_emit_def(e, "NETC_G", "%u", G);
   if (i8)
-    ARGS(e, in(0), scratch(0), out(0));
+    CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
   else
-    ARGS(e, in(0), out(0));
-  return end(e, "cast.cu", grid_1d(e, count / v + 1), 1, BLOCK, 1);
+    CG_EMIT_ARGS(e, in(0), out(0));
+  return cg_emit_end(e, "cast.cu", cg_emit_grid_1d(e, count / v + 1), 1, BLOCK, 1);
 }
 
 /* flatten / unflatten keep the memory order: a copy. */
 static int emit_copy(Emit *e) {
   const IrType *tx = in_type(e, 0);
-  if (!cg_tmpl_is_float(tx->dtype)) return fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
-  if (begin(e, "")) return -1;
-  def(e, "NETC_CAST", "1");
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
-  def(e, "NETC_TY", "%s", cg_tmpl_ctype(tx->dtype));
-  def(e, "NETC_V", "%d", cg_tmpl_flat_vec(tx->dtype));
-  def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
-  ARGS(e, in(0), out(0));
-  return end(e, "cast.cu", grid_1d(e, numel(e, tx) / cg_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
+  if (!cg_tmpl_is_float(tx->dtype)) return cg_emit_fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_CAST", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_V", "%d", cg_tmpl_flat_vec(tx->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
+  CG_EMIT_ARGS(e, in(0), out(0));
+  return cg_emit_end(e, "cast.cu", cg_emit_grid_1d(e, numel(e, tx) / cg_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
 }
 
 /* --- relayout (relayout.cu) -------------------------------------------------- */
@@ -967,25 +775,25 @@ static int emit_copy(Emit *e) {
 static int emit_relayout(Emit *e) {
   const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
   if (tx->rank != 4 || ty->rank != 4 || tx->layout == IR_LAYOUT_ROW || ty->layout == IR_LAYOUT_ROW)
-    return fail(e, "relayout needs rank-4 tensors with named layouts");
+    return cg_emit_fail(e, "relayout needs rank-4 tensors with named layouts");
   int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
   int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
-  if (begin(e, "")) return -1;
-  def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
-  def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
-  def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
-  def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
-  def(e, "NETC_H", "%lld", (long long)ty->dim[out_last ? 1 : 2]);
-  def(e, "NETC_W", "%lld", (long long)ty->dim[out_last ? 2 : 3]);
-  def(e, "NETC_IN_LAST", "%d", in_last);
-  def(e, "NETC_OUT_LAST", "%d", out_last);
-  ARGS(e, in(0), out(0));
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
+  cg_emit_def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
+  cg_emit_def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
+  cg_emit_def(e, "NETC_H", "%lld", (long long)ty->dim[out_last ? 1 : 2]);
+  cg_emit_def(e, "NETC_W", "%lld", (long long)ty->dim[out_last ? 2 : 3]);
+  cg_emit_def(e, "NETC_IN_LAST", "%d", in_last);
+  cg_emit_def(e, "NETC_OUT_LAST", "%d", out_last);
+  CG_EMIT_ARGS(e, in(0), out(0));
   int64_t co = ty->dim[out_last ? 3 : 1], vbytes = co * (int64_t)ir_dtype_size(ty->dtype);
   if (!in_last && out_last && (vbytes == 4 || vbytes == 8 || vbytes == 16)) { /* one thread per pixel */
-    def(e, "NETC_PIXEL_VEC", "1");
-    return end(e, "relayout.cu", grid_1d(e, numel(e, ty) / co), 1, BLOCK, 1);
+    cg_emit_def(e, "NETC_PIXEL_VEC", "1");
+    return cg_emit_end(e, "relayout.cu", cg_emit_grid_1d(e, numel(e, ty) / co), 1, BLOCK, 1);
   }
-  return end(e, "relayout.cu", grid_1d(e, numel(e, ty)), 1, BLOCK, 1);
+  return cg_emit_end(e, "relayout.cu", cg_emit_grid_1d(e, numel(e, ty)), 1, BLOCK, 1);
 }
 
 /* --- linear (cuDNN as a 1x1 convolution, else linear.cu) --------------------- */
@@ -1050,19 +858,19 @@ static int linear_cudnn(Emit *e) {
   k->has_conv = 1;
   if (e->n->op != IR_OP_LINEAR || e->n->nin < 3) return 0;
   Chan c;
-  if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
+  if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
   const char *tb = cg_tmpl_ctype(in_type(e, 2)->dtype);
   if (chan_plan(e, out_type(e, 0), &c) || chan_apply(e, &c, "NETC_APPLY_BIAS", 0, tb)) return -1;
-  ARGS(e, out(0), in(2), out(0));
+  CG_EMIT_ARGS(e, out(0), in(2), out(0));
   return 0;
 }
 
 static int emit_linear(Emit *e) {
   IrOp op = e->n->op;
   const IrType *t0 = in_type(e, 0), *t1 = in_type(e, 1), *to = out_type(e, 0);
-  if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return fail(e, "linear needs [N, C] matrices");
+  if (t0->rank != 2 || t1->rank != 2 || to->rank != 2) return cg_emit_fail(e, "linear needs [N, C] matrices");
   if (!cg_tmpl_is_float(t0->dtype) || !cg_tmpl_is_float(t1->dtype) || !cg_tmpl_is_float(to->dtype))
-    return fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
+    return cg_emit_fail(e, "linear in %s has no GPU kernel yet (the i8 scales are not kept)", ir_dtype_name(t0->dtype));
   if (linear_on_cudnn(e)) return linear_cudnn(e);
   int64_t M, N, K, sam, sak, sbk, sbn;
   int64_t batch = dim(e, t0, 0);
@@ -1077,57 +885,58 @@ static int emit_linear(Emit *e) {
     sam = 1, sak = M, sbk = N, sbn = 1;
   }
   int bias = op == IR_OP_LINEAR && e->n->nin == 3;
-  if (begin(e, "")) return -1;
-  def(e, "NETC_M", "%lld", (long long)M);
-  def(e, "NETC_N", "%lld", (long long)N);
-  def(e, "NETC_K", "%lld", (long long)K);
-  def(e, "NETC_SAM", "%lld", (long long)sam);
-  def(e, "NETC_SAK", "%lld", (long long)sak);
-  def(e, "NETC_SBK", "%lld", (long long)sbk);
-  def(e, "NETC_SBN", "%lld", (long long)sbn);
-  def(e, "NETC_TA", "%s", cg_tmpl_ctype(t0->dtype));
-  def(e, "NETC_TB", "%s", cg_tmpl_ctype(t1->dtype));
-  def(e, "NETC_TO", "%s", cg_tmpl_ctype(to->dtype));
-  def(e, "NETC_BIAS", "%d", bias);
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_M", "%lld", (long long)M);
+  cg_emit_def(e, "NETC_N", "%lld", (long long)N);
+  cg_emit_def(e, "NETC_K", "%lld", (long long)K);
+  cg_emit_def(e, "NETC_SAM", "%lld", (long long)sam);
+  cg_emit_def(e, "NETC_SAK", "%lld", (long long)sak);
+  cg_emit_def(e, "NETC_SBK", "%lld", (long long)sbk);
+  cg_emit_def(e, "NETC_SBN", "%lld", (long long)sbn);
+  cg_emit_def(e, "NETC_TA", "%s", cg_tmpl_ctype(t0->dtype));
+  cg_emit_def(e, "NETC_TB", "%s", cg_tmpl_ctype(t1->dtype));
+  cg_emit_def(e, "NETC_TO", "%s", cg_tmpl_ctype(to->dtype));
+  cg_emit_def(e, "NETC_BIAS", "%d", bias);
   if (bias) {
-    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return fail(e, "bias is not a float tensor");
-    def(e, "NETC_TBIAS", "%s", cg_tmpl_ctype(in_type(e, 2)->dtype));
-    ARGS(e, in(0), in(1), in(2), out(0));
+    if (!cg_tmpl_is_float(in_type(e, 2)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
+    cg_emit_def(e, "NETC_TBIAS", "%s", cg_tmpl_ctype(in_type(e, 2)->dtype));
+    CG_EMIT_ARGS(e, in(0), in(1), in(2), out(0));
   } else {
-    ARGS(e, in(0), in(1), out(0));
+    CG_EMIT_ARGS(e, in(0), in(1), out(0));
   }
-  return end(e, "linear.cu", (unsigned)((N + 63) / 64), (unsigned)((M + 63) / 64), BLOCK, 1);
+  return cg_emit_end(e, "linear.cu", (unsigned)((N + 63) / 64), (unsigned)((M + 63) / 64), BLOCK, 1);
 }
 
 /* --- softmax cross-entropy (softmax_ce.cu) ---------------------------------- */
 
 static int emit_softmax_ce(Emit *e) {
   const IrType *tz = in_type(e, 0), *tl = in_type(e, 1);
-  if (tz->rank != 2 || !cg_tmpl_is_float(tz->dtype)) return fail(e, "logits must be a float [N, classes] matrix");
-  if (tl->dtype != IR_DT_I32 && tl->dtype != IR_DT_I64) return fail(e, "labels must be i32 or i64");
+  if (tz->rank != 2 || !cg_tmpl_is_float(tz->dtype))
+    return cg_emit_fail(e, "logits must be a float [N, classes] matrix");
+  if (tl->dtype != IR_DT_I32 && tl->dtype != IR_DT_I64) return cg_emit_fail(e, "labels must be i32 or i64");
   int64_t N = dim(e, tz, 0), classes = tz->dim[1];
   int bwd = e->n->op == IR_OP_SOFTMAX_CE_BWD;
-  if (begin(e, bwd ? "" : "rows")) return -1;
-  def(e, bwd ? "NETC_SCE_BWD" : "NETC_SCE_ROWS", "1");
-  def(e, "NETC_N", "%lld", (long long)N);
-  def(e, "NETC_CLASSES", "%lld", (long long)classes);
-  def_float(e, "NETC_EPS", ir_attr_float(e->n, "smoothing", 0));
-  def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tz->dtype));
-  def(e, "NETC_TL", "%s", cg_tmpl_ctype(tl->dtype));
+  if (cg_emit_begin(e, bwd ? "" : "rows")) return -1;
+  cg_emit_def(e, bwd ? "NETC_SCE_BWD" : "NETC_SCE_ROWS", "1");
+  cg_emit_def(e, "NETC_N", "%lld", (long long)N);
+  cg_emit_def(e, "NETC_CLASSES", "%lld", (long long)classes);
+  cg_emit_def_float(e, "NETC_EPS", ir_attr_float(e->n, "smoothing", 0));
+  cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tz->dtype));
+  cg_emit_def(e, "NETC_TL", "%s", cg_tmpl_ctype(tl->dtype));
   if (bwd) {
-    if (in_type(e, 2)->dtype != IR_DT_F32) return fail(e, "the loss scale must be f32");
-    def(e, "NETC_TD", "%s", cg_tmpl_ctype(out_type(e, 0)->dtype));
-    ARGS(e, in(0), in(1), in(2), out(0));
-    return end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1);
+    if (in_type(e, 2)->dtype != IR_DT_F32) return cg_emit_fail(e, "the loss scale must be f32");
+    cg_emit_def(e, "NETC_TD", "%s", cg_tmpl_ctype(out_type(e, 0)->dtype));
+    CG_EMIT_ARGS(e, in(0), in(1), in(2), out(0));
+    return cg_emit_end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1);
   }
-  ARGS(e, in(0), in(1), scratch(0));
+  CG_EMIT_ARGS(e, in(0), in(1), scratch(0));
   need_scratch(e, (size_t)N * sizeof(double));
-  if (end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1) || begin(e, "mean")) return -1;
-  def(e, "NETC_SCE_MEAN", "1");
-  def(e, "NETC_N", "%lld", (long long)N);
-  def(e, "NETC_CLASSES", "%lld", (long long)classes);
-  ARGS(e, scratch(0), out(0));
-  return end(e, "softmax_ce.cu", 1, 1, BLOCK, 1);
+  if (cg_emit_end(e, "softmax_ce.cu", (unsigned)N, 1, BLOCK, 1) || cg_emit_begin(e, "mean")) return -1;
+  cg_emit_def(e, "NETC_SCE_MEAN", "1");
+  cg_emit_def(e, "NETC_N", "%lld", (long long)N);
+  cg_emit_def(e, "NETC_CLASSES", "%lld", (long long)classes);
+  CG_EMIT_ARGS(e, scratch(0), out(0));
+  return cg_emit_end(e, "softmax_ce.cu", 1, 1, BLOCK, 1);
 }
 
 /* --- sgd_update (sgd.cu) ------------------------------------------------------ */
@@ -1138,27 +947,27 @@ static int emit_sgd(Emit *e) {
   if (!cg_tmpl_is_float(tw->dtype) || !cg_tmpl_is_float(tg->dtype) || !cg_tmpl_is_float(tb->dtype) ||
       in_type(e, 3)->dtype != IR_DT_F32 ||
       in_type(e, 4)->dtype != IR_DT_F32 || (skip && in_type(e, 5)->dtype != IR_DT_F32))
-    return fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
+    return cg_emit_fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
   int64_t count = numel(e, tw);
   int v = cg_tmpl_flat_vec(tw->dtype);
   if (cg_tmpl_flat_vec(tg->dtype) < v) v = cg_tmpl_flat_vec(tg->dtype);
   if (cg_tmpl_flat_vec(tb->dtype) < v) v = cg_tmpl_flat_vec(tb->dtype);
-  if (begin(e, "")) return -1;
-  def(e, "NETC_TW", "%s", cg_tmpl_ctype(tw->dtype));
-  def(e, "NETC_TG", "%s", cg_tmpl_ctype(tg->dtype));
-  def(e, "NETC_TBUF", "%s", cg_tmpl_ctype(tb->dtype));
-  def(e, "NETC_COUNT", "%lldLL", (long long)count);
-  def(e, "NETC_V", "%d", v);
-  def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
-  def_float(e, "NETC_WD", ir_attr_float(e->n, "weight_decay", 0));
-  def(e, "NETC_NESTEROV", "%d", ir_attr_int(e->n, "nesterov", 0) != 0);
-  def(e, "NETC_SKIP", "%d", skip);
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_TW", "%s", cg_tmpl_ctype(tw->dtype));
+  cg_emit_def(e, "NETC_TG", "%s", cg_tmpl_ctype(tg->dtype));
+  cg_emit_def(e, "NETC_TBUF", "%s", cg_tmpl_ctype(tb->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_V", "%d", v);
+  cg_emit_def_float(e, "NETC_MOMENTUM", ir_attr_float(e->n, "momentum", 0));
+  cg_emit_def_float(e, "NETC_WD", ir_attr_float(e->n, "weight_decay", 0));
+  cg_emit_def(e, "NETC_NESTEROV", "%d", ir_attr_int(e->n, "nesterov", 0) != 0);
+  cg_emit_def(e, "NETC_SKIP", "%d", skip);
   if (skip)
-    ARGS(e, in(0), in(1), in(2), in(3), in(4), in(5));
+    CG_EMIT_ARGS(e, in(0), in(1), in(2), in(3), in(4), in(5));
   else
-    ARGS(e, in(0), in(1), in(2), in(3), in(4));
+    CG_EMIT_ARGS(e, in(0), in(1), in(2), in(3), in(4));
   int64_t units = count / v > count % v ? count / v : count % v;
-  return end(e, "sgd.cu", grid_1d(e, units), 1, BLOCK, 1);
+  return cg_emit_end(e, "sgd.cu", cg_emit_grid_1d(e, units), 1, BLOCK, 1);
 }
 
 /* --- dynamic loss scaling (loss_scale.cu) --------------------------------------- */
@@ -1168,13 +977,13 @@ static int emit_sgd(Emit *e) {
 static int emit_nonfinite_check(Emit *e) {
   enum { SLOTS = CG_K_MAX_ARGS - 1 };
   int nin = e->n->nin;
-  if (nin > SLOTS) return fail(e, "%d inputs; a kernel takes at most %d", nin, SLOTS);
-  if (out_type(e, 0)->dtype != IR_DT_F32) return fail(e, "the flag must be f32");
-  if (begin(e, "zero")) return -1;
-  def(e, "NETC_NONFINITE_ZERO", "1");
-  ARGS(e, out(0));
-  if (end(e, "loss_scale.cu", 1, 1, 32, 1) || begin(e, "scan")) return -1;
-  def(e, "NETC_NONFINITE_SCAN", "1");
+  if (nin > SLOTS) return cg_emit_fail(e, "%d inputs; a kernel takes at most %d", nin, SLOTS);
+  if (out_type(e, 0)->dtype != IR_DT_F32) return cg_emit_fail(e, "the flag must be f32");
+  if (cg_emit_begin(e, "zero")) return -1;
+  cg_emit_def(e, "NETC_NONFINITE_ZERO", "1");
+  CG_EMIT_ARGS(e, out(0));
+  if (cg_emit_end(e, "loss_scale.cu", 1, 1, 32, 1) || cg_emit_begin(e, "scan")) return -1;
+  cg_emit_def(e, "NETC_NONFINITE_SCAN", "1");
   CgKArg a[CG_K_MAX_ARGS];
   a[0] = out(0);
   int64_t units = 1;
@@ -1183,28 +992,28 @@ static int emit_nonfinite_check(Emit *e) {
     snprintf(tn, sizeof tn, "NETC_T%d", i);
     snprintf(cn, sizeof cn, "NETC_COUNT%d", i);
     IrDtype dt = i < nin ? in_type(e, i)->dtype : IR_DT_F32;
-    if (!cg_tmpl_is_float(dt)) return fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
+    if (!cg_tmpl_is_float(dt)) return cg_emit_fail(e, "input %d is %s, not a float tensor", i, ir_dtype_name(dt));
     int64_t count = i < nin ? numel(e, in_type(e, i)) : 0, v = cg_tmpl_flat_vec(dt);
-    def(e, tn, "%s", cg_tmpl_ctype(dt));
-    def(e, cn, "%lldLL", (long long)count);
+    cg_emit_def(e, tn, "%s", cg_tmpl_ctype(dt));
+    cg_emit_def(e, cn, "%lldLL", (long long)count);
     a[i + 1] = in(i < nin ? i : 0); /* an unused slot's pointer is never read */
     if (count / v + count % v > units) units = count / v + count % v;
   }
-  args(e, CG_K_MAX_ARGS, a);
-  return end(e, "loss_scale.cu", grid_1d(e, units), 1, BLOCK, 1);
+  cg_emit_args(e, CG_K_MAX_ARGS, a);
+  return cg_emit_end(e, "loss_scale.cu", cg_emit_grid_1d(e, units), 1, BLOCK, 1);
 }
 
 static int emit_loss_scale_update(Emit *e) {
   for (int i = 0; i < 3; i++)
     if (in_type(e, i)->dtype != IR_DT_F32 || numel(e, in_type(e, i)) != 1)
-      return fail(e, "flag, scale and good-step count must be f32[]");
-  if (begin(e, "")) return -1;
-  def(e, "NETC_LS_UPDATE", "1");
-  def_float(e, "NETC_GROWTH_INTERVAL", (double)ir_attr_int(e->n, "growth_interval", 2000));
-  def_float(e, "NETC_BACKOFF", ir_attr_float(e->n, "backoff", 0.5));
-  def_float(e, "NETC_GROWTH", ir_attr_float(e->n, "growth", 2.0));
-  ARGS(e, in(0), in(1), in(2));
-  return end(e, "loss_scale.cu", 1, 1, 32, 1);
+      return cg_emit_fail(e, "flag, scale and good-step count must be f32[]");
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_LS_UPDATE", "1");
+  cg_emit_def_float(e, "NETC_GROWTH_INTERVAL", (double)ir_attr_int(e->n, "growth_interval", 2000));
+  cg_emit_def_float(e, "NETC_BACKOFF", ir_attr_float(e->n, "backoff", 0.5));
+  cg_emit_def_float(e, "NETC_GROWTH", ir_attr_float(e->n, "growth", 2.0));
+  CG_EMIT_ARGS(e, in(0), in(1), in(2));
+  return cg_emit_end(e, "loss_scale.cu", 1, 1, 32, 1);
 }
 
 /* --- the entry points ----------------------------------------------------------- */
@@ -1251,7 +1060,7 @@ static int emit_node(Emit *e) {
   case IR_OP_LOSS_SCALE_UPDATE: return emit_loss_scale_update(e);
   case IR_OP_CAST: return emit_cast(e);
   case IR_OP_RELAYOUT: return emit_relayout(e);
-  default: return fail(e, "op %s has no GPU kernel yet", ir_op_info(e->n->op)->name);
+  default: return cg_emit_fail(e, "op %s has no GPU kernel yet", ir_op_info(e->n->op)->name);
   }
 }
 
