@@ -130,4 +130,73 @@ static inline size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 /* When the last launch built runs. */
 static inline void last_when(Emit *e, CgKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
 
+/* --- cg_emit_chan.c: per-channel passes ---------------------------------------- */
+
+/* Per-channel work on a tensor as [rows, C] (NHWC or a [N, C] matrix). */
+typedef struct CgEmitChan {
+  int64_t rows;
+  int C, V, bx, by, G, gy;
+  int noshift; /* finalize: the sums are of x itself (G = 1), not shifted by its first row */
+  int sb;      /* finalize (train): also the equivalent scale and bias, in x's dtype */
+  IrDtype dt;
+  IrDtype ty, tg; /* apply's result and the gradient dy (NETC_TY, NETC_TG), when not dt */
+  size_t coef;    /* scratch offset of coef[4][C] */
+  int round_x;    /* apply (AFFINE): x rounded to ty first (NETC_ROUND_X) */
+  int copy;       /* reduce (STATS): also writes x rounded to tc, its third argument (NETC_RED_COPY) */
+  IrDtype tc;
+  const IrType *gather; /* BWD: dy is this max pool output's gradient, gathered (NETC_GATHER), or NULL */
+} CgEmitChan;
+
+/* The plan of per-channel work on tensor t (its result y of dtype ty, its
+ * gradient dy of dtype tg; _plan: both t's dtype). */
+int cg_emit_chan_plan_mixed(Emit *e, const IrType *t, IrDtype ty, IrDtype tg, CgEmitChan *c);
+int cg_emit_chan_plan(Emit *e, const IrType *t, CgEmitChan *c);
+/* One pass of plan c: op is chan_reduce.cu's NETC_RED_*, chan_finalize.cu's
+ * NETC_FIN_*, chan_apply.cu's NETC_APPLY_* (tb: the bias's C type). */
+int cg_emit_chan_reduce(Emit *e, const CgEmitChan *c, const char *op, int relu);
+int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op);
+int cg_emit_chan_apply(Emit *e, const CgEmitChan *c, const char *op, int relu, const char *tb);
+
+/* --- the emitters, by file (cg_kernels.c's table) ------------------------------- */
+
+/* cg_emit_eltwise.c; _launch: one eltwise.cu launch of op `op` on count
+ * values, inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
+int cg_emit_eltwise(Emit *e);
+int cg_emit_eltwise_launch(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0,
+                           CgKArg a1, CgKArg a2, CgKArg o0);
+
+/* cg_emit_bn.c; _infer, _train and _bwd_from are also a fused
+ * convolution's batch norm (their contracts at their definitions). */
+int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu);
+int cg_emit_bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, int relu, int sb);
+int cg_emit_bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when);
+int cg_emit_bn_batchnorm(Emit *e);
+int cg_emit_bn_batchnorm_train(Emit *e);
+int cg_emit_bn_batchnorm_bwd(Emit *e);
+int cg_emit_bn_batchnorm_relu_bwd(Emit *e);
+int cg_emit_bn_batchnorm_relu_bwd_win(Emit *e);
+int cg_emit_bn_channel_sum(Emit *e);
+
+/* cg_emit_conv.c: every convolution node */
+int cg_emit_conv(Emit *e);
+
+/* cg_emit_pool.c: every pooling node */
+int cg_emit_pool(Emit *e);
+
+/* cg_emit_copy.c */
+int cg_emit_copy(Emit *e); /* flatten, unflatten */
+int cg_emit_copy_cast(Emit *e);
+int cg_emit_copy_relayout(Emit *e);
+
+/* cg_emit_linear.c: linear, linear_bwd_data, linear_bwd_weight */
+int cg_emit_linear(Emit *e);
+
+/* cg_emit_loss.c: softmax_ce, softmax_ce_bwd */
+int cg_emit_loss_softmax_ce(Emit *e);
+
+/* cg_emit_optim.c */
+int cg_emit_optim_sgd(Emit *e);
+int cg_emit_optim_nonfinite_check(Emit *e);
+int cg_emit_optim_loss_scale_update(Emit *e);
+
 #endif
