@@ -1,20 +1,22 @@
 /* cg_kernels.c - the generated CUDA kernels of one node of a final
  * graph (cg_kernels.h gives the contract; docs/codegen.md the kernel
- * list).  Each op maps onto one to three instantiations of the templates in
- * codegen_templates/, with every shape (batch included), dtype, attribute
- * and vector width baked in as #defines, plus the launch geometry and which
- * of the node's tensors (or scratch) each kernel parameter is.  The
- * launches are built with cg_emit.c (cg_emit.h). */
+ * list): the op table and the entry point.  Each op maps onto one to three
+ * instantiations of the templates in codegen_templates/, with every shape
+ * (batch included), dtype, attribute and vector width baked in as
+ * #defines, plus the launch geometry and which of the node's tensors (or
+ * scratch) each kernel parameter is.  The emitters live one family a file
+ * (cg_emit.h has the map); cg_emit.c builds their launches.
+ *
+ * Adding an op: one entry in CG_EMIT_OPS below, one emitter
+ * `int cg_emit_<family>_<op>(Emit *e)` (declared in cg_emit.h) in its
+ * family's cg_emit_<family>.c.  An op without an entry makes
+ * cg_kernels_emit fail with "op X has no GPU kernel yet". */
 #include "cg_emit.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "cg_nvrtc.h"
-#include "cg_text.h"
 
 static const char *layout_tag(const IrType *t) {
   switch (t->layout) {
@@ -26,53 +28,58 @@ static const char *layout_tag(const IrType *t) {
   }
 }
 
-/* --- the entry points ----------------------------------------------------------- */
+/* The emitter of each op, indexed by IrOp. */
+static const CgEmitFn CG_EMIT_OPS[IR_OP_COUNT] = {
+    [IR_OP_RELU] = cg_emit_eltwise,
+    [IR_OP_ADD] = cg_emit_eltwise,
+    [IR_OP_ADD_RELU] = cg_emit_eltwise,
+    [IR_OP_RELU_BWD] = cg_emit_eltwise,
+    [IR_OP_SUM_RELU_BWD] = cg_emit_eltwise,
+    [IR_OP_CONV2D] = cg_emit_conv,
+    [IR_OP_CONV2D_BWD_DATA] = cg_emit_conv,
+    [IR_OP_CONV2D_BWD_WEIGHT] = cg_emit_conv,
+    [IR_OP_CONV2D_BWD_DATA_RELU] = cg_emit_conv,
+    [IR_OP_CONV2D_BWD_DATA_BN_RELU] = cg_emit_conv,
+    [IR_OP_CONV2D_BN] = cg_emit_conv,
+    [IR_OP_CONV2D_BN_TRAIN] = cg_emit_conv,
+    [IR_OP_CONV2D_BN_STATS] = cg_emit_conv,
+    [IR_OP_BATCHNORM] = cg_emit_bn_batchnorm,
+    [IR_OP_BATCHNORM_TRAIN] = cg_emit_bn_batchnorm_train,
+    [IR_OP_BATCHNORM_BWD] = cg_emit_bn_batchnorm_bwd,
+    [IR_OP_BATCHNORM_RELU_BWD] = cg_emit_bn_batchnorm_relu_bwd,
+    [IR_OP_BATCHNORM_RELU_BWD_WIN] = cg_emit_bn_batchnorm_relu_bwd_win,
+    [IR_OP_CHANNEL_SUM] = cg_emit_bn_channel_sum,
+    [IR_OP_MAXPOOL] = cg_emit_pool,
+    [IR_OP_AVGPOOL] = cg_emit_pool,
+    [IR_OP_GLOBAL_AVGPOOL] = cg_emit_pool,
+    [IR_OP_MAXPOOL_BWD] = cg_emit_pool,
+    [IR_OP_AVGPOOL_BWD] = cg_emit_pool,
+    [IR_OP_GLOBAL_AVGPOOL_BWD] = cg_emit_pool,
+    [IR_OP_MAXPOOL_BN_RELU_BWD] = cg_emit_pool,
+    [IR_OP_MAXPOOL_BN_RELU] = cg_emit_pool,
+    [IR_OP_MAXPOOL_BWD_WIN] = cg_emit_pool,
+    [IR_OP_FLATTEN] = cg_emit_copy,
+    [IR_OP_UNFLATTEN] = cg_emit_copy,
+    [IR_OP_CAST] = cg_emit_copy_cast,
+    [IR_OP_RELAYOUT] = cg_emit_copy_relayout,
+    [IR_OP_LINEAR] = cg_emit_linear,
+    [IR_OP_LINEAR_BWD_DATA] = cg_emit_linear,
+    [IR_OP_LINEAR_BWD_WEIGHT] = cg_emit_linear,
+    [IR_OP_SOFTMAX_CE] = cg_emit_loss_softmax_ce,
+    [IR_OP_SOFTMAX_CE_BWD] = cg_emit_loss_softmax_ce,
+    [IR_OP_SGD_UPDATE] = cg_emit_optim_sgd,
+    [IR_OP_NONFINITE_CHECK] = cg_emit_optim_nonfinite_check,
+    [IR_OP_LOSS_SCALE_UPDATE] = cg_emit_optim_loss_scale_update,
+};
 
 static int emit_node(Emit *e) {
-  switch (e->n->op) {
-  case IR_OP_RELU:
-  case IR_OP_ADD:
-  case IR_OP_ADD_RELU:
-  case IR_OP_RELU_BWD:
-  case IR_OP_SUM_RELU_BWD: return cg_emit_eltwise(e);
-  case IR_OP_CONV2D:
-  case IR_OP_CONV2D_BWD_DATA:
-  case IR_OP_CONV2D_BWD_WEIGHT:
-  case IR_OP_CONV2D_BWD_DATA_RELU:
-  case IR_OP_CONV2D_BWD_DATA_BN_RELU:
-  case IR_OP_CONV2D_BN:
-  case IR_OP_CONV2D_BN_TRAIN:
-  case IR_OP_CONV2D_BN_STATS: return cg_emit_conv(e);
-  case IR_OP_BATCHNORM: return cg_emit_bn_batchnorm(e);
-  case IR_OP_BATCHNORM_TRAIN: return cg_emit_bn_batchnorm_train(e);
-  case IR_OP_BATCHNORM_BWD: return cg_emit_bn_batchnorm_bwd(e);
-  case IR_OP_BATCHNORM_RELU_BWD: return cg_emit_bn_batchnorm_relu_bwd(e);
-  case IR_OP_BATCHNORM_RELU_BWD_WIN: return cg_emit_bn_batchnorm_relu_bwd_win(e);
-  case IR_OP_CHANNEL_SUM: return cg_emit_bn_channel_sum(e);
-  case IR_OP_MAXPOOL:
-  case IR_OP_AVGPOOL:
-  case IR_OP_GLOBAL_AVGPOOL:
-  case IR_OP_MAXPOOL_BWD:
-  case IR_OP_AVGPOOL_BWD:
-  case IR_OP_GLOBAL_AVGPOOL_BWD:
-  case IR_OP_MAXPOOL_BN_RELU_BWD:
-  case IR_OP_MAXPOOL_BN_RELU:
-  case IR_OP_MAXPOOL_BWD_WIN: return cg_emit_pool(e);
-  case IR_OP_FLATTEN:
-  case IR_OP_UNFLATTEN: return cg_emit_copy(e);
-  case IR_OP_LINEAR:
-  case IR_OP_LINEAR_BWD_DATA:
-  case IR_OP_LINEAR_BWD_WEIGHT: return cg_emit_linear(e);
-  case IR_OP_SOFTMAX_CE:
-  case IR_OP_SOFTMAX_CE_BWD: return cg_emit_loss_softmax_ce(e);
-  case IR_OP_SGD_UPDATE: return cg_emit_optim_sgd(e);
-  case IR_OP_NONFINITE_CHECK: return cg_emit_optim_nonfinite_check(e);
-  case IR_OP_LOSS_SCALE_UPDATE: return cg_emit_optim_loss_scale_update(e);
-  case IR_OP_CAST: return cg_emit_copy_cast(e);
-  case IR_OP_RELAYOUT: return cg_emit_copy_relayout(e);
-  default: return cg_emit_fail(e, "op %s has no GPU kernel yet", ir_op_info(e->n->op)->name);
-  }
+  IrOp op = e->n->op;
+  if ((unsigned)op >= IR_OP_COUNT || !CG_EMIT_OPS[op])
+    return cg_emit_fail(e, "op %s has no GPU kernel yet", ir_op_info(op)->name);
+  return CG_EMIT_OPS[op](e);
 }
+
+/* --- the entry points ----------------------------------------------------------- */
 
 static NetcOpts defaults;
 static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
