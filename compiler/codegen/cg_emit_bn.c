@@ -1,0 +1,221 @@
+/* cg_emit_bn.c - batch norm's kernels: inference's affine from running
+ * statistics (batchnorm, conv2d_bn's epilogue), training's batch
+ * statistics with the affine (batchnorm_train, conv2d_bn_train,
+ * conv2d_bn_stats, with cuDNN's GenStats as the fused alternative), the
+ * backward (batchnorm_bwd, batchnorm_relu_bwd, batchnorm_relu_bwd_win, by
+ * pixel or by pool_bn_bwd.cu's cells) and channel_sum -- all on the
+ * per-channel passes of cg_emit_chan.c. */
+#include "cg_emit.h"
+
+#include <string.h>
+
+#include "cg_tmpl.h"
+
+/* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
+ * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
+ * (conv set): the finalize runs before the convolution and also writes the
+ * equivalent scale and bias (f32) for the convolution's epilogue; the
+ * affine runs only when cuDNN's plan has no epilogue. */
+int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
+  CgEmitChan c;
+  int epi = e->k->has_conv;
+  if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
+  size_t esb = c.coef + align256((size_t)4 * c.C * sizeof(float));
+  c.sb = epi;
+  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
+  if (epi) {
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
+    need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
+    e->k->launch[e->k->nlaunch - 1].before = 1;
+    CgConvDesc *d = &e->k->conv;
+    d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
+    e->k->conv_esb = scratch(esb);
+    if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
+  } else {
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
+  }
+  if (cg_emit_chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
+  if (epi) last_when(e, CG_K_EPI_UNFUSED);
+  if (residual_in(e) >= 0)
+    CG_EMIT_ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
+  else
+    CG_EMIT_ARGS(e, x, scratch(c.coef), y);
+  return 0;
+}
+
+/* The training finalize's arguments (chan_finalize.cu NETC_FIN_TRAIN): x,
+ * the sums in scratch 0, inputs p..p+3, outputs o and o+1, the
+ * coefficients, and output sb when it writes the scale and bias (sb >= 0). */
+static void train_finalize_args(Emit *e, CgKArg x, int p, int o, size_t coef, int sb) {
+  if (sb >= 0)
+    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
+  else
+    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
+}
+
+/* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
+ * are gamma, beta, running mean, running var; outputs o, o+1 mean, invstd.
+ * After an f16/bf16 forward convolution the statistics may come from the
+ * convolution itself (cuDNN's GenStats, sums into scratch 0): both ways
+ * are emitted, the executor runs the one its cuDNN plan allows.
+ * conv2d_bn_stats (sb >= 0) writes no y: its finalize writes the
+ * equivalent scale and bias into output sb instead (NETC_FIN_SB); with a
+ * fifth output zc (pass prologue folded a cast of its f32 z into it), the
+ * statistics pass also writes z rounded to zc's dtype there, so that z is
+ * read once (NETC_RED_COPY). */
+int cg_emit_bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o, int relu, int sb) {
+  CgEmitChan c;
+  if (cg_emit_chan_plan_mixed(e, t, arg_type(e, y)->dtype /* y_dtype */, t->dtype, &c) ||
+      cg_emit_check_f32(e, p, p + 3, o, o + 1))
+    return -1;
+  if (c.rows < 2) return cg_emit_fail(e, "batch statistics need more than one value per channel");
+  int fusable = e->k->has_conv && e->k->conv.kind == CG_CONV_FWD && c.dt != IR_DT_F32;
+  int zc = sb >= 0 && e->n->nout > 4 ? 4 : -1;
+  if (zc >= 0) {
+    c.copy = 1, c.tc = out_type(e, zc)->dtype;
+    if (c.dt != IR_DT_F32 || (c.tc != IR_DT_F16 && c.tc != IR_DT_BF16))
+      return cg_emit_fail(e, "z's copy zc must be f16 or bf16 of an f32 z");
+  }
+  if (cg_emit_chan_reduce(e, &c, "NETC_RED_STATS", 0)) return -1;
+  if (zc >= 0)
+    CG_EMIT_ARGS(e, x, scratch(0), out(zc));
+  else
+    CG_EMIT_ARGS(e, x, scratch(0));
+  if (fusable) last_when(e, CG_K_UNFUSED);
+  c.sb = sb >= 0;
+  if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return cg_emit_fail(e, "the scale and bias must have z's dtype");
+  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
+  train_finalize_args(e, x, p, o, c.coef, sb);
+  if (fusable) {
+    last_when(e, CG_K_UNFUSED);
+    CgEmitChan f = c;
+    f.G = 1, f.noshift = 1;
+    if (cg_emit_chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
+    train_finalize_args(e, x, p, o, c.coef, sb);
+    last_when(e, CG_K_FUSED);
+    e->k->conv.genstats = 1;
+    e->k->conv_stats = scratch(0);
+  }
+  if (sb >= 0) return 0;
+  c.round_x = c.dt == IR_DT_F32 && c.ty != IR_DT_F32; /* rt_ref_bn_normalize after rounding, as the CPU */
+  if (cg_emit_chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
+  if (residual_in(e) >= 0)
+    CG_EMIT_ARGS(e, x, scratch(c.coef), in(residual_in(e)), y);
+  else
+    CG_EMIT_ARGS(e, x, scratch(c.coef), y);
+  return 0;
+}
+
+/* batchnorm_relu_bwd_win by cells (pool_bn_bwd.cu) when C/V divides
+ * BLOCK; else 0 (chan_reduce.cu and chan_apply.cu gathering pixel by
+ * pixel), or NETC_PBB=0. */
+static int pbb_cells(const Emit *e, const CgEmitChan *c) {
+  int cv = c->C / c->V;
+  return e->opts->pbb && cv <= BLOCK && BLOCK % cv == 0;
+}
+
+/* pool_bn_bwd.cu's pass `op` (NETC_PBB_SUMS or NETC_PBB_APPLY) of plan c
+ * on G blocks. */
+static int pbb_launch(Emit *e, const CgEmitChan *c, const char *op, unsigned G) {
+  if (cg_emit_begin(e, strcmp(op, "NETC_PBB_SUMS") == 0 ? "sums" : "apply")) return -1;
+  const IrType *z = out_type(e, 0);
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  cg_emit_def(e, "NETC_TG", "%s", cg_tmpl_ctype(c->tg));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(c->ty));
+  cg_emit_def(e, "NETC_N", "%lld", (long long)dim(e, z, 0));
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_V", "%d", c->V);
+  cg_emit_window_defs(e, z, c->gather);
+  return cg_emit_end(e, "pool_bn_bwd.cu", G, 1, BLOCK, 1);
+}
+
+/* batchnorm_relu_bwd_win's launches by cells (pool_bn_bwd.cu `sums`,
+ * chan_finalize.cu, pool_bn_bwd.cu `apply`): bn_bwd_from's arguments, one
+ * unit of work per cell of SH x SW pixels and channel vector. */
+static int pbb_bwd(Emit *e, CgEmitChan *c, CgKArg dy, CgKArg x, CgKArg beta, int p, CgKWhen when) {
+  const IrType *z = out_type(e, 0);
+  int st[2];
+  cg_emit_attr2(e->n, "s", 1, st);
+  int64_t cells = dim(e, z, 0) * ((z->dim[1] + st[0] - 1) / st[0]) * ((z->dim[2] + st[1] - 1) / st[1]);
+  unsigned grid = cg_emit_grid_1d(e, cells * (c->C / c->V));
+  c->G = (int)grid;
+  c->coef = align256((size_t)2 * c->G * c->C * sizeof(float));
+  need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
+  if (pbb_launch(e, c, "NETC_PBB_SUMS", grid)) return -1;
+  CG_EMIT_ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  last_when(e, when);
+  if (cg_emit_chan_finalize(e, c, "NETC_FIN_BWD")) return -1;
+  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c->coef));
+  last_when(e, when);
+  if (pbb_launch(e, c, "NETC_PBB_APPLY", grid)) return -1;
+  CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c->coef), out(0));
+  last_when(e, when);
+  return 0;
+}
+
+/* The launches of a batch norm's backward of gradient dy into output 0
+ * (may be dy: in place), dgamma and dbeta outputs 1 and 2; its inputs x,
+ * gamma, mean, invstd in a row from index `at` + 1, after beta at `at`
+ * when relu (at < 0: from index 1, no beta).  Each launch runs `when`. */
+int cg_emit_bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
+  int xi = relu ? at + 1 : 1, p = xi + 1;
+  int gather = e->n->op == IR_OP_BATCHNORM_RELU_BWD_WIN; /* dy a max pool's, its winners input 1 */
+  CgKArg x = in(xi), beta = relu ? in(at) : in(p);
+  CgEmitChan c;
+  if (cg_emit_chan_plan_mixed(e, in_type(e, xi), out_type(e, 0)->dtype, arg_type(e, dy)->dtype, &c) ||
+      cg_emit_check_f32(e, p, p + 2, 1, 2) || (relu && cg_emit_check_f32(e, at, at, 1, 0)))
+    return -1;
+  if (gather) {
+    const IrType *w = in_type(e, 1);
+    if (w->dtype != IR_DT_I8 || w->layout != IR_LAYOUT_NHWC || out_type(e, 0)->layout != IR_LAYOUT_NHWC)
+      return cg_emit_fail(e, "batchnorm_relu_bwd_win needs NHWC tensors and i8 winners");
+    c.gather = w;
+    if (pbb_cells(e, &c)) return pbb_bwd(e, &c, dy, x, beta, p, when);
+  }
+  if (cg_emit_chan_reduce(e, &c, "NETC_RED_BWD", relu)) return -1;
+  if (gather)
+    CG_EMIT_ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  else
+    CG_EMIT_ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
+  last_when(e, when);
+  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
+  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
+  last_when(e, when);
+  if (cg_emit_chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
+  if (gather)
+    CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));
+  else
+    CG_EMIT_ARGS(e, dy, x, in(p + 1), scratch(c.coef), out(0));
+  last_when(e, when);
+  return 0;
+}
+
+/* batchnorm_bwd (dy, x, gamma, mean, invstd) and batchnorm_relu_bwd
+ * (dy, beta, z, gamma, mean, invstd) -> dx, dgamma, dbeta (and
+ * batchnorm_relu_bwd_win (dy, win, beta, z, ...): bn_bwd_from at 2).  The relu's
+ * mask is recomputed from z with beta (the kernels take gamma twice in its
+ * place without one).  dy and dx may have other dtypes than x (the f32
+ * stem's f16 gradient, read as it is). */
+static int bn_bwd(Emit *e, int relu) {
+  return cg_emit_bn_bwd_from(e, relu, in(0), relu ? 1 : -1, CG_K_ALWAYS);
+}
+
+/* The batch-norm nodes: batchnorm (x, gamma, beta, mean, var) -> y;
+ * batchnorm_train (x, gamma, beta, running mean, running var) -> y, mean,
+ * invstd, and the backward ops above. */
+int cg_emit_bn_batchnorm(Emit *e) { return cg_emit_bn_infer(e, in_type(e, 0), 1, in(0), out(0), 0); }
+int cg_emit_bn_batchnorm_train(Emit *e) { return cg_emit_bn_train(e, in_type(e, 0), in(0), out(0), 1, 1, 0, -1); }
+int cg_emit_bn_batchnorm_bwd(Emit *e) { return bn_bwd(e, 0); }
+int cg_emit_bn_batchnorm_relu_bwd(Emit *e) { return bn_bwd(e, 1); }
+int cg_emit_bn_batchnorm_relu_bwd_win(Emit *e) { return cg_emit_bn_bwd_from(e, 1, in(0), 2, CG_K_ALWAYS); }
+
+int cg_emit_bn_channel_sum(Emit *e) {
+  CgEmitChan c;
+  if (cg_emit_chan_plan(e, in_type(e, 0), &c) || cg_emit_check_f32(e, 1, 0, 0, 0)) return -1;
+  if (cg_emit_chan_reduce(e, &c, "NETC_RED_SUM", 0)) return -1;
+  CG_EMIT_ARGS(e, in(0), scratch(0));
+  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_SUM")) return -1;
+  CG_EMIT_ARGS(e, scratch(0), out(0));
+  return 0;
+}

@@ -1,0 +1,79 @@
+/* cg_emit_copy.c - nodes that move values: flatten and unflatten (a copy,
+ * cast.cu), casts between float dtypes and to i8 with its scale (cast.cu),
+ * and relayouts between channels-first and channels-last (relayout.cu). */
+#include "cg_emit.h"
+
+#include "cg_tmpl.h"
+
+int cg_emit_copy_cast(Emit *e) {
+  const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
+  int64_t count = numel(e, tx);
+  int i8 = ty->dtype == IR_DT_I8;
+  if (!cg_tmpl_is_float(tx->dtype) || !(cg_tmpl_is_float(ty->dtype) || i8))
+    return cg_emit_fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype),
+                        ir_dtype_name(ty->dtype));
+  /* 16-byte accesses on the wider side (f32 -> f16 reads 16 bytes, writes 8):
+   * no access wider than the 16-byte alignment every tensor has */
+  int v = cg_tmpl_flat_vec(tx->dtype);
+  if (!i8 && cg_tmpl_flat_vec(ty->dtype) < v) v = cg_tmpl_flat_vec(ty->dtype);
+  unsigned G = cg_emit_grid_1d(e, count);
+  if (i8) {
+    if (cg_emit_begin(e, "amax")) return -1;
+    cg_emit_def(e, "NETC_CAST_AMAX", "1");
+    cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+    cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+    CG_EMIT_ARGS(e, in(0), scratch(0));
+    need_scratch(e, G * sizeof(float));
+    if (cg_emit_end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
+  }
+  if (cg_emit_begin(e, i8 ? "quant" : "")) return -1;
+  cg_emit_def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(ty->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_V", "%d", v);
+  cg_emit_def(e, "NETC_G", "%u", G);
+  if (i8)
+    CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
+  else
+    CG_EMIT_ARGS(e, in(0), out(0));
+  return cg_emit_end(e, "cast.cu", cg_emit_grid_1d(e, count / v + 1), 1, BLOCK, 1);
+}
+
+/* flatten / unflatten keep the memory order: a copy. */
+int cg_emit_copy(Emit *e) {
+  const IrType *tx = in_type(e, 0);
+  if (!cg_tmpl_is_float(tx->dtype)) return cg_emit_fail(e, "copy of %s has no GPU kernel", ir_dtype_name(tx->dtype));
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_CAST", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_V", "%d", cg_tmpl_flat_vec(tx->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)numel(e, tx));
+  CG_EMIT_ARGS(e, in(0), out(0));
+  return cg_emit_end(e, "cast.cu", cg_emit_grid_1d(e, numel(e, tx) / cg_tmpl_flat_vec(tx->dtype) + 1), 1, BLOCK, 1);
+}
+
+int cg_emit_copy_relayout(Emit *e) {
+  const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
+  if (tx->rank != 4 || ty->rank != 4 || tx->layout == IR_LAYOUT_ROW || ty->layout == IR_LAYOUT_ROW)
+    return cg_emit_fail(e, "relayout needs rank-4 tensors with named layouts");
+  int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
+  int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
+  if (cg_emit_begin(e, "")) return -1;
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
+  cg_emit_def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
+  cg_emit_def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);
+  cg_emit_def(e, "NETC_H", "%lld", (long long)ty->dim[out_last ? 1 : 2]);
+  cg_emit_def(e, "NETC_W", "%lld", (long long)ty->dim[out_last ? 2 : 3]);
+  cg_emit_def(e, "NETC_IN_LAST", "%d", in_last);
+  cg_emit_def(e, "NETC_OUT_LAST", "%d", out_last);
+  CG_EMIT_ARGS(e, in(0), out(0));
+  int64_t co = ty->dim[out_last ? 3 : 1], vbytes = co * (int64_t)ir_dtype_size(ty->dtype);
+  if (!in_last && out_last && (vbytes == 4 || vbytes == 8 || vbytes == 16)) { /* one thread per pixel */
+    cg_emit_def(e, "NETC_PIXEL_VEC", "1");
+    return cg_emit_end(e, "relayout.cu", cg_emit_grid_1d(e, numel(e, ty) / co), 1, BLOCK, 1);
+  }
+  return cg_emit_end(e, "relayout.cu", cg_emit_grid_1d(e, numel(e, ty)), 1, BLOCK, 1);
+}
