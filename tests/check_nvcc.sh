@@ -2,7 +2,7 @@
 # check_nvcc.sh [--kernel-per-file] BUILDDIR EMIT [ARG...] - generated CUDA
 # sources compile with nvcc for sm_90 as well as with NVRTC.  `EMIT ARG...
 # BUILDDIR/nvcc` writes .cu files there (tests/gpu's netc-gpu-emit: one
-# eltwise kernel a file, named after it; tests/gpu_kernels' netc-kern-emit:
+# eltwise kernel a file, named after it; tests/codegen/kernels' netc-kern-emit:
 # every node kernel of a graph a file), and each must compile with
 # `nvcc -arch=sm_90 -c` without a warning.  With --kernel-per-file, where
 # cuobjdump exists, each object must also hold sm_90 code for the kernel

@@ -1,5 +1,5 @@
 # expect.sh - sourced by the command-line test scripts (tests/netc,
-# tests/netrun, tests/data).  `expect WANT PATTERN CMD...` runs CMD (at most
+# tests/cli/netrun, tests/data).  `expect WANT PATTERN CMD...` runs CMD (at most
 # $EXPECT_TIMEOUT seconds, default 300) and passes when it exits WANT and its
 # output, stdout and stderr together, matches the extended regexp PATTERN.
 # It counts in pass and fail and shows the last lines of a failure's output.

@@ -1,44 +1,74 @@
-/* test_sgd.c - SGD steps against values worked by hand from PyTorch's
- * update rule: plain, weight decay, momentum (buffer seeded with the first
- * gradient), dampening and Nesterov. */
-#include "ref_test.h"
+/* test_sgd.c - sgd_update against PyTorch's SGD computed by hand: the
+ * gradient is unscaled by the loss scale first, then weight decay, momentum
+ * (plain and Nesterov, and none) over three steps, all in place. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 
-static void two_steps(const char *what, RtRefSgd o, float w1, float w2) {
-  float w[1] = {1}, g[1] = {0.5f}, buf[1] = {123}; /* buf's old value is ignored at step 1 */
-  CHECK(rt_ref_sgd_update(1, w, g, buf, &o, 1) == 0, "%s", what);
-  CHECK_CLOSE(w[0], w1, 1e-6, what);
-  rt_ref_sgd_update(1, w, g, buf, &o, 0);
-  CHECK_CLOSE(w[0], w2, 1e-6, what);
-}
+#include "check.h"
+#include "exectest.h"
+
+static const char *TEXT =
+    "graph t {\n"
+    "  input %0 g : f32[6]\n"
+    "  input %1 lr : f32[]\n"
+    "  input %2 ls : f32[]\n"
+    "  param @w0 : f32[6]\n  state @b0 : f32[6]\n"
+    "  param @w1 : f32[6]\n  state @b1 : f32[6]\n"
+    "  param @w2 : f32[6]\n  state @b2 : f32[6]\n"
+    "  optimizer:\n"
+    "  sgd_update(@w0, %0, @b0, %1, %2) {momentum=0.9 nesterov=0 weight_decay=0.01}  # plain\n"
+    "  sgd_update(@w1, %0, @b1, %1, %2) {momentum=0.8 nesterov=1 weight_decay=0.001}  # nesterov\n"
+    "  sgd_update(@w2, %0, @b2, %1, %2) {momentum=0 nesterov=0 weight_decay=0.1}  # none\n"
+    "}\n";
 
 int main(void) {
-  /* lr 0.1, g 0.5, w 1, wd 0.01: d1 = 0.51 */
-  two_steps("plain", (RtRefSgd){0.1f, 0, 0, 0, 0}, 0.95f, 0.9f);
-  /* w1 = 1 - 0.051; d2 = 0.5 + 0.00949 = 0.50949 -> w2 = 0.949 - 0.050949 */
-  two_steps("weight decay", (RtRefSgd){0.1f, 0, 0, 0.01f, 0}, 0.949f, 0.898051f);
-  /* buf1 = 0.51; buf2 = 0.9*0.51 + 0.50949 = 0.96849 -> w2 = 0.949 - 0.096849 */
-  two_steps("momentum", (RtRefSgd){0.1f, 0.9f, 0, 0.01f, 0}, 0.949f, 0.852151f);
-  /* dampening 0.5: buf2 = 0.459 + 0.5*0.50949 = 0.713745 -> w2 = 0.949 - 0.0713745 */
-  two_steps("dampening", (RtRefSgd){0.1f, 0.9f, 0.5f, 0.01f, 0}, 0.949f, 0.8776255f);
-  /* nesterov: d1 = 0.51 + 0.9*0.51 = 0.969 -> w1 = 0.9031;
-   * d2 = 0.5 + 0.009031 = 0.509031; buf2 = 0.459 + 0.509031 = 0.968031;
-   * d = 0.509031 + 0.9*0.968031 = 1.3802589 -> w2 = 0.9031 - 0.13802589 */
-  two_steps("nesterov", (RtRefSgd){0.1f, 0.9f, 0, 0.01f, 1}, 0.9031f, 0.76507411f);
-  /* many elements: each follows the scalar rule */
-  enum { N = 100 };
-  float *w = rand_array(N, -1, 1), *g = rand_array(N, -1, 1), buf[N];
-  float w0[N];
-  memcpy(w0, w, sizeof w0);
-  RtRefSgd o = {0.05f, 0.9f, 0, 1e-4f, 1};
-  rt_ref_sgd_update(N, w, g, buf, &o, 1);
-  for (int i = 0; i < N; i++) {
-    double d = g[i] + 1e-4 * w0[i], b = d;
-    CHECK_CLOSE(buf[i], b, 1e-6, "buffer");
-    CHECK_CLOSE(w[i], w0[i] - 0.05 * (d + 0.9 * b), 1e-6, "array step");
+  ExectestCase c;
+  if (exectest_open(&c, TEXT, 1)) {
+    CHECK(0, "sgd graph did not load");
+    exectest_close(&c);
+    return check_report();
   }
-  CHECK(rt_ref_sgd_update(N, w, g, NULL, &o, 0) == RT_REF_EARG, "momentum needs a buffer");
-  o.momentum = 0;
-  CHECK(rt_ref_sgd_update(N, w, g, NULL, &o, 0) == 0, "no momentum, no buffer");
-  free(w), free(g);
+  static const double mom[3] = {0.9, 0.8, 0}, wd[3] = {0.01, 0.001, 0.1};
+  static const int nest[3] = {0, 1, 0};
+  double w[3][6], buf[3][6] = {{0}};
+  float *g = exectest_f(c.x, "g");
+  uint64_t seed = 5;
+  const char *wn[3] = {"w0", "w1", "w2"}, *bn[3] = {"b0", "b1", "b2"};
+  for (int k = 0; k < 3; k++) {
+    float *p = exectest_fill(c.x, exectest_val(c.x, wn[k]), &seed, -1, 1);
+    for (int i = 0; i < 6; i++) w[k][i] = p[i];
+  }
+  const float scales[3] = {1024, 1, 0.5f}, lrs[3] = {0.1f, 0.05f, 0.2f};
+  for (int step = 0; step < 3; step++) {
+    exectest_fill(c.x, exectest_val(c.x, "g"), &seed, -100, 100);
+    exectest_f(c.x, "lr")[0] = lrs[step];
+    exectest_f(c.x, "ls")[0] = scales[step];
+    CHECK(exectest_run(c.x) == 0, "sgd step %d", step);
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < 6; i++) {
+        double d = (double)g[i] / scales[step] + wd[k] * w[k][i];
+        if (mom[k] != 0) {
+          buf[k][i] = step == 0 ? d : mom[k] * buf[k][i] + d;
+          d = nest[k] ? d + mom[k] * buf[k][i] : buf[k][i];
+        }
+        w[k][i] -= lrs[step] * d;
+      }
+      const float *pw = exectest_f(c.x, wn[k]), *pb = exectest_f(c.x, bn[k]);
+      for (int i = 0; i < 6; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "step %d %s[%d]", step, wn[k], i);
+        CHECK_CLOSE(pw[i], w[k][i], 1e-5, what);
+        snprintf(what, sizeof what, "step %d %s[%d]", step, bn[k], i);
+        CHECK_CLOSE(pb[i], buf[k][i], 1e-5, what);
+      }
+    }
+  }
+  /* A loss scale of zero is an error, not a division by zero. */
+  exectest_f(c.x, "ls")[0] = 0;
+  char err[256] = "";
+  CHECK(rt_cpu_run(c.x, err, sizeof err) == -1, "loss scale 0 fails");
+  CHECK(strstr(err, "plain") && strstr(err, "sgd_update"), "message names the node: %s", err);
+  exectest_close(&c);
   return check_report();
 }

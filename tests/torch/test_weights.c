@@ -9,7 +9,7 @@
 #include "rt_init.h"
 #include "rt_ref.h"
 #include "rt_weights.h"
-#include "tensors/tmpdir.h"
+#include "io/tmpdir.h"
 
 enum { K = 4, C = 5, R = 3, S = 2, NV = 8 };
 

@@ -1,6 +1,6 @@
 /* test_gpu_exec.c - the GPU executor against the CPU executor, whole models.
  *
- * models/smallcnn.net and models/resnet20.net (and tests/gpu_kernels/stem7.net,
+ * models/smallcnn.net and models/resnet20.net (and tests/codegen/kernels/stem7.net,
  * whose 7x7/2 stem convolution runs folded: codegen_templates/s2d.cu),
  * compiled through the whole pipeline at batch 8 (training and inference,
  * fp32 and fp16), get the same seeded parameters, state and inputs in both
@@ -54,7 +54,7 @@ static const Config CONFIGS[] = {
     {"models/smallcnn.net", 0, IR_DT_F16, 1}, {"models/resnet20.net", 0, IR_DT_F16, 1},
     {"models/resnet20.net", 0, IR_DT_F16, 2}, {"models/resnet20.net", 1, IR_DT_F16, 2},
     {"models/smallcnn.net", 0, IR_DT_F16, 2},
-    {"tests/gpu_kernels/stem7.net", 0, IR_DT_F32, 0}, {"tests/gpu_kernels/stem7.net", 0, IR_DT_F16, 0},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0}, {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 

@@ -19,9 +19,9 @@ static const KerntestGraph GRAPHS[] = {
     {"smallcnn-unfused-infer", "models/smallcnn.net", 1, "fuse", IR_DT_F16, 0},
     {"resnet20-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0},
     {"resnet20-infer", "models/resnet20.net", 1, NULL, IR_DT_F16, 0},
-    {"stem7-train", "tests/gpu_kernels/stem7.net", 0, NULL, IR_DT_F16, 0},
+    {"stem7-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0},
     /* the max pool's backward recomputing its winners (maxpool_bn_relu_bwd) */
-    {"stem7-noprologue-train", "tests/gpu_kernels/stem7.net", 0, "prologue", IR_DT_F16, 0},
+    {"stem7-noprologue-train", "tests/codegen/kernels/stem7.net", 0, "prologue", IR_DT_F16, 0},
 };
 
 const KerntestGraph *kerntest_graphs(int *n) {

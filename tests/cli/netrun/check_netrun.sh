@@ -5,7 +5,7 @@
 set -uo pipefail
 netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-. "$(dirname "$0")/../expect.sh"
+. "$(dirname "$0")/../../expect.sh"
 expect 0 "usage: netrun train" "$netrun" --help
 expect 2 "usage: netrun" "$netrun"
 expect 0 "^netrun [0-9]+\.[0-9]+\.[0-9]+$" "$netrun" --version

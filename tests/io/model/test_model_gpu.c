@@ -1,14 +1,14 @@
 /* test_model_gpu.c - a model.so on the GPU: test_model_gpu MODEL.so
  *
  * MODEL.so is smallcnn at batch 8, fp32, written at build time by netc
- * (tests/model/CMakeLists.txt).  Both of its graphs are opened with
+ * (tests/io/model/CMakeLists.txt).  Both of its graphs are opened with
  * rt_model_open and given to the GPU executor with their embedded programs:
  * the executor must take the embedded cubins (rt_gpu_prebuilt_hit, so no
  * NVRTC call), and one step of each, from the same seeded parameters,
  * state and inputs, must agree with the CPU executor on the loss, the
  * logits and every parameter and state value to 1e-4 relative to each
  * tensor's largest magnitude (fp32; cuDNN picks its own algorithms, as in
- * tests/gpu_exec).  Then the fallback: the same model told that its cubins
+ * tests/gpu/exec).  Then the fallback: the same model told that its cubins
  * were made for another arch (sm_80) must not use them -- the executor
  * JIT-compiles the embedded source with NVRTC -- and must agree with the
  * CPU executor the same way.  Without a GPU the model is still opened and

@@ -9,7 +9,7 @@
  *    statistics, running statistics and the weight gradient agree to f32
  *    rounding, and sb is gamma*invstd, beta - mean*scale.
  * 3. tests/passes/prologue/bottleneck.net and the stem of
- *    tests/gpu_kernels/stem7.net (whose max pool's backward becomes
+ *    tests/codegen/kernels/stem7.net (whose max pool's backward becomes
  *    batchnorm_relu_bwd_win) trained four steps in f16 with and without the
  *    pass (which must fire): losses and every parameter agree within f16
  *    tolerance.
@@ -445,7 +445,7 @@ int main(int argc, char **argv) {
   check_kernels();
   check_f32_semantics();
   check_training(argv[1], "tests/passes/prologue/bottleneck.net", 2, 0);
-  check_training(argv[1], "tests/gpu_kernels/stem7.net", 1, 1);
+  check_training(argv[1], "tests/codegen/kernels/stem7.net", 1, 1);
   check_resnet50(argv[1], IR_DT_F16);
   check_resnet50(argv[1], IR_DT_F32);
   check_zc_kernel(IR_DT_F16);
