@@ -78,7 +78,7 @@ int opts_from_env(NetcOpts *o, char *err, size_t errlen);
 /* Applies "name=value,name=value" (spaces allowed around commas); NULL or
  * "" changes nothing.  0, or -1 with a message. */
 int opts_parse(NetcOpts *o, const char *list, char *err, size_t errlen);
-/* The code rows as "linear_cudnn=1 pbb=1 pool_tile=1 s2d=1" into buf (in
+/* The code rows as "s2d=1 pbb=1 pool_tile=1 linear_cudnn=1" into buf (in
  * table order): what a cubin's cache key and model.so record. */
 void opts_code_key(const NetcOpts *o, char *buf, size_t len);
 

@@ -5,8 +5,9 @@
  * programs (cg_prog.c), the multi-tensor program (cg_multi.h), and the
  * executor's accumulation and input kernels.  The key is FNV-1a 64 of the
  * program text, the target arch, the NVRTC version, the NVRTC options and
- * the code generator's options (cg_opts.h: the switches that change
- * generated code), so a cubin is never reused under other options.  The
+ * the code switches the program was generated under (opts.h's
+ * opts_code_key; the step's programs pass theirs, the executor's own
+ * kernels depend on none), so a cubin is never reused under other switches.  The
  * file is <dir>/netc-<kind>-<key>.cubin.
  *
  * The directory is the caller's, else $XDG_CACHE_HOME/netc, else
@@ -28,7 +29,7 @@ typedef struct CgCompile {
   const char *name;    /* program name in NVRTC's messages and the saved source */
   const char *arch;    /* "sm_90" */
   const char *kind;    /* "step", "multi", "accum", "input": the file name's second word */
-  const char *opts;    /* the code generator's options key (cg_opts_key), or NULL */
+  const char *opts;    /* the code switches it was generated under (opts_code_key), or NULL */
 } CgCompile;
 
 /* The cubin of c (malloc'd into *cubin, *size bytes): from the cache when

@@ -3,10 +3,10 @@
  * cg_model_write() compiles a network twice with the caller's options (the
  * training step, and the same with --inference), generates each graph's
  * kernel programs exactly as the GPU executor would for the target
- * (runtime/cg_prog.h: the distinct kernels dealt into up to
+ * (cg_prog.h: the distinct kernels dealt into up to
  * CG_MAX_PART programs), compiles them with NVRTC, concurrently, to a
  * cubin each for that target, and links everything into a shared library
- * with the system C compiler.  runtime/rt_model.c reads it back
+ * with the system C compiler.  runtime/io/rt_model.c reads it back
  * (rt_model.h).
  *
  * The library exports two symbols: `netc_model`, one byte blob, and

@@ -1,6 +1,6 @@
 /* cg_tmpl.h - instantiating one codegen_templates/ file into a
  * program's source, and the spellings of dtypes the templates take: what
- * cg_kernels.c (a node's kernels) and rt_gpu_optim.c (multi-tensor
+ * cg_kernels.c (a node's kernels) and cg_multi.c (multi-tensor
  * kernels) both emit with. */
 #ifndef NETC_CG_TMPL_H
 #define NETC_CG_TMPL_H
