@@ -27,9 +27,20 @@ typedef enum AstExprKind {
 
 /* Binary and unary operator codes (AstExpr.op). */
 enum {
-  AST_OP_ADD = '+', AST_OP_SUB = '-', AST_OP_MUL = '*', AST_OP_DIV = '/',
-  AST_OP_MOD = '%', AST_OP_LT = '<', AST_OP_GT = '>', AST_OP_NOT = '!',
-  AST_OP_EQ = 256, AST_OP_NE, AST_OP_LE, AST_OP_GE, AST_OP_AND, AST_OP_OR,
+  AST_OP_ADD = '+',
+  AST_OP_SUB = '-',
+  AST_OP_MUL = '*',
+  AST_OP_DIV = '/',
+  AST_OP_MOD = '%',
+  AST_OP_LT = '<',
+  AST_OP_GT = '>',
+  AST_OP_NOT = '!',
+  AST_OP_EQ = 256,
+  AST_OP_NE,
+  AST_OP_LE,
+  AST_OP_GE,
+  AST_OP_AND,
+  AST_OP_OR,
 };
 
 typedef struct AstExpr AstExpr;
@@ -45,13 +56,13 @@ struct AstArg {
 
 struct AstExpr {
   AstExprKind kind;
-  SrcLoc loc;     /* of the first token; for AST_BINARY, of the operator */
+  SrcLoc loc; /* of the first token; for AST_BINARY, of the operator */
   int64_t ival;
   double fval;
   const char *name;
   int op;
   AstExpr *a, *b, *c;
-  AstArg *args;   /* AST_CALL, AST_TUPLE */
+  AstArg *args; /* AST_CALL, AST_TUPLE */
   int nargs;
 };
 
@@ -74,13 +85,13 @@ typedef struct AstStmt AstStmt;
 struct AstStmt {
   AstStmtKind kind;
   SrcLoc loc;
-  const char *target;  /* AST_ASSIGN: the variable (and default layer name) */
-  AstExpr *value;      /* AST_ASSIGN, AST_RETURN; AST_IF: the condition */
-  AstScope *scope;     /* AST_ASSIGN: `as ...`, or NULL */
-  const char *var;     /* AST_FOR */
-  AstExpr *lo, *hi;    /* AST_FOR */
-  AstStmt *body;       /* AST_IF, AST_FOR */
-  AstStmt *orelse;     /* AST_IF: else branch, or NULL */
+  const char *target; /* AST_ASSIGN: the variable (and default layer name) */
+  AstExpr *value;     /* AST_ASSIGN, AST_RETURN; AST_IF: the condition */
+  AstScope *scope;    /* AST_ASSIGN: `as ...`, or NULL */
+  const char *var;    /* AST_FOR */
+  AstExpr *lo, *hi;   /* AST_FOR */
+  AstStmt *body;      /* AST_IF, AST_FOR */
+  AstStmt *orelse;    /* AST_IF: else branch, or NULL */
   AstStmt *next;
 };
 
@@ -108,8 +119,8 @@ typedef struct AstInput AstInput;
 struct AstInput {
   SrcLoc loc;
   const char *name;
-  int dtype;      /* IrDtype */
-  AstArg *dims;   /* positional expressions; NULL for a scalar per sample: i32[] */
+  int dtype;    /* IrDtype */
+  AstArg *dims; /* positional expressions; NULL for a scalar per sample: i32[] */
   int ndims;
   AstInput *next;
 };

@@ -112,7 +112,6 @@ void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
 
 void diag_finish(Diag *d) {
   if (d->out && d->nerrors > DIAG_MAX_ERRORS)
-    fprintf(d->out, "%d errors generated; only the first %d are shown.\n", d->nerrors,
-            DIAG_MAX_ERRORS);
+    fprintf(d->out, "%d errors generated; only the first %d are shown.\n", d->nerrors, DIAG_MAX_ERRORS);
   if (d->out) fflush(d->out);
 }

@@ -24,21 +24,18 @@ typedef struct SrcLoc {
 enum { DIAG_MAX_ERRORS = 20 };
 
 typedef struct Diag {
-  FILE *out;         /* where messages go (stderr in the CLI) */
-  const char *file;  /* the file whose text is below */
-  const char *src;   /* its bytes (may contain NULs), for source lines */
+  FILE *out;        /* where messages go (stderr in the CLI) */
+  const char *file; /* the file whose text is below */
+  const char *src;  /* its bytes (may contain NULs), for source lines */
   size_t srclen;
   int nerrors, nwarnings;
 } Diag;
 
 void diag_init(Diag *d, FILE *out);
 void diag_set_source(Diag *d, const char *file, const char *src, size_t len);
-void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void diag_warning(Diag *d, SrcLoc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_warning(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prints "N errors generated." style summary line when nerrors > DIAG_MAX_ERRORS. */
 void diag_finish(Diag *d);
 

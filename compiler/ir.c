@@ -14,7 +14,7 @@ static const size_t DTYPE_SIZES[IR_DT_COUNT] = {
     [IR_DT_I32] = 4, [IR_DT_I64] = 8, [IR_DT_U8] = 1,
 };
 static const char *const LAYOUT_NAMES[IR_LAYOUT_COUNT] = {
-    [IR_LAYOUT_ROW] = "", [IR_LAYOUT_NCHW] = "NCHW", [IR_LAYOUT_NHWC] = "NHWC",
+    [IR_LAYOUT_ROW] = "",      [IR_LAYOUT_NCHW] = "NCHW", [IR_LAYOUT_NHWC] = "NHWC",
     [IR_LAYOUT_KCRS] = "KCRS", [IR_LAYOUT_KRSC] = "KRSC",
 };
 
@@ -49,8 +49,7 @@ IrGraph *ir_graph_clone(const IrGraph *g) {
     n->attr = COPY_ARRAY(a, n->attr, n->nattr);
     if ((n->nin && !n->in) || (n->nout && !n->out) || (n->nattr && !n->attr)) return NULL;
   }
-  if ((g->nval && !c->val) || (g->nnode && !c->node) || (g->noutput && !c->output) ||
-      (g->ntrain && !c->train))
+  if ((g->nval && !c->val) || (g->nnode && !c->node) || (g->noutput && !c->output) || (g->ntrain && !c->train))
     return NULL;
   return c;
 }
@@ -68,8 +67,8 @@ int ir_value_add(IrGraph *g, IrValueKind kind, IrType type, const char *name) {
   return g->nval++;
 }
 
-int ir_node_add(IrGraph *g, IrOp op, const char *name, SrcLoc loc, const int *in, int nin,
-                const IrType *out_types, int nout) {
+int ir_node_add(IrGraph *g, IrOp op, const char *name, SrcLoc loc, const int *in, int nin, const IrType *out_types,
+                int nout) {
   if (!ARENA_RESERVE(g->arena, g->node, g->nnode, g->capnode)) return -1;
   int id = g->nnode;
   IrNode n = {.op = op, .nin = nin, .nout = nout, .loc = loc};
@@ -160,7 +159,9 @@ double ir_attr_float(const IrNode *n, const char *key, double dflt) {
  * for the weight gradient; -1 for ops that take none. */
 static int conv_optional_from(IrOp op) {
   switch (op) {
-  case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_CONV2D_BN_STATS: return 6;
+  case IR_OP_CONV2D_BN_TRAIN:
+  case IR_OP_CONV2D_BN:
+  case IR_OP_CONV2D_BN_STATS: return 6;
   case IR_OP_CONV2D_BWD_WEIGHT: return 2;
   default: return -1;
   }

@@ -38,7 +38,13 @@ enum { IR_MAX_RANK = 6, IR_MAX_INTS = 8 };
 #define IR_DIM_N ((int64_t)-1) /* the symbolic batch dimension */
 
 typedef enum IrDtype {
-  IR_DT_F32, IR_DT_F16, IR_DT_BF16, IR_DT_I8, IR_DT_I32, IR_DT_I64, IR_DT_U8,
+  IR_DT_F32,
+  IR_DT_F16,
+  IR_DT_BF16,
+  IR_DT_I8,
+  IR_DT_I32,
+  IR_DT_I64,
+  IR_DT_U8,
   IR_DT_COUNT
 } IrDtype;
 
@@ -101,26 +107,26 @@ typedef struct IrNode {
   IrOp op;
   const char *name; /* layer name, or NULL */
   int nin, nout;
-  int *in, *out;    /* value ids */
+  int *in, *out; /* value ids */
   int nattr;
   IrAttr *attr;
   SrcLoc loc;
 } IrNode;
 
 typedef struct IrGraph {
-  Arena *arena;       /* owner of everything below; not owned by the graph */
+  Arena *arena; /* owner of everything below; not owned by the graph */
   const char *name;
   IrValue *val;
   int nval, capval;
   IrNode *node;
   int nnode, capnode;
-  int *output;        /* values the step returns (loss first, then logits) */
+  int *output; /* values the step returns (loss first, then logits) */
   int noutput, capoutput;
-  IrAttr *train;      /* the train section: batch, optimizer, schedule, ... */
+  IrAttr *train; /* the train section: batch, optimizer, schedule, ... */
   int ntrain, captrain;
   int64_t plan_bytes; /* memory plan: arena size in bytes for plan_batch, or 0 when unplanned */
   int64_t plan_batch;
-  int opt_first;      /* the optimizer section's first node (nnode: an empty section), or -1 when
+  int opt_first; /* the optimizer section's first node (nnode: an empty section), or -1 when
                          the graph has none (inference and forward graphs) */
 } IrGraph;
 
@@ -132,8 +138,8 @@ IrGraph *ir_graph_clone(const IrGraph *g);
 int ir_value_add(IrGraph *g, IrValueKind kind, IrType type, const char *name);
 /* Adds a node with nin inputs and nout fresh ACT outputs of the given types
  * (out_types may be NULL when nout == 0); returns the node index or -1. */
-int ir_node_add(IrGraph *g, IrOp op, const char *name, SrcLoc loc,
-                const int *in, int nin, const IrType *out_types, int nout);
+int ir_node_add(IrGraph *g, IrOp op, const char *name, SrcLoc loc, const int *in, int nin, const IrType *out_types,
+                int nout);
 int ir_output_add(IrGraph *g, int value);
 /* Attributes, appended in call order (the op table's order). */
 IrAttr *ir_attr_set_int(IrGraph *g, int node, const char *key, int64_t v);
@@ -177,10 +183,10 @@ const char *ir_type_str(const IrType *t, char *buf, size_t len);
 /* Elements per sample when dim[0] is N (N counted as 1), else total. */
 int64_t ir_type_numel(const IrType *t, int64_t batch);
 size_t ir_dtype_size(IrDtype dt);
-const char *ir_dtype_name(IrDtype dt);      /* "f32" */
-int ir_dtype_parse(const char *s);          /* -1 when unknown */
-const char *ir_layout_name(IrLayout l);     /* "NCHW"; "" for ROW */
-int ir_layout_parse(const char *s);         /* -1 when unknown */
+const char *ir_dtype_name(IrDtype dt);  /* "f32" */
+int ir_dtype_parse(const char *s);      /* -1 when unknown */
+const char *ir_layout_name(IrLayout l); /* "NCHW"; "" for ROW */
+int ir_layout_parse(const char *s);     /* -1 when unknown */
 
 /* --- the op table (ir_ops.c) -------------------------------------------- */
 /* Which side of the optimizer section's start an op may stand on. */
@@ -191,10 +197,10 @@ typedef enum IrOpSection {
 } IrOpSection;
 
 typedef struct IrOpInfo {
-  const char *name;  /* as printed: "conv2d" */
-  int min_in, max_in;/* input count */
-  int nout;          /* output count, -1 = variable */
-  const char *attrs; /* the attribute keys, in print order, space separated */
+  const char *name;   /* as printed: "conv2d" */
+  int min_in, max_in; /* input count */
+  int nout;           /* output count, -1 = variable */
+  const char *attrs;  /* the attribute keys, in print order, space separated */
   IrOpSection section;
 } IrOpInfo;
 const IrOpInfo *ir_op_info(IrOp op);
@@ -210,8 +216,8 @@ int ir_infer(const IrGraph *g, const IrNode *n, IrType *out, char *err, size_t e
 
 /* --- text form ----------------------------------------------------------- */
 typedef struct IrPrintOpts {
-  int no_loc;        /* drop "@ file:line:col" from the trailing comment */
-  const char *pass;  /* printed in the header line, or NULL */
+  int no_loc;       /* drop "@ file:line:col" from the trailing comment */
+  const char *pass; /* printed in the header line, or NULL */
 } IrPrintOpts;
 void ir_print(FILE *f, const IrGraph *g, const IrPrintOpts *o);
 /* Parses what ir_print writes; errors go to d with locations in the text. */

@@ -45,8 +45,7 @@ static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || d
 static int need_act4(Ctx *c, int i, const char *what) {
   const IrType *t = in_type(c, i);
   char b[96];
-  if (!is_act4(t))
-    return fail(c, "%s expects an NCHW or NHWC image tensor, got %s", what, ir_type_str(t, b, sizeof b));
+  if (!is_act4(t)) return fail(c, "%s expects an NCHW or NHWC image tensor, got %s", what, ir_type_str(t, b, sizeof b));
   return 0;
 }
 
@@ -68,12 +67,12 @@ static int spatial_attr(Ctx *c, const char *key, int64_t lo, int64_t v[2]) {
 }
 
 /* Output extent of a sliding window; -1 with a message when it does not fit. */
-static int window(Ctx *c, const char *what, int axis, int64_t in, int64_t k, int64_t s, int64_t p,
-                  int64_t d, int64_t *out) {
+static int window(Ctx *c, const char *what, int axis, int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                  int64_t *out) {
   int64_t span = d * (k - 1) + 1;
   if (in + 2 * p < span)
-    return fail(c, "%s window %" PRId64 " (dilation %" PRId64 ") with padding %" PRId64
-                   " does not fit input %s %" PRId64,
+    return fail(c,
+                "%s window %" PRId64 " (dilation %" PRId64 ") with padding %" PRId64 " does not fit input %s %" PRId64,
                 what, k, d, p, axis ? "width" : "height", in);
   *out = (in + 2 * p - span) / s + 1;
   return 0;
@@ -93,11 +92,11 @@ static int infer_conv2d(Ctx *c, IrType *out) {
   int64_t K = w->dim[0], Cg = w->dim[krsc ? 3 : 1], R = w->dim[krsc ? 1 : 2], S = w->dim[krsc ? 2 : 3];
   int64_t C = x->dim[act_c(x)];
   if (groups < 1 || groups > C || C % groups || K % groups)
-    return fail(c, "conv2d groups=%" PRId64 " must divide input channels %" PRId64
-                   " and output channels %" PRId64, groups, C, K);
+    return fail(c, "conv2d groups=%" PRId64 " must divide input channels %" PRId64 " and output channels %" PRId64,
+                groups, C, K);
   if (R != k[0] || S != k[1])
-    return fail(c, "conv2d filter %s does not match kernel %" PRId64 "x%" PRId64,
-                ir_type_str(w, b1, sizeof b1), k[0], k[1]);
+    return fail(c, "conv2d filter %s does not match kernel %" PRId64 "x%" PRId64, ir_type_str(w, b1, sizeof b1), k[0],
+                k[1]);
   if (Cg * groups != C)
     return fail(c, "conv2d filter %s expects %" PRId64 " input channels, input %s has %" PRId64,
                 ir_type_str(w, b1, sizeof b1), Cg * groups, ir_type_str(x, b2, sizeof b2), C);
@@ -122,8 +121,7 @@ static int infer_batchnorm(Ctx *c, IrType *out) {
   const IrType *x = in_type(c, 0);
   char b1[96], b2[96];
   if (!is_act4(x) && !(x->rank == 2 && x->layout == IR_LAYOUT_ROW))
-    return fail(c, "batchnorm expects an NCHW/NHWC image or an [N, C] tensor, got %s",
-                ir_type_str(x, b1, sizeof b1));
+    return fail(c, "batchnorm expects an NCHW/NHWC image or an [N, C] tensor, got %s", ir_type_str(x, b1, sizeof b1));
   if (!is_float(x->dtype)) return fail(c, "batchnorm of non-float tensor %s", ir_type_str(x, b1, sizeof b1));
   int64_t C = x->dim[x->rank == 2 ? 1 : act_c(x)];
   for (int i = 1; i < c->n->nin; i++) {
@@ -198,11 +196,14 @@ static int infer_flatten(Ctx *c, IrType *out) {
 static int infer_linear(Ctx *c, IrType *out) {
   const IrType *x = in_type(c, 0), *w = in_type(c, 1);
   char b1[96], b2[96];
-  if (x->rank != 2) return fail(c, "linear expects an [N, features] input, got %s (use flatten)", ir_type_str(x, b1, sizeof b1));
+  if (x->rank != 2)
+    return fail(c, "linear expects an [N, features] input, got %s (use flatten)", ir_type_str(x, b1, sizeof b1));
   if (w->rank != 2 || w->dim[1] != x->dim[1])
-    return fail(c, "linear weight %s does not match input %s", ir_type_str(w, b1, sizeof b1), ir_type_str(x, b2, sizeof b2));
+    return fail(c, "linear weight %s does not match input %s", ir_type_str(w, b1, sizeof b1),
+                ir_type_str(x, b2, sizeof b2));
   if (w->dtype != x->dtype)
-    return fail(c, "linear weight dtype %s differs from input dtype %s", ir_dtype_name(w->dtype), ir_dtype_name(x->dtype));
+    return fail(c, "linear weight dtype %s differs from input dtype %s", ir_dtype_name(w->dtype),
+                ir_dtype_name(x->dtype));
   if (c->n->nin == 3) {
     const IrType *b = in_type(c, 2);
     if (b->rank != 1 || b->dim[0] != w->dim[0])
@@ -310,7 +311,8 @@ static int infer_conv2d_bwd_weight(Ctx *c, IrType *out) {
   const IrType *dy = in_type(c, 0), *x = in_type(c, 1);
   int64_t k[2], groups = ir_attr_int(c->n, "groups", 1);
   if (spatial_attr(c, "k", 1, k)) return -1;
-  if (groups < 1 || x->dim[act_c(x)] % groups) return fail(c, "groups=%" PRId64 " does not divide the input channels", groups);
+  if (groups < 1 || x->dim[act_c(x)] % groups)
+    return fail(c, "groups=%" PRId64 " does not divide the input channels", groups);
   int64_t K = dy->dim[act_c(dy)], Cg = x->dim[act_c(x)] / groups;
   int nhwc = x->layout == IR_LAYOUT_NHWC;
   int64_t d[4] = {K, nhwc ? k[0] : Cg, nhwc ? k[1] : k[0], nhwc ? Cg : k[1]};
@@ -446,8 +448,7 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
                 ir_type_str(w, b2, sizeof b2));
   if (!is_scalar_f32(in_type(c, 3)) || !is_scalar_f32(in_type(c, 4)))
     return fail(c, "sgd_update learning rate and loss scale must be f32[]");
-  if (c->n->nin > 5 && !is_scalar_f32(in_type(c, 5)))
-    return fail(c, "sgd_update skip flag must be f32[]");
+  if (c->n->nin > 5 && !is_scalar_f32(in_type(c, 5))) return fail(c, "sgd_update skip flag must be f32[]");
   (void)out;
   return 0;
 }
@@ -663,9 +664,9 @@ static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
   if (c->n->nin < 4) return 0;
   if (ir_conv_residual(c->g, c->n) != 3) return fail(c, "input 3 of conv2d_bwd_data_relu must be a gradient to add");
   return need_same_shape(c, "conv2d_bwd_data_relu addend", in_type(c, 3), "the gradient", out) ||
-         (in_type(c, 3)->dtype != out->dtype ? fail(c, "addend is %s, the gradient %s",
-                                                    ir_dtype_name(in_type(c, 3)->dtype), ir_dtype_name(out->dtype))
-                                             : 0);
+         (in_type(c, 3)->dtype != out->dtype
+              ? fail(c, "addend is %s, the gradient %s", ir_dtype_name(in_type(c, 3)->dtype), ir_dtype_name(out->dtype))
+              : 0);
 }
 
 /* --- layout and precision ---------------------------------------------------- */
@@ -712,7 +713,8 @@ static int infer_nonfinite_check(Ctx *c, IrType *out) {
   char b1[96];
   for (int i = 0; i < c->n->nin; i++)
     if (!is_float(in_type(c, i)->dtype))
-      return fail(c, "nonfinite_check input %d is %s, not a float tensor", i, ir_type_str(in_type(c, i), b1, sizeof b1));
+      return fail(c, "nonfinite_check input %d is %s, not a float tensor", i,
+                  ir_type_str(in_type(c, i), b1, sizeof b1));
   *out = ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL);
   return 0;
 }

@@ -100,8 +100,7 @@ static void format_float(double v, char *buf, size_t len) {
 }
 
 static int str_char_plain(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
 /* Any byte outside [A-Za-z0-9_.-] is written as \xHH (the verifier rejects
@@ -121,9 +120,7 @@ static void print_attr(FILE *f, const IrAttr *a) {
   char buf[40];
   fprintf(f, "%s=", a->key ? a->key : "?");
   switch (a->kind) {
-  case IR_ATTR_INT:
-    fprintf(f, "%" PRId64, a->i[0]);
-    break;
+  case IR_ATTR_INT: fprintf(f, "%" PRId64, a->i[0]); break;
   case IR_ATTR_INTS: {
     int n = a->n < 0 ? 0 : a->n > IR_MAX_INTS ? IR_MAX_INTS : a->n;
     if (n == 1) {
@@ -138,14 +135,9 @@ static void print_attr(FILE *f, const IrAttr *a) {
     format_float(a->f, buf, sizeof buf);
     fputs(buf, f);
     break;
-  case IR_ATTR_DTYPE:
-    fputs(ir_dtype_name((IrDtype)a->i[0]), f);
-    break;
-  case IR_ATTR_STR:
-    print_str(f, a->s);
-    break;
-  default:
-    fputs("?", f);
+  case IR_ATTR_DTYPE: fputs(ir_dtype_name((IrDtype)a->i[0]), f); break;
+  case IR_ATTR_STR: print_str(f, a->s); break;
+  default: fputs("?", f);
   }
 }
 
@@ -278,7 +270,7 @@ void ir_print(FILE *f, const IrGraph *g, const IrPrintOpts *o) {
     print_node(&p, &g->node[i], o->no_loc);
   }
   if (g->opt_first == g->nnode) fputs("  optimizer:\n", f); /* an empty section */
-  if (g->opt_first < -1 || g->opt_first > g->nnode) /* broken: shown, not readable */
+  if (g->opt_first < -1 || g->opt_first > g->nnode)         /* broken: shown, not readable */
     fprintf(f, "  # optimizer section at node #%d, outside the graph\n", g->opt_first);
   if (g->noutput > 0) {
     fputs("  output ", f);

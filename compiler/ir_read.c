@@ -34,13 +34,13 @@ typedef struct Reader {
   const char *line_start; /* current line */
   const char *line_end;   /* at its '\n' or the end of the text */
   int line;
-  const char *p;          /* cursor inside the line */
+  const char *p; /* cursor inside the line */
   IrGraph *g;
-  int *label;             /* %N -> value id, -1 when undefined */
+  int *label; /* %N -> value id, -1 when undefined */
   int nlabel;
-  const char *loc_file;   /* last file name seen in a node comment, interned */
-  int has_plan;           /* a 'plan' line was read */
-  int opt_line;           /* the line of 'optimizer:', or 0 */
+  const char *loc_file; /* last file name seen in a node comment, interned */
+  int has_plan;         /* a 'plan' line was read */
+  int opt_line;         /* the line of 'optimizer:', or 0 */
   int nerr;
 } Reader;
 
@@ -126,8 +126,10 @@ static const char *read_word(Reader *r, char *buf, size_t len) {
   skip_ws(r);
   size_t n = 0;
   while (!at_end(r) && (is_name_char((unsigned char)*r->p) && *r->p != '.')) {
-    if (n + 1 < len) buf[n++] = *r->p;
-    else buf[n - 1] = '~'; /* too long: matches no keyword */
+    if (n + 1 < len)
+      buf[n++] = *r->p;
+    else
+      buf[n - 1] = '~'; /* too long: matches no keyword */
     r->p++;
   }
   buf[n] = 0;
@@ -314,7 +316,8 @@ static int read_str(Reader *r, const char **out) {
       r->p += 4;
       continue;
     }
-    if (!is_name_char(c) && c != '-') return fail_at(r, r->p, "character 0x%02x in string must be written \\x%02x", c, c);
+    if (!is_name_char(c) && c != '-')
+      return fail_at(r, r->p, "character 0x%02x in string must be written \\x%02x", c, c);
     *o++ = (char)c;
     r->p++;
   }
@@ -374,7 +377,8 @@ static int read_attr_value(Reader *r, IrAttr *a) {
     return fail_at(r, s, "bad attribute value '%s' (strings are quoted)", tok);
   int floaty = strpbrk(tok, ".eE") || !strcmp(tok, "inf") || !strcmp(tok, "-inf") || !strcmp(tok, "nan");
   if (floaty) {
-    if (strpbrk(tok, "pPxX") || strstr(tok, "infinity") || strchr(tok, '(')) return fail_at(r, s, "bad number '%s'", tok);
+    if (strpbrk(tok, "pPxX") || strstr(tok, "infinity") || strchr(tok, '('))
+      return fail_at(r, s, "bad number '%s'", tok);
     char *e;
     a->kind = IR_ATTR_FLOAT;
     a->f = strtod(tok, &e);
@@ -699,8 +703,10 @@ IrGraph *ir_read(Arena *a, Diag *d, const char *path, const char *text, size_t l
     }
     read_body_line(&r, &closed);
   }
-  if (!r.nerr && !r.g) fail_at(&r, r.p, "expected 'graph NAME {'");
-  else if (!r.nerr && !closed) fail_at(&r, r.p, "missing '}' at the end of the graph");
+  if (!r.nerr && !r.g)
+    fail_at(&r, r.p, "expected 'graph NAME {'");
+  else if (!r.nerr && !closed)
+    fail_at(&r, r.p, "missing '}' at the end of the graph");
   d->file = saved.file, d->src = saved.src, d->srclen = saved.srclen;
   return r.nerr ? NULL : r.g;
 }

@@ -38,9 +38,9 @@ typedef struct Verifier {
   const IrGraph *g;
   Diag *d;
   const char *pass;
-  int *num;     /* print number of each value (as ir_print.c numbers them), -1 when none */
-  int *ndef;    /* how many node outputs name each value */
-  char *type_ok;/* value's type passed the checks */
+  int *num;      /* print number of each value (as ir_print.c numbers them), -1 when none */
+  int *ndef;     /* how many node outputs name each value */
+  char *type_ok; /* value's type passed the checks */
   int nerr;
 } Verifier;
 
@@ -90,8 +90,7 @@ static const char *ref_str(const Verifier *vf, int v, char *buf, size_t len) {
 static int name_ok(const char *s) {
   if (!s || !*s) return 0;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
-          *s == '.'))
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.'))
       return 0;
   return 1;
 }
@@ -99,8 +98,8 @@ static int name_ok(const char *s) {
 static int str_ok(const char *s) {
   if (!s) return 0;
   for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
-          *s == '.' || *s == '-'))
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.' ||
+          *s == '-'))
       return 0;
   return 1;
 }
@@ -163,8 +162,10 @@ static int *first_of_name(const IrGraph *g) {
   }
   qsort(all, (size_t)n, sizeof *all, by_space_name_index);
   for (int i = 1, head = 0; i < n; i++) {
-    if (all[i].space != all[head].space || strcmp(all[i].name, all[head].name)) head = i;
-    else first[all[i].index] = all[head].index;
+    if (all[i].space != all[head].space || strcmp(all[i].name, all[head].name))
+      head = i;
+    else
+      first[all[i].index] = all[head].index;
   }
   free(all);
   return first;
@@ -196,7 +197,8 @@ static void check_values(Verifier *vf) {
       continue;
     }
     if (!name_ok(val->name)) report(vf, none, what, "name '%s' is not [A-Za-z0-9_.]+", val->name ? val->name : "");
-    if (val->def != -1 || vf->ndef[v]) report(vf, none, what, "has a producing node, but a %s must have none", kind_word(val->kind));
+    if (val->def != -1 || vf->ndef[v])
+      report(vf, none, what, "has a producing node, but a %s must have none", kind_word(val->kind));
     int u = first[v];
     if (u >= 0)
       report(vf, none, what, "name '%s' is already used by %s %s", val->name, kind_word(g->val[u].kind),
@@ -211,10 +213,10 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
   if (!name_ok(a->key)) report(vf, loc, what, "attribute key '%s' is not [A-Za-z0-9_.]+", key);
   switch (a->kind) {
   case IR_ATTR_INT:
-  case IR_ATTR_FLOAT:
-    break;
+  case IR_ATTR_FLOAT: break;
   case IR_ATTR_INTS:
-    if (a->n < 1 || a->n > IR_MAX_INTS) report(vf, loc, what, "attribute %s has %d integers (1..%d)", key, a->n, IR_MAX_INTS);
+    if (a->n < 1 || a->n > IR_MAX_INTS)
+      report(vf, loc, what, "attribute %s has %d integers (1..%d)", key, a->n, IR_MAX_INTS);
     break;
   case IR_ATTR_DTYPE:
     if (a->i[0] < 0 || a->i[0] >= IR_DT_COUNT) report(vf, loc, what, "attribute %s is not a dtype", key);
@@ -222,8 +224,7 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
   case IR_ATTR_STR:
     if (!str_ok(a->s)) report(vf, loc, what, "attribute %s: string may hold only [A-Za-z0-9_.-]", key);
     break;
-  default:
-    report(vf, loc, what, "attribute %s has bad kind %d", key, (int)a->kind);
+  default: report(vf, loc, what, "attribute %s has bad kind %d", key, (int)a->kind);
   }
 }
 
@@ -259,8 +260,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
     i++; /* its value is ir_infer's to check */
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
-  if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0)
-    i++; /* likewise */
+  if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BWD_WEIGHT && n->attr[i].key && strcmp(n->attr[i].key, "hold") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] < 1) report(vf, n->loc, what, "attribute hold must be >= 1");
     i++;
@@ -271,12 +271,11 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   size_t o = 0;
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
-  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have,
-         keys,
-         n->op == IR_OP_CONV2D_BN_TRAIN        ? ", then y_dtype"
-         : n->op == IR_OP_CONV2D_BWD_WEIGHT    ? ", then hold"
-         : dz_op                               ? ", then dz_dtype"
-                                               : "");
+  report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have, keys,
+         n->op == IR_OP_CONV2D_BN_TRAIN     ? ", then y_dtype"
+         : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold"
+         : dz_op                            ? ", then dz_dtype"
+                                            : "");
   return 0;
 }
 
@@ -331,8 +330,8 @@ static void check_section(Verifier *vf, int i, const IrOpInfo *info, const char 
   for (int k = 0; info->section == IR_SEC_EITHER && n->in && k < n->nin; k++) {
     int v = n->in[k];
     if (!valid_id(g, v) || (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= first)) continue;
-    report(vf, n->loc, what, "in the optimizer section, input %d %s is not a result of the section (from node #%d)",
-           k, ref_str(vf, v, b, sizeof b), first);
+    report(vf, n->loc, what, "in the optimizer section, input %d %s is not a result of the section (from node #%d)", k,
+           ref_str(vf, v, b, sizeof b), first);
   }
 }
 

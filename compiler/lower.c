@@ -21,11 +21,11 @@
 #include <string.h>
 
 enum {
-  MAX_CALL_DEPTH = 64,       /* nested block calls */
-  MAX_EXPR_DEPTH = 1000,     /* nested expressions, far beyond any real file */
-  MAX_NODES = 1000000,       /* ops in one network */
-  MAX_CHANNELS = 1 << 20,    /* output channels / features of one layer */
-  MAX_INPUT_DIM = 1 << 20,   /* one input dimension */
+  MAX_CALL_DEPTH = 64,     /* nested block calls */
+  MAX_EXPR_DEPTH = 1000,   /* nested expressions, far beyond any real file */
+  MAX_NODES = 1000000,     /* ops in one network */
+  MAX_CHANNELS = 1 << 20,  /* output channels / features of one layer */
+  MAX_INPUT_DIM = 1 << 20, /* one input dimension */
 };
 #define MAX_SAMPLE_ELEMS ((int64_t)1 << 34) /* elements of one tensor, per sample */
 
@@ -33,9 +33,9 @@ typedef enum VKind { V_ERR, V_NONE, V_INT, V_FLOAT, V_BOOL, V_DTYPE, V_TUPLE, V_
 
 typedef struct Val {
   VKind k;
-  int64_t i;  /* INT, BOOL, DTYPE; TENSOR: value id */
-  double f;   /* FLOAT */
-  int n;      /* TUPLE: element count, ints in t[] */
+  int64_t i; /* INT, BOOL, DTYPE; TENSOR: value id */
+  double f;  /* FLOAT */
+  int n;     /* TUPLE: element count, ints in t[] */
   int64_t t[IR_MAX_INTS];
 } Val;
 
@@ -54,7 +54,7 @@ struct Frame {
   SrcLoc call;           /* where this block was called */
   const Frame *parent;
   int depth;
-  int returned;          /* a `return` ran */
+  int returned; /* a `return` ran */
   Val ret;
 };
 
@@ -92,8 +92,8 @@ static Val vint(int64_t i) { return (Val){.k = V_INT, .i = i}; }
 static Val vbool(int b) { return (Val){.k = V_BOOL, .i = !!b}; }
 
 static const char *kind_name(VKind k) {
-  static const char *const names[] = {"error", "nothing", "an integer", "a number", "a boolean",
-                                      "a dtype", "a tuple", "a tensor"};
+  static const char *const names[] = {"error",     "nothing", "an integer", "a number",
+                                      "a boolean", "a dtype", "a tuple",    "a tensor"};
   return names[k];
 }
 
@@ -155,8 +155,7 @@ static const char *unique_name(Lower *L, const char *want, SrcLoc loc) {
   const char *name = want;
   if (base >= 0) {
     int k = L->names.use[base].suffix;
-    do
-      name = arena_printf(L->a, "%s_%d", want, ++k);
+    do name = arena_printf(L->a, "%s_%d", want, ++k);
     while (name && names_find(&L->names, name) >= 0);
     L->names.use[base].suffix = k;
   }
@@ -200,8 +199,8 @@ static int64_t channels_of(Lower *L, Val v) {
   return t->rank >= 2 ? t->dim[1] : 1;
 }
 
-static int param_add(Lower *L, IrValueKind kind, const char *layer, const char *suffix, IrLayout layout,
-                     int rank, const int64_t *dim) {
+static int param_add(Lower *L, IrValueKind kind, const char *layer, const char *suffix, IrLayout layout, int rank,
+                     const int64_t *dim) {
   const char *name = arena_printf(L->a, "%s.%s", layer, suffix);
   if (!name) return -1;
   return ir_value_add(L->g, kind, ir_type(IR_DT_F32, layout, rank, dim), name);
@@ -218,7 +217,7 @@ typedef struct ArgSpec {
   const char *key;
   ArgKind kind;
   int required;
-  Val dflt;   /* used when !required and not given; V_NONE = absent */
+  Val dflt; /* used when !required and not given; V_NONE = absent */
 } ArgSpec;
 
 enum { MAX_ARGS = 12 };
@@ -232,7 +231,7 @@ typedef struct Args {
 static Val eval(Lower *L, Frame *f, const AstExpr *e);
 
 static const char *argkind_name(ArgKind k) {
-  static const char *const names[] = {"a tensor", "an integer", "an integer or a pair of integers",
+  static const char *const names[] = {"a tensor", "an integer",    "an integer or a pair of integers",
                                       "a number", "true or false", "a dtype (f32, f16, bf16, i8)"};
   return names[k];
 }
@@ -258,8 +257,8 @@ static int coerce(Val *v, ArgKind k) {
 }
 
 /* Binds call arguments to spec; returns 0, or -1 after reporting errors. */
-static int bind_args(Lower *L, Frame *f, const char *what, const AstExpr *call, const ArgSpec *spec,
-                     int nspec, int npos, Args *out) {
+static int bind_args(Lower *L, Frame *f, const char *what, const AstExpr *call, const ArgSpec *spec, int nspec,
+                     int npos, Args *out) {
   int bad = 0, pos = 0, seen_key = 0;
   memset(out, 0, sizeof *out);
   for (const AstArg *a = call->args; a; a = a->next) {
@@ -357,9 +356,9 @@ static void attr_float(OpBuild *b, const char *key, double x) {
   b->attr[b->nattr++] = (IrAttr){.key = key, .kind = IR_ATTR_FLOAT, .f = x};
 }
 
-#define NONE ((Val){.k = V_NONE})
-#define DINT(x) ((Val){.k = V_INT, .i = (x)})
-#define DBOOL(x) ((Val){.k = V_BOOL, .i = (x)})
+#define NONE      ((Val){.k = V_NONE})
+#define DINT(x)   ((Val){.k = V_INT, .i = (x)})
+#define DBOOL(x)  ((Val){.k = V_BOOL, .i = (x)})
 #define DFLOAT(x) ((Val){.k = V_FLOAT, .f = (x)})
 
 typedef struct OpDef OpDef;
@@ -383,8 +382,8 @@ static int build_conv2d(Lower *L, const char *layer, const Args *a, OpBuild *b) 
     return -1;
   int64_t K = a->v[1].i, g = a->v[6].i, C = channels_of(L, a->v[0]);
   if (C % g || K % g) {
-    error(L, a->loc[6], "groups=%" PRId64 " must divide the input channels (%" PRId64 ") and out (%" PRId64 ")",
-          g, C, K);
+    error(L, a->loc[6], "groups=%" PRId64 " must divide the input channels (%" PRId64 ") and out (%" PRId64 ")", g, C,
+          K);
     return -1;
   }
   int64_t wd[4] = {K, C / g, a->v[2].t[0], a->v[2].t[1]};
@@ -451,8 +450,7 @@ static int build_linear(Lower *L, const char *layer, const Args *a, OpBuild *b) 
   const IrType *x = tensor_type(L, a->v[0]);
   if (x->rank != 2) {
     char t[96];
-    error(L, a->loc[0], "linear expects an [N, features] input, got %s; flatten it first",
-          ir_type_str(x, t, sizeof t));
+    error(L, a->loc[0], "linear expects an [N, features] input, got %s; flatten it first", ir_type_str(x, t, sizeof t));
     return -1;
   }
   int64_t wd[2] = {a->v[1].i, x->dim[1]};
@@ -470,25 +468,52 @@ static int build_softmax_ce(Lower *L, const char *layer, const Args *a, OpBuild 
   return 0;
 }
 
-#define X {"x", A_TENSOR, 1, {0}}
+#define X                   \
+  {                         \
+    "x", A_TENSOR, 1, { 0 } \
+  }
 static const OpDef OPDEFS[] = {
-    {"conv2d", IR_OP_CONV2D, build_conv2d,
-     {X, {"out", A_INT, 1, {0}}, {"k", A_PAIR, 1, {0}}, {"s", A_PAIR, 0, DINT(1)}, {"p", A_PAIR, 0, DINT(0)},
-      {"d", A_PAIR, 0, DINT(1)}, {"groups", A_INT, 0, DINT(1)}, {"bias", A_BOOL, 0, DBOOL(1)}}, 1},
-    {"batchnorm", IR_OP_BATCHNORM, build_batchnorm,
-     {X, {"eps", A_FLOAT, 0, DFLOAT(1e-5)}, {"momentum", A_FLOAT, 0, DFLOAT(0.1)}}, 1},
+    {"conv2d",
+     IR_OP_CONV2D,
+     build_conv2d,
+     {X,
+      {"out", A_INT, 1, {0}},
+      {"k", A_PAIR, 1, {0}},
+      {"s", A_PAIR, 0, DINT(1)},
+      {"p", A_PAIR, 0, DINT(0)},
+      {"d", A_PAIR, 0, DINT(1)},
+      {"groups", A_INT, 0, DINT(1)},
+      {"bias", A_BOOL, 0, DBOOL(1)}},
+     1},
+    {"batchnorm",
+     IR_OP_BATCHNORM,
+     build_batchnorm,
+     {X, {"eps", A_FLOAT, 0, DFLOAT(1e-5)}, {"momentum", A_FLOAT, 0, DFLOAT(0.1)}},
+     1},
     {"relu", IR_OP_RELU, build_unary, {X}, 0},
     {"add", IR_OP_ADD, build_add, {{"a", A_TENSOR, 1, {0}}, {"b", A_TENSOR, 1, {0}}}, 0},
-    {"maxpool", IR_OP_MAXPOOL, build_pool,
-     {X, {"k", A_PAIR, 1, {0}}, {"s", A_PAIR, 0, NONE}, {"p", A_PAIR, 0, DINT(0)}}, 0},
-    {"avgpool", IR_OP_AVGPOOL, build_pool,
-     {X, {"k", A_PAIR, 1, {0}}, {"s", A_PAIR, 0, NONE}, {"p", A_PAIR, 0, DINT(0)},
-      {"include_pad", A_BOOL, 0, DBOOL(1)}}, 0},
+    {"maxpool",
+     IR_OP_MAXPOOL,
+     build_pool,
+     {X, {"k", A_PAIR, 1, {0}}, {"s", A_PAIR, 0, NONE}, {"p", A_PAIR, 0, DINT(0)}},
+     0},
+    {"avgpool",
+     IR_OP_AVGPOOL,
+     build_pool,
+     {X,
+      {"k", A_PAIR, 1, {0}},
+      {"s", A_PAIR, 0, NONE},
+      {"p", A_PAIR, 0, DINT(0)},
+      {"include_pad", A_BOOL, 0, DBOOL(1)}},
+     0},
     {"global_avgpool", IR_OP_GLOBAL_AVGPOOL, build_unary, {X}, 0},
     {"flatten", IR_OP_FLATTEN, build_unary, {X}, 0},
     {"linear", IR_OP_LINEAR, build_linear, {X, {"out", A_INT, 1, {0}}, {"bias", A_BOOL, 0, DBOOL(1)}}, 1},
-    {"softmax_cross_entropy", IR_OP_SOFTMAX_CE, build_softmax_ce,
-     {{"logits", A_TENSOR, 1, {0}}, {"labels", A_TENSOR, 1, {0}}}, 0},
+    {"softmax_cross_entropy",
+     IR_OP_SOFTMAX_CE,
+     build_softmax_ce,
+     {{"logits", A_TENSOR, 1, {0}}, {"labels", A_TENSOR, 1, {0}}},
+     0},
 };
 #undef X
 
@@ -561,9 +586,12 @@ __attribute__((noinline)) static Val call_op(Lower *L, Frame *f, const OpDef *de
   if (id < 0) return verr();
   for (int i = 0; i < b.nattr; i++) {
     const IrAttr *a = &attrs[i];
-    if (a->kind == IR_ATTR_INTS) ir_attr_set_ints(L->g, id, a->key, a->i, a->n);
-    else if (a->kind == IR_ATTR_INT) ir_attr_set_int(L->g, id, a->key, a->i[0]);
-    else ir_attr_set_float(L->g, id, a->key, a->f);
+    if (a->kind == IR_ATTR_INTS)
+      ir_attr_set_ints(L->g, id, a->key, a->i, a->n);
+    else if (a->kind == IR_ATTR_INT)
+      ir_attr_set_int(L->g, id, a->key, a->i[0]);
+    else
+      ir_attr_set_float(L->g, id, a->key, a->f);
   }
   if (args.v[ns].k == V_DTYPE) {
     IrDtype p = (IrDtype)args.v[ns].i;
@@ -616,7 +644,8 @@ __attribute__((noinline)) static int call_builtin(Lower *L, Frame *f, const AstE
 
 static void exec_stmts(Lower *L, Frame *f, const AstStmt *s);
 
-__attribute__((noinline)) static Val call_block(Lower *L, Frame *f, const AstBlock *blk, const AstExpr *call, CallName cn) {
+__attribute__((noinline)) static Val call_block(Lower *L, Frame *f, const AstBlock *blk, const AstExpr *call,
+                                                CallName cn) {
   for (const Frame *p = f; p; p = p->parent)
     if (p->block == blk) {
       error(L, call->loc, "block '%s' calls itself; recursion is not allowed", blk->name);
@@ -771,9 +800,7 @@ static Val arith(Lower *L, const AstExpr *e, Val a, Val b) {
   case AST_OP_GT: return vbool(x > y);
   case AST_OP_LE: return vbool(x <= y);
   case AST_OP_GE: return vbool(x >= y);
-  default:
-    error(L, e->loc, "'%%' needs integers");
-    return verr();
+  default: error(L, e->loc, "'%%' needs integers"); return verr();
   }
   if (!isfinite(r)) {
     error(L, e->loc, "arithmetic result is not finite");
@@ -843,8 +870,10 @@ static Val eval_cn(Lower *L, Frame *f, const AstExpr *e, CallName cn) {
     Val a = eval(L, f, e->a);
     if (a.k == V_ERR) break;
     if (e->op == AST_OP_NOT) {
-      if (a.k == V_BOOL) r = vbool(!a.i);
-      else error(L, e->loc, "'!' needs a boolean, not %s", kind_name(a.k));
+      if (a.k == V_BOOL)
+        r = vbool(!a.i);
+      else
+        error(L, e->loc, "'!' needs a boolean, not %s", kind_name(a.k));
     } else if (a.k == V_INT && a.i != INT64_MIN) {
       r = vint(-a.i);
     } else if (a.k == V_FLOAT) {
@@ -887,7 +916,8 @@ static void exec_assign(Lower *L, Frame *f, const AstStmt *s) {
       if (v.k == V_INT) {
         cn.name = arena_printf(L->a, "%" PRId64, v.i);
       } else {
-        if (v.k != V_ERR) error(L, s->scope->expr->loc, "a layer name in [...] must be an integer, not %s", kind_name(v.k));
+        if (v.k != V_ERR)
+          error(L, s->scope->expr->loc, "a layer name in [...] must be an integer, not %s", kind_name(v.k));
         bind(L, f, s->target, verr());
         return;
       }
@@ -912,8 +942,10 @@ static void exec_stmts(Lower *L, Frame *f, const AstStmt *s) {
     case AST_ASSIGN: exec_assign(L, f, s); break;
     case AST_IF: {
       int c = want_bool(L, s->value, eval(L, f, s->value));
-      if (c > 0) exec_stmts(L, f, s->body);
-      else if (c == 0) exec_stmts(L, f, s->orelse);
+      if (c > 0)
+        exec_stmts(L, f, s->body);
+      else if (c == 0)
+        exec_stmts(L, f, s->orelse);
       break;
     }
     case AST_FOR: {
@@ -958,8 +990,7 @@ static void lower_input(Lower *L, Frame *f, const AstInput *in) {
   for (const AstArg *a = in->dims; a; a = a->next) {
     Val v = eval(L, f, a->value);
     if (v.k != V_INT || v.i < 1 || v.i > MAX_INPUT_DIM) {
-      if (v.k != V_ERR)
-        error(L, a->value->loc, "input dimension must be an integer in 1..%d", MAX_INPUT_DIM);
+      if (v.k != V_ERR) error(L, a->value->loc, "input dimension must be an integer in 1..%d", MAX_INPUT_DIM);
       bad = 1;
       continue;
     }
@@ -988,9 +1019,9 @@ static void lower_input(Lower *L, Frame *f, const AstInput *in) {
  * each choice lists what it accepts. */
 typedef struct TrainKey {
   const char *key;
-  ArgKind kind;       /* of a plain value */
-  int is_choice;      /* the value is a call: optimizer = sgd(...) */
-  double lo, hi;      /* numeric range */
+  ArgKind kind;  /* of a plain value */
+  int is_choice; /* the value is a call: optimizer = sgd(...) */
+  double lo, hi; /* numeric range */
 } TrainKey;
 
 typedef struct TrainChoice {
@@ -1011,11 +1042,15 @@ static const TrainKey TRAIN_KEYS[] = {
 };
 
 static const TrainChoice TRAIN_CHOICES[] = {
-    {"optimizer", "sgd",
-     {{"lr", A_FLOAT, 1, {0}}, {"momentum", A_FLOAT, 0, DFLOAT(0)}, {"nesterov", A_BOOL, 0, DBOOL(0)},
+    {"optimizer",
+     "sgd",
+     {{"lr", A_FLOAT, 1, {0}},
+      {"momentum", A_FLOAT, 0, DFLOAT(0)},
+      {"nesterov", A_BOOL, 0, DBOOL(0)},
       {"weight_decay", A_FLOAT, 0, DFLOAT(0)}}},
     {"schedule", "constant", {{"warmup_epochs", A_INT, 0, DINT(0)}}},
-    {"schedule", "step",
+    {"schedule",
+     "step",
      {{"every", A_INT, 1, {0}}, {"gamma", A_FLOAT, 0, DFLOAT(0.1)}, {"warmup_epochs", A_INT, 0, DINT(0)}}},
     {"schedule", "cosine", {{"warmup_epochs", A_INT, 0, DINT(0)}}},
     {"loss_scale", "dynamic", {{"init", A_FLOAT, 0, DFLOAT(65536)}, {"growth_interval", A_INT, 0, DINT(2000)}}},
@@ -1025,9 +1060,12 @@ static const TrainChoice TRAIN_CHOICES[] = {
 static void train_set(Lower *L, IrAttr a) { ir_train_set(L->g, &a); }
 
 static void set_train_val(Lower *L, const char *key, ArgKind kind, Val v) {
-  if (kind == A_INT || kind == A_BOOL) train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_INT, .n = 1, .i = {v.i}});
-  else if (kind == A_FLOAT) train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_FLOAT, .f = v.f});
-  else if (kind == A_DTYPE) train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_DTYPE, .n = 1, .i = {v.i}});
+  if (kind == A_INT || kind == A_BOOL)
+    train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_INT, .n = 1, .i = {v.i}});
+  else if (kind == A_FLOAT)
+    train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_FLOAT, .f = v.f});
+  else if (kind == A_DTYPE)
+    train_set(L, (IrAttr){.key = key, .kind = IR_ATTR_DTYPE, .n = 1, .i = {v.i}});
 }
 
 __attribute__((noinline)) static void lower_train_choice(Lower *L, Frame *f, const TrainKey *tk, const AstArg *item) {
@@ -1103,12 +1141,14 @@ static void lower_train(Lower *L, const AstTrain *t) {
     Val v = eval(L, &f, item->value);
     if (v.k == V_ERR) continue;
     if (coerce(&v, tk->kind)) {
-      error(L, item->value->loc, "train setting '%s' must be %s, not %s", tk->key, argkind_name(tk->kind), kind_name(v.k));
+      error(L, item->value->loc, "train setting '%s' must be %s, not %s", tk->key, argkind_name(tk->kind),
+            kind_name(v.k));
       continue;
     }
     double x = v.k == V_INT ? (double)v.i : v.f;
     if (tk->kind != A_DTYPE && (x < tk->lo || x > tk->hi)) {
-      error(L, item->value->loc, "train setting '%s' = %.15g is out of range (%.15g..%.15g)", tk->key, x, tk->lo, tk->hi);
+      error(L, item->value->loc, "train setting '%s' = %.15g is out of range (%.15g..%.15g)", tk->key, x, tk->lo,
+            tk->hi);
       continue;
     }
     if (tk->kind == A_DTYPE && v.i != IR_DT_F32 && v.i != IR_DT_F16 && v.i != IR_DT_BF16) {
@@ -1148,8 +1188,10 @@ IrGraph *lower_file(Arena *a, Diag *d, const AstFile *file) {
     for (const AstParam *p = b->params; p; p = p->next) {
       for (const AstParam *q = b->params; q != p; q = q->next)
         if (strcmp(p->name, q->name) == 0) error(&L, p->loc, "parameter '%s' appears twice", p->name);
-      if (p->dflt) dflt = p;
-      else if (dflt) error(&L, p->loc, "parameter '%s' has no default but follows '%s', which has one", p->name, dflt->name);
+      if (p->dflt)
+        dflt = p;
+      else if (dflt)
+        error(&L, p->loc, "parameter '%s' has no default but follows '%s', which has one", p->name, dflt->name);
     }
   }
   if (file->train) lower_train(&L, file->train); /* first: the loss reads label_smoothing */

@@ -119,8 +119,10 @@ int main(int argc, char **argv) {
     case 'L': cx.no_loc = 1; break;
     case 'I': cx.inference = 1; break;
     case 'p': {
-      static const struct { const char *name; IrDtype dt; } precisions[] = {
-          {"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
+      static const struct {
+        const char *name;
+        IrDtype dt;
+      } precisions[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
       int found = 0;
       for (int i = 0; i < 3; i++)
         if (strcmp(optarg, precisions[i].name) == 0) cx.precision = precisions[i].dt, found = 1;
@@ -164,9 +166,7 @@ int main(int argc, char **argv) {
     }
     case 'h': usage(stdout); return 0;
     case 'V': printf("netc %s\n", NETC_VERSION); return 0;
-    case ':':
-      fprintf(stderr, "netc: error: option '%s' needs a value\n", argv[optind - 1]);
-      return EXIT_USAGE;
+    case ':': fprintf(stderr, "netc: error: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
     default:
       fprintf(stderr, "netc: error: unknown option '%s' (see netc --help)\n", argv[optind - 1]);
       return EXIT_USAGE;

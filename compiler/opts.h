@@ -54,14 +54,14 @@ typedef enum OptsType { OPTS_BOOL, OPTS_INT, OPTS_CHOICE, OPTS_PATH } OptsType;
 
 /* One row of the table. */
 typedef struct OptsInfo {
-  const char *name;    /* "cuda_graph" */
-  const char *env;     /* "NETC_CUDA_GRAPH" */
+  const char *name; /* "cuda_graph" */
+  const char *env;  /* "NETC_CUDA_GRAPH" */
   OptsType type;
   const char *choices; /* OPTS_CHOICE: the values by index, "0|1|all" */
   const char *def;     /* the default, as written */
   int code;            /* changes generated code */
   const char *meaning;
-  size_t offset;       /* of the field in NetcOpts */
+  size_t offset; /* of the field in NetcOpts */
 } OptsInfo;
 
 /* The table, in the order documented; *n rows. */

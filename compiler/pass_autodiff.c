@@ -42,13 +42,13 @@ typedef struct Ad {
   const IrGraph *g; /* the forward graph */
   IrGraph *out;     /* the graph being built */
   Diag *d;
-  int *map;         /* forward value -> its copy in out, or -1 */
-  int *grad;        /* forward value -> its gradient in out, or -1 */
-  char *needs;      /* forward value depends on a parameter: its gradient is wanted */
-  int *node_at;     /* forward node -> its copy's index in out, or -1 */
-  int *first_use;   /* forward value -> first forward node reading it, or -1 */
-  int loss;         /* index of the loss node in g */
-  int lr, scale;    /* the new inputs, ids in out */
+  int *map;       /* forward value -> its copy in out, or -1 */
+  int *grad;      /* forward value -> its gradient in out, or -1 */
+  char *needs;    /* forward value depends on a parameter: its gradient is wanted */
+  int *node_at;   /* forward node -> its copy's index in out, or -1 */
+  int *first_use; /* forward value -> first forward node reading it, or -1 */
+  int loss;       /* index of the loss node in g */
+  int lr, scale;  /* the new inputs, ids in out */
 } Ad;
 
 /* A node to be added: inputs are ids in `out`, attributes in the op table's order. */
@@ -90,8 +90,13 @@ static const char *suffixed(Ad *ad, const char *base, const char *suffix) {
 /* Types e with ir_infer and adds it to out; returns the node index, or -1
  * after reporting (a failure here is a bug in a rule, not the user's). */
 static int emit(Ad *ad, const char *name, SrcLoc loc, const Emit *e) {
-  IrNode tmp = {.op = e->op, .name = name, .nin = e->nin, .in = (int *)e->in,
-                .nattr = e->nattr, .attr = (IrAttr *)e->attr, .loc = loc};
+  IrNode tmp = {.op = e->op,
+                .name = name,
+                .nin = e->nin,
+                .in = (int *)e->in,
+                .nattr = e->nattr,
+                .attr = (IrAttr *)e->attr,
+                .loc = loc};
   const IrOpInfo *info = ir_op_info(e->op);
   IrType types[3];
   char err[256];
@@ -189,13 +194,9 @@ static int grad_weighted(Ad *ad, int n, IrOp bwd_data, IrOp bwd_weight) {
   return 0;
 }
 
-static int grad_conv2d(Ad *ad, int n) {
-  return grad_weighted(ad, n, IR_OP_CONV2D_BWD_DATA, IR_OP_CONV2D_BWD_WEIGHT);
-}
+static int grad_conv2d(Ad *ad, int n) { return grad_weighted(ad, n, IR_OP_CONV2D_BWD_DATA, IR_OP_CONV2D_BWD_WEIGHT); }
 
-static int grad_linear(Ad *ad, int n) {
-  return grad_weighted(ad, n, IR_OP_LINEAR_BWD_DATA, IR_OP_LINEAR_BWD_WEIGHT);
-}
+static int grad_linear(Ad *ad, int n) { return grad_weighted(ad, n, IR_OP_LINEAR_BWD_DATA, IR_OP_LINEAR_BWD_WEIGHT); }
 
 /* Uses the batch mean and inverse std that batchnorm_train saved. */
 static int grad_batchnorm(Ad *ad, int n) {

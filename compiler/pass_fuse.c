@@ -74,10 +74,10 @@ typedef struct Fusion {
 
 typedef struct Fz {
   const IrGraph *g;
-  int *use_at;    /* value v's uses are use_node[use_at[v] .. use_at[v+1]-1] */
-  int *use_node;  /* consuming node, once per input slot */
-  char *is_out;   /* value is a graph output */
-  int *role;      /* per node: ROLE_COPY, ROLE_ABSORBED or its fusion's index */
+  int *use_at;   /* value v's uses are use_node[use_at[v] .. use_at[v+1]-1] */
+  int *use_node; /* consuming node, once per input slot */
+  char *is_out;  /* value is a graph output */
+  int *role;     /* per node: ROLE_COPY, ROLE_ABSORBED or its fusion's index */
   Fusion *fus;
   int nfus;
 } Fz;
@@ -182,8 +182,12 @@ static int match_conv_bn(Fz *f, int c) {
     r = -1;
   }
 
-  Fusion u = {.op = training ? IR_OP_CONV2D_BN_TRAIN : IR_OP_CONV2D_BN, .member = {c, b, a >= 0 ? a : r, r},
-              .nmember = a >= 0 ? 4 : r >= 0 ? 3 : 2, .nin = res >= 0 ? 7 : 6};
+  Fusion u = {.op = training ? IR_OP_CONV2D_BN_TRAIN : IR_OP_CONV2D_BN,
+              .member = {c, b, a >= 0 ? a : r, r},
+              .nmember = a >= 0   ? 4
+                         : r >= 0 ? 3
+                                  : 2,
+              .nin = res >= 0 ? 7 : 6};
   u.in[0] = conv->in[0], u.in[1] = conv->in[1];
   for (int i = 1; i < 5; i++) u.in[i + 1] = bn->in[i];
   if (res >= 0) u.in[6] = res;
@@ -208,8 +212,13 @@ static int match_add_relu(Fz *f, int a) {
   if (add->op != IR_OP_ADD) return 0;
   int r = sole_user(f, add->out[0]);
   if (r < 0 || !is_free(f, r, IR_OP_RELU) || !same_precision(f, a, r)) return 0;
-  Fusion u = {.op = IR_OP_ADD_RELU, .member = {a, r}, .nmember = 2, .in = {add->in[0], add->in[1]}, .nin = 2,
-              .from = {node(f, r)->out[0]}, .nout = 1};
+  Fusion u = {.op = IR_OP_ADD_RELU,
+              .member = {a, r},
+              .nmember = 2,
+              .in = {add->in[0], add->in[1]},
+              .nin = 2,
+              .from = {node(f, r)->out[0]},
+              .nout = 1};
   return commit(f, &u);
 }
 
@@ -220,8 +229,7 @@ static int match_bn_relu_bwd(Fz *f, int rb) {
   const IrNode *mask = node(f, rb);
   if (mask->op != IR_OP_RELU_BWD) return 0;
   int b = sole_user(f, mask->out[0]);
-  if (b < 0 || !is_free(f, b, IR_OP_BATCHNORM_BWD) || node(f, b)->in[0] != mask->out[0] ||
-      !same_precision(f, rb, b))
+  if (b < 0 || !is_free(f, b, IR_OP_BATCHNORM_BWD) || node(f, b)->in[0] != mask->out[0] || !same_precision(f, rb, b))
     return 0;
   const IrNode *bb = node(f, b);
   int fwd = f->g->val[bb->in[3]].def, relu = f->g->val[mask->in[1]].def; /* the batch norm, the relu */
@@ -232,9 +240,13 @@ static int match_bn_relu_bwd(Fz *f, int rb) {
   int beta = node(f, fwd)->in[2];
   for (int i = 1; i < 5; i++)
     if (!ready_before(f, bb->in[i], rb)) return 0;
-  Fusion u = {.op = IR_OP_BATCHNORM_RELU_BWD, .member = {rb, b}, .nmember = 2,
-              .in = {mask->in[0], beta, bb->in[1], bb->in[2], bb->in[3], bb->in[4]}, .nin = 6,
-              .from = {bb->out[0], bb->out[1], bb->out[2]}, .nout = 3};
+  Fusion u = {.op = IR_OP_BATCHNORM_RELU_BWD,
+              .member = {rb, b},
+              .nmember = 2,
+              .in = {mask->in[0], beta, bb->in[1], bb->in[2], bb->in[3], bb->in[4]},
+              .nin = 6,
+              .from = {bb->out[0], bb->out[1], bb->out[2]},
+              .nout = 3};
   return commit(f, &u);
 }
 
@@ -256,9 +268,13 @@ static int match_dgrad_relu(Fz *f, int d) {
   if (rb < 0 || !is_free(f, rb, IR_OP_RELU_BWD) || node(f, rb)->in[0] != dx || !same_precision(f, d, rb) ||
       !ready_before(f, node(f, rb)->in[1], d))
     return 0;
-  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_RELU, .member = {d, a >= 0 ? a : rb, rb}, .nmember = a >= 0 ? 3 : 2,
-              .in = {dgrad->in[0], dgrad->in[1], node(f, rb)->in[1], g}, .nin = a >= 0 ? 4 : 3,
-              .from = {node(f, rb)->out[0]}, .nout = 1};
+  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_RELU,
+              .member = {d, a >= 0 ? a : rb, rb},
+              .nmember = a >= 0 ? 3 : 2,
+              .in = {dgrad->in[0], dgrad->in[1], node(f, rb)->in[1], g},
+              .nin = a >= 0 ? 4 : 3,
+              .from = {node(f, rb)->out[0]},
+              .nout = 1};
   static const char *const keys[] = {"k", "s", "p", "d", "groups", "in_hw"};
   for (int i = 0; i < 6; i++) add_attr(&u, dgrad, keys[i]);
   return commit(f, &u);
@@ -290,8 +306,12 @@ static int match_dgrad_bn_relu(Fz *f, int d) {
   if (bn->op != IR_OP_BATCHNORM_RELU_BWD || bn->member[0] != rb || channels(f, bn->in[2]) % 16) return 0;
   for (int i = 1; i < bn->nin; i++)
     if (!ready_before(f, bn->in[i], d)) return 0;
-  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_BN_RELU, .member = {d, rb, bn->member[1]}, .nmember = 3, .nin = 7,
-              .from = {bn->from[0], bn->from[1], bn->from[2]}, .nout = 3};
+  Fusion u = {.op = IR_OP_CONV2D_BWD_DATA_BN_RELU,
+              .member = {d, rb, bn->member[1]},
+              .nmember = 3,
+              .nin = 7,
+              .from = {bn->from[0], bn->from[1], bn->from[2]},
+              .nout = 3};
   u.in[0] = dgrad->in[0], u.in[1] = dgrad->in[1];
   for (int i = 1; i < 6; i++) u.in[i + 1] = bn->in[i];
   static const char *const keys[] = {"k", "s", "p", "d", "groups", "in_hw"};
@@ -319,9 +339,13 @@ static int match_maxpool_bn_relu_bwd(Fz *f, int m) {
       return 0;
   }
   const IrNode *bn = node(f, b);
-  Fusion u = {.op = IR_OP_MAXPOOL_BN_RELU_BWD, .member = {m}, .nmember = 1,
-              .in = {mb->in[0], bn->in[0], bn->in[2], bn->in[1], bn->out[1], bn->out[2]}, .nin = 6,
-              .from = {mb->out[0]}, .nout = 1};
+  Fusion u = {.op = IR_OP_MAXPOOL_BN_RELU_BWD,
+              .member = {m},
+              .nmember = 1,
+              .in = {mb->in[0], bn->in[0], bn->in[2], bn->in[1], bn->out[1], bn->out[2]},
+              .nin = 6,
+              .from = {mb->out[0]},
+              .nout = 1};
   static const char *const keys[] = {"k", "s", "p"};
   for (int i = 0; i < 3; i++) add_attr(&u, mb, keys[i]);
   return commit(f, &u);
@@ -338,16 +362,21 @@ static int match_sum_relu_bwd(Fz *f, int a) {
     return 0;
   int b = sole_user(f, node(f, rb)->out[0]);
   if (b >= 0 && is_free(f, b, IR_OP_BATCHNORM_BWD) && node(f, b)->in[0] == node(f, rb)->out[0]) return 0;
-  Fusion u = {.op = IR_OP_SUM_RELU_BWD, .member = {a, rb}, .nmember = 2,
-              .in = {add->in[0], add->in[1], node(f, rb)->in[1]}, .nin = 3, .from = {node(f, rb)->out[0]}, .nout = 1};
+  Fusion u = {.op = IR_OP_SUM_RELU_BWD,
+              .member = {a, rb},
+              .nmember = 2,
+              .in = {add->in[0], add->in[1], node(f, rb)->in[1]},
+              .nin = 3,
+              .from = {node(f, rb)->out[0]},
+              .nout = 1};
   return commit(f, &u);
 }
 
 typedef int (*MatchFn)(Fz *f, int n);
 
 /* In priority order: a relu_bwd goes to its batch norm before its conv. */
-static const MatchFn PATTERNS[] = {match_conv_bn,       match_add_relu,   match_bn_relu_bwd,        match_dgrad_bn_relu,
-                                   match_dgrad_relu,    match_sum_relu_bwd, match_maxpool_bn_relu_bwd};
+static const MatchFn PATTERNS[] = {match_conv_bn,    match_add_relu,     match_bn_relu_bwd,        match_dgrad_bn_relu,
+                                   match_dgrad_relu, match_sum_relu_bwd, match_maxpool_bn_relu_bwd};
 
 /* --- the pass ---------------------------------------------------------------- */
 

@@ -96,8 +96,8 @@ static int emit(Lay *l, IrOp op, const char *name, SrcLoc loc, const int *in, in
   IrType types[MAX_OUT];
   char err[256];
   if (nout > MAX_OUT || ir_infer(l->out, &tmp, types, err, sizeof err)) {
-    diag_error(l->d, loc, "layout: cannot build %s%s%s: %s", ir_op_info(op)->name, name ? " " : "",
-               name ? name : "", nout > MAX_OUT ? "too many results" : err);
+    diag_error(l->d, loc, "layout: cannot build %s%s%s: %s", ir_op_info(op)->name, name ? " " : "", name ? name : "",
+               nout > MAX_OUT ? "too many results" : err);
     return -1;
   }
   int id = ir_node_add(l->out, op, name, loc, in, nin, types, nout);
@@ -127,9 +127,12 @@ static int in_layout(Lay *l, int v, IrLayout layout, int64_t c, SrcLoc loc) {
   if (!a) return oom(l);
   a[0] = (IrAttr){.key = "layout", .kind = IR_ATTR_STR, .s = ir_layout_name(layout)};
   a[1] = (IrAttr){.key = "c", .kind = IR_ATTR_INT, .n = 1, .i = {c}};
-  const char *what = src->layout != layout ? (layout == IR_LAYOUT_NHWC ? "nhwc" : layout == IR_LAYOUT_NCHW ? "nchw"
-                                                                      : layout == IR_LAYOUT_KRSC ? "krsc" : "kcrs")
-                     : c > src->c ? "pad" : "crop";
+  const char *what = src->layout != layout ? (layout == IR_LAYOUT_NHWC   ? "nhwc"
+                                              : layout == IR_LAYOUT_NCHW ? "nchw"
+                                              : layout == IR_LAYOUT_KRSC ? "krsc"
+                                                                         : "kcrs")
+                     : c > src->c          ? "pad"
+                                           : "crop";
   int id = emit(l, IR_OP_RELAYOUT, relayout_name(l, v, what), loc, &src->id, 1, a, 2, 1);
   if (id < 0) return -1;
   id = l->out->node[id].out[0];

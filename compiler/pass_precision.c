@@ -149,8 +149,8 @@ static int emit(Pr *p, IrOp op, const char *name, SrcLoc loc, const int *in, int
   IrType types[MAX_OUT];
   char err[256];
   if (nout > MAX_OUT || ir_infer(p->out, &tmp, types, err, sizeof err)) {
-    diag_error(p->d, loc, "precision: cannot build %s%s%s: %s", ir_op_info(op)->name, name ? " " : "",
-               name ? name : "", nout > MAX_OUT ? "too many results" : err);
+    diag_error(p->d, loc, "precision: cannot build %s%s%s: %s", ir_op_info(op)->name, name ? " " : "", name ? name : "",
+               nout > MAX_OUT ? "too many results" : err);
     return -1;
   }
   int id = ir_node_add(p->out, op, name, loc, in, nin, types, nout);
@@ -217,8 +217,7 @@ static int z_saved_narrow(const Pr *p, int v) {
   const IrGraph *g = p->g;
   int def = g->val[v].def;
   if (def < 0 || g->node[def].op != IR_OP_CONV2D_BN_TRAIN || g->node[def].out[0] != v ||
-      pass_precision_policy(g, def, p->cx) != IR_DT_F32 ||
-      result_dtype(p, &g->node[def], IR_DT_F32) == IR_DT_F32)
+      pass_precision_policy(g, def, p->cx) != IR_DT_F32 || result_dtype(p, &g->node[def], IR_DT_F32) == IR_DT_F32)
     return 0;
   int uses = 0;
   for (int n = 0; n < g->nnode; n++)
@@ -252,34 +251,45 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
   const IrAttr *pa = ir_attr_find(node, "precision");
   int asked = pa && is_float((IrDtype)pa->i[0]) ? (int)pa->i[0] : -1;
   switch (node->op) {
-  case IR_OP_CONV2D: case IR_OP_CONV2D_BN_TRAIN: case IR_OP_CONV2D_BN: case IR_OP_CONV2D_BN_STATS: case IR_OP_LINEAR:
-  case IR_OP_CONV2D_BWD_DATA: case IR_OP_CONV2D_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_RELU:
-  case IR_OP_LINEAR_BWD_DATA: case IR_OP_LINEAR_BWD_WEIGHT: case IR_OP_CONV2D_BWD_DATA_BN_RELU:
+  case IR_OP_CONV2D:
+  case IR_OP_CONV2D_BN_TRAIN:
+  case IR_OP_CONV2D_BN:
+  case IR_OP_CONV2D_BN_STATS:
+  case IR_OP_LINEAR:
+  case IR_OP_CONV2D_BWD_DATA:
+  case IR_OP_CONV2D_BWD_WEIGHT:
+  case IR_OP_CONV2D_BWD_DATA_RELU:
+  case IR_OP_LINEAR_BWD_DATA:
+  case IR_OP_LINEAR_BWD_WEIGHT:
+  case IR_OP_CONV2D_BWD_DATA_BN_RELU:
     if (node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) /* z in the data gradient's dtype; the vectors f32 */
       return i < 2 || i == 3 ? (int)compute : -1;
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
     if (i == ir_conv_residual(p->g, node)) return (int)result_dtype(p, node, compute);
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
-  case IR_OP_RELU_BWD: case IR_OP_MAXPOOL_BWD: case IR_OP_BATCHNORM_BWD:
-    return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
+  case IR_OP_RELU_BWD:
+  case IR_OP_MAXPOOL_BWD:
+  case IR_OP_BATCHNORM_BWD: return i == 0 ? (int)dtype_of(p, node->in[1]) : -1;
   case IR_OP_MAXPOOL_BN_RELU_BWD: /* dy in the dtype the forward stored y in; z as batchnorm_relu_bwd reads it */
     if (i == 1) return saved_narrow(p, node->in[1]);
     return i == 0 ? (int)stored_y_dtype(p, node->in[1]) : -1;
-  case IR_OP_SUM_RELU_BWD:
-    return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
+  case IR_OP_SUM_RELU_BWD: return i < 2 ? (int)dtype_of(p, node->in[2]) : -1;
   case IR_OP_BATCHNORM_RELU_BWD: /* an f32 z reads a narrower dy as it is (the stem's f16 gradient) */
     if (i == 2) return saved_narrow(p, node->in[2]);
     if (i != 0 || (dtype_of(p, node->in[2]) == IR_DT_F32 && is_float(dtype_of(p, node->in[0])))) return -1;
     return (int)dtype_of(p, node->in[2]);
-  case IR_OP_SOFTMAX_CE: case IR_OP_SOFTMAX_CE_BWD:
-    return i == 0 ? (asked >= 0 ? asked : IR_DT_F32) : -1;
-  case IR_OP_ADD: case IR_OP_ADD_RELU:
-    return asked >= 0 ? asked : (int)narrower(p, dtype_of(p, node->in[0]), dtype_of(p, node->in[1]));
-  case IR_OP_RELU: case IR_OP_MAXPOOL: case IR_OP_AVGPOOL: case IR_OP_GLOBAL_AVGPOOL: case IR_OP_FLATTEN:
-  case IR_OP_BATCHNORM: case IR_OP_BATCHNORM_TRAIN:
-    return i == 0 ? asked : -1;
-  default:
-    return -1;
+  case IR_OP_SOFTMAX_CE:
+  case IR_OP_SOFTMAX_CE_BWD: return i == 0 ? (asked >= 0 ? asked : IR_DT_F32) : -1;
+  case IR_OP_ADD:
+  case IR_OP_ADD_RELU: return asked >= 0 ? asked : (int)narrower(p, dtype_of(p, node->in[0]), dtype_of(p, node->in[1]));
+  case IR_OP_RELU:
+  case IR_OP_MAXPOOL:
+  case IR_OP_AVGPOOL:
+  case IR_OP_GLOBAL_AVGPOOL:
+  case IR_OP_FLATTEN:
+  case IR_OP_BATCHNORM:
+  case IR_OP_BATCHNORM_TRAIN: return i == 0 ? asked : -1;
+  default: return -1;
   }
 }
 
@@ -357,9 +367,9 @@ static int check_requests(Pr *p) {
     }
     s = end ? end + 1 : NULL;
   }
-  static const IrOp fwd_only[] = {IR_OP_RELU, IR_OP_ADD, IR_OP_ADD_RELU, IR_OP_MAXPOOL, IR_OP_AVGPOOL,
-                                  IR_OP_GLOBAL_AVGPOOL, IR_OP_FLATTEN, IR_OP_BATCHNORM, IR_OP_BATCHNORM_TRAIN,
-                                  IR_OP_SOFTMAX_CE};
+  static const IrOp fwd_only[] = {
+      IR_OP_RELU,           IR_OP_ADD,     IR_OP_ADD_RELU,  IR_OP_MAXPOOL,         IR_OP_AVGPOOL,
+      IR_OP_GLOBAL_AVGPOOL, IR_OP_FLATTEN, IR_OP_BATCHNORM, IR_OP_BATCHNORM_TRAIN, IR_OP_SOFTMAX_CE};
   for (int n = 0; n < g->nnode; n++) {
     const IrAttr *pa = ir_attr_find(&g->node[n], "precision");
     if (!pa || pa->i[0] != IR_DT_I8) continue;
@@ -463,8 +473,10 @@ static int updates_movable(Pr *p) {
       const IrNode *r = &g->node[m];
       for (int i = 0; i < r->nin && r->op != IR_OP_SGD_UPDATE; i++)
         if (r->in[i] == w || r->in[i] == b) {
-          diag_error(p->d, r->loc, "precision: %s reads @%s after its sgd_update; dynamic loss scaling needs the "
-                     "updates last", r->name ? r->name : ir_op_info(r->op)->name, g->val[r->in[i]].name);
+          diag_error(p->d, r->loc,
+                     "precision: %s reads @%s after its sgd_update; dynamic loss scaling needs the "
+                     "updates last",
+                     r->name ? r->name : ir_op_info(r->op)->name, g->val[r->in[i]].name);
           return -1;
         }
     }
@@ -501,7 +513,9 @@ static int emit_loss_scale_update(Pr *p, int flag, SrcLoc loc) {
   const IrAttr *every = ir_train_find(p->g, "loss_scale_growth_interval");
   IrAttr *a = arena_alloc(p->out->arena, sizeof(IrAttr) * 3);
   if (!a) return oom(p);
-  a[0] = (IrAttr){.key = "growth_interval", .kind = IR_ATTR_INT, .n = 1,
+  a[0] = (IrAttr){.key = "growth_interval",
+                  .kind = IR_ATTR_INT,
+                  .n = 1,
                   .i = {every && every->kind == IR_ATTR_INT ? every->i[0] : 2000}};
   a[1] = (IrAttr){.key = "backoff", .kind = IR_ATTR_FLOAT, .f = 0.5};
   a[2] = (IrAttr){.key = "growth", .kind = IR_ATTR_FLOAT, .f = 2.0};
@@ -565,9 +579,8 @@ IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
     if (val->kind != IR_VAL_ACT && (p.base[v] = ir_value_add(p.out, kind, val->type, val->name)) < 0)
       return oom(&p), NULL;
   }
-  if (p.dynamic >= 0 &&
-      (p.steps = ir_value_add(p.out, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL),
-                              "loss_scale_good_steps")) < 0)
+  if (p.dynamic >= 0 && (p.steps = ir_value_add(p.out, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 0, NULL),
+                                                "loss_scale_good_steps")) < 0)
     return oom(&p), NULL;
   if (p.dynamic >= 0 ? copy_dynamic(&p) : copy_nodes(&p)) return NULL;
   for (int i = 0; i < g->noutput; i++) {

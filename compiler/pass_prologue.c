@@ -128,8 +128,8 @@ static int prologue_use(const Pro *p, int u, int k) {
 static int qualifies(const Pro *p, int n) {
   const IrGraph *g = p->g;
   const IrNode *node = &g->node[n];
-  if (node->op != IR_OP_CONV2D_BN_TRAIN || ir_attr_int(node, "relu", 0) != 1 ||
-      ir_attr_int(node, "groups", 1) != 1 || ir_conv_residual(g, node) >= 0)
+  if (node->op != IR_OP_CONV2D_BN_TRAIN || ir_attr_int(node, "relu", 0) != 1 || ir_attr_int(node, "groups", 1) != 1 ||
+      ir_conv_residual(g, node) >= 0)
     return 0;
   IrDtype dt = g->val[node->out[0]].type.dtype;
   int a = node->out[1], convs = 0, pools = 0;

@@ -14,7 +14,7 @@
 
 static int check_npass, check_nfail;
 
-#define CHECK(cond, ...)                                                        \
+#define CHECK(cond, ...)                                                       \
   do {                                                                         \
     if (cond) {                                                                \
       check_npass++;                                                           \
@@ -26,12 +26,11 @@ static int check_npass, check_nfail;
     }                                                                          \
   } while (0)
 
-#define CHECK_CLOSE(got, want, rtol, what)                                      \
-  do {                                                                         \
-    double g_ = (got), w_ = (want);                                            \
-    double d_ = fabs(g_ - w_), s_ = fabs(w_) > 1 ? fabs(w_) : 1;               \
-    CHECK(d_ <= (rtol) * s_, "%s: got %.9g want %.9g (diff %.3g)", (what), g_, \
-          w_, d_);                                                             \
+#define CHECK_CLOSE(got, want, rtol, what)                                            \
+  do {                                                                                \
+    double g_ = (got), w_ = (want);                                                   \
+    double d_ = fabs(g_ - w_), s_ = fabs(w_) > 1 ? fabs(w_) : 1;                      \
+    CHECK(d_ <= (rtol)*s_, "%s: got %.9g want %.9g (diff %.3g)", (what), g_, w_, d_); \
   } while (0)
 
 static inline int check_report(void) {

@@ -65,8 +65,8 @@ static void file_write(const char *path, const void *data, size_t size) {
   if (!ok || rename(tmp, path) != 0) remove(tmp);
 }
 
-CgStatus cg_cache_compile(const CgCompile *c, const char *cache_dir, void **cubin, size_t *size, int *hit,
-                          char *err, size_t errlen) {
+CgStatus cg_cache_compile(const CgCompile *c, const char *cache_dir, void **cubin, size_t *size, int *hit, char *err,
+                          size_t errlen) {
   *cubin = NULL, *size = 0;
   if (hit) *hit = 0;
   if (!c || !c->source || !c->arch) return cg_fail(CG_EARG, err, errlen, "cg_cache_compile: no program or arch");

@@ -25,18 +25,18 @@
 
 /* What a cubin is made from. */
 typedef struct CgCompile {
-  const char *source;  /* the program text, NUL-terminated */
-  const char *name;    /* program name in NVRTC's messages and the saved source */
-  const char *arch;    /* "sm_90" */
-  const char *kind;    /* "step", "multi", "accum", "input": the file name's second word */
-  const char *opts;    /* the code switches it was generated under (opts_code_key), or NULL */
+  const char *source; /* the program text, NUL-terminated */
+  const char *name;   /* program name in NVRTC's messages and the saved source */
+  const char *arch;   /* "sm_90" */
+  const char *kind;   /* "step", "multi", "accum", "input": the file name's second word */
+  const char *opts;   /* the code switches it was generated under (opts_code_key), or NULL */
 } CgCompile;
 
 /* The cubin of c (malloc'd into *cubin, *size bytes): from the cache when
  * there, else compiled by NVRTC and stored.  *hit (may be NULL) says which.
  * CG_ENOLIB when NVRTC cannot be loaded (the message says why). */
-CgStatus cg_cache_compile(const CgCompile *c, const char *cache_dir, void **cubin, size_t *size, int *hit,
-                          char *err, size_t errlen);
+CgStatus cg_cache_compile(const CgCompile *c, const char *cache_dir, void **cubin, size_t *size, int *hit, char *err,
+                          size_t errlen);
 
 /* The cache directory (want, else $XDG_CACHE_HOME/netc, else
  * ~/.cache/netc) into dir, created when missing; "" when there is none. */

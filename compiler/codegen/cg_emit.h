@@ -162,8 +162,8 @@ int cg_emit_chan_apply(Emit *e, const CgEmitChan *c, const char *op, int relu, c
 /* cg_emit_eltwise.c; _launch: one eltwise.cu launch of op `op` on count
  * values, inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
 int cg_emit_eltwise(Emit *e);
-int cg_emit_eltwise_launch(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0,
-                           CgKArg a1, CgKArg a2, CgKArg o0);
+int cg_emit_eltwise_launch(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0, CgKArg a1,
+                           CgKArg a2, CgKArg o0);
 
 /* cg_emit_bn.c; _infer, _train and _bwd_from are also a fused
  * convolution's batch norm (their contracts at their definitions). */

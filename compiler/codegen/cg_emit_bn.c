@@ -197,9 +197,7 @@ int cg_emit_bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
  * mask is recomputed from z with beta (the kernels take gamma twice in its
  * place without one).  dy and dx may have other dtypes than x (the f32
  * stem's f16 gradient, read as it is). */
-static int bn_bwd(Emit *e, int relu) {
-  return cg_emit_bn_bwd_from(e, relu, in(0), relu ? 1 : -1, CG_K_ALWAYS);
-}
+static int bn_bwd(Emit *e, int relu) { return cg_emit_bn_bwd_from(e, relu, in(0), relu ? 1 : -1, CG_K_ALWAYS); }
 
 /* The batch-norm nodes: batchnorm (x, gamma, beta, mean, var) -> y;
  * batchnorm_train (x, gamma, beta, running mean, running var) -> y, mean,

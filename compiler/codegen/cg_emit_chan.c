@@ -96,11 +96,11 @@ int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op) {
  * residual input) before the relu. */
 int cg_emit_chan_apply(Emit *e, const CgEmitChan *c, const char *op, int relu, const char *tb) {
   int residual = strcmp(op, "NETC_APPLY_AFFINE") == 0 && residual_in(e) >= 0;
-  const char *stage = strcmp(op, "NETC_APPLY_BIAS") == 0 ? "bias"
+  const char *stage = strcmp(op, "NETC_APPLY_BIAS") == 0  ? "bias"
                       : strcmp(op, "NETC_APPLY_SBR") == 0 ? "prologue"
                       : strcmp(op, "NETC_APPLY_ABC") == 0 ? "apply_abc"
-                      : residual                           ? "apply_add"
-                                                           : "apply";
+                      : residual                          ? "apply_add"
+                                                          : "apply";
   if (cg_emit_begin(e, stage)) return -1;
   unsigned grid = cg_emit_grid_1d(e, c->rows * (c->C / c->V));
   cg_emit_def(e, op, "1");

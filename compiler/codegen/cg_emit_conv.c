@@ -36,7 +36,7 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
     return cg_emit_fail(e, "convolutions run on NHWC activations and KRSC filters");
   if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype))
     return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
-                ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
+                        ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
   e->k->conv.kind = kind;
   e->k->has_conv = 1;
@@ -127,16 +127,13 @@ static int s2d_node(const Emit *e, CgConvDesc *d) {
   const IrNode *n = e->n;
   int all = e->opts->s2d == 2, wgrad = n->op == IR_OP_CONV2D_BWD_WEIGHT;
   int fwd = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D_BN_STATS;
-  if (!e->opts->s2d || (!fwd && !(all && wgrad)) ||
-      ir_conv_prologue(e->g, n) >= 0)
-    return 0;
+  if (!e->opts->s2d || (!fwd && !(all && wgrad)) || ir_conv_prologue(e->g, n) >= 0) return 0;
   if (wgrad)
     conv_geometry(e, in(1), out(0), in(0), d);
   else
     conv_geometry(e, in(0), in(1), out(0), d);
-  return d->dtype == IR_DT_F32 && arg_type(e, in(wgrad))->layout == IR_LAYOUT_NHWC && d->c <= 4 &&
-         d->stride[0] == 2 && d->stride[1] == 2 && d->dilation[0] == 1 && d->dilation[1] == 1 && d->r > 2 &&
-         d->s > 2 && d->groups == 1;
+  return d->dtype == IR_DT_F32 && arg_type(e, in(wgrad))->layout == IR_LAYOUT_NHWC && d->c <= 4 && d->stride[0] == 2 &&
+         d->stride[1] == 2 && d->dilation[0] == 1 && d->dilation[1] == 1 && d->r > 2 && d->s > 2 && d->groups == 1;
 }
 
 /* One s2d.cu launch: `op` from `from` to `to` for an unfolded tensor
@@ -144,8 +141,8 @@ static int s2d_node(const Emit *e, CgConvDesc *d) {
  * results.  Scratch offsets are placed by s2d_place. */
 static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims[8], CgKArg from, CgKArg to,
                       int64_t count) {
-  static const char *const names[] = {"NETC_N", "NETC_H", "NETC_W", "NETC_C", "NETC_HQ",
-                                      "NETC_WQ", "NETC_PH", "NETC_PW"};
+  static const char *const names[] = {"NETC_N",  "NETC_H",  "NETC_W",  "NETC_C",
+                                      "NETC_HQ", "NETC_WQ", "NETC_PH", "NETC_PW"};
   if (cg_emit_begin(e, stage)) return -1;
   cg_emit_def(e, op, "1");
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F32));
@@ -180,8 +177,7 @@ static int s2d_place(Emit *e) {
   CgKArg fx = {.kind = CG_KARG_SCRATCH, .offset = xq}, fw = {.kind = CG_KARG_SCRATCH, .offset = wf};
   k->launch[0].args[0] = k->conv_x, k->launch[0].args[1] = fx;
   if (fwd) k->launch[1].args[0] = k->conv_w, k->launch[1].args[1] = fw;
-  if (!fwd && s2d_launch(e, "s2d_dw", "NETC_S2D_DW", wd, fw, k->conv_w, (int64_t)d->k * d->r * d->s * d->c))
-    return -1;
+  if (!fwd && s2d_launch(e, "s2d_dw", "NETC_S2D_DW", wd, fw, k->conv_w, (int64_t)d->k * d->r * d->s * d->c)) return -1;
   need_scratch(e, wf + wq_bytes);
   k->conv_x = fx, k->conv_w = fw;
   d->c *= 4, d->h = xd[4], d->w = xd[5], d->r = wd[4], d->s = wd[5];

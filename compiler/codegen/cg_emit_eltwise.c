@@ -6,8 +6,8 @@
 #include "cg_tmpl.h"
 
 /* Inputs a0, a1, a2 (repeat a1 when the op takes fewer), output o0. */
-int cg_emit_eltwise_launch(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0,
-                           CgKArg a1, CgKArg a2, CgKArg o0) {
+int cg_emit_eltwise_launch(Emit *e, const char *stage, const char *op, IrDtype dt, int64_t count, CgKArg a0, CgKArg a1,
+                           CgKArg a2, CgKArg o0) {
   if (!cg_tmpl_is_float(dt)) return cg_emit_fail(e, "%s of %s has no GPU kernel", op, ir_dtype_name(dt));
   int v = cg_tmpl_flat_vec(dt);
   if (cg_emit_begin(e, stage)) return -1;

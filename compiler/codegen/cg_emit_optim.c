@@ -12,8 +12,8 @@ int cg_emit_optim_sgd(Emit *e) {
   const IrType *tw = in_type(e, 0), *tg = in_type(e, 1), *tb = in_type(e, 2);
   int skip = e->n->nin > 5;
   if (!cg_tmpl_is_float(tw->dtype) || !cg_tmpl_is_float(tg->dtype) || !cg_tmpl_is_float(tb->dtype) ||
-      in_type(e, 3)->dtype != IR_DT_F32 ||
-      in_type(e, 4)->dtype != IR_DT_F32 || (skip && in_type(e, 5)->dtype != IR_DT_F32))
+      in_type(e, 3)->dtype != IR_DT_F32 || in_type(e, 4)->dtype != IR_DT_F32 ||
+      (skip && in_type(e, 5)->dtype != IR_DT_F32))
     return cg_emit_fail(e, "sgd_update needs float tensors and f32 lr, loss scale and skip flag");
   int64_t count = numel(e, tw);
   int v = cg_tmpl_flat_vec(tw->dtype);

@@ -63,8 +63,8 @@ static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, in
   int pix = BLOCK / cv;
   *tow = pix < 8 ? pix : 8;
   *toh = pix / *tow;
-  size_t bytes = (size_t)((*toh - 1) * s[0] + k[0]) * (size_t)((*tow - 1) * s[1] + k[1]) * (size_t)C *
-                 ir_dtype_size(tx->dtype);
+  size_t bytes =
+      (size_t)((*toh - 1) * s[0] + k[0]) * (size_t)((*tow - 1) * s[1] + k[1]) * (size_t)C * ir_dtype_size(tx->dtype);
   return bytes <= 48 * 1024;
 }
 

@@ -91,8 +91,8 @@ const NetcOpts *cg_device_opts(const CgDevice *dev) {
   return &defaults;
 }
 
-int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out,
-                        char *err, size_t errlen) {
+int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out, char *err,
+                    size_t errlen) {
   if (!out) return -1;
   memset(out, 0, sizeof *out);
   if (!g || !dev || node < 0 || node >= g->nnode || batch < 1) {
@@ -100,8 +100,15 @@ int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *d
     return -1;
   }
   const IrNode *n = &g->node[node];
-  Emit e = {.g = g, .n = n, .node = node, .batch = batch, .dev = dev, .opts = cg_device_opts(dev), .k = out,
-            .err = err, .errlen = errlen};
+  Emit e = {.g = g,
+            .n = n,
+            .node = node,
+            .batch = batch,
+            .dev = dev,
+            .opts = cg_device_opts(dev),
+            .k = out,
+            .err = err,
+            .errlen = errlen};
   const IrType *mt = n->op == IR_OP_CAST ? &g->val[n->out[0]].type
                      : n->nin > 0        ? &g->val[n->in[0]].type
                                          : &g->val[n->out[0]].type;

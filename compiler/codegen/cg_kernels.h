@@ -56,30 +56,39 @@ typedef enum CgKWhen { CG_K_ALWAYS, CG_K_UNFUSED, CG_K_FUSED, CG_K_PROLOGUE, CG_
  * after it when its cuDNN plan has no epilogue. */
 
 typedef struct CgKLaunch {
-  char name[CG_K_NAME];   /* kernel name in the source */
+  char name[CG_K_NAME]; /* kernel name in the source */
   CgKWhen when;
-  int before;             /* runs before the node's convolution (such launches come first) */
+  int before; /* runs before the node's convolution (such launches come first) */
   unsigned grid[3], block[3];
-  unsigned smem;          /* dynamic shared memory bytes */
+  unsigned smem; /* dynamic shared memory bytes */
   int nargs;
   CgKArg args[CG_K_MAX_ARGS];
 } CgKLaunch;
 
 /* The buffers of a data gradient with cuDNN's batch-norm backward (conv.dbn). */
-enum { CG_KBN_Z, CG_KBN_MEAN, CG_KBN_INVSTD, CG_KBN_GAMMA, CG_KBN_BETA, CG_KBN_DGAMMA, CG_KBN_DBETA, CG_KBN_ABC,
-       CG_KBN_COUNT };
+enum {
+  CG_KBN_Z,
+  CG_KBN_MEAN,
+  CG_KBN_INVSTD,
+  CG_KBN_GAMMA,
+  CG_KBN_BETA,
+  CG_KBN_DGAMMA,
+  CG_KBN_DBETA,
+  CG_KBN_ABC,
+  CG_KBN_COUNT
+};
 
 typedef struct CgKNode {
-  char *source;           /* malloc'd CUDA C defining every kernel below (may be NULL when none) */
+  char *source; /* malloc'd CUDA C defining every kernel below (may be NULL when none) */
   int nlaunch;
   CgKLaunch launch[CG_K_MAX_LAUNCH]; /* in order, after the convolution if any */
-  size_t scratch_bytes;   /* device scratch the launches need (PROLOGUE's output excluded) */
-  size_t pro_offset, pro_bytes; /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
+  size_t scratch_bytes;              /* device scratch the launches need (PROLOGUE's output excluded) */
+  size_t pro_offset, pro_bytes;      /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
   int has_conv;
-  CgConvDesc conv;        /* when has_conv */
+  CgConvDesc conv; /* when has_conv */
   CgKArg conv_x, conv_w, conv_y;
-  CgKArg conv_stats;      /* conv.genstats: where the fused statistics go (2*K floats) */
-  CgKArg conv_sb;         /* conv.prologue: the scale and bias (2*C of x's dtype) */
+  CgKArg conv_stats;                    /* conv.genstats: where the fused statistics go (2*K floats) */
+  CgKArg conv_sb;                       /* conv.prologue: the scale and bias (2*C of x's dtype) */
   CgKArg conv_esb, conv_res, conv_mask; /* conv.epilogue: RtConvIo.esb, residual, mask */
   CgKArg conv_bn[CG_KBN_COUNT];         /* conv.dbn: RtConvIo.bn's buffers, CG_KBN_* */
 } CgKNode;
@@ -100,8 +109,8 @@ const NetcOpts *cg_device_opts(const CgDevice *dev);
 
 /* Fills *out for node `node` of g at batch `batch`.  Returns 0, or -1 with
  * a message naming the node and op ("op X has no GPU kernel yet"). */
-int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out,
-                        char *err, size_t errlen);
+int cg_kernels_emit(const IrGraph *g, int node, int64_t batch, const CgDevice *dev, CgKNode *out, char *err,
+                    size_t errlen);
 void cg_kernels_free(CgKNode *k); /* frees source; takes NULL */
 
 #endif

@@ -43,15 +43,14 @@ static const struct {
   const char *arch;
   int sm_count, threads_per_sm;
 } TARGETS[] = {
-    {"sm_75", 40, 1024},  {"sm_80", 108, 2048},  {"sm_86", 72, 1536},  {"sm_89", 58, 1536},
+    {"sm_75", 40, 1024},  {"sm_80", 108, 2048},  {"sm_86", 72, 1536},   {"sm_89", 58, 1536},
     {"sm_90", 132, 2048}, {"sm_100", 148, 2048}, {"sm_120", 170, 1536},
 };
 enum { NTARGET = sizeof TARGETS / sizeof TARGETS[0] };
 
 int cg_model_target(const char *arch, CgModelTarget *t) {
   for (int i = 0; arch && i < NTARGET; i++) {
-    if (strcmp(arch, TARGETS[i].arch) != 0)
-      continue;
+    if (strcmp(arch, TARGETS[i].arch) != 0) continue;
     int cc = atoi(arch + 3);
     memset(t, 0, sizeof *t);
     snprintf(t->arch, sizeof t->arch, "%s", arch);
@@ -103,12 +102,12 @@ static int print_ir(const IrGraph *g, Part *p, Diag *d) {
 static int program(const IrGraph *g, const char *what, const CgModelTarget *t, const NetcOpts *opts, int want_cubin,
                    int *nvrtc, Part *part, Diag *d) {
   CgDevice dev = {.opts = opts,
-                     .sm_count = t->sm_count,
-                     .max_threads_per_block = t->max_threads_per_block,
-                     .max_shared_per_block = t->max_shared_per_block,
-                     .cc_major = t->cc_major,
-                     .cc_minor = t->cc_minor,
-                     .max_threads_per_sm = t->max_threads_per_sm};
+                  .sm_count = t->sm_count,
+                  .max_threads_per_block = t->max_threads_per_block,
+                  .max_shared_per_block = t->max_shared_per_block,
+                  .cc_major = t->cc_major,
+                  .cc_minor = t->cc_minor,
+                  .max_threads_per_sm = t->max_threads_per_sm};
   CgProg p;
   char err[8192];
   if (cg_prog_emit(g, g->plan_batch, &dev, &p, err, sizeof err)) {
@@ -171,20 +170,17 @@ static int emit_cuda(const char *dir, const Part parts[2], Diag *d) {
   for (int i = 0; i < 2; i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    if (write_file(path, parts[i].cu ? parts[i].cu : "", parts[i].cu ? parts[i].cu_len : 0, d))
-      return -1;
+    if (write_file(path, parts[i].cu ? parts[i].cu : "", parts[i].cu ? parts[i].cu_len : 0, d)) return -1;
   }
   return 0;
 }
 
 static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
 static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
@@ -209,12 +205,10 @@ static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     int text = cg_model_section_is_text(i);
     off[i] = len[i] ? total : 0;
-    if (len[i])
-      total = align64(total + len[i] + (size_t)text);
+    if (len[i]) total = align64(total + len[i] + (size_t)text);
   }
   unsigned char *b = calloc(1, total);
-  if (!b)
-    return NULL;
+  if (!b) return NULL;
   memcpy(b, CG_MODEL_MAGIC, 8);
   put_u32(b + 8, CG_MODEL_VERSION);
   put_u32(b + 12, CG_MODEL_HEADER);
@@ -223,8 +217,7 @@ static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     put_u64(b + 40 + 16 * i, off[i]);
     put_u64(b + 48 + 16 * i, len[i]);
-    if (len[i])
-      memcpy(b + off[i], data[i], len[i]);
+    if (len[i]) memcpy(b + off[i], data[i], len[i]);
   }
   *size = total;
   return b;
@@ -272,10 +265,8 @@ static int run_cc(const char *c_path, const char *so_path, Diag *d) {
   snprintf(buf, sizeof buf, "%s", cc && *cc ? cc : "cc");
   char *argv[40];
   int argc = 0;
-  for (char *tok = strtok(buf, " \t"); tok && argc < 32; tok = strtok(NULL, " \t"))
-    argv[argc++] = tok;
-  if (!argc)
-    argv[argc++] = "cc";
+  for (char *tok = strtok(buf, " \t"); tok && argc < 32; tok = strtok(NULL, " \t")) argv[argc++] = tok;
+  if (!argc) argv[argc++] = "cc";
   const char *name = argv[0];
   static char shared[] = "-shared", fpic[] = "-fPIC", o0[] = "-O0", dash_o[] = "-o";
   argv[argc++] = shared, argv[argc++] = fpic, argv[argc++] = o0;
@@ -318,15 +309,13 @@ static int write_so(const char *out, const char *net, const Part parts[2], int64
   snprintf(so_path, sizeof so_path, "%s.%ld.tmp", out, (long)getpid());
   int rc = write_c(c_path, out, net, blob, n, d);
   free(blob);
-  if (!rc)
-    rc = run_cc(c_path, so_path, d);
+  if (!rc) rc = run_cc(c_path, so_path, d);
   remove(c_path);
   if (!rc && rename(so_path, out) != 0) {
     diag_error(d, NOLOC, "cannot write '%s': %s", out, strerror(errno));
     rc = -1;
   }
-  if (rc)
-    remove(so_path);
+  if (rc) remove(so_path);
   return rc;
 }
 
@@ -338,8 +327,7 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
     diag_error(d, NOLOC, "unknown --arch '%s' (known: %s)", arch, cg_model_arches());
     return -1;
   }
-  if (!o->out && !o->emit_cuda)
-    return 0;
+  if (!o->out && !o->emit_cuda) return 0;
   Arena arena;
   arena_init(&arena);
   Part parts[2];
@@ -360,8 +348,7 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
                (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
     rc = -1;
   }
-  if (!rc && o->emit_cuda)
-    rc = emit_cuda(o->emit_cuda, parts, d);
+  if (!rc && o->emit_cuda) rc = emit_cuda(o->emit_cuda, parts, d);
   if (!rc && o->out) {
     NetcOpts defaults;
     opts_default(&defaults);

@@ -34,8 +34,8 @@
 #include "cg_prog.h"
 #include "pipeline.h"
 
-#define CG_MODEL_MAGIC "NETCMODL"
-#define CG_MODEL_SYMBOL "netc_model"
+#define CG_MODEL_MAGIC       "NETCMODL"
+#define CG_MODEL_SYMBOL      "netc_model"
 #define CG_MODEL_SIZE_SYMBOL "netc_model_size"
 
 enum { CG_MODEL_VERSION = 3, CG_MODEL_ARCH_LEN = 16 };

@@ -130,8 +130,9 @@ static int run_add(CgMultiPlan *p, CgMultiKind kind, const int *node, int n) {
 /* Every stretch of sgd_updates (in the optimizer section), split by
  * sgd_same into runs. */
 static int find_sgd_runs(const IrGraph *g, CgMultiPlan *p, int *buf, char *taken) {
-  for (int lo = ir_opt_start(g), hi; lo < g->nnode; lo = hi > lo ? hi : lo + 1) {
-    for (hi = lo; hi < g->nnode && g->node[hi].op == IR_OP_SGD_UPDATE; hi++) {}
+  for (int lo = ir_opt_start(g), hi; lo<g->nnode; lo = hi> lo ? hi : lo + 1) {
+    for (hi = lo; hi < g->nnode && g->node[hi].op == IR_OP_SGD_UPDATE; hi++) {
+    }
     if (hi - lo < 2 || !sgd_independent(g, lo, hi)) continue;
     for (int i = lo; i < hi; i++) {
       if (taken[i] || !sgd_ok(g, &g->node[i])) continue;
@@ -347,4 +348,3 @@ void cg_multi_free(CgMultiPlan *p) {
   free(p->source);
   memset(p, 0, sizeof *p);
 }
-

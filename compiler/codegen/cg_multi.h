@@ -39,17 +39,17 @@ typedef enum CgMultiKind { CG_MULTI_SGD, CG_MULTI_CAST } CgMultiKind;
 
 typedef struct CgMultiRun {
   CgMultiKind kind;
-  int n;          /* nodes in the run (2 or more) */
-  int *node;      /* the nodes, node[0] the head; n of them, in step order */
-  int64_t blocks; /* the launch's grid */
+  int n;            /* nodes in the run (2 or more) */
+  int *node;        /* the nodes, node[0] the head; n of them, in step order */
+  int64_t blocks;   /* the launch's grid */
   CgKLaunch launch; /* name, grid, block; args: the head's scalars (lr, loss scale, skip), after the table */
-  char *unit;     /* malloc'd: this run's kernel alone (common.cu + template), for nvcc */
+  char *unit;       /* malloc'd: this run's kernel alone (common.cu + template), for nvcc */
 } CgMultiRun;
 
 typedef struct CgMultiPlan {
   int nrun;
   CgMultiRun *run;
-  char *source;   /* malloc'd: every run's kernel, each in a namespace of its own; NULL when no run */
+  char *source; /* malloc'd: every run's kernel, each in a namespace of its own; NULL when no run */
   size_t source_len;
 } CgMultiPlan;
 

@@ -30,17 +30,13 @@ typedef enum nvrtcResult {
 } nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 
-
 typedef struct NvrtcApi {
   nvrtcResult (*Version)(int *major, int *minor);
   const char *(*GetErrorString)(nvrtcResult r);
-  nvrtcResult (*CreateProgram)(nvrtcProgram *p, const char *src,
-                               const char *name, int nheaders,
-                               const char *const *headers,
-                               const char *const *include_names);
+  nvrtcResult (*CreateProgram)(nvrtcProgram *p, const char *src, const char *name, int nheaders,
+                               const char *const *headers, const char *const *include_names);
   nvrtcResult (*DestroyProgram)(nvrtcProgram *p);
-  nvrtcResult (*CompileProgram)(nvrtcProgram p, int nopt,
-                                const char *const *opts);
+  nvrtcResult (*CompileProgram)(nvrtcProgram p, int nopt, const char *const *opts);
   nvrtcResult (*GetProgramLogSize)(nvrtcProgram p, size_t *size);
   nvrtcResult (*GetProgramLog)(nvrtcProgram p, char *log);
   nvrtcResult (*GetPTXSize)(nvrtcProgram p, size_t *size);
@@ -56,13 +52,10 @@ static struct {
   char why[1024];
 } loaded = {PTHREAD_ONCE_INIT, CG_OK, {0}, ""};
 
-
-static int load_sym(void *lib, const char *path, const char *name,
-                    void *slot, size_t slot_size) {
+static int load_sym(void *lib, const char *path, const char *name, void *slot, size_t slot_size) {
   void *p = dlsym(lib, name);
   if (!p || slot_size != sizeof p) {
-    snprintf(loaded.why, sizeof loaded.why, "NVRTC not usable (%s in %s is missing)",
-             name, path);
+    snprintf(loaded.why, sizeof loaded.why, "NVRTC not usable (%s in %s is missing)", name, path);
     return 0;
   }
   memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
@@ -90,9 +83,7 @@ static int load_table(void *lib, const char *path, NvrtcApi *a) {
 static void load_once(void) {
   NetcOpts o;
   opts_from_env(&o, NULL, 0); /* only the library's path is wanted here */
-  const char *candidates[] = {o.nvrtc, "libnvrtc.so.13",
-                              "libnvrtc.so",
-                              "/usr/local/cuda/lib64/libnvrtc.so.13"};
+  const char *candidates[] = {o.nvrtc, "libnvrtc.so.13", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13"};
   char tried[768] = "";
   size_t used = 0;
   for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
@@ -100,8 +91,7 @@ static void load_once(void) {
     if (!path || !*path) continue;
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      int k = snprintf(tried + used, sizeof tried - used, "%s%s",
-                       used ? ", " : "", path);
+      int k = snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", path);
       if (k > 0 && (size_t)k < sizeof tried - used) used += (size_t)k;
       continue;
     }
@@ -114,8 +104,7 @@ static void load_once(void) {
     loaded.status = CG_OK;
     return;
   }
-  snprintf(loaded.why, sizeof loaded.why, "no NVRTC library (tried %s)",
-           tried);
+  snprintf(loaded.why, sizeof loaded.why, "no NVRTC library (tried %s)", tried);
   loaded.status = CG_ENOLIB;
 }
 
@@ -142,26 +131,22 @@ static const char *status_text(nvrtcResult r) {
 }
 
 /* "file:line: call: NAME: text (what)"; returns CG_ECALL. */
-static CgStatus call_failed(const NvrtcApi *api, nvrtcResult r,
-                                 int line, const char *call, const char *what,
-                                 char *err, size_t errlen) {
-  cg_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call,
-          api->GetErrorString(r), status_text(r), what);
+static CgStatus call_failed(const NvrtcApi *api, nvrtcResult r, int line, const char *call, const char *what, char *err,
+                            size_t errlen) {
+  cg_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", __FILE__, line, call, api->GetErrorString(r), status_text(r), what);
   return CG_ECALL;
 }
 
-#define NV(fn, args, what)                                                   \
-  do {                                                                       \
-    nvrtcResult r_ = api->fn args;                                           \
-    if (r_ != NVRTC_SUCCESS) {                                               \
-      status = call_failed(api, r_, __LINE__, "nvrtc" #fn #args, (what), err, \
-                           errlen);                                          \
-      goto done;                                                             \
-    }                                                                        \
+#define NV(fn, args, what)                                                             \
+  do {                                                                                 \
+    nvrtcResult r_ = api->fn args;                                                     \
+    if (r_ != NVRTC_SUCCESS) {                                                         \
+      status = call_failed(api, r_, __LINE__, "nvrtc" #fn #args, (what), err, errlen); \
+      goto done;                                                                       \
+    }                                                                                  \
   } while (0)
 
-CgStatus cg_nvrtc_version(int *major, int *minor, char *err,
-                               size_t errlen) {
+CgStatus cg_nvrtc_version(int *major, int *minor, char *err, size_t errlen) {
   const NvrtcApi *api;
   CgStatus status = api_get(&api, err, errlen);
   if (status) return status;
@@ -176,8 +161,7 @@ done:
 
 /* Writes src to a fresh file in the kernel directory; path gets its name,
  * or a note on why it could not be written. */
-static void save_source(const char *src, const char *name, char *path,
-                        size_t pathlen) {
+static void save_source(const char *src, const char *name, char *path, size_t pathlen) {
   NetcOpts o;
   opts_from_env(&o, NULL, 0); /* only the directory is wanted here */
   const char *dir = o.kernel_dir;
@@ -215,10 +199,8 @@ static char *program_log(const NvrtcApi *api, nvrtcProgram prog) {
   return log;
 }
 
-CgStatus cg_nvrtc_compile(const char *src, const char *name,
-                               const char *arch, CgNvrtcTarget target,
-                               const char *const *extra, int nextra,
-                               CgNvrtcOut *out, char *err, size_t errlen) {
+CgStatus cg_nvrtc_compile(const char *src, const char *name, const char *arch, CgNvrtcTarget target,
+                          const char *const *extra, int nextra, CgNvrtcOut *out, char *err, size_t errlen) {
   if (out) memset(out, 0, sizeof *out);
   const NvrtcApi *api;
   CgStatus status = api_get(&api, err, errlen);
@@ -229,15 +211,12 @@ CgStatus cg_nvrtc_compile(const char *src, const char *name,
   }
   if (!arch) arch = "sm_90";
   if (strncmp(arch, "sm_", 3) != 0 || !isdigit((unsigned char)arch[3])) {
-    cg_errf(err, errlen, "cg_nvrtc_compile: arch '%s' is not of the form sm_90",
-            arch);
+    cg_errf(err, errlen, "cg_nvrtc_compile: arch '%s' is not of the form sm_90", arch);
     return CG_EARG;
   }
   char archopt[64], what[192];
-  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s%s",
-           target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
-  snprintf(what, sizeof what, "compiling %s for %s%s", name,
-           target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s%s", target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
+  snprintf(what, sizeof what, "compiling %s for %s%s", name, target == CG_NVRTC_PTX ? "compute_" : "sm_", arch + 3);
   enum { NBASE = 2 };
   const char **opts = malloc(sizeof *opts * (size_t)(NBASE + nextra));
   if (!opts) {
@@ -260,8 +239,7 @@ CgStatus cg_nvrtc_compile(const char *src, const char *name,
     cg_errf(err, errlen,
             "%s:%d: nvrtcCompileProgram(prog, nopt, opts): %s: %s (%s; source "
             "saved as %s)\n%s",
-            __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what,
-            path, log ? log : "(no log)");
+            __FILE__, __LINE__, api->GetErrorString(r), status_text(r), what, path, log ? log : "(no log)");
     status = r == NVRTC_ERROR_COMPILATION ? CG_ECOMPILE : CG_ECALL;
     goto done;
   }
@@ -308,13 +286,10 @@ static int is_identifier(const char *s) {
   return 1;
 }
 
-CgStatus cg_nvrtc_instantiate(const char *template_name,
-                                   const char *template_text,
-                                   const CgDefine *defs, int ndefs,
-                                   char **src, char *err, size_t errlen) {
+CgStatus cg_nvrtc_instantiate(const char *template_name, const char *template_text, const CgDefine *defs, int ndefs,
+                              char **src, char *err, size_t errlen) {
   if (src) *src = NULL;
-  if (!template_name || !template_text || !src || ndefs < 0 ||
-      (ndefs && !defs)) {
+  if (!template_name || !template_text || !src || ndefs < 0 || (ndefs && !defs)) {
     cg_errf(err, errlen, "cg_nvrtc_instantiate: NULL or invalid argument");
     return CG_EARG;
   }
@@ -322,9 +297,8 @@ CgStatus cg_nvrtc_instantiate(const char *template_name,
   for (int i = 0; i < ndefs; i++) {
     const char *v = defs[i].value;
     if (!is_identifier(defs[i].name) || !v || strpbrk(v, "\r\n")) {
-      cg_errf(err, errlen,
-              "%s: parameter %d (%s) needs a C identifier and a one-line value",
-              template_name, i, defs[i].name ? defs[i].name : "NULL");
+      cg_errf(err, errlen, "%s: parameter %d (%s) needs a C identifier and a one-line value", template_name, i,
+              defs[i].name ? defs[i].name : "NULL");
       return CG_EARG;
     }
     need += strlen(defs[i].name) + strlen(v) + 12;
@@ -334,11 +308,9 @@ CgStatus cg_nvrtc_instantiate(const char *template_name,
     cg_errf(err, errlen, "cg_nvrtc_instantiate: out of host memory");
     return CG_ENOMEM;
   }
-  size_t at = (size_t)snprintf(s, need, "/* instantiated from %s */\n",
-                               template_name);
+  size_t at = (size_t)snprintf(s, need, "/* instantiated from %s */\n", template_name);
   for (int i = 0; i < ndefs; i++)
-    at += (size_t)snprintf(s + at, need - at, "#define %s %s\n", defs[i].name,
-                           defs[i].value);
+    at += (size_t)snprintf(s + at, need - at, "#define %s %s\n", defs[i].name, defs[i].value);
   snprintf(s + at, need - at, "%s", template_text);
   *src = s;
   return CG_OK;

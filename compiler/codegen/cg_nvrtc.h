@@ -36,24 +36,21 @@ typedef enum CgNvrtcTarget {
 
 /* A compile's result; cg_nvrtc_out_free releases it (takes NULL). */
 typedef struct CgNvrtcOut {
-  void *image;  /* cubin bytes, or PTX text with its NUL */
-  size_t size;  /* bytes of image, the NUL included */
-  char *log;    /* the compiler's log (warnings); may be "" */
+  void *image; /* cubin bytes, or PTX text with its NUL */
+  size_t size; /* bytes of image, the NUL included */
+  char *log;   /* the compiler's log (warnings); may be "" */
 } CgNvrtcOut;
 
 /* Loads NVRTC (once per process) and reports its version. */
-CgStatus cg_nvrtc_version(int *major, int *minor, char *err,
-                               size_t errlen);
+CgStatus cg_nvrtc_version(int *major, int *minor, char *err, size_t errlen);
 
 /* Compiles src (name: the kernel or program name used in messages and
  * the saved file's name) for arch "sm_90" (NULL means sm_90; for PTX the
  * matching "compute_90" is used).  extra: nextra more NVRTC options, may
  * be NULL.  On success *out holds the image and the log; on failure *out
  * is empty and err has the message, log included. */
-CgStatus cg_nvrtc_compile(const char *src, const char *name,
-                               const char *arch, CgNvrtcTarget target,
-                               const char *const *extra, int nextra,
-                               CgNvrtcOut *out, char *err, size_t errlen);
+CgStatus cg_nvrtc_compile(const char *src, const char *name, const char *arch, CgNvrtcTarget target,
+                          const char *const *extra, int nextra, CgNvrtcOut *out, char *err, size_t errlen);
 void cg_nvrtc_out_free(CgNvrtcOut *out);
 
 /* One template parameter: "#define name value". */
@@ -64,9 +61,7 @@ typedef struct CgDefine {
 /* *src = malloc'd: a banner naming the template, one #define per entry of
  * defs, then the template's text.  Names must be C identifiers and values
  * one line; anything else is CG_EARG. */
-CgStatus cg_nvrtc_instantiate(const char *template_name,
-                                   const char *template_text,
-                                   const CgDefine *defs, int ndefs,
-                                   char **src, char *err, size_t errlen);
+CgStatus cg_nvrtc_instantiate(const char *template_name, const char *template_text, const CgDefine *defs, int ndefs,
+                              char **src, char *err, size_t errlen);
 
 #endif

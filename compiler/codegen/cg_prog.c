@@ -60,14 +60,14 @@ static int undef_macros(CgText *b, const char *src) {
 /* The program text of every node's source into *b (--emit-cuda's text). */
 static CgStatus assemble(const IrGraph *g, int64_t batch, CgProg *p, CgText *b, char *err, size_t errlen) {
   if (cg_text_printf(b, "/* netc: graph %s at batch %lld, %d nodes */\n", g->name ? g->name : "?", (long long)batch,
-                 g->nnode))
+                     g->nnode))
     return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory (program text)");
   for (int i = 0; i < p->nnode; i++) {
     const char *src = p->kn[i].source;
     if (!src || !*src) continue;
     const IrOpInfo *info = ir_op_info(g->node[i].op);
     if (cg_text_printf(b, "\n/* node %d: %s %s */\nnamespace netc_node%d {\n", i, info ? info->name : "?",
-                   g->node[i].name ? g->node[i].name : "", i) ||
+                       g->node[i].name ? g->node[i].name : "", i) ||
         cg_text_add(b, src, strlen(src)) || cg_text_printf(b, "\n} /* namespace netc_node%d */\n", i) ||
         undef_macros(b, src))
       return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory (program text)");
@@ -178,8 +178,7 @@ static int list_units(const CgProg *p, Unit **out, int *nout) {
   for (int a = 0; a < n; a++)
     for (int b = 0; b < a; b++)
       if (u[b].canon == b && u[b].hash == u[a].hash && u[b].key_len == u[a].key_len &&
-          memcmp(u[b].key, u[a].key, u[a].key_len) == 0 &&
-          (u[a].launch < 0) == (u[b].launch < 0) &&
+          memcmp(u[b].key, u[a].key, u[a].key_len) == 0 && (u[a].launch < 0) == (u[b].launch < 0) &&
           (u[a].launch >= 0 || p->kn[u[a].node].nlaunch == p->kn[u[b].node].nlaunch)) {
         u[a].canon = b;
         break;
@@ -216,7 +215,7 @@ static void deal(Unit *u, int n, int ndistinct, int *npart) {
 static int part_text(const IrGraph *g, int64_t batch, const Unit *u, int n, int k, CgProg *p) {
   CgText b = {0};
   int rc = cg_text_printf(&b, "/* netc: graph %s at batch %lld, kernel program %d of %d */\n", g->name ? g->name : "?",
-                      (long long)batch, k + 1, p->npart);
+                          (long long)batch, k + 1, p->npart);
   for (int i = 0; i < n && !rc; i++) {
     if (u[i].canon != i || u[i].part != k) continue;
     const IrNode *nd = &g->node[u[i].node];
@@ -247,13 +246,12 @@ static int same_name(const CgProg *p, const Unit *u, int n, char *err, size_t er
       if (u[a].canon != a || u[b].canon != b) continue;
       const CgKNode *ka = &p->kn[u[a].node], *kb = &p->kn[u[b].node];
       for (int ja = u[a].launch < 0 ? 0 : u[a].launch; ja < (u[a].launch < 0 ? ka->nlaunch : u[a].launch + 1); ja++)
-        for (int jb = u[b].launch < 0 ? 0 : u[b].launch; jb < (u[b].launch < 0 ? kb->nlaunch : u[b].launch + 1);
-             jb++)
+        for (int jb = u[b].launch < 0 ? 0 : u[b].launch; jb < (u[b].launch < 0 ? kb->nlaunch : u[b].launch + 1); jb++)
           if (strcmp(ka->launch[ja].name, kb->launch[jb].name) == 0) {
             cg_fail(CG_EARG, err, errlen,
-                         "cg_prog: kernel name %s is given to two different kernels (node %d launch %d, node %d "
-                         "launch %d): each kernel needs a name of its own",
-                         ka->launch[ja].name, u[b].node, jb, u[a].node, ja);
+                    "cg_prog: kernel name %s is given to two different kernels (node %d launch %d, node %d "
+                    "launch %d): each kernel needs a name of its own",
+                    ka->launch[ja].name, u[b].node, jb, u[a].node, ja);
             return 1;
           }
     }
@@ -339,8 +337,8 @@ static int thread_count(const CgProg *p) {
   return n < 1 ? 1 : n;
 }
 
-CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
-                                 CgProg *p, char *err, size_t errlen) {
+CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, CgProg *p,
+                         char *err, size_t errlen) {
   int todo = 0;
   for (int k = 0; k < p->npart; k++) todo += !p->part[k].cubin;
   if (!todo) return CG_OK;
@@ -353,7 +351,12 @@ CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, c
   char key[256];
   opts_code_key(cg_device_opts(dev), key, sizeof key);
   p->opts_threads = cg_device_opts(dev)->nvrtc_threads;
-  Job j = {.p = p, .arch = arch, .dir = dir, .opts = key, .graph = g->name ? g->name : "graph", .batch = batch,
+  Job j = {.p = p,
+           .arch = arch,
+           .dir = dir,
+           .opts = key,
+           .graph = g->name ? g->name : "graph",
+           .batch = batch,
            .errlen = errlen ? errlen : 1};
   if (!(j.err = calloc((size_t)p->npart, j.errlen)))
     return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory");
@@ -386,8 +389,7 @@ CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, c
 
 /* --- emission and the whole build -------------------------------------------- */
 
-CgStatus cg_prog_emit(const IrGraph *g, int64_t batch, const CgDevice *dev, CgProg *p, char *err,
-                              size_t errlen) {
+CgStatus cg_prog_emit(const IrGraph *g, int64_t batch, const CgDevice *dev, CgProg *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
   if (!g || !dev) return cg_fail(CG_EARG, err, errlen, "cg_prog: no graph or device");
   p->kn = calloc((size_t)(g->nnode ? g->nnode : 1), sizeof *p->kn);
@@ -413,9 +415,8 @@ CgStatus cg_prog_emit(const IrGraph *g, int64_t batch, const CgDevice *dev, CgPr
   return CG_OK;
 }
 
-CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice *dev,
-                                        const char *cache_dir, const CgProgram *pre, const char *pre_arch,
-                                        CgProg *p, char *err, size_t errlen) {
+CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
+                                const CgProgram *pre, const char *pre_arch, CgProg *p, char *err, size_t errlen) {
   CgStatus s = cg_prog_emit(g, batch, dev, p, err, errlen);
   if (s || !p->npart) return s;
   char arch[32];
@@ -432,8 +433,7 @@ CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice 
       continue;
     if (!(pt->cubin = malloc(pre->cubin_size[k]))) {
       cg_prog_free(p);
-      return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory (%zu-byte cubin)",
-                          pre->cubin_size[k]);
+      return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory (%zu-byte cubin)", pre->cubin_size[k]);
     }
     memcpy(pt->cubin, pre->cubin[k], pre->cubin_size[k]);
     pt->size = pre->cubin_size[k], pt->prebuilt = 1;
@@ -445,8 +445,8 @@ CgStatus cg_prog_build_prebuilt(const IrGraph *g, int64_t batch, const CgDevice 
   return s;
 }
 
-CgStatus cg_prog_build(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
-                               CgProg *p, char *err, size_t errlen) {
+CgStatus cg_prog_build(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, CgProg *p,
+                       char *err, size_t errlen) {
   return cg_prog_build_prebuilt(g, batch, dev, cache_dir, NULL, NULL, p, err, errlen);
 }
 

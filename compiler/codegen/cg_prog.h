@@ -47,19 +47,19 @@ enum { CG_MAX_PART = 16 };
 /* A graph's kernel programs made ahead of time (what a model.so embeds):
  * the CUDA C of each and, when compiled, its cubin for one arch. */
 typedef struct CgProgram {
-  int npart;                        /* 0 when the graph has no generated kernel */
-  const char *source[CG_MAX_PART];  /* CUDA C of program k */
-  const void *cubin[CG_MAX_PART];   /* program k compiled for the model's arch, or NULL */
+  int npart;                       /* 0 when the graph has no generated kernel */
+  const char *source[CG_MAX_PART]; /* CUDA C of program k */
+  const void *cubin[CG_MAX_PART];  /* program k compiled for the model's arch, or NULL */
   size_t cubin_size[CG_MAX_PART];
-  const char *opts;                 /* the code switches they were generated under (opts_code_key), or NULL */
+  const char *opts; /* the code switches they were generated under (opts_code_key), or NULL */
 } CgProgram;
 
 enum { CG_PROG_THREADS = 16 }; /* compile threads at most */
 
 typedef struct CgProgPart {
-  char *source;  /* malloc'd program text of the part's distinct kernels */
+  char *source; /* malloc'd program text of the part's distinct kernels */
   size_t source_len;
-  void *cubin;   /* malloc'd; NULL until compiled */
+  void *cubin; /* malloc'd; NULL until compiled */
   size_t size;
   int cache_hit; /* the cubin came from the cache */
   int prebuilt;  /* the cubin came from a model.so */
@@ -68,26 +68,26 @@ typedef struct CgProgPart {
 
 /* What launch j of node i calls. */
 typedef struct CgProgSym {
-  int part;              /* the part (module) that defines it */
-  char name[CG_K_NAME];  /* its symbol: the name of the first launch with the same source */
+  int part;             /* the part (module) that defines it */
+  char name[CG_K_NAME]; /* its symbol: the name of the first launch with the same source */
 } CgProgSym;
 
 typedef struct CgProg {
-  CgKNode *kn;   /* one per node of the graph */
+  CgKNode *kn; /* one per node of the graph */
   int nnode;
-  char *source;  /* malloc'd: every node's kernels joined, names as emitted (--emit-cuda's text);
+  char *source; /* malloc'd: every node's kernels joined, names as emitted (--emit-cuda's text);
                     NULL when no node has a kernel */
   size_t source_len;
   int nlaunch;   /* launches of all nodes */
   int ndistinct; /* distinct kernels among them */
   int *first;    /* per node: index of its first launch in sym; first[nnode] = nlaunch */
   CgProgSym *sym;
-  int npart;     /* 0 when no node has a kernel */
+  int npart; /* 0 when no node has a kernel */
   CgProgPart part[CG_MAX_PART];
-  int threads;   /* compile threads; 0: the device options' nvrtc_threads, else the cores */
+  int threads;      /* compile threads; 0: the device options' nvrtc_threads, else the cores */
   int opts_threads; /* (the options' nvrtc_threads, set by cg_prog_compile) */
-  int cache_hit; /* every part came from the cache */
-  int prebuilt;  /* every part came from a model.so (cg_prog_build_prebuilt) */
+  int cache_hit;    /* every part came from the cache */
+  int prebuilt;     /* every part came from a model.so (cg_prog_build_prebuilt) */
 } CgProg;
 
 CgStatus cg_prog_build(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, CgProg *out,

@@ -27,9 +27,9 @@ typedef enum CgStatus {
 } CgStatus;
 
 typedef struct CgText {
-  char *p;      /* malloc'd; the caller frees it (or takes it) */
+  char *p; /* malloc'd; the caller frees it (or takes it) */
   size_t len, cap;
-  int bad;      /* an add failed */
+  int bad; /* an add failed */
 } CgText;
 
 /* Appends the n bytes at s.  0, or -1 (bad set). */

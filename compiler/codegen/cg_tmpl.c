@@ -26,8 +26,8 @@ const char *cg_tmpl_ctype(IrDtype dt) {
 
 void cg_tmpl_float(char *buf, size_t len, double v) { snprintf(buf, len, "%.9ef", (double)(float)v); }
 
-int cg_tmpl_instantiate(const char *tmpl, const CgDefine *defs, int ndefs, const char *ns, CgText *src,
-                            char **unit, char *err, size_t errlen) {
+int cg_tmpl_instantiate(const char *tmpl, const CgDefine *defs, int ndefs, const char *ns, CgText *src, char **unit,
+                        char *err, size_t errlen) {
   const char *text = cg_templates_text(tmpl), *common = cg_templates_text("common.cu");
   if (!text || !common) return cg_errf(err, errlen, "template %s is not embedded", text ? "common.cu" : tmpl);
   CgText joined = {0};

@@ -22,7 +22,7 @@ void cg_tmpl_float(char *buf, size_t len, double v);
  * followed by an #undef of every define.  *unit, when unit is not NULL,
  * receives the instantiated text alone (malloc'd).  0, or -1 with err set
  * (a template not embedded, NVRTC's preprocessing failed, out of memory). */
-int cg_tmpl_instantiate(const char *tmpl, const CgDefine *defs, int ndefs, const char *ns, CgText *src,
-                            char **unit, char *err, size_t errlen);
+int cg_tmpl_instantiate(const char *tmpl, const CgDefine *defs, int ndefs, const char *ns, CgText *src, char **unit,
+                        char *err, size_t errlen);
 
 #endif

@@ -63,7 +63,7 @@ typedef enum NetStatus {
   NET_ERR_RUN,      /* the CPU executor failed on a node */
   NET_ERR_DIVERGED, /* the loss became NaN or infinite */
   NET_ERR_NOMEM,
-  NET_STOPPED,      /* a net_train callback asked to stop (not a failure of the run) */
+  NET_STOPPED, /* a net_train callback asked to stop (not a failure of the run) */
 } NetStatus;
 
 /* "NET_ERR_IO", ... */
@@ -123,18 +123,18 @@ NetStatus net_weights_save(NetModel *m, const char *path);
 /* Where a training run stands.  A checkpoint is a weights file (everything
  * net_weights_save writes) with this in its "__metadata__". */
 typedef struct NetTrainState {
-  int64_t step;           /* steps done; the run resumes with step + 1 */
-  int64_t epoch;          /* 0-based epoch of the next step */
-  int64_t batch_in_epoch; /* steps of that epoch already done */
+  int64_t step;                /* steps done; the run resumes with step + 1 */
+  int64_t epoch;               /* 0-based epoch of the next step */
+  int64_t batch_in_epoch;      /* steps of that epoch already done */
   int64_t epochs, steps_total; /* the run's plan */
-  uint64_t seed;          /* the run's shuffling and data seed */
-  double lr;              /* rate of the last step */
-  int64_t batch;          /* out: the training batch (save takes the model's) */
-  char model_name[64];    /* out: the graph's name (save takes the model's) */
-  char model_hash[65];    /* out: SHA-256 (hex) of the parameter and state names and shapes */
-  int allow_weights;      /* in (load): a plain weights file loads, at position 0 */
-  int from_weights;       /* out (load): it was a plain weights file */
-  int64_t accum_steps;    /* batches accumulated per step (0 counts as 1); a checkpoint without
+  uint64_t seed;               /* the run's shuffling and data seed */
+  double lr;                   /* rate of the last step */
+  int64_t batch;               /* out: the training batch (save takes the model's) */
+  char model_name[64];         /* out: the graph's name (save takes the model's) */
+  char model_hash[65];         /* out: SHA-256 (hex) of the parameter and state names and shapes */
+  int allow_weights;           /* in (load): a plain weights file loads, at position 0 */
+  int from_weights;            /* out (load): it was a plain weights file */
+  int64_t accum_steps;         /* batches accumulated per step (0 counts as 1); a checkpoint without
                            * the entry, written before it existed, loads as 1 */
 } NetTrainState;
 
@@ -151,19 +151,19 @@ NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st);
 /* --- one step, inference ------------------------------------------------ */
 
 typedef struct NetBatch {
-  int64_t n;                 /* images in the batch (the training batch; another one rebuilds, see above) */
-  const float *images;       /* n*C*H*W floats, NCHW, already normalized; or NULL and ... */
-  const uint8_t *images_u8;  /* ... n*C*H*W bytes, NCHW, fed as (x/255 - mean)/std */
-  float mean, std;           /* normalization of images_u8 (std 0: mean 0, std 1) */
-  const int64_t *labels;     /* n class indices */
-  float lr;                  /* <= 0: the train section's base rate */
-  float loss_scale;          /* <= 0: the train section's static scale, else 1 */
+  int64_t n;                /* images in the batch (the training batch; another one rebuilds, see above) */
+  const float *images;      /* n*C*H*W floats, NCHW, already normalized; or NULL and ... */
+  const uint8_t *images_u8; /* ... n*C*H*W bytes, NCHW, fed as (x/255 - mean)/std */
+  float mean, std;          /* normalization of images_u8 (std 0: mean 0, std 1) */
+  const int64_t *labels;    /* n class indices */
+  float lr;                 /* <= 0: the train section's base rate */
+  float loss_scale;         /* <= 0: the train section's static scale, else 1 */
 } NetBatch;
 
 typedef struct NetStepOut {
-  float loss;                /* the step's mean loss (unscaled) */
-  float lr, loss_scale;      /* what the step was fed */
-  float *logits;             /* NULL, or n*classes floats to fill */
+  float loss;           /* the step's mean loss (unscaled) */
+  float lr, loss_scale; /* what the step was fed */
+  float *logits;        /* NULL, or n*classes floats to fill */
 } NetStepOut;
 
 /* One training step: forward, backward, SGD update of the parameters in
@@ -194,25 +194,25 @@ typedef enum NetDataKind {
 } NetDataKind;
 
 typedef struct NetStepInfo {
-  int64_t step, steps_total;  /* 1-based step just run, and how many the run has */
-  int64_t epoch, epochs;      /* 0-based epoch, and how many */
+  int64_t step, steps_total; /* 1-based step just run, and how many the run has */
+  int64_t epoch, epochs;     /* 0-based epoch, and how many */
   double loss, lr;
-  double images_per_s;        /* over the run so far */
+  double images_per_s; /* over the run so far */
   double elapsed_s;
-  double data_wait_s;         /* of the run so far: time the loop waited for batches */
+  double data_wait_s; /* of the run so far: time the loop waited for batches */
 } NetStepInfo;
 
 typedef struct NetEpochInfo {
-  int64_t epoch, steps;       /* 0-based; steps run in it */
+  int64_t epoch, steps; /* 0-based; steps run in it */
   double loss_mean;
   double loss_first, loss_last; /* mean of the epoch's first and last min(10, steps) steps */
-  double lr_last;             /* the rate of its last step */
-  double test_accuracy;       /* top-1, 0..1; -1 when the run has no test set */
+  double lr_last;               /* the rate of its last step */
+  double test_accuracy;         /* top-1, 0..1; -1 when the run has no test set */
   int64_t test_n;
   double train_seconds, eval_seconds, images_per_s;
-  double test_top5;           /* 0..1; -1 when the run has no test set */
-  double data_wait_seconds;   /* of train_seconds, the time the loop waited for batches */
-  int64_t unreadable;         /* NET_DATA_FOLDER: images that could not be read so far (skipped) */
+  double test_top5;             /* 0..1; -1 when the run has no test set */
+  double data_wait_seconds;     /* of train_seconds, the time the loop waited for batches */
+  int64_t unreadable;           /* NET_DATA_FOLDER: images that could not be read so far (skipped) */
   const char *unreadable_first; /* the first few of their messages ("" when none); valid in the callback */
 } NetEpochInfo;
 
@@ -221,9 +221,9 @@ typedef struct NetTrainResult {
   double loss_first, loss_last; /* mean of the first and last min(10, steps) steps */
   double test_accuracy;         /* after the last epoch (-1: none) */
   double train_seconds, images_per_s;
-  double test_top5;             /* after the last epoch (-1: none) */
-  double data_wait_seconds;     /* of train_seconds, waiting for batches */
-  int64_t unreadable;           /* NET_DATA_FOLDER: images skipped as unreadable */
+  double test_top5;         /* after the last epoch (-1: none) */
+  double data_wait_seconds; /* of train_seconds, waiting for batches */
+  int64_t unreadable;       /* NET_DATA_FOLDER: images skipped as unreadable */
 } NetTrainResult;
 
 /* Callbacks return non-zero to stop the run (net_train then returns NET_STOPPED). */
@@ -233,29 +233,29 @@ typedef int (*NetCheckpointFn)(int64_t step, const char *path, void *user);
 
 typedef struct NetTrainConfig {
   NetDataKind data;
-  const char *idx_dir;              /* NET_DATA_IDX */
-  int64_t train_limit, test_limit;  /* NET_DATA_IDX: use the first N images (0: all) */
-  int64_t synthetic_n;              /* NET_DATA_SYNTHETIC: training images (0: 16 batches) */
-  const uint8_t *images, *labels;   /* NET_DATA_MEMORY: n images of C*H*W bytes (NCHW), n labels */
+  const char *idx_dir;             /* NET_DATA_IDX */
+  int64_t train_limit, test_limit; /* NET_DATA_IDX: use the first N images (0: all) */
+  int64_t synthetic_n;             /* NET_DATA_SYNTHETIC: training images (0: 16 batches) */
+  const uint8_t *images, *labels;  /* NET_DATA_MEMORY: n images of C*H*W bytes (NCHW), n labels */
   int64_t n;
   const uint8_t *test_images, *test_labels; /* may be NULL: no evaluation */
   int64_t test_n;
-  float mean, std;                  /* normalization of x/255 (std 0: Fashion-MNIST's for IDX, else 0.5, 0.5;
+  float mean, std;   /* normalization of x/255 (std 0: Fashion-MNIST's for IDX, else 0.5, 0.5;
                                      * a negative or non-finite std or mean is an error) */
-  int64_t epochs;                   /* 0: the train section's (or as many as `steps` needs) */
-  int64_t steps;                    /* 0: every full batch of every epoch; else stop after this many */
-  uint64_t seed;                    /* shuffling and synthetic data (parameters were seeded at load) */
-  NetStepFn on_step;                /* every log_every steps (0: every step) and at the last */
+  int64_t epochs;    /* 0: the train section's (or as many as `steps` needs) */
+  int64_t steps;     /* 0: every full batch of every epoch; else stop after this many */
+  uint64_t seed;     /* shuffling and synthetic data (parameters were seeded at load) */
+  NetStepFn on_step; /* every log_every steps (0: every step) and at the last */
   int64_t log_every;
   NetEpochFn on_epoch;
-  const char *checkpoint;           /* net_checkpoint_save here every checkpoint_every steps and at the end */
+  const char *checkpoint; /* net_checkpoint_save here every checkpoint_every steps and at the end */
   int64_t checkpoint_every;
-  NetCheckpointFn on_checkpoint;    /* after each save; may be NULL */
-  const char *resume;               /* a checkpoint of this run (same data, epochs, steps, seed): training
+  NetCheckpointFn on_checkpoint; /* after each save; may be NULL */
+  const char *resume;            /* a checkpoint of this run (same data, epochs, steps, seed): training
                                      * continues at its step, with its parameters, momentum, loss scale
                                      * and place in the shuffled epoch; NULL: from the start */
   void *user;
-  NetTrainResult *result;           /* may be NULL; filled as far as the run got */
+  NetTrainResult *result; /* may be NULL; filled as far as the run got */
   /* NET_DATA_FOLDER (train_limit and test_limit take that many images spread
    * evenly over the classes) */
   const char *train_dir, *test_dir; /* ROOT/<class>/<image>.jpg; test_dir may be NULL: no evaluation */
@@ -279,10 +279,10 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg);
 
 typedef struct NetBenchResult {
   double ms_per_step, images_per_s;
-  size_t device_bytes;        /* peak device memory the executor holds (GPU), or 0 */
+  size_t device_bytes;                                 /* peak device memory the executor holds (GPU), or 0 */
   size_t activation_bytes, param_bytes, scratch_bytes; /* its parts: the activation arena (the memory
                                * plan), parameters and state, kernel scratch and cuDNN workspace */
-  int cache_hit;              /* kernels came from the NVRTC cache */
+  int cache_hit;                                       /* kernels came from the NVRTC cache */
 } NetBenchResult;
 
 /* Times `steps` steps of the training graph (or the inference graph) on
@@ -295,8 +295,17 @@ NetStatus net_bench(NetModel *m, int inference, int steps, NetBenchResult *r);
 
 /* What a kernel is for, to total the step's time by kind. */
 typedef enum NetProfKind {
-  NET_PROF_CONV_FWD, NET_PROF_CONV_DGRAD, NET_PROF_CONV_WGRAD, NET_PROF_BATCHNORM, NET_PROF_ELEMENTWISE,
-  NET_PROF_POOLING, NET_PROF_LINEAR, NET_PROF_LOSS, NET_PROF_OPTIMIZER, NET_PROF_CAST, NET_PROF_OTHER,
+  NET_PROF_CONV_FWD,
+  NET_PROF_CONV_DGRAD,
+  NET_PROF_CONV_WGRAD,
+  NET_PROF_BATCHNORM,
+  NET_PROF_ELEMENTWISE,
+  NET_PROF_POOLING,
+  NET_PROF_LINEAR,
+  NET_PROF_LOSS,
+  NET_PROF_OPTIMIZER,
+  NET_PROF_CAST,
+  NET_PROF_OTHER,
   NET_PROF_KINDS
 } NetProfKind;
 
@@ -306,36 +315,36 @@ typedef enum NetProfBound { NET_BOUND_MEMORY, NET_BOUND_COMPUTE, NET_BOUND_LATEN
 
 /* One kernel of the step: a cuDNN convolution or a generated launch. */
 typedef struct NetProfRow {
-  int node;               /* IR node index */
-  char layer[128];        /* the node's layer name ("layer3.2.conv2"; "" when none) */
-  char op[40];            /* its IR op ("conv2d_bn_train") */
-  char loc[160];          /* its source location ("models/resnet50.net:18:11"; "" when none) */
-  char kernel[192];       /* "k17_batchnorm_train_apply_f16_nhwc", "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
-  double ms;              /* median over the profiled steps */
-  double start_ms;        /* start within the last profiled step (for the trace) */
-  double flops;           /* convolutions and linear layers; 0 for the rest */
-  double bytes;           /* estimate: sizes of the tensors the kernel reads and writes */
+  int node;         /* IR node index */
+  char layer[128];  /* the node's layer name ("layer3.2.conv2"; "" when none) */
+  char op[40];      /* its IR op ("conv2d_bn_train") */
+  char loc[160];    /* its source location ("models/resnet50.net:18:11"; "" when none) */
+  char kernel[192]; /* "k17_batchnorm_train_apply_f16_nhwc", "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
+  double ms;        /* median over the profiled steps */
+  double start_ms;  /* start within the last profiled step (for the trace) */
+  double flops;     /* convolutions and linear layers; 0 for the rest */
+  double bytes;     /* estimate: sizes of the tensors the kernel reads and writes */
   /* from net_profile_classify: */
   NetProfKind kind;
   NetProfBound bound;
-  double tflops, gbs;     /* achieved */
-  double peak_share;      /* max(tflops / peak_tflops, gbs / peak_gbs), 0..1 */
+  double tflops, gbs; /* achieved */
+  double peak_share;  /* max(tflops / peak_tflops, gbs / peak_gbs), 0..1 */
 } NetProfRow;
 
 typedef struct NetProfile {
-  NetProfRow *rows;       /* in step order */
+  NetProfRow *rows; /* in step order */
   int nrows, reps, inference;
   int64_t batch;
-  double step_ms;         /* one replay of the captured step graph: what training runs */
-  double kernels_ms;      /* sum of the rows' ms (net_profile_classify) */
-  double peak_tflops;     /* the device's dense f16 tensor rate */
-  double peak_gbs;        /* its memory bandwidth */
+  double step_ms;     /* one replay of the captured step graph: what training runs */
+  double kernels_ms;  /* sum of the rows' ms (net_profile_classify) */
+  double peak_tflops; /* the device's dense f16 tensor rate */
+  double peak_gbs;    /* its memory bandwidth */
   char device[256];
 } NetProfile;
 
 typedef struct NetProfileOpts {
-  int inference;          /* the inference graph instead of the training step */
-  int reps;               /* profiled steps (0: 10); each row keeps the median */
+  int inference; /* the inference graph instead of the training step */
+  int reps;      /* profiled steps (0: 10); each row keeps the median */
 } NetProfileOpts;
 
 /* Times every kernel of one training step (or inference pass) of a GPU

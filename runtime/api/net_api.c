@@ -35,9 +35,9 @@ NetStatus net_fail(NetStatus s, const char *fmt, ...) {
 }
 
 const char *net_status_name(NetStatus s) {
-  static const char *const NAMES[] = {"NET_OK",        "NET_ERR_ARG",    "NET_ERR_IO",     "NET_ERR_MODEL",
-                                      "NET_ERR_WEIGHTS", "NET_ERR_DATA", "NET_ERR_NO_GPU", "NET_ERR_DEVICE",
-                                      "NET_ERR_RUN",   "NET_ERR_DIVERGED", "NET_ERR_NOMEM", "NET_STOPPED"};
+  static const char *const NAMES[] = {"NET_OK",          "NET_ERR_ARG",      "NET_ERR_IO",     "NET_ERR_MODEL",
+                                      "NET_ERR_WEIGHTS", "NET_ERR_DATA",     "NET_ERR_NO_GPU", "NET_ERR_DEVICE",
+                                      "NET_ERR_RUN",     "NET_ERR_DIVERGED", "NET_ERR_NOMEM",  "NET_STOPPED"};
   return (unsigned)s < sizeof NAMES / sizeof NAMES[0] ? NAMES[s] : "NET_ERR_UNKNOWN";
 }
 
@@ -129,7 +129,11 @@ static NetStatus make_exec(NetModel *m, IrGraph *g, NetExec **x) {
   const CgProgram *prog;
   const char *arch;
   net_model_prebuilt(&m->graphs, g, &prog, &arch);
-  NetExecOpts eo = {.ordinal = m->ordinal, .cache_dir = m->cache_dir, .tune = m->tune, .prebuilt = prog, .arch = arch,
+  NetExecOpts eo = {.ordinal = m->ordinal,
+                    .cache_dir = m->cache_dir,
+                    .tune = m->tune,
+                    .prebuilt = prog,
+                    .arch = arch,
                     .opts = &m->opts};
   if (!s) s = net_exec_new(m->gpu, &eo, g, m->batch, x, err, NET_ERRMAX);
   return s;
@@ -223,8 +227,7 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   if (o->cache_dir && !(m->cache_dir = strdup(o->cache_dir))) return net_fail(NET_ERR_NOMEM, "out of memory");
   m->tune = o->tune;
   /* every switch: the environment's, then the caller's (opts.h) */
-  if (opts_from_env(&m->opts, net_err_buf(), NET_ERRMAX) ||
-      opts_parse(&m->opts, o->options, net_err_buf(), NET_ERRMAX))
+  if (opts_from_env(&m->opts, net_err_buf(), NET_ERRMAX) || opts_parse(&m->opts, o->options, net_err_buf(), NET_ERRMAX))
     return net_failed(NET_ERR_ARG);
   if ((s = net_model_open(path, &m->arena, o->precision, o->batch, !o->inference_only, &m->graphs, net_err_buf(),
                           NET_ERRMAX)))
@@ -256,7 +259,8 @@ NetStatus net_load(const char *path, const NetLoadOpts *opts, NetModel **out) {
   *out = NULL;
   if (!path) return net_fail(NET_ERR_ARG, "net_load: path is NULL");
   NetLoadOpts o = opts ? *opts : (NetLoadOpts){0};
-  if (o.batch < 0) return net_fail(NET_ERR_ARG, "batch must be at least 1 (0: the model's), not %lld", (long long)o.batch);
+  if (o.batch < 0)
+    return net_fail(NET_ERR_ARG, "batch must be at least 1 (0: the model's), not %lld", (long long)o.batch);
   NetModel *m = calloc(1, sizeof *m);
   if (!m) return net_fail(NET_ERR_NOMEM, "out of memory");
   arena_init(&m->arena);
@@ -264,8 +268,7 @@ NetStatus net_load(const char *path, const NetLoadOpts *opts, NetModel **out) {
   if (s) {
     char msg[NET_ERRMAX];
     snprintf(msg, sizeof msg, "%s", last_error);
-    if (strncmp(msg, path, strlen(path)) != 0 && s != NET_ERR_NO_GPU)
-      net_fail(s, "%s: %s", path, msg);
+    if (strncmp(msg, path, strlen(path)) != 0 && s != NET_ERR_NO_GPU) net_fail(s, "%s: %s", path, msg);
     net_free(m);
     return s;
   }
@@ -372,8 +375,8 @@ NetStatus net_weights_save_meta(NetModel *m, const char *path, RtWeightsMetaFn m
   WeightsIo io = {NULL};
   NetStatus s = shadow_new(m, 1, &io.sh);
   if (!s)
-    s = net_status_of_weights(rt_weights_save_meta(m->gt ? m->gt : m->gi, path, shadow_buf, &io, meta, meta_user,
-                                                   net_err_buf(), NET_ERRMAX));
+    s = net_status_of_weights(
+        rt_weights_save_meta(m->gt ? m->gt : m->gi, path, shadow_buf, &io, meta, meta_user, net_err_buf(), NET_ERRMAX));
   shadow_free(m, io.sh);
   return s;
 }

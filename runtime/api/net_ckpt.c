@@ -38,12 +38,9 @@ typedef struct IntKey {
 } IntKey;
 
 static const IntKey INT_KEYS[] = {
-    {"netc.batch", offsetof(NetTrainState, batch)},
-    {"netc.step", offsetof(NetTrainState, step)},
-    {"netc.epoch", offsetof(NetTrainState, epoch)},
-    {"netc.batch_in_epoch", offsetof(NetTrainState, batch_in_epoch)},
-    {"netc.epochs", offsetof(NetTrainState, epochs)},
-    {"netc.steps_total", offsetof(NetTrainState, steps_total)},
+    {"netc.batch", offsetof(NetTrainState, batch)},   {"netc.step", offsetof(NetTrainState, step)},
+    {"netc.epoch", offsetof(NetTrainState, epoch)},   {"netc.batch_in_epoch", offsetof(NetTrainState, batch_in_epoch)},
+    {"netc.epochs", offsetof(NetTrainState, epochs)}, {"netc.steps_total", offsetof(NetTrainState, steps_total)},
 };
 static const char KEY_SEED[] = "netc.seed";
 static const char KEY_LR[] = "netc.lr";
@@ -103,8 +100,10 @@ static NetStatus describe(const NetModel *m, NetTrainState *st) {
 
 static NetStatus need_training(const NetModel *m, const char *fn) {
   return m->gt ? NET_OK
-               : net_fail(NET_ERR_MODEL, "%s: an inference-only model has no training state (load it without "
-                                         "inference_only)", fn);
+               : net_fail(NET_ERR_MODEL,
+                          "%s: an inference-only model has no training state (load it without "
+                          "inference_only)",
+                          fn);
 }
 
 /* --- saving ---------------------------------------------------------------- */
@@ -120,7 +119,8 @@ static int set_meta(RtStWriter *w, void *user) {
     snprintf(buf, sizeof buf, "%lld", (long long)int_value(st, i));
     s = rt_st_writer_set_meta(w, INT_KEYS[i].key, buf);
   }
-  if (!s) s = rt_st_writer_set_meta(w, KEY_SEED, (snprintf(buf, sizeof buf, "%llu", (unsigned long long)st->seed), buf));
+  if (!s)
+    s = rt_st_writer_set_meta(w, KEY_SEED, (snprintf(buf, sizeof buf, "%llu", (unsigned long long)st->seed), buf));
   if (!s) s = rt_st_writer_set_meta(w, KEY_LR, (snprintf(buf, sizeof buf, "%.17g", st->lr), buf));
   int64_t accum = st->accum_steps > 1 ? st->accum_steps : 1;
   if (!s) s = rt_st_writer_set_meta(w, KEY_ACCUM, (snprintf(buf, sizeof buf, "%lld", (long long)accum), buf));

@@ -24,9 +24,9 @@ static const NetExecBackend *const BACKENDS[NET_DEVICE_COUNT] = {
 
 struct NetExec {
   const NetExecBackend *be;
-  void *self;         /* the backend's executor */
+  void *self; /* the backend's executor */
   const IrGraph *g;
-  int accum, accum_i; /* accumulation: micro-steps per update (1: off), and those run of this update */
+  int accum, accum_i;  /* accumulation: micro-steps per update (1: off), and those run of this update */
   int feeding, feed_v; /* a pipeline feeds input feed_v */
 };
 
@@ -55,7 +55,7 @@ NetStatus net_exec_new(int gpu, const NetExecOpts *o, const IrGraph *g, int64_t 
   if (!x) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
   x->be = b, x->g = g, x->accum = 1;
   NetExecOpts none = {0};
-  NetStatus s = b->new(o ? o : &none, g, batch, &x->self, err, len);
+  NetStatus s = b->new (o ? o : &none, g, batch, &x->self, err, len);
   if (s) {
     net_exec_free(x);
     return s;
@@ -106,9 +106,7 @@ NetStatus net_exec_time(NetExec *x, int warmup, int steps, double *ms, char *err
   return s;
 }
 
-size_t net_exec_device_bytes(const NetExec *x) {
-  return x && x->be->device_bytes ? x->be->device_bytes(x->self) : 0;
-}
+size_t net_exec_device_bytes(const NetExec *x) { return x && x->be->device_bytes ? x->be->device_bytes(x->self) : 0; }
 
 void net_exec_memory(const NetExec *x, size_t part[3]) {
   part[0] = part[1] = part[2] = 0;

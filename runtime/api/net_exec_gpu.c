@@ -37,7 +37,11 @@ static NetStatus gpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, 
   *self = NULL;
   Gpu *x = calloc(1, sizeof *x);
   if (!x) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
-  RtGpuOpts go = {.device = o->ordinal, .cache_dir = o->cache_dir, .tune = o->tune, .prebuilt = o->prebuilt, .opts = o->opts,
+  RtGpuOpts go = {.device = o->ordinal,
+                  .cache_dir = o->cache_dir,
+                  .tune = o->tune,
+                  .prebuilt = o->prebuilt,
+                  .opts = o->opts,
                   .prebuilt_arch = o->arch};
   NetStatus s = net_status_of_cuda(rt_gpu_new(g, batch, &go, &x->dev, err, len));
   if (s) {

@@ -36,29 +36,29 @@ enum { NET_ERRMAX = 4096 };
 /* The values a step touches in one executor (-1 when absent). */
 typedef struct NetIo {
   int image, label, lr, scale, loss, logits;
-  int scale_state;   /* STATE @loss_scale of a dynamically scaled graph (then scale is -1) */
-  int nhwc;          /* the image input is stored NHWC (the API takes NCHW) */
-  int64_t c, h, w;   /* image dims, NCHW */
+  int scale_state; /* STATE @loss_scale of a dynamically scaled graph (then scale is -1) */
+  int nhwc;        /* the image input is stored NHWC (the API takes NCHW) */
+  int64_t c, h, w; /* image dims, NCHW */
 } NetIo;
 
 struct NetModel {
   Arena arena;
   NetGraphs graphs;
-  IrGraph *gt, *gi;      /* training (NULL when inference_only) and inference graphs */
+  IrGraph *gt, *gi; /* training (NULL when inference_only) and inference graphs */
   int gpu, ordinal;
   char *cache_dir;
-  int tune;              /* time cuDNN's candidates (NetLoadOpts.tune) */
-  NetcOpts opts;         /* every switch (opts.h): the environment's, then NetLoadOpts.options */
+  int tune;      /* time cuDNN's candidates (NetLoadOpts.tune) */
+  NetcOpts opts; /* every switch (opts.h): the environment's, then NetLoadOpts.options */
   int keep_grads;
-  int64_t batch;         /* of the training executor (and the inference one) */
+  int64_t batch; /* of the training executor (and the inference one) */
   int64_t classes, sample;
-  NetExec *xt, *xi;      /* xi made on first use */
+  NetExec *xt, *xi; /* xi made on first use */
   NetIo it, ii;
-  int *pairs, npairs;    /* (inference value, training value) of every param and state */
-  int infer_stale;       /* the training executor stepped since the last copy */
-  int stepped;           /* a net_step ran (net_step_save has something to save) */
+  int *pairs, npairs; /* (inference value, training value) of every param and state */
+  int infer_stale;    /* the training executor stepped since the last copy */
+  int stepped;        /* a net_step ran (net_step_save has something to save) */
   float last_scale;
-  float *img;            /* one batch of images in the executor's layout */
+  float *img; /* one batch of images in the executor's layout */
   int64_t *lab;
 };
 

@@ -44,8 +44,12 @@ static int ends_with(const char *s, const char *tail) {
 }
 
 static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, int64_t batch, Catch *c) {
-  PassCtx cx = {.d = &c->d, .out = c->d.out, .inference = inference, .batch = batch,
-                .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16, .precision_set = precision >= 0};
+  PassCtx cx = {.d = &c->d,
+                .out = c->d.out,
+                .inference = inference,
+                .batch = batch,
+                .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16,
+                .precision_set = precision >= 0};
   return compile_file(a, &c->d, path, &cx);
 }
 
@@ -53,8 +57,10 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
                           NetGraphs *out, char *err, size_t len) {
   int dt = -1;
   if (precision) {
-    static const struct { const char *name; IrDtype dt; } P[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16},
-                                                                   {"bf16", IR_DT_BF16}};
+    static const struct {
+      const char *name;
+      IrDtype dt;
+    } P[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
     for (size_t i = 0; i < sizeof P / sizeof P[0]; i++)
       if (strcmp(precision, P[i].name) == 0) dt = (int)P[i].dt;
     if (dt < 0) {

@@ -15,10 +15,10 @@
 #include "rt_model.h"
 
 typedef struct NetGraphs {
-  IrGraph *train;   /* NULL when not asked for */
+  IrGraph *train; /* NULL when not asked for */
   IrGraph *infer;
-  int64_t batch;    /* what the plans were made for */
-  void *handle;     /* the open model.so, or NULL */
+  int64_t batch; /* what the plans were made for */
+  void *handle;  /* the open model.so, or NULL */
 } NetGraphs;
 
 /* Opens path into a.  precision ("fp32", "fp16", "bf16" or NULL) and batch

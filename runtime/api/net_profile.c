@@ -29,9 +29,8 @@ enum { DEFAULT_REPS = 10 };
 #define LATENCY_MS 0.005 /* under 5 us a kernel is mostly launch and tail */
 
 const char *net_profile_kind_name(NetProfKind k) {
-  static const char *const NAMES[] = {"conv fwd",    "conv dgrad", "conv wgrad", "batch norm",
-                                      "elementwise", "pooling",    "linear",     "loss",
-                                      "optimizer",   "casts/layout", "other"};
+  static const char *const NAMES[] = {"conv fwd", "conv dgrad", "conv wgrad", "batch norm",   "elementwise", "pooling",
+                                      "linear",   "loss",       "optimizer",  "casts/layout", "other"};
   return (unsigned)k < sizeof NAMES / sizeof NAMES[0] ? NAMES[k] : "?";
 }
 
@@ -53,22 +52,37 @@ static NetProfKind kind_of(const char *op, const char *kernel) {
     const char *op;
     NetProfKind kind;
   } OPS[] = {
-      {"batchnorm", NET_PROF_BATCHNORM},        {"batchnorm_train", NET_PROF_BATCHNORM},
-      {"batchnorm_bwd", NET_PROF_BATCHNORM},    {"batchnorm_relu_bwd", NET_PROF_BATCHNORM},
-      {"conv2d_bn_train", NET_PROF_BATCHNORM},  {"conv2d_bn", NET_PROF_BATCHNORM},
-      {"conv2d_bn_stats", NET_PROF_BATCHNORM},  {"conv2d_bwd_data_bn_relu", NET_PROF_BATCHNORM},
-      {"relu", NET_PROF_ELEMENTWISE},           {"add", NET_PROF_ELEMENTWISE},
-      {"add_relu", NET_PROF_ELEMENTWISE},       {"relu_bwd", NET_PROF_ELEMENTWISE},
-      {"conv2d_bwd_data_relu", NET_PROF_ELEMENTWISE}, {"conv2d", NET_PROF_ELEMENTWISE},
-      {"maxpool", NET_PROF_POOLING},            {"avgpool", NET_PROF_POOLING},
-      {"global_avgpool", NET_PROF_POOLING},     {"maxpool_bwd", NET_PROF_POOLING},
-      {"avgpool_bwd", NET_PROF_POOLING},        {"global_avgpool_bwd", NET_PROF_POOLING},
-      {"maxpool_bn_relu_bwd", NET_PROF_POOLING}, {"maxpool_bn_relu", NET_PROF_POOLING},
-      {"maxpool_bwd_win", NET_PROF_POOLING},    {"batchnorm_relu_bwd_win", NET_PROF_BATCHNORM},
+      {"batchnorm", NET_PROF_BATCHNORM},
+      {"batchnorm_train", NET_PROF_BATCHNORM},
+      {"batchnorm_bwd", NET_PROF_BATCHNORM},
+      {"batchnorm_relu_bwd", NET_PROF_BATCHNORM},
+      {"conv2d_bn_train", NET_PROF_BATCHNORM},
+      {"conv2d_bn", NET_PROF_BATCHNORM},
+      {"conv2d_bn_stats", NET_PROF_BATCHNORM},
+      {"conv2d_bwd_data_bn_relu", NET_PROF_BATCHNORM},
+      {"relu", NET_PROF_ELEMENTWISE},
+      {"add", NET_PROF_ELEMENTWISE},
+      {"add_relu", NET_PROF_ELEMENTWISE},
+      {"relu_bwd", NET_PROF_ELEMENTWISE},
+      {"conv2d_bwd_data_relu", NET_PROF_ELEMENTWISE},
+      {"conv2d", NET_PROF_ELEMENTWISE},
+      {"maxpool", NET_PROF_POOLING},
+      {"avgpool", NET_PROF_POOLING},
+      {"global_avgpool", NET_PROF_POOLING},
+      {"maxpool_bwd", NET_PROF_POOLING},
+      {"avgpool_bwd", NET_PROF_POOLING},
+      {"global_avgpool_bwd", NET_PROF_POOLING},
+      {"maxpool_bn_relu_bwd", NET_PROF_POOLING},
+      {"maxpool_bn_relu", NET_PROF_POOLING},
+      {"maxpool_bwd_win", NET_PROF_POOLING},
+      {"batchnorm_relu_bwd_win", NET_PROF_BATCHNORM},
       {"softmax_cross_entropy", NET_PROF_LOSS},
-      {"softmax_cross_entropy_bwd", NET_PROF_LOSS}, {"sgd_update", NET_PROF_OPTIMIZER},
-      {"nonfinite_check", NET_PROF_OPTIMIZER},  {"loss_scale_update", NET_PROF_OPTIMIZER},
-      {"cast", NET_PROF_CAST},                  {"relayout", NET_PROF_CAST},
+      {"softmax_cross_entropy_bwd", NET_PROF_LOSS},
+      {"sgd_update", NET_PROF_OPTIMIZER},
+      {"nonfinite_check", NET_PROF_OPTIMIZER},
+      {"loss_scale_update", NET_PROF_OPTIMIZER},
+      {"cast", NET_PROF_CAST},
+      {"relayout", NET_PROF_CAST},
   };
   /* linear, linear_bwd_data, linear_bwd_weight, generated or on cuDNN (a 1x1 convolution) */
   if (strncmp(op, "linear", strlen("linear")) == 0) return NET_PROF_LINEAR;
@@ -163,8 +177,8 @@ static cJSON *trace_json(const NetProfile *p) {
     while (last + 1 < p->nrows && p->rows[last + 1].node == r->node) last++;
     if (i == 0 || p->rows[i - 1].node != r->node) {
       const NetProfRow *z = &p->rows[last];
-      cJSON *layer = span_event(*r->layer ? r->layer : r->op, "layer", 2, r->start_ms,
-                                z->start_ms + z->ms - r->start_ms);
+      cJSON *layer =
+          span_event(*r->layer ? r->layer : r->op, "layer", 2, r->start_ms, z->start_ms + z->ms - r->start_ms);
       cJSON *args = cJSON_CreateObject();
       cJSON_AddStringToObject(args, "op", r->op);
       cJSON_AddStringToObject(args, "loc", r->loc);

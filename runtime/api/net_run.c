@@ -101,7 +101,8 @@ NetStatus net_step_save(NetModel *m, const char *path) {
     s = add_value(m, w, name, g->node[n].in[1], 1.0f / m->last_scale, buf);
   }
   for (int v = 0; v < g->nval && !s; v++)
-    if (g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE) s = add_value(m, w, g->val[v].name, v, 1, buf);
+    if (g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE)
+      s = add_value(m, w, g->val[v].name, v, 1, buf);
   RtStStatus ws;
   if (!s && (ws = rt_st_writer_write(w, path))) s = net_fail(net_status_of_st(ws), "%s", rt_st_writer_error(w));
   rt_st_writer_free(w);
@@ -181,8 +182,8 @@ NetStatus net_evaluate_batch(NetModel *m, int64_t n, const int64_t *labels, int6
   NetStatus s = net_infer_ready(m);
   if (s) return s;
   int64_t B = m->batch, C = m->classes;
-  if (n < 0 || n > B) return net_fail(NET_ERR_ARG, "net_evaluate_batch: %lld images (at most %lld)", (long long)n,
-                                      (long long)B);
+  if (n < 0 || n > B)
+    return net_fail(NET_ERR_ARG, "net_evaluate_batch: %lld images (at most %lld)", (long long)n, (long long)B);
   float *out = malloc(sizeof(float) * (size_t)(B * C));
   if (!out) return net_fail(NET_ERR_NOMEM, "out of memory");
   s = infer_batch(m, out);

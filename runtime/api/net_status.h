@@ -33,7 +33,7 @@ NetStatus net_status_of_init(RtInitStatus s);       /* train/rt_init.h */
 NetStatus net_status_of_sched(RtSchedStatus s);     /* train/rt_sched.h */
 #ifdef NET_HAVE_GPU
 #include "rt_cuda.h"
-NetStatus net_status_of_cuda(RtCudaStatus s);   /* gpu/rt_cuda.h: also every rt_gpu_* call */
+NetStatus net_status_of_cuda(RtCudaStatus s); /* gpu/rt_cuda.h: also every rt_gpu_* call */
 #endif
 
 /* printf into err (len bytes, may be 0) and returns s: the failure path of

@@ -116,10 +116,17 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   if (fs) return net_failed(net_status_of_folder(fs));
   for (int k = 0; c->test_dir && k < d->ftrain.nclass; k++)
     if (d->ftest.nclass != d->ftrain.nclass || strcmp(d->ftest.classes[k], d->ftrain.classes[k]))
-      return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)",
-                      c->test_dir, d->ftest.nclass, d->ftrain.nclass, c->train_dir, k, d->ftrain.classes[k]);
-  RtLoaderConfig lc = {.set = &d->ftrain, .limit = c->train_limit, .batch = m->batch, .H = (int)m->it.h,
-                       .W = (int)m->it.w, .train = 1, .augment = aug, .seed = c->seed, .workers = c->workers};
+      return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)", c->test_dir,
+                      d->ftest.nclass, d->ftrain.nclass, c->train_dir, k, d->ftrain.classes[k]);
+  RtLoaderConfig lc = {.set = &d->ftrain,
+                       .limit = c->train_limit,
+                       .batch = m->batch,
+                       .H = (int)m->it.h,
+                       .W = (int)m->it.w,
+                       .train = 1,
+                       .augment = aug,
+                       .seed = c->seed,
+                       .workers = c->workers};
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
   if (ls) return net_failed(net_status_of_loader(ls));
   if (!c->test_dir) return NET_OK;
@@ -130,8 +137,7 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
 
 static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
   switch (c->data) {
-  case NET_DATA_FOLDER:
-    return load_folder(m, c, d);
+  case NET_DATA_FOLDER: return load_folder(m, c, d);
   case NET_DATA_SYNTHETIC: {
     int64_t n = c->synthetic_n > 0 ? c->synthetic_n : 16 * m->batch;
     return synthetic(d, n, n / 10 > 0 ? n / 10 : 1, m->sample, m->classes, c->seed);
@@ -173,11 +179,16 @@ static NetStatus check_labels(const NetModel *m, const Set *s, const char *which
 static void normalization(const NetTrainConfig *c, float scale[3], float shift[3]) {
   for (int k = 0; k < 3; k++) {
     float mean, std;
-    if (c->std3[0] > 0) mean = c->mean3[k], std = c->std3[k];
-    else if (c->std > 0) mean = c->mean, std = c->std;
-    else if (c->data == NET_DATA_FOLDER) mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
-    else if (c->data == NET_DATA_IDX) mean = FMNIST_MEAN, std = FMNIST_STD;
-    else mean = 0.5f, std = 0.5f;
+    if (c->std3[0] > 0)
+      mean = c->mean3[k], std = c->std3[k];
+    else if (c->std > 0)
+      mean = c->mean, std = c->std;
+    else if (c->data == NET_DATA_FOLDER)
+      mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
+    else if (c->data == NET_DATA_IDX)
+      mean = FMNIST_MEAN, std = FMNIST_STD;
+    else
+      mean = 0.5f, std = 0.5f;
     scale[k] = 1.0f / (255.0f * std), shift[k] = -mean / std;
   }
 }
@@ -313,14 +324,14 @@ typedef struct Run {
   uint64_t rng;
   Feed fq;
   /* where it is */
-  NetTrainState st;  /* the position a checkpoint saves, or a resumed run starts from */
-  int64_t t;         /* steps done, counting those of the run a checkpoint resumes */
-  int64_t t_first;   /* the step this call started at */
-  int64_t last_ckpt; /* the step of the last checkpoint written or read */
-  int64_t started;   /* the epoch the training loader runs (-1: none) */
-  double head[10], tail[10]; /* the losses of this call's first ten and (a ring) last ten steps */
+  NetTrainState st;                /* the position a checkpoint saves, or a resumed run starts from */
+  int64_t t;                       /* steps done, counting those of the run a checkpoint resumes */
+  int64_t t_first;                 /* the step this call started at */
+  int64_t last_ckpt;               /* the step of the last checkpoint written or read */
+  int64_t started;                 /* the epoch the training loader runs (-1: none) */
+  double head[10], tail[10];       /* the losses of this call's first ten and (a ring) last ten steps */
   double t_start, t_run, wait_run; /* the call's start; seconds training and waiting for data so far */
-  char bad[1024];    /* the first unreadable image */
+  char bad[1024];                  /* the first unreadable image */
 } Run;
 
 /* One epoch's own numbers. */
@@ -359,8 +370,7 @@ static NetStatus plan_steps(Run *r) {
     const IrAttr *a = ir_train_find(r->m->gt, "epochs");
     r->epochs = a && a->kind == IR_ATTR_INT ? a->i[0] : 0;
   }
-  if (r->epochs < 1)
-    return net_fail(NET_ERR_ARG, "no epoch count (give epochs or steps; the train section has none)");
+  if (r->epochs < 1) return net_fail(NET_ERR_ARG, "no epoch count (give epochs or steps; the train section has none)");
   r->total = c->steps > 0 && c->steps < r->epochs * r->spe ? c->steps : r->epochs * r->spe;
   return NET_OK;
 }
@@ -436,8 +446,7 @@ static NetStatus start_input(Run *r) {
 /* Epoch e's numbers, and the training set shuffled for it (also for an
  * epoch a resumed run skips). */
 static void begin_epoch(Run *r, int64_t e, Epoch *ep) {
-  *ep = (Epoch){.info = {.epoch = e, .test_accuracy = -1, .test_top5 = -1, .unreadable_first = r->bad},
-                .t0 = now_s()};
+  *ep = (Epoch){.info = {.epoch = e, .test_accuracy = -1, .test_top5 = -1, .unreadable_first = r->bad}, .t0 = now_s()};
   for (int64_t i = r->d->train.n - 1; !r->d->ltrain && i > 0; i--) {
     int64_t j = (int64_t)(mix(&r->rng) % (uint64_t)(i + 1)), tmp = r->order[i];
     r->order[i] = r->order[j], r->order[j] = tmp;
@@ -496,10 +505,15 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
   int64_t t = r->t;
   double el = now_s() - r->t_start;
   if (!c->on_step || (t % (c->log_every > 0 ? c->log_every : 1) != 0 && t != r->total)) return NET_OK;
-  NetStepInfo si = {.step = t, .steps_total = r->total, .epoch = ep->info.epoch, .epochs = r->epochs, .loss = loss,
+  NetStepInfo si = {.step = t,
+                    .steps_total = r->total,
+                    .epoch = ep->info.epoch,
+                    .epochs = r->epochs,
+                    .loss = loss,
                     .lr = lr,
                     .images_per_s = (double)((t - r->t_first) * r->K * r->m->batch) / (r->t_run + now_s() - ep->t0),
-                    .elapsed_s = el, .data_wait_s = r->wait_run + ep->info.data_wait_seconds};
+                    .elapsed_s = el,
+                    .data_wait_s = r->wait_run + ep->info.data_wait_seconds};
   if (c->on_step(&si, c->user)) return net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
   return NET_OK;
 }
@@ -585,8 +599,7 @@ static NetStatus log_epoch(Run *r, Epoch *ep) {
   info->loss_mean = info->steps ? ep->sum / (double)info->steps : 0;
   info->loss_first = window_mean(ep->head, info->steps);
   info->loss_last = window_mean(ep->tail, info->steps);
-  info->images_per_s =
-      info->train_seconds > 0 ? (double)(info->steps * r->K * r->m->batch) / info->train_seconds : 0;
+  info->images_per_s = info->train_seconds > 0 ? (double)(info->steps * r->K * r->m->batch) / info->train_seconds : 0;
   if (r->d->ltrain) {
     int64_t more = r->d->ltest ? rt_loader_unreadable(r->d->ltest, NULL, 0) : 0;
     info->unreadable = rt_loader_unreadable(r->d->ltrain, r->bad, sizeof r->bad) + more;
@@ -655,8 +668,10 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   int std3 = cfg->std3[0] != 0 || cfg->std3[1] != 0 || cfg->std3[2] != 0;
   for (int k = 0; k < 3; k++)
     if ((std3 && !(cfg->std3[k] > 0)) || !isfinite(cfg->std3[k]) || !isfinite(cfg->mean3[k]))
-      return net_fail(NET_ERR_ARG, "net_train: channel %d normalization std %g, mean %g (give three positive stds, "
-                      "or none)", k, (double)cfg->std3[k], (double)cfg->mean3[k]);
+      return net_fail(NET_ERR_ARG,
+                      "net_train: channel %d normalization std %g, mean %g (give three positive stds, "
+                      "or none)",
+                      k, (double)cfg->std3[k], (double)cfg->mean3[k]);
   NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
   memset(res, 0, sizeof *res);
   Data d = {0};

@@ -40,75 +40,75 @@ enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE };
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: netrun train MODEL [options]\n"
-          "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
-          "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
-          "       netrun bench MODEL [options]\n"
-          "       netrun profile MODEL [options]   (netrun profile --help)\n"
-          "       netrun plot LOG.jsonl OUT.png\n"
-          "       netrun info                      (exit 0 when a GPU is available)\n"
-          "\n"
-          "MODEL is a model.so (netc -o) or a .net file.\n"
-          "\n"
-          "common options:\n"
-          "  --device D           auto (default: the GPU when present, else the CPU), cpu or gpu\n"
-          "  --batch N            batch size (default: the model's)\n"
-          "  --cache DIR          NVRTC kernel cache (default $XDG_CACHE_HOME/netc or ~/.cache/netc)\n"
-          "  --tune               GPU: time cuDNN's candidate engines for each convolution once, keep the\n"
-          "                       fastest (remembered in the cache directory's cudnn-tune.txt)\n"
-          "  -h, --help           show this help\n"
-          "  -V, --version        show the version\n"
-          "\n"
-          "train: trains MODEL, with a progress line (loss, images/s, ETA) and test accuracy per epoch.\n"
-          "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
-          "                       or a Fashion-MNIST IDX folder with\n"
-          "                       {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default " DEFAULT_DATA ")\n"
-          "  --workers N          ImageFolder data: decoding threads (default: the processors, at most 8)\n"
-          "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
-          "                       rrc, pad_crop, flip or none\n"
-          "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
-          "  --epochs N           epochs (default: the model's train section)\n"
-          "  --steps N            stop after N steps\n"
-          "  --accum K            gradient accumulation: each step runs K batches forward and backward and\n"
-          "                       updates once with their mean gradient (an effective batch of K * batch);\n"
-          "                       steps, epochs and the schedule count updates (default 1)\n"
-          "  --train-images N     use the first N training images (default: all)\n"
-          "  --test-images N      evaluate on the first N test images (default: all)\n"
-          "  --seed N             initialization, shuffling and synthetic data seed (default 1)\n"
-          "  --log FILE.jsonl     one JSON object per step and per epoch\n"
-          "  --checkpoint FILE    save a checkpoint (safetensors: weights, state, position) every K steps\n"
-          "                       and at the end, replaced atomically\n"
-          "  --every K            checkpoint interval in steps (default: only at the end)\n"
-          "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
-          "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
-          "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
-          "  --mean R,G,B, --std R,G,B  per-channel normalization of x/255 (default: ImageNet's for\n"
-          "                       ImageFolder data, Fashion-MNIST's for IDX; given together)\n"
-          "\n"
-          "step: one training step from the weights in W (safetensors, torchvision names, filters KCRS)\n"
-          "on the batch in B (`image` f32 [N,C,H,W], `label` i64 or i32 [N]); writes to OUT `loss`,\n"
-          "`logits`, `P.grad` for every parameter P (unscaled, f32, KCRS) and every parameter and state\n"
-          "after the update.  With --steps S, B holds S batches back to back (N = S * batch), trained\n"
-          "in order; OUT then has the last step's results.\n"
-          "  --curve FILE.csv     write step,loss,loss_scale of every step\n"
-          "  --weights FILE       parameters and running statistics (momentum buffers optional: 0)\n"
-          "  --inputs FILE        the batch\n"
-          "  --out FILE           where the results go (replaced atomically)\n"
-          "  --lr X               learning rate (default: the train section's)\n"
-          "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
-          "  --precision P        fp32, fp16 or bf16, for a .net MODEL (default: the train section's, else fp16;\n"
-          "                       bench takes it too)\n"
-          "\n"
-          "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
-          "written to OUT as `logits` f32 [N, classes].\n"
-          "\n"
-          "bench: images/s of the training step (or --inference) on synthetic inputs held on the device:\n"
-          "the step captured, 3 warm-up replays, --steps N timed (default 20); prints the peak device memory.\n");
+  fprintf(f, "usage: netrun train MODEL [options]\n"
+             "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
+             "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
+             "       netrun bench MODEL [options]\n"
+             "       netrun profile MODEL [options]   (netrun profile --help)\n"
+             "       netrun plot LOG.jsonl OUT.png\n"
+             "       netrun info                      (exit 0 when a GPU is available)\n"
+             "\n"
+             "MODEL is a model.so (netc -o) or a .net file.\n"
+             "\n"
+             "common options:\n"
+             "  --device D           auto (default: the GPU when present, else the CPU), cpu or gpu\n"
+             "  --batch N            batch size (default: the model's)\n"
+             "  --cache DIR          NVRTC kernel cache (default $XDG_CACHE_HOME/netc or ~/.cache/netc)\n"
+             "  --tune               GPU: time cuDNN's candidate engines for each convolution once, keep the\n"
+             "                       fastest (remembered in the cache directory's cudnn-tune.txt)\n"
+             "  -h, --help           show this help\n"
+             "  -V, --version        show the version\n"
+             "\n"
+             "train: trains MODEL, with a progress line (loss, images/s, ETA) and test accuracy per epoch.\n"
+             "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
+             "                       or a Fashion-MNIST IDX folder with\n"
+             "                       {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default " DEFAULT_DATA ")\n"
+             "  --workers N          ImageFolder data: decoding threads (default: the processors, at most 8)\n"
+             "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
+             "                       rrc, pad_crop, flip or none\n"
+             "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
+             "  --epochs N           epochs (default: the model's train section)\n"
+             "  --steps N            stop after N steps\n"
+             "  --accum K            gradient accumulation: each step runs K batches forward and backward and\n"
+             "                       updates once with their mean gradient (an effective batch of K * batch);\n"
+             "                       steps, epochs and the schedule count updates (default 1)\n"
+             "  --train-images N     use the first N training images (default: all)\n"
+             "  --test-images N      evaluate on the first N test images (default: all)\n"
+             "  --seed N             initialization, shuffling and synthetic data seed (default 1)\n"
+             "  --log FILE.jsonl     one JSON object per step and per epoch\n"
+             "  --checkpoint FILE    save a checkpoint (safetensors: weights, state, position) every K steps\n"
+             "                       and at the end, replaced atomically\n"
+             "  --every K            checkpoint interval in steps (default: only at the end)\n"
+             "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
+             "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
+             "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
+             "  --mean R,G,B, --std R,G,B  per-channel normalization of x/255 (default: ImageNet's for\n"
+             "                       ImageFolder data, Fashion-MNIST's for IDX; given together)\n"
+             "\n"
+             "step: one training step from the weights in W (safetensors, torchvision names, filters KCRS)\n"
+             "on the batch in B (`image` f32 [N,C,H,W], `label` i64 or i32 [N]); writes to OUT `loss`,\n"
+             "`logits`, `P.grad` for every parameter P (unscaled, f32, KCRS) and every parameter and state\n"
+             "after the update.  With --steps S, B holds S batches back to back (N = S * batch), trained\n"
+             "in order; OUT then has the last step's results.\n"
+             "  --curve FILE.csv     write step,loss,loss_scale of every step\n"
+             "  --weights FILE       parameters and running statistics (momentum buffers optional: 0)\n"
+             "  --inputs FILE        the batch\n"
+             "  --out FILE           where the results go (replaced atomically)\n"
+             "  --lr X               learning rate (default: the train section's)\n"
+             "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
+             "  --precision P        fp32, fp16 or bf16, for a .net MODEL (default: the train section's, else fp16;\n"
+             "                       bench takes it too)\n"
+             "\n"
+             "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
+             "written to OUT as `logits` f32 [N, classes].\n"
+             "\n"
+             "bench: images/s of the training step (or --inference) on synthetic inputs held on the device:\n"
+             "the step captured, 3 warm-up replays, --steps N timed (default 20); prints the peak device memory.\n");
 }
 
 typedef struct Opts {
-  const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot, *resume;
+  const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot,
+      *resume;
   long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
   const char *augment;
   double lr, loss_scale;
@@ -159,22 +159,37 @@ static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"
  * their short codes.  0, 1 for --help (printed), or an exit status. */
 static int parse(int argc, char **argv, const char *allowed, Opts *o) {
   static const struct option longopts[] = {
-      {"device", required_argument, NULL, 'D'},   {"batch", required_argument, NULL, 'b'},
-      {"cache", required_argument, NULL, 'K'},    {"data", required_argument, NULL, 'd'},
-      {"synthetic", no_argument, NULL, 'y'},      {"epochs", required_argument, NULL, 'e'},
-      {"steps", required_argument, NULL, 'n'},    {"train-images", required_argument, NULL, 't'},
-      {"test-images", required_argument, NULL, 'T'}, {"seed", required_argument, NULL, 's'},
-      {"log", required_argument, NULL, 'L'},      {"checkpoint", required_argument, NULL, 'c'},
-      {"every", required_argument, NULL, 'k'},    {"weights", required_argument, NULL, 'w'},
-      {"inputs", required_argument, NULL, 'i'},   {"out", required_argument, NULL, 'o'},
-      {"lr", required_argument, NULL, 'l'},       {"loss-scale", required_argument, NULL, 'S'},
-      {"precision", required_argument, NULL, 'p'}, {"inference", no_argument, NULL, 'I'},
-      {"curve", required_argument, NULL, 'C'},    {"tune", no_argument, NULL, 'u'},
-      {"workers", required_argument, NULL, 'W'},  {"augment", required_argument, NULL, 'A'},
-      {"plot", required_argument, NULL, 'P'},     {"resume", required_argument, NULL, 'R'},
-      {"mean", required_argument, NULL, 'M'},     {"std", required_argument, NULL, 'Z'},
+      {"device", required_argument, NULL, 'D'},
+      {"batch", required_argument, NULL, 'b'},
+      {"cache", required_argument, NULL, 'K'},
+      {"data", required_argument, NULL, 'd'},
+      {"synthetic", no_argument, NULL, 'y'},
+      {"epochs", required_argument, NULL, 'e'},
+      {"steps", required_argument, NULL, 'n'},
+      {"train-images", required_argument, NULL, 't'},
+      {"test-images", required_argument, NULL, 'T'},
+      {"seed", required_argument, NULL, 's'},
+      {"log", required_argument, NULL, 'L'},
+      {"checkpoint", required_argument, NULL, 'c'},
+      {"every", required_argument, NULL, 'k'},
+      {"weights", required_argument, NULL, 'w'},
+      {"inputs", required_argument, NULL, 'i'},
+      {"out", required_argument, NULL, 'o'},
+      {"lr", required_argument, NULL, 'l'},
+      {"loss-scale", required_argument, NULL, 'S'},
+      {"precision", required_argument, NULL, 'p'},
+      {"inference", no_argument, NULL, 'I'},
+      {"curve", required_argument, NULL, 'C'},
+      {"tune", no_argument, NULL, 'u'},
+      {"workers", required_argument, NULL, 'W'},
+      {"augment", required_argument, NULL, 'A'},
+      {"plot", required_argument, NULL, 'P'},
+      {"resume", required_argument, NULL, 'R'},
+      {"mean", required_argument, NULL, 'M'},
+      {"std", required_argument, NULL, 'Z'},
       {"accum", required_argument, NULL, 'a'},
-      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
   };
   int c, li = 0;
   opterr = 0;
@@ -189,23 +204,41 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       if (netrun_opt_word("--device", optarg, DEVICES, 3)) return EXIT_USAGE;
       o->device = optarg;
       break;
-    case 'b': if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE; break;
+    case 'b':
+      if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE;
+      break;
     case 'K': o->cache = optarg; break;
     case 'd': o->data = optarg; break;
     case 'y': o->synthetic = 1; break;
-    case 'e': if (netrun_opt_int("--epochs", optarg, 1, 100000, &o->epochs)) return EXIT_USAGE; break;
-    case 'n': if (netrun_opt_int("--steps", optarg, 1, 1LL << 40, &o->steps)) return EXIT_USAGE; break;
-    case 't': if (netrun_opt_int("--train-images", optarg, 1, 1LL << 40, &o->ntrain)) return EXIT_USAGE; break;
-    case 'T': if (netrun_opt_int("--test-images", optarg, 1, 1LL << 40, &o->ntest)) return EXIT_USAGE; break;
-    case 's': if (netrun_opt_int("--seed", optarg, 1, 1LL << 62, &o->seed)) return EXIT_USAGE; break;
+    case 'e':
+      if (netrun_opt_int("--epochs", optarg, 1, 100000, &o->epochs)) return EXIT_USAGE;
+      break;
+    case 'n':
+      if (netrun_opt_int("--steps", optarg, 1, 1LL << 40, &o->steps)) return EXIT_USAGE;
+      break;
+    case 't':
+      if (netrun_opt_int("--train-images", optarg, 1, 1LL << 40, &o->ntrain)) return EXIT_USAGE;
+      break;
+    case 'T':
+      if (netrun_opt_int("--test-images", optarg, 1, 1LL << 40, &o->ntest)) return EXIT_USAGE;
+      break;
+    case 's':
+      if (netrun_opt_int("--seed", optarg, 1, 1LL << 62, &o->seed)) return EXIT_USAGE;
+      break;
     case 'L': o->log = optarg; break;
     case 'c': o->checkpoint = optarg; break;
-    case 'k': if (netrun_opt_int("--every", optarg, 1, 1LL << 40, &o->every)) return EXIT_USAGE; break;
+    case 'k':
+      if (netrun_opt_int("--every", optarg, 1, 1LL << 40, &o->every)) return EXIT_USAGE;
+      break;
     case 'w': o->weights = optarg; break;
     case 'i': o->inputs = optarg; break;
     case 'o': o->out = optarg; break;
-    case 'l': if (parse_real("--lr", optarg, &o->lr)) return EXIT_USAGE; break;
-    case 'S': if (parse_real("--loss-scale", optarg, &o->loss_scale)) return EXIT_USAGE; break;
+    case 'l':
+      if (parse_real("--lr", optarg, &o->lr)) return EXIT_USAGE;
+      break;
+    case 'S':
+      if (parse_real("--loss-scale", optarg, &o->loss_scale)) return EXIT_USAGE;
+      break;
     case 'p':
       if (netrun_opt_precision(optarg)) return EXIT_USAGE;
       o->precision = optarg;
@@ -213,12 +246,22 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'I': o->inference = 1; break;
     case 'C': o->curve = optarg; break;
     case 'u': o->tune = 1; break;
-    case 'W': if (netrun_opt_int("--workers", optarg, 1, 256, &o->workers)) return EXIT_USAGE; break;
+    case 'W':
+      if (netrun_opt_int("--workers", optarg, 1, 256, &o->workers)) return EXIT_USAGE;
+      break;
     case 'P': o->plot = optarg; break;
-    case 'M': if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE; o->mean_set = 1; break;
-    case 'Z': if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE; o->std_set = 1; break;
+    case 'M':
+      if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE;
+      o->mean_set = 1;
+      break;
+    case 'Z':
+      if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE;
+      o->std_set = 1;
+      break;
     case 'R': o->resume = optarg; break;
-    case 'a': if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE; break;
+    case 'a':
+      if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE;
+      break;
     case 'A':
       if (netrun_opt_word("--augment", optarg, AUGMENTS, 5)) return EXIT_USAGE;
       o->augment = optarg;
@@ -237,8 +280,13 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
 }
 
 static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep_grads) {
-  NetLoadOpts lo = {.device = o->device, .batch = batch, .seed = (uint64_t)o->seed, .precision = o->precision,
-                    .cache_dir = o->cache, .inference_only = inference_only, .keep_grads = keep_grads,
+  NetLoadOpts lo = {.device = o->device,
+                    .batch = batch,
+                    .seed = (uint64_t)o->seed,
+                    .precision = o->precision,
+                    .cache_dir = o->cache,
+                    .inference_only = inference_only,
+                    .keep_grads = keep_grads,
                     .tune = o->tune};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
@@ -258,8 +306,9 @@ typedef struct Progress {
 static int on_step(const NetStepInfo *s, void *user) {
   Progress *p = user;
   if (p->log)
-    fprintf(p->log, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f, "
-                    "\"data_wait_s\": %.4g}\n",
+    fprintf(p->log,
+            "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f, "
+            "\"data_wait_s\": %.4g}\n",
             (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s);
   if (s->step % p->every == 0 || s->step == s->steps_total) {
     double eta = s->images_per_s > 0 ? s->elapsed_s * (double)(s->steps_total - s->step) / (double)s->step : 0;
@@ -275,10 +324,11 @@ static int on_step(const NetStepInfo *s, void *user) {
 static int on_epoch(const NetEpochInfo *e, void *user) {
   Progress *p = user;
   if (p->log)
-    fprintf(p->log, "{\"epoch\": %lld, \"steps\": %lld, \"loss_mean\": %.6g, \"test_accuracy\": %.6g, "
-                    "\"test_top5\": %.6g, \"images_per_s\": %.1f, \"data_wait_s\": %.4g, \"unreadable\": %lld}\n",
-            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5,
-            e->images_per_s, e->data_wait_seconds, (long long)e->unreadable);
+    fprintf(p->log,
+            "{\"epoch\": %lld, \"steps\": %lld, \"loss_mean\": %.6g, \"test_accuracy\": %.6g, "
+            "\"test_top5\": %.6g, \"images_per_s\": %.1f, \"data_wait_s\": %.4g, \"unreadable\": %lld}\n",
+            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5, e->images_per_s,
+            e->data_wait_seconds, (long long)e->unreadable);
   if (e->unreadable > p->warned) {
     fprintf(stderr, "netrun: warning: %lld unreadable images skipped so far: %s%s\n", (long long)e->unreadable,
             e->unreadable_first, e->unreadable > 3 ? "; ..." : "");
@@ -349,14 +399,31 @@ static int cmd_train(int argc, char **argv) {
     return EXIT_FAIL;
   }
   NetTrainResult r = {0};
-  NetTrainConfig c = {.data = o.synthetic ? NET_DATA_SYNTHETIC : folder ? NET_DATA_FOLDER : NET_DATA_IDX,
-                      .train_dir = train_dir, .test_dir = test_dir, .workers = (int)o.workers, .augment = o.augment,
-                      .idx_dir = o.data ? o.data : DEFAULT_DATA, .train_limit = o.ntrain, .test_limit = o.ntest,
-                      .synthetic_n = o.ntrain, .epochs = o.epochs, .steps = o.steps, .seed = (uint64_t)o.seed,
-                      .on_step = on_step, .on_epoch = on_epoch, .checkpoint = o.checkpoint,
-                      .checkpoint_every = o.every, .on_checkpoint = on_checkpoint, .user = &p, .result = &r,
-                      .resume = o.resume, .mean3 = {o.mean3[0], o.mean3[1], o.mean3[2]},
-                      .std3 = {o.std3[0], o.std3[1], o.std3[2]}, .accum_steps = o.accum};
+  NetTrainConfig c = {.data = o.synthetic ? NET_DATA_SYNTHETIC
+                              : folder    ? NET_DATA_FOLDER
+                                          : NET_DATA_IDX,
+                      .train_dir = train_dir,
+                      .test_dir = test_dir,
+                      .workers = (int)o.workers,
+                      .augment = o.augment,
+                      .idx_dir = o.data ? o.data : DEFAULT_DATA,
+                      .train_limit = o.ntrain,
+                      .test_limit = o.ntest,
+                      .synthetic_n = o.ntrain,
+                      .epochs = o.epochs,
+                      .steps = o.steps,
+                      .seed = (uint64_t)o.seed,
+                      .on_step = on_step,
+                      .on_epoch = on_epoch,
+                      .checkpoint = o.checkpoint,
+                      .checkpoint_every = o.every,
+                      .on_checkpoint = on_checkpoint,
+                      .user = &p,
+                      .result = &r,
+                      .resume = o.resume,
+                      .mean3 = {o.mean3[0], o.mean3[1], o.mean3[2]},
+                      .std3 = {o.std3[0], o.std3[1], o.std3[2]},
+                      .accum_steps = o.accum};
   /* about 20 progress lines a run */
   p.every = o.steps ? (o.steps + 19) / 20 : 50;
   char accum[96] = "";
@@ -364,7 +431,9 @@ static int cmd_train(int argc, char **argv) {
     snprintf(accum, sizeof accum, " x %lld accumulated (%lld images an update)", o.accum,
              (long long)(o.accum * net_batch(m)));
   printf("netrun: training %s on %s, batch %lld%s, %s\n", o.model, where(m), (long long)net_batch(m), accum,
-         o.synthetic ? "synthetic data" : folder ? train_dir : c.idx_dir);
+         o.synthetic ? "synthetic data"
+         : folder    ? train_dir
+                     : c.idx_dir);
   fflush(stdout);
   NetStatus s = net_train(m, &c);
   if (s == NET_OK)
@@ -424,8 +493,8 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
   int64_t chw[3], per = 1;
   net_image_numel(m, chw);
   for (int i = 1; i < img->ndim; i++) per *= img->shape[i];
-  int same = per == chw[0] * chw[1] * chw[2] && (img->ndim != 4 || (img->shape[1] == chw[0] &&
-                                                                    img->shape[2] == chw[1] && img->shape[3] == chw[2]));
+  int same = per == chw[0] * chw[1] * chw[2] &&
+             (img->ndim != 4 || (img->shape[1] == chw[0] && img->shape[2] == chw[1] && img->shape[3] == chw[2]));
   if (!same)
     fprintf(stderr, "netrun: error: %s: 'image' does not fit the model's input [N,%lld,%lld,%lld]\n", path,
             (long long)chw[0], (long long)chw[1], (long long)chw[2]);
@@ -474,8 +543,11 @@ static int cmd_step(int argc, char **argv) {
   const float *images = rt_st_find(in, "image")->data;
   NetStepOut out = {0};
   for (int64_t t = 0; t < steps; t++) {
-    NetBatch b = {.n = n, .images = images + t * n * net_image_numel(m, NULL), .labels = labels + t * n,
-                  .lr = (float)o.lr, .loss_scale = (float)o.loss_scale};
+    NetBatch b = {.n = n,
+                  .images = images + t * n * net_image_numel(m, NULL),
+                  .labels = labels + t * n,
+                  .lr = (float)o.lr,
+                  .loss_scale = (float)o.loss_scale};
     if (net_step(m, &b, &out)) {
       fprintf(stderr, "netrun: error: %s: step %lld: %s\n", o.model, (long long)t + 1, net_last_error());
       goto done;
@@ -495,8 +567,8 @@ static int cmd_step(int argc, char **argv) {
   char count[32] = "one step";
   if (steps > 1) snprintf(count, sizeof count, "%lld steps", (long long)steps);
   printf("netrun: %s of %s on %s (batch %lld, %s, lr %g, loss scale %g): loss %.6f; wrote %s\n", count, o.model,
-         where(m), (long long)n,
-         o.precision ? o.precision : "default precision", out.lr, out.loss_scale, out.loss, o.out);
+         where(m), (long long)n, o.precision ? o.precision : "default precision", out.lr, out.loss_scale, out.loss,
+         o.out);
   status = 0;
 done:
   if (curve) fclose(curve);
@@ -605,10 +677,16 @@ int main(int argc, char **argv) {
     printf("netrun %s\n", NETC_VERSION);
     return 0;
   }
-  static const struct { const char *name; int (*run)(int, char **); } CMDS[] = {
-      {"train", cmd_train}, {"step", cmd_step},       {"infer", cmd_infer},
-      {"bench", cmd_bench}, {"profile", netrun_profile_main}, {"plot", netrun_plot_main},
-      {"info", cmd_info}};
+  static const struct {
+    const char *name;
+    int (*run)(int, char **);
+  } CMDS[] = {{"train", cmd_train},
+              {"step", cmd_step},
+              {"infer", cmd_infer},
+              {"bench", cmd_bench},
+              {"profile", netrun_profile_main},
+              {"plot", netrun_plot_main},
+              {"info", cmd_info}};
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);

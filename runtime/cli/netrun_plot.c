@@ -124,8 +124,10 @@ static void load_cairo(void) {
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *e = dlerror();
-    snprintf(cairo.why, sizeof cairo.why, "libcairo.so.2 is missing, so nothing can be drawn (%s); install "
-             "Debian's libcairo2", e ? e : path);
+    snprintf(cairo.why, sizeof cairo.why,
+             "libcairo.so.2 is missing, so nothing can be drawn (%s); install "
+             "Debian's libcairo2",
+             e ? e : path);
     return;
   }
   cairo.ok = load_table(lib, &cairo.api);
@@ -153,7 +155,8 @@ int netrun_plot_read_png(const char *path, int *width, int *height, uint32_t **p
   const unsigned char *data = c->image_surface_get_data(s);
   uint32_t *px = data ? malloc(sizeof *px * (size_t)w * (size_t)h + 1) : NULL;
   if (px)
-    for (int y = 0; y < h; y++) memcpy(px + (size_t)y * (size_t)w, data + (size_t)y * (size_t)stride, sizeof *px * (size_t)w);
+    for (int y = 0; y < h; y++)
+      memcpy(px + (size_t)y * (size_t)w, data + (size_t)y * (size_t)stride, sizeof *px * (size_t)w);
   c->surface_destroy(s);
   if (!px) return rt_errf(err, errlen, "%s: out of memory for a %dx%d image", path, w, h);
   *width = w, *height = h, *pixels = px;
@@ -168,9 +171,9 @@ typedef struct Series {
 } Series;
 
 typedef struct Log {
-  Series loss;          /* step, loss */
-  Series top1, top5;    /* epoch, percent */
-  int lines, epochs;    /* non-blank lines; epoch lines */
+  Series loss;       /* step, loss */
+  Series top1, top5; /* epoch, percent */
+  int lines, epochs; /* non-blank lines; epoch lines */
 } Log;
 
 static int series_add(Series *s, double x, double y) {
@@ -255,8 +258,8 @@ static int log_read(Log *lg, const char *path, char *err, size_t errlen) {
   fclose(f);
   if (!rc && lg->lines == 0) rc = rt_errf(err, errlen, "%s: the log is empty", path);
   if (!rc && lg->loss.n == 0)
-    rc = rt_errf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path,
-                 lg->lines);
+    rc =
+        rt_errf(err, errlen, "%s: no step lines (objects with \"step\" and \"loss\") in its %d lines", path, lg->lines);
   return rc;
 }
 

@@ -122,9 +122,8 @@ static void print_kinds(FILE *f, const NetProfile *p) {
     int k = order[i];
     if (!count[k]) continue;
     double s = ms[k] * 1e-3;
-    fprintf(f, "%10.3f %6.1f%% %8.2f %9.1f %8d  %s\n", ms[k], pct(ms[k], p->kernels_ms),
-            s > 0 ? fl[k] / s / 1e12 : 0, s > 0 ? by[k] / s / 1e9 : 0, count[k],
-            net_profile_kind_name((NetProfKind)k));
+    fprintf(f, "%10.3f %6.1f%% %8.2f %9.1f %8d  %s\n", ms[k], pct(ms[k], p->kernels_ms), s > 0 ? fl[k] / s / 1e12 : 0,
+            s > 0 ? by[k] / s / 1e9 : 0, count[k], net_profile_kind_name((NetProfKind)k));
   }
   double bound[3] = {0};
   for (int i = 0; i < p->nrows; i++)
@@ -176,11 +175,16 @@ typedef struct ProfOpts {
 /* 0, 1 for --help (printed), or an exit status. */
 static int parse(int argc, char **argv, ProfOpts *o) {
   static const struct option longopts[] = {
-      {"batch", required_argument, NULL, 'b'},     {"inference", no_argument, NULL, 'I'},
-      {"reps", required_argument, NULL, 'r'},      {"top", required_argument, NULL, 't'},
-      {"trace", required_argument, NULL, 'T'},     {"by", required_argument, NULL, 'y'},
-      {"cache", required_argument, NULL, 'K'},     {"precision", required_argument, NULL, 'p'},
-      {"device", required_argument, NULL, 'D'},    {"help", no_argument, NULL, 'h'},
+      {"batch", required_argument, NULL, 'b'},
+      {"inference", no_argument, NULL, 'I'},
+      {"reps", required_argument, NULL, 'r'},
+      {"top", required_argument, NULL, 't'},
+      {"trace", required_argument, NULL, 'T'},
+      {"by", required_argument, NULL, 'y'},
+      {"cache", required_argument, NULL, 'K'},
+      {"precision", required_argument, NULL, 'p'},
+      {"device", required_argument, NULL, 'D'},
+      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   int c;
@@ -188,16 +192,24 @@ static int parse(int argc, char **argv, ProfOpts *o) {
   optind = 1;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
-    case 'b': if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE; break;
-    case 'r': if (netrun_opt_int("--reps", optarg, 1, 1000, &o->reps)) return EXIT_USAGE; break;
-    case 't': if (netrun_opt_int("--top", optarg, 0, 1 << 30, &o->top)) return EXIT_USAGE; break;
+    case 'b':
+      if (netrun_opt_int("--batch", optarg, 1, 1 << 20, &o->batch)) return EXIT_USAGE;
+      break;
+    case 'r':
+      if (netrun_opt_int("--reps", optarg, 1, 1000, &o->reps)) return EXIT_USAGE;
+      break;
+    case 't':
+      if (netrun_opt_int("--top", optarg, 0, 1 << 30, &o->top)) return EXIT_USAGE;
+      break;
     case 'I': o->inference = 1; break;
     case 'T': o->trace = optarg; break;
     case 'K': o->cache = optarg; break;
     case 'y': {
       static const char *const BY[] = {"kernel", "layer", "op"};
       if (netrun_opt_word("--by", optarg, BY, 3)) return EXIT_USAGE;
-      o->by = strcmp(optarg, "kernel") == 0 ? NETRUN_BY_KERNEL : strcmp(optarg, "layer") == 0 ? NETRUN_BY_LAYER : NETRUN_BY_OP;
+      o->by = strcmp(optarg, "kernel") == 0  ? NETRUN_BY_KERNEL
+              : strcmp(optarg, "layer") == 0 ? NETRUN_BY_LAYER
+                                             : NETRUN_BY_OP;
       break;
     }
     case 'D': /* accepted for symmetry with the other commands: a profile times GPU kernels */
@@ -227,7 +239,11 @@ int netrun_profile_main(int argc, char **argv) {
   ProfOpts o = {.reps = 10, .top = DEFAULT_TOP};
   int rc = parse(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : rc;
-  NetLoadOpts lo = {.device = "gpu", .batch = o.batch, .seed = 1, .precision = o.precision, .cache_dir = o.cache,
+  NetLoadOpts lo = {.device = "gpu",
+                    .batch = o.batch,
+                    .seed = 1,
+                    .precision = o.precision,
+                    .cache_dir = o.cache,
                     .inference_only = o.inference};
   NetModel *m = NULL;
   if (net_load(o.model, &lo, &m)) {

@@ -26,7 +26,6 @@ struct RtCpuAccum {
   float **sum; /* per gradient, numel floats */
 };
 
-
 int rt_cpu_accum_new(RtCpu *x, const int *grad, int ngrad, RtCpuAccum **out, char *err, size_t errlen) {
   *out = NULL;
   if (!x || ngrad < 0 || (ngrad && !grad)) return rt_errf(err, errlen, "rt_cpu_accum_new: bad arguments");

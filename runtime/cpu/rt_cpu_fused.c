@@ -42,8 +42,8 @@ static int relu_if(RtCpu *x, const IrNode *n, int k) {
   float *y = rt_cpu_op_out(x, n, k);
   int64_t count = x->numel[n->out[k]];
   int r = ir_conv_residual(x->g, n);
-  if (r >= 0 && (round_out(x, n, k) || rt_cpu_op_check(x, n, rt_ref_add_fwd(count, y, rt_cpu_op_in(x, n, r), y),
-                                                        "rt_ref_add_fwd")))
+  if (r >= 0 && (round_out(x, n, k) ||
+                 rt_cpu_op_check(x, n, rt_ref_add_fwd(count, y, rt_cpu_op_in(x, n, r), y), "rt_ref_add_fwd")))
     return -1;
   if (ir_attr_int(n, "relu", 0) == 0) return 0;
   return rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd");
@@ -84,12 +84,12 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
   RtRefAct zs;
   float eps, mom;
   if (conv_z(x, n, &zs, &eps, &mom)) return -1;
-  if (rt_cpu_op_check(x, n,
-                      rt_ref_batchnorm_fwd_train(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2),
-                                                 rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1), rt_cpu_op_in(x, n, 4),
-                                                 rt_cpu_op_in(x, n, 5), mom, eps, rt_cpu_op_out(x, n, 2),
-                                                 rt_cpu_op_out(x, n, 3)),
-                      "rt_ref_batchnorm_fwd_train"))
+  if (rt_cpu_op_check(
+          x, n,
+          rt_ref_batchnorm_fwd_train(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3),
+                                     rt_cpu_op_out(x, n, 1), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), mom, eps,
+                                     rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
+          "rt_ref_batchnorm_fwd_train"))
     return -1;
   if (narrow_y(x, n)) return -1;
   return relu_if(x, n, 1);
@@ -161,10 +161,9 @@ static int bn_relu_bwd(RtCpu *x, const IrNode *n, int at, const float *dy, float
               *mean = rt_cpu_op_in(x, n, at + 3), *invstd = rt_cpu_op_in(x, n, at + 4);
   if (rt_cpu_op_check(x, n, rt_ref_bn_relu_mask(&zs, z, dy, gamma, beta, mean, invstd, dz), "rt_ref_bn_relu_mask"))
     return -1;
-  return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_bwd(&zs, z, dz, gamma, mean, invstd, dz, rt_cpu_op_out(x, n, 1),
-                                              rt_cpu_op_out(x, n, 2)),
-                         "rt_ref_batchnorm_bwd");
+  return rt_cpu_op_check(
+      x, n, rt_ref_batchnorm_bwd(&zs, z, dz, gamma, mean, invstd, dz, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+      "rt_ref_batchnorm_bwd");
 }
 
 /* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta of
@@ -193,13 +192,12 @@ static float *pool_bn_y(RtCpu *x, const IrNode *n, int at, IrDtype dt) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, at));
   int64_t count = x->numel[n->in[at]];
   float *y = x->scratch;
-  if (rt_cpu_op_check(x, n,
-                      rt_ref_bn_normalize(&zs, rt_cpu_op_in(x, n, at), rt_cpu_op_in(x, n, at + 2),
-                                          rt_cpu_op_in(x, n, at + 1), rt_cpu_op_in(x, n, at + 3),
-                                          rt_cpu_op_in(x, n, at + 4), y),
-                      "rt_ref_bn_normalize") ||
-      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") ||
-      rt_cpu_op_round(x, n, dt, count, y, y))
+  if (rt_cpu_op_check(
+          x, n,
+          rt_ref_bn_normalize(&zs, rt_cpu_op_in(x, n, at), rt_cpu_op_in(x, n, at + 2), rt_cpu_op_in(x, n, at + 1),
+                              rt_cpu_op_in(x, n, at + 3), rt_cpu_op_in(x, n, at + 4), y),
+          "rt_ref_bn_normalize") ||
+      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") || rt_cpu_op_round(x, n, dt, count, y, y))
     return NULL;
   return y;
 }
@@ -251,9 +249,8 @@ int rt_cpu_fused_maxpool_bn_relu_bwd(RtCpu *x, const IrNode *n) {
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
   const float *y = pool_bn_y(x, n, 1, rt_cpu_op_in_type(x, n, 0)->dtype);
   if (!y) return -1;
-  return rt_cpu_op_check(
-      x, n, rt_ref_maxpool_bwd(&zs, y, NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
-      "rt_ref_maxpool_bwd");
+  return rt_cpu_op_check(x, n, rt_ref_maxpool_bwd(&zs, y, NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+                         "rt_ref_maxpool_bwd");
 }
 
 /* (dy, w, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta: the data
@@ -264,8 +261,9 @@ int rt_cpu_fused_conv2d_bwd_data_bn_relu(RtCpu *x, const IrNode *n) {
   RtRefFilter wf = rt_cpu_op_filter(rt_cpu_op_in_type(x, n, 1));
   RtRefConvParam p = rt_cpu_op_conv_param(n);
   float *dz = rt_cpu_op_out(x, n, 0);
-  if (rt_cpu_op_check(x, n, rt_ref_conv2d_bwd_data(&xs, dz, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
-                      "rt_ref_conv2d_bwd_data") ||
+  if (rt_cpu_op_check(
+          x, n, rt_ref_conv2d_bwd_data(&xs, dz, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
+          "rt_ref_conv2d_bwd_data") ||
       round_out(x, n, 0))
     return -1;
   return bn_relu_bwd(x, n, 2, dz, dz);
@@ -281,8 +279,9 @@ int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n) {
   float *dx = rt_cpu_op_out(x, n, 0);
   int64_t count = x->numel[n->out[0]];
   int g = ir_conv_residual(x->g, n);
-  if (rt_cpu_op_check(x, n, rt_ref_conv2d_bwd_data(&xs, dx, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
-                      "rt_ref_conv2d_bwd_data") ||
+  if (rt_cpu_op_check(
+          x, n, rt_ref_conv2d_bwd_data(&xs, dx, &wf, rt_cpu_op_in(x, n, 1), &p, &ys, rt_cpu_op_in(x, n, 0), x->scratch),
+          "rt_ref_conv2d_bwd_data") ||
       (g >= 0 && rt_cpu_op_check(x, n, rt_ref_add_fwd(count, dx, rt_cpu_op_in(x, n, g), dx), "rt_ref_add_fwd")))
     return -1;
   return rt_cpu_op_check(x, n, rt_ref_relu_bwd(count, rt_cpu_op_in(x, n, 2), dx, dx), "rt_ref_relu_bwd");

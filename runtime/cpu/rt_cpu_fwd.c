@@ -7,7 +7,8 @@
 #include "rt_cpu_op.h"
 
 size_t rt_cpu_fwd_conv2d_scratch(const RtCpu *x, const IrNode *n) {
-  return rt_cpu_op_conv_scratch(x, rt_cpu_op_in_type(x, n, 0), rt_cpu_op_in_type(x, n, 1), rt_cpu_op_out_type(x, n, 0), n);
+  return rt_cpu_op_conv_scratch(x, rt_cpu_op_in_type(x, n, 0), rt_cpu_op_in_type(x, n, 1), rt_cpu_op_out_type(x, n, 0),
+                                n);
 }
 
 int rt_cpu_fwd_conv2d(RtCpu *x, const IrNode *n) {
@@ -25,32 +26,31 @@ int rt_cpu_fwd_conv2d(RtCpu *x, const IrNode *n) {
 int rt_cpu_fwd_batchnorm(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   float eps = (float)ir_attr_float(n, "eps", 1e-5);
-  return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_fwd_infer(&xs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1),
-                                                    rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3),
-                                                    rt_cpu_op_in(x, n, 4), eps, rt_cpu_op_out(x, n, 0)),
-                         "rt_ref_batchnorm_fwd_infer");
+  return rt_cpu_op_check(
+      x, n,
+      rt_ref_batchnorm_fwd_infer(&xs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 2),
+                                 rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), eps, rt_cpu_op_out(x, n, 0)),
+      "rt_ref_batchnorm_fwd_infer");
 }
 
 int rt_cpu_fwd_relu(RtCpu *x, const IrNode *n) {
-  return rt_cpu_op_check(
-      x, n, rt_ref_relu_fwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
-      "rt_ref_relu_fwd");
+  return rt_cpu_op_check(x, n,
+                         rt_ref_relu_fwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+                         "rt_ref_relu_fwd");
 }
 
 int rt_cpu_fwd_add(RtCpu *x, const IrNode *n) {
-  return rt_cpu_op_check(x, n,
-                         rt_ref_add_fwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1),
-                                        rt_cpu_op_out(x, n, 0)),
-                         "rt_ref_add_fwd");
+  return rt_cpu_op_check(
+      x, n,
+      rt_ref_add_fwd(rt_cpu_op_in_numel(x, n, 0), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_out(x, n, 0)),
+      "rt_ref_add_fwd");
 }
 
 int rt_cpu_fwd_maxpool(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
-  return rt_cpu_op_check(
-      x, n, rt_ref_maxpool_fwd(&xs, rt_cpu_op_in(x, n, 0), &p, &ys, rt_cpu_op_out(x, n, 0), NULL),
-      "rt_ref_maxpool_fwd");
+  return rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&xs, rt_cpu_op_in(x, n, 0), &p, &ys, rt_cpu_op_out(x, n, 0), NULL),
+                         "rt_ref_maxpool_fwd");
 }
 
 int rt_cpu_fwd_avgpool(RtCpu *x, const IrNode *n) {

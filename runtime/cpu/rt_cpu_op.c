@@ -87,9 +87,7 @@ const IrType *rt_cpu_op_in_type(const RtCpu *x, const IrNode *n, int i) { return
 const IrType *rt_cpu_op_out_type(const RtCpu *x, const IrNode *n, int i) { return &x->g->val[n->out[i]].type; }
 int64_t rt_cpu_op_in_numel(const RtCpu *x, const IrNode *n, int i) { return x->numel[n->in[i]]; }
 
-int64_t rt_cpu_op_dim(const RtCpu *x, const IrType *t, int i) {
-  return t->dim[i] == IR_DIM_N ? x->batch : t->dim[i];
-}
+int64_t rt_cpu_op_dim(const RtCpu *x, const IrType *t, int i) { return t->dim[i] == IR_DIM_N ? x->batch : t->dim[i]; }
 
 RtRefAct rt_cpu_op_act(const RtCpu *x, const IrType *t) {
   RtRefAct a = {.N = (int)rt_cpu_op_dim(x, t, 0), .C = 1, .H = 1, .W = 1, .layout = RT_REF_NCHW};
@@ -121,8 +119,14 @@ RtRefConvParam rt_cpu_op_conv_param(const IrNode *n) {
   rt_cpu_op_attr2(n, "s", 1, s);
   rt_cpu_op_attr2(n, "p", 0, p);
   rt_cpu_op_attr2(n, "d", 1, d);
-  return (RtRefConvParam){.stride_h = s[0], .stride_w = s[1], .pad_top = p[0], .pad_left = p[1],
-                          .pad_bottom = p[0], .pad_right = p[1], .dil_h = d[0], .dil_w = d[1],
+  return (RtRefConvParam){.stride_h = s[0],
+                          .stride_w = s[1],
+                          .pad_top = p[0],
+                          .pad_left = p[1],
+                          .pad_bottom = p[0],
+                          .pad_right = p[1],
+                          .dil_h = d[0],
+                          .dil_w = d[1],
                           .groups = (int)ir_attr_int(n, "groups", 1)};
 }
 
@@ -132,13 +136,20 @@ RtRefPoolParam rt_cpu_op_pool_param(const IrNode *n) {
   rt_cpu_op_attr2(n, "s", 1, s);
   rt_cpu_op_attr2(n, "p", 0, p);
   /* PyTorch's AvgPool2d counts padding by default. */
-  return (RtRefPoolParam){.R = k[0], .S = k[1], .stride_h = s[0], .stride_w = s[1], .pad_top = p[0],
-                          .pad_left = p[1], .pad_bottom = p[0], .pad_right = p[1], .dil_h = 1, .dil_w = 1,
+  return (RtRefPoolParam){.R = k[0],
+                          .S = k[1],
+                          .stride_h = s[0],
+                          .stride_w = s[1],
+                          .pad_top = p[0],
+                          .pad_left = p[1],
+                          .pad_bottom = p[0],
+                          .pad_right = p[1],
+                          .dil_h = 1,
+                          .dil_w = 1,
                           .count_include_pad = (int)ir_attr_int(n, "include_pad", 1)};
 }
 
-size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt, const IrType *yt,
-                              const IrNode *n) {
+size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt, const IrType *yt, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, xt), ys = rt_cpu_op_act(x, yt);
   RtRefFilter wf = rt_cpu_op_filter(wt);
   RtRefConvParam p = rt_cpu_op_conv_param(n);
@@ -167,8 +178,7 @@ int rt_cpu_op_prologue(RtCpu *x, const IrNode *n, int xi, const float **in, void
   float *p = x->scratch;
   int64_t count = x->numel[n->in[xi]];
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, xi));
-  if (rt_cpu_op_check(x, n, rt_ref_bn_prologue(&xs, *in, rt_cpu_op_in(x, n, sbx), p), "rt_ref_bn_prologue"))
-    return -1;
+  if (rt_cpu_op_check(x, n, rt_ref_bn_prologue(&xs, *in, rt_cpu_op_in(x, n, sbx), p), "rt_ref_bn_prologue")) return -1;
   if (rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, xi)->dtype, count, p, p)) return -1;
   *in = p;
   return 0;

@@ -20,7 +20,7 @@
 struct RtCpu {
   const IrGraph *g;
   int64_t batch;
-  void **buf;      /* per value: float* or int64_t*, numel[v] elements */
+  void **buf; /* per value: float* or int64_t*, numel[v] elements */
   int64_t *numel;
   void *scratch;   /* shared by all nodes, sized for the hungriest one */
   size_t nscratch; /* bytes */
@@ -69,8 +69,7 @@ RtRefConvParam rt_cpu_op_conv_param(const IrNode *n);
 /* k, s, p and include_pad of a pooling node. */
 RtRefPoolParam rt_cpu_op_pool_param(const IrNode *n);
 /* Bytes of column buffer a convolution of x (xt) by w (wt) into y (yt) uses. */
-size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt, const IrType *yt,
-                              const IrNode *n);
+size_t rt_cpu_op_conv_scratch(const RtCpu *x, const IrType *xt, const IrType *wt, const IrType *yt, const IrNode *n);
 /* A convolution's prologue (ir_conv_prologue): when node n has one, P(x) =
  * max(0, x * scale + bias) of input xi, rounded to x's dtype, is written to
  * the start of the scratch and *in points there; otherwise *in is input xi.

@@ -18,18 +18,18 @@ int rt_cpu_train_batchnorm(RtCpu *x, const IrNode *n) {
   float eps = (float)ir_attr_float(n, "eps", 1e-5), mom = (float)ir_attr_float(n, "momentum", 0.1);
   if ((int64_t)xs.N * xs.H * xs.W < 2)
     return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
-  return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_fwd_train(&xs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1),
-                                                    rt_cpu_op_in(x, n, 2), rt_cpu_op_out(x, n, 0),
-                                                    rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), mom, eps,
-                                                    rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
-                         "rt_ref_batchnorm_fwd_train");
+  return rt_cpu_op_check(
+      x, n,
+      rt_ref_batchnorm_fwd_train(&xs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 2),
+                                 rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), mom, eps,
+                                 rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+      "rt_ref_batchnorm_fwd_train");
 }
 
 /* (dy, w) -> dx, whose size is the output type (from attribute in_hw). */
 size_t rt_cpu_train_conv2d_bwd_data_scratch(const RtCpu *x, const IrNode *n) {
-  return rt_cpu_op_conv_scratch(x, rt_cpu_op_out_type(x, n, 0), rt_cpu_op_in_type(x, n, 1),
-                                rt_cpu_op_in_type(x, n, 0), n);
+  return rt_cpu_op_conv_scratch(x, rt_cpu_op_out_type(x, n, 0), rt_cpu_op_in_type(x, n, 1), rt_cpu_op_in_type(x, n, 0),
+                                n);
 }
 
 int rt_cpu_train_conv2d_bwd_data(RtCpu *x, const IrNode *n) {
@@ -57,10 +57,9 @@ int rt_cpu_train_conv2d_bwd_weight(RtCpu *x, const IrNode *n) {
   const float *in;
   void *work;
   if (rt_cpu_op_prologue(x, n, 1, &in, &work)) return -1;
-  return rt_cpu_op_check(x, n,
-                         rt_ref_conv2d_bwd_weight(&xs, in, &wf, rt_cpu_op_out(x, n, 0), NULL, &p, &ys,
-                                                  rt_cpu_op_in(x, n, 0), work),
-                         "rt_ref_conv2d_bwd_weight");
+  return rt_cpu_op_check(
+      x, n, rt_ref_conv2d_bwd_weight(&xs, in, &wf, rt_cpu_op_out(x, n, 0), NULL, &p, &ys, rt_cpu_op_in(x, n, 0), work),
+      "rt_ref_conv2d_bwd_weight");
 }
 
 /* dy (image or [N, C]) -> f32[C]: the sum over everything but the channel
@@ -84,10 +83,9 @@ int rt_cpu_train_channel_sum(RtCpu *x, const IrNode *n) {
 int rt_cpu_train_batchnorm_bwd(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1));
   return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_bwd(&xs, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0),
-                                              rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4),
-                                              rt_cpu_op_out(x, n, 0), rt_cpu_op_out(x, n, 1),
-                                              rt_cpu_op_out(x, n, 2)),
+                         rt_ref_batchnorm_bwd(&xs, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 2),
+                                              rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), rt_cpu_op_out(x, n, 0),
+                                              rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
                          "rt_ref_batchnorm_bwd");
 }
 
@@ -104,7 +102,8 @@ int rt_cpu_train_maxpool_bwd(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1)), ys = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
   return rt_cpu_op_check(
-      x, n, rt_ref_maxpool_bwd(&xs, rt_cpu_op_in(x, n, 1), NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
+      x, n,
+      rt_ref_maxpool_bwd(&xs, rt_cpu_op_in(x, n, 1), NULL, &p, &ys, rt_cpu_op_in(x, n, 0), rt_cpu_op_out(x, n, 0)),
       "rt_ref_maxpool_bwd");
 }
 
@@ -149,15 +148,12 @@ int rt_cpu_train_softmax_ce_bwd(RtCpu *x, const IrNode *n) {
   int32_t *labels = NULL;
   if (rt_cpu_fwd_labels(x, n, 1, classes, &labels)) return -1;
   float eps = (float)ir_attr_float(n, "smoothing", 0), scale = rt_cpu_op_in(x, n, 2)[0];
-  return rt_cpu_op_check(x, n,
-                         rt_ref_softmax_ce_bwd(N, classes, rt_cpu_op_in(x, n, 0), NULL, labels, eps, scale,
-                                               rt_cpu_op_out(x, n, 0)),
-                         "rt_ref_softmax_ce_bwd");
+  return rt_cpu_op_check(
+      x, n, rt_ref_softmax_ce_bwd(N, classes, rt_cpu_op_in(x, n, 0), NULL, labels, eps, scale, rt_cpu_op_out(x, n, 0)),
+      "rt_ref_softmax_ce_bwd");
 }
 
-size_t rt_cpu_train_sgd_scratch(const RtCpu *x, const IrNode *n) {
-  return (size_t)x->numel[n->in[1]] * sizeof(float);
-}
+size_t rt_cpu_train_sgd_scratch(const RtCpu *x, const IrNode *n) { return (size_t)x->numel[n->in[1]] * sizeof(float); }
 
 /* (w, g, buf, lr f32[], loss_scale f32[] [, skip f32[]]): g / loss_scale,
  * then PyTorch's SGD on w and buf in place; nothing at all when skip is

@@ -30,9 +30,7 @@ int rt_augment_parse(const char *name, RtAugKind *kind) {
   return -1;
 }
 
-const char *rt_augment_name(RtAugKind kind) {
-  return kind >= RT_AUG_AUTO && kind <= RT_AUG_NONE ? NAMES[kind] : "?";
-}
+const char *rt_augment_name(RtAugKind kind) { return kind >= RT_AUG_AUTO && kind <= RT_AUG_NONE ? NAMES[kind] : "?"; }
 
 RtAugKind rt_augment_resolve(RtAugKind kind, int H, int W) {
   if (kind != RT_AUG_AUTO) return kind;
@@ -139,8 +137,10 @@ static void rrc_region(const RtImage *src, uint64_t *rng, int *x0, int *y0, int 
   }
   double in_ratio = (double)src->w / src->h;
   int w = src->w, h = src->h;
-  if (in_ratio < 3.0 / 4.0) h = (int)lround(w / (3.0 / 4.0));
-  else if (in_ratio > 4.0 / 3.0) w = (int)lround(h * (4.0 / 3.0));
+  if (in_ratio < 3.0 / 4.0)
+    h = (int)lround(w / (3.0 / 4.0));
+  else if (in_ratio > 4.0 / 3.0)
+    w = (int)lround(h * (4.0 / 3.0));
   *cw = w, *ch = h, *x0 = (src->w - w) / 2, *y0 = (src->h - h) / 2;
 }
 
@@ -180,7 +180,6 @@ void rt_augment_train(const RtImage *src, RtAugKind kind, uint64_t seed, int H, 
     rt_augment_eval(src, H, W, dst);
     if (next(&rng) & 1) pad_crop(dst, H, W, 0, 0, 1);
     return;
-  default:
-    rt_augment_eval(src, H, W, dst);
+  default: rt_augment_eval(src, H, W, dst);
   }
 }

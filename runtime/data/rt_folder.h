@@ -13,15 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum RtFolderStatus { RT_FOLDER_OK = 0, RT_FOLDER_ERR_IO, RT_FOLDER_ERR_LAYOUT, RT_FOLDER_ERR_NOMEM } RtFolderStatus;
+typedef enum RtFolderStatus {
+  RT_FOLDER_OK = 0,
+  RT_FOLDER_ERR_IO,
+  RT_FOLDER_ERR_LAYOUT,
+  RT_FOLDER_ERR_NOMEM
+} RtFolderStatus;
 
 typedef struct RtFolder {
   int nclass;
-  char **classes;       /* nclass names */
-  int64_t n;            /* images */
-  char **paths;         /* n paths, ROOT/<class>/<file> */
-  int32_t *labels;      /* n class indices */
-  char *pool;           /* the strings */
+  char **classes;  /* nclass names */
+  int64_t n;       /* images */
+  char **paths;    /* n paths, ROOT/<class>/<file> */
+  int32_t *labels; /* n class indices */
+  char *pool;      /* the strings */
   size_t pool_len, pool_cap;
 } RtFolder;
 

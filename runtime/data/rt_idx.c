@@ -19,12 +19,10 @@
 
 enum { IDX_UBYTE = 0x08, CHUNK = 1 << 20 };
 
-static RtIdxStatus fail(char *err, size_t errcap, RtIdxStatus st, const char *path,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static RtIdxStatus fail(char *err, size_t errcap, RtIdxStatus st, const char *path,
-                        const char *fmt, ...) {
-  if (!err || errcap == 0)
-    return st;
+static RtIdxStatus fail(char *err, size_t errcap, RtIdxStatus st, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static RtIdxStatus fail(char *err, size_t errcap, RtIdxStatus st, const char *path, const char *fmt, ...) {
+  if (!err || errcap == 0) return st;
   int n = snprintf(err, errcap, "%s: ", path);
   if (n >= 0 && (size_t)n < errcap) {
     va_list ap;
@@ -42,10 +40,8 @@ static int64_t read_some(gzFile gz, uint8_t *buf, uint64_t len) {
   while (got < len) {
     unsigned want = len - got > CHUNK ? CHUNK : (unsigned)(len - got);
     int r = gzread(gz, buf + got, want);
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      break;
+    if (r < 0) return -1;
+    if (r == 0) break;
     got += (uint64_t)r;
   }
   int errnum = Z_OK;
@@ -56,24 +52,20 @@ static int64_t read_some(gzFile gz, uint8_t *buf, uint64_t len) {
 static RtIdxStatus gz_failure(gzFile gz, const char *path, char *err, size_t errcap) {
   int errnum = Z_OK;
   const char *msg = gzerror(gz, &errnum);
-  if (errnum == Z_ERRNO)
-    return fail(err, errcap, RT_IDX_ERR_IO, path, "read failed: %s", strerror(errno));
-  if (errnum == Z_MEM_ERROR)
-    return fail(err, errcap, RT_IDX_ERR_NOMEM, path, "out of memory in zlib");
+  if (errnum == Z_ERRNO) return fail(err, errcap, RT_IDX_ERR_IO, path, "read failed: %s", strerror(errno));
+  if (errnum == Z_MEM_ERROR) return fail(err, errcap, RT_IDX_ERR_NOMEM, path, "out of memory in zlib");
   /* zlib prefixes its message with the path, which ours already has. */
   size_t plen = strlen(path);
-  if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
-    msg += plen + 2;
+  if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0) msg += plen + 2;
   return fail(err, errcap, RT_IDX_ERR_IO, path, "corrupt or truncated gzip data (%s)", msg);
 }
 
 /* Loads an unsigned-byte IDX file of rank `rank` (what names the file's
  * kind in messages); dims gets the rank sizes, *out the data. */
-static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32_t *dims,
-                            uint8_t **out, char *err, size_t errcap) {
+static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32_t *dims, uint8_t **out, char *err,
+                            size_t errcap) {
   *out = NULL;
-  if (err && errcap)
-    err[0] = '\0';
+  if (err && errcap) err[0] = '\0';
   errno = 0;
   gzFile gz = gzopen(path, "rb");
   if (!gz)
@@ -91,8 +83,7 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
     goto done;
   }
   if (got < 4) {
-    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
-              "file too short (%" PRId64 " bytes) for an IDX magic number", got);
+    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path, "file too short (%" PRId64 " bytes) for an IDX magic number", got);
     goto done;
   }
   uint32_t magic = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 | head[3];
@@ -103,14 +94,12 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
   }
   if (head[2] != IDX_UBYTE) {
     st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
-              "element type 0x%02x is not unsigned byte (0x08) (magic 0x%08" PRIx32 ")", head[2],
-              magic);
+              "element type 0x%02x is not unsigned byte (0x08) (magic 0x%08" PRIx32 ")", head[2], magic);
     goto done;
   }
   if (head[3] != rank) {
-    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
-              "has %d dimensions but %s files have %d (magic 0x%08" PRIx32 ")", head[3], what,
-              rank, magic);
+    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path, "has %d dimensions but %s files have %d (magic 0x%08" PRIx32 ")",
+              head[3], what, rank, magic);
     goto done;
   }
   got = read_some(gz, head + 4, hlen - 4);
@@ -119,9 +108,8 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
     goto done;
   }
   if ((size_t)got < hlen - 4) {
-    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
-              "header truncated: %d dimensions need %zu bytes, file has %" PRId64, rank, hlen,
-              4 + got);
+    st = fail(err, errcap, RT_IDX_ERR_FORMAT, path, "header truncated: %d dimensions need %zu bytes, file has %" PRId64,
+              rank, hlen, 4 + got);
     goto done;
   }
   uint64_t total = 1;
@@ -133,15 +121,14 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
   }
   for (int i = 1; i < rank; i++) {
     if (dims[i] == 0 || dims[i] > INT32_MAX) {
-      st = fail(err, errcap, RT_IDX_ERR_FORMAT, path, "dimension %d is %" PRIu32 " (must be 1..%d)",
-                i, dims[i], INT32_MAX);
+      st = fail(err, errcap, RT_IDX_ERR_FORMAT, path, "dimension %d is %" PRIu32 " (must be 1..%d)", i, dims[i],
+                INT32_MAX);
       goto done;
     }
   }
   if (overflow || total >> RT_IDX_MAX_BYTES_LOG2) {
     st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
-              "header promises more than 2^%d bytes of data (dims %" PRIu32 " x ...)",
-              RT_IDX_MAX_BYTES_LOG2, dims[0]);
+              "header promises more than 2^%d bytes of data (dims %" PRIu32 " x ...)", RT_IDX_MAX_BYTES_LOG2, dims[0]);
     goto done;
   }
 
@@ -169,8 +156,7 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
       goto done;
     }
     have += (uint64_t)got;
-    if (have < cap)
-      break;
+    if (have < cap) break;
   }
   if (have < total) {
     st = fail(err, errcap, RT_IDX_ERR_FORMAT, path,
@@ -189,8 +175,7 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
     goto done;
   }
 done:
-  if (gzclose(gz) != Z_OK && st == RT_IDX_OK)
-    st = fail(err, errcap, RT_IDX_ERR_IO, path, "closing failed");
+  if (gzclose(gz) != Z_OK && st == RT_IDX_OK) st = fail(err, errcap, RT_IDX_ERR_IO, path, "closing failed");
   if (st != RT_IDX_OK)
     free(data);
   else
@@ -198,8 +183,8 @@ done:
   return st;
 }
 
-RtIdxStatus rt_idx_load_images(const char *path, uint8_t **pixels, int64_t *n, int *rows,
-                               int *cols, char *err, size_t errcap) {
+RtIdxStatus rt_idx_load_images(const char *path, uint8_t **pixels, int64_t *n, int *rows, int *cols, char *err,
+                               size_t errcap) {
   uint32_t dims[3] = {0, 0, 0};
   RtIdxStatus st = load_idx(path, 3, "image", dims, pixels, err, errcap);
   if (st == RT_IDX_OK) {
@@ -210,26 +195,21 @@ RtIdxStatus rt_idx_load_images(const char *path, uint8_t **pixels, int64_t *n, i
   return st;
 }
 
-RtIdxStatus rt_idx_load_labels(const char *path, uint8_t **labels, int64_t *n, char *err,
-                               size_t errcap) {
+RtIdxStatus rt_idx_load_labels(const char *path, uint8_t **labels, int64_t *n, char *err, size_t errcap) {
   uint32_t dims[1] = {0};
   RtIdxStatus st = load_idx(path, 1, "label", dims, labels, err, errcap);
-  if (st == RT_IDX_OK)
-    *n = dims[0];
+  if (st == RT_IDX_OK) *n = dims[0];
   return st;
 }
 
-RtIdxStatus rt_idx_load(const char *images_path, const char *labels_path, RtIdxSet *out,
-                        char *err, size_t errcap) {
+RtIdxStatus rt_idx_load(const char *images_path, const char *labels_path, RtIdxSet *out, char *err, size_t errcap) {
   memset(out, 0, sizeof *out);
   int64_t nimg = 0, nlab = 0;
-  RtIdxStatus st =
-      rt_idx_load_images(images_path, &out->images, &nimg, &out->rows, &out->cols, err, errcap);
-  if (st == RT_IDX_OK)
-    st = rt_idx_load_labels(labels_path, &out->labels, &nlab, err, errcap);
+  RtIdxStatus st = rt_idx_load_images(images_path, &out->images, &nimg, &out->rows, &out->cols, err, errcap);
+  if (st == RT_IDX_OK) st = rt_idx_load_labels(labels_path, &out->labels, &nlab, err, errcap);
   if (st == RT_IDX_OK && nimg != nlab)
-    st = fail(err, errcap, RT_IDX_ERR_FORMAT, labels_path,
-              "has %" PRId64 " labels but %s has %" PRId64 " images", nlab, images_path, nimg);
+    st = fail(err, errcap, RT_IDX_ERR_FORMAT, labels_path, "has %" PRId64 " labels but %s has %" PRId64 " images", nlab,
+              images_path, nimg);
   if (st != RT_IDX_OK) {
     rt_idx_free(out);
     return st;
@@ -239,8 +219,7 @@ RtIdxStatus rt_idx_load(const char *images_path, const char *labels_path, RtIdxS
 }
 
 void rt_idx_free(RtIdxSet *s) {
-  if (!s)
-    return;
+  if (!s) return;
   free(s->images);
   free(s->labels);
   memset(s, 0, sizeof *s);

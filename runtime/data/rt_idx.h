@@ -37,15 +37,13 @@ typedef struct RtIdxSet {
 
 /* Loads an image file; *pixels is malloc'ed (free it) with n*rows*cols
  * bytes.  On failure *pixels is NULL. */
-RtIdxStatus rt_idx_load_images(const char *path, uint8_t **pixels, int64_t *n, int *rows,
-                               int *cols, char *err, size_t errcap);
-/* Loads a label file; *labels is malloc'ed (free it) with n bytes. */
-RtIdxStatus rt_idx_load_labels(const char *path, uint8_t **labels, int64_t *n, char *err,
+RtIdxStatus rt_idx_load_images(const char *path, uint8_t **pixels, int64_t *n, int *rows, int *cols, char *err,
                                size_t errcap);
+/* Loads a label file; *labels is malloc'ed (free it) with n bytes. */
+RtIdxStatus rt_idx_load_labels(const char *path, uint8_t **labels, int64_t *n, char *err, size_t errcap);
 /* Loads both files of a set and checks that their counts agree.  On
  * failure *out is zeroed and holds nothing. */
-RtIdxStatus rt_idx_load(const char *images_path, const char *labels_path, RtIdxSet *out,
-                        char *err, size_t errcap);
+RtIdxStatus rt_idx_load(const char *images_path, const char *labels_path, RtIdxSet *out, char *err, size_t errcap);
 void rt_idx_free(RtIdxSet *s); /* takes NULL; leaves *s zeroed */
 
 #endif

@@ -91,8 +91,8 @@ static void setup(struct jpeg_decompress_struct *ci, Fail *f) {
 }
 
 /* One decoder over a file (fp) or a buffer (buf, n); name for messages. */
-static RtJpegStatus decode_from(FILE *fp, const uint8_t *buf, size_t n, const char *name, int min_short,
-                                RtImage *out, char *err, size_t errmax) {
+static RtJpegStatus decode_from(FILE *fp, const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out,
+                                char *err, size_t errmax) {
   struct jpeg_decompress_struct ci;
   Fail f;
   setup(&ci, &f);
@@ -124,8 +124,8 @@ RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, 
   return s;
 }
 
-RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out,
-                                char *err, size_t errmax) {
+RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out, char *err,
+                                size_t errmax) {
   memset(out, 0, sizeof *out);
   if (!buf || n == 0) {
     snprintf(err, errmax, "%s: empty file", name);

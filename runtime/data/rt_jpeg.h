@@ -31,8 +31,8 @@ typedef struct RtImage {
 /* Decodes path into *out (px malloc'ed; free with rt_image_free). */
 RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, char *err, size_t errmax);
 /* Decodes n bytes; name is used in messages. */
-RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out,
-                                char *err, size_t errmax);
+RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out, char *err,
+                                size_t errmax);
 void rt_image_free(RtImage *im); /* takes NULL; leaves *im zeroed */
 
 #endif

@@ -27,7 +27,7 @@ enum { KEEP_NAMES = 3, MSG = 512 };
 typedef struct Slot {
   uint8_t *images;
   int64_t *labels;
-  uint8_t *ok;  /* evaluation: the image at i was read */
+  uint8_t *ok; /* evaluation: the image at i was read */
   int64_t done;
 } Slot;
 
@@ -41,8 +41,8 @@ struct RtLoader {
   RtAugKind aug;
   int min_short;
   int64_t n, S, nbatch;
-  int64_t *items;      /* n indices into the set */
-  int64_t *order;      /* training: the epoch's permutation of 0..n-1 */
+  int64_t *items; /* n indices into the set */
+  int64_t *order; /* training: the epoch's permutation of 0..n-1 */
   Slot *ring;
   Worker *workers;
   int nworkers;
@@ -89,8 +89,10 @@ static int read_item(RtLoader *l, int64_t i, int64_t pos, uint8_t *dst, int64_t 
     pthread_mutex_unlock(&l->mu);
     return -1;
   }
-  if (l->c.train) rt_augment_train(&im, l->aug, rt_augment_seed(l->c.seed, l->epoch, pos), l->c.H, l->c.W, dst);
-  else rt_augment_eval(&im, l->c.H, l->c.W, dst);
+  if (l->c.train)
+    rt_augment_train(&im, l->aug, rt_augment_seed(l->c.seed, l->epoch, pos), l->c.H, l->c.W, dst);
+  else
+    rt_augment_eval(&im, l->c.H, l->c.W, dst);
   rt_image_free(&im);
   *label = set->labels[at];
   return 0;
@@ -108,7 +110,9 @@ static void fill(RtLoader *l, int64_t p) {
   for (int64_t t = 0; t < l->n; t++)
     if (read_item(l, l->order[(p + t) % l->n], p, dst, &s->labels[k]) == 0) return;
   pthread_mutex_lock(&l->mu);
-  if (!l->fatal) snprintf(l->fatal_msg, sizeof l->fatal_msg, "none of the %lld images can be read (%s)", (long long)l->n, l->first[0]);
+  if (!l->fatal)
+    snprintf(l->fatal_msg, sizeof l->fatal_msg, "none of the %lld images can be read (%s)", (long long)l->n,
+             l->first[0]);
   l->fatal = 1;
   pthread_mutex_unlock(&l->mu);
 }

@@ -31,18 +31,23 @@
 
 typedef struct RtLoader RtLoader;
 
-typedef enum RtLoaderStatus { RT_LOADER_OK = 0, RT_LOADER_ERR_ARG, RT_LOADER_ERR_DATA, RT_LOADER_ERR_NOMEM } RtLoaderStatus;
+typedef enum RtLoaderStatus {
+  RT_LOADER_OK = 0,
+  RT_LOADER_ERR_ARG,
+  RT_LOADER_ERR_DATA,
+  RT_LOADER_ERR_NOMEM
+} RtLoaderStatus;
 
 typedef struct RtLoaderConfig {
-  const RtFolder *set;  /* borrowed: must outlive the loader */
-  int64_t limit;        /* use this many images, evenly spread over the set (0: all) */
+  const RtFolder *set; /* borrowed: must outlive the loader */
+  int64_t limit;       /* use this many images, evenly spread over the set (0: all) */
   int64_t batch;
-  int H, W;             /* the output: u8 [batch, 3, H, W] */
-  int train;            /* 1: shuffled, augmented, full batches; 0: evaluation */
-  RtAugKind augment;    /* training transform (RT_AUG_AUTO: by input size) */
+  int H, W;          /* the output: u8 [batch, 3, H, W] */
+  int train;         /* 1: shuffled, augmented, full batches; 0: evaluation */
+  RtAugKind augment; /* training transform (RT_AUG_AUTO: by input size) */
   uint64_t seed;
-  int workers;          /* threads (0: the processors online, at most 8) */
-  int depth;            /* batch buffers (0: 3; at least 2) */
+  int workers; /* threads (0: the processors online, at most 8) */
+  int depth;   /* batch buffers (0: 3; at least 2) */
 } RtLoaderConfig;
 
 typedef struct RtLoaderBatch {

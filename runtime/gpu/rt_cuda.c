@@ -15,7 +15,7 @@
 
 /* SYM_NAME(cuMemAlloc) is "cuMemAlloc_v2": the argument is macro-expanded
  * by cuda.h's own versioning defines before it is stringified. */
-#define SYM_STR(f) #f
+#define SYM_STR(f)  #f
 #define SYM_NAME(f) SYM_STR(f)
 
 static struct {
@@ -34,23 +34,19 @@ RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *
 }
 
 /* Resolves name (or, when that is missing, fallback) into *slot. */
-static int load_sym(void *lib, const char *name, const char *fallback,
-                    void *slot, size_t slot_size) {
+static int load_sym(void *lib, const char *name, const char *fallback, void *slot, size_t slot_size) {
   void *p = dlsym(lib, name);
   if (!p && fallback) p = dlsym(lib, fallback);
   if (!p || slot_size != sizeof p) {
-    snprintf(loaded.why, sizeof loaded.why,
-             "no CUDA driver (%s in libcuda.so.1 is missing: driver too old?)",
-             name);
+    snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s in libcuda.so.1 is missing: driver too old?)", name);
     return 0;
   }
   memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
   return 1;
 }
 
-#define LOAD(field, fn, fallback)                                           \
-  if (!load_sym(lib, SYM_NAME(fn), (fallback), &a->field, sizeof a->field)) \
-  return 0
+#define LOAD(field, fn, fallback) \
+  if (!load_sym(lib, SYM_NAME(fn), (fallback), &a->field, sizeof a->field)) return 0
 
 static int load_table(void *lib, RtCudaApi *a) {
   LOAD(Init, cuInit, NULL);
@@ -107,8 +103,7 @@ static void load_once(void) {
   const char *path = *o.cuda_driver ? o.cuda_driver : "libcuda.so.1";
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s not found)",
-             path);
+    snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s not found)", path);
     loaded.status = RT_CUDA_ENODRIVER;
     return;
   }
@@ -124,9 +119,8 @@ static void load_once(void) {
     const char *name = "?", *text = "?";
     a.GetErrorName(r, &name);
     a.GetErrorString(r, &text);
-    snprintf(loaded.why, sizeof loaded.why,
-             "no usable GPU (%s:%d: cuInit(0): %s: %s (starting the driver))",
-             __FILE__, __LINE__, name, text);
+    snprintf(loaded.why, sizeof loaded.why, "no usable GPU (%s:%d: cuInit(0): %s: %s (starting the driver))", __FILE__,
+             __LINE__, name, text);
     loaded.status = RT_CUDA_ENODEVICE;
     return; /* the library stays loaded: the driver may hold references */
   }
@@ -145,8 +139,7 @@ RtCudaStatus rt_cuda_api(const RtCudaApi **api, char *err, size_t errlen) {
   return loaded.status;
 }
 
-RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
-                           const char *file, int line, const char *call,
+RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status, const char *file, int line, const char *call,
                            const char *what, char *err, size_t errlen) {
   if (status == CUDA_SUCCESS) return RT_CUDA_OK;
   const char *name = NULL, *text = NULL;
@@ -156,8 +149,8 @@ RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
   }
   char code[32];
   snprintf(code, sizeof code, "CUresult %d", (int)status);
-  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call,
-          name ? name : code, text ? text : "unknown status", what ? what : "");
+  rt_errf(err, errlen, "%s:%d: %s: %s: %s (%s)", file, line, call, name ? name : code, text ? text : "unknown status",
+          what ? what : "");
   return RT_CUDA_ECALL;
 }
 
@@ -172,8 +165,7 @@ RtCudaStatus rt_cuda_device_count(int *count, char *err, size_t errlen) {
   return RT_CU(api, DeviceGetCount, (count), "counting devices", err, errlen);
 }
 
-RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info,
-                                 char *err, size_t errlen) {
+RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info, char *err, size_t errlen) {
   const RtCudaApi *api;
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
@@ -184,39 +176,27 @@ RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info,
   memset(info, 0, sizeof *info);
   info->ordinal = ordinal;
   CUdevice dev;
-  if ((s = RT_CU(api, DeviceGet, (&dev, ordinal), "device info", err, errlen)))
-    return s;
-  if ((s = RT_CU(api, DriverGetVersion, (&info->driver_version),
-                 "device info", err, errlen)) ||
-      (s = RT_CU(api, DeviceGetName, (info->name, (int)sizeof info->name, dev),
-                 "device info", err, errlen)) ||
-      (s = RT_CU(api, DeviceTotalMem, (&info->total_mem, dev), "device info",
-                 err, errlen)))
+  if ((s = RT_CU(api, DeviceGet, (&dev, ordinal), "device info", err, errlen))) return s;
+  if ((s = RT_CU(api, DriverGetVersion, (&info->driver_version), "device info", err, errlen)) ||
+      (s = RT_CU(api, DeviceGetName, (info->name, (int)sizeof info->name, dev), "device info", err, errlen)) ||
+      (s = RT_CU(api, DeviceTotalMem, (&info->total_mem, dev), "device info", err, errlen)))
     return s;
   static const struct {
     CUdevice_attribute attr;
     size_t offset;
   } ATTRS[] = {
-      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-       offsetof(RtCudaDeviceInfo, cc_major)},
-      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-       offsetof(RtCudaDeviceInfo, cc_minor)},
-      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-       offsetof(RtCudaDeviceInfo, sm_count)},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, offsetof(RtCudaDeviceInfo, cc_major)},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, offsetof(RtCudaDeviceInfo, cc_minor)},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, offsetof(RtCudaDeviceInfo, sm_count)},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, offsetof(RtCudaDeviceInfo, l2_bytes)},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-       offsetof(RtCudaDeviceInfo, smem_per_block_optin)},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, offsetof(RtCudaDeviceInfo, smem_per_block_optin)},
       {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, offsetof(RtCudaDeviceInfo, clock_khz)},
-      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
-       offsetof(RtCudaDeviceInfo, mem_clock_khz)},
-      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
-       offsetof(RtCudaDeviceInfo, mem_bus_bits)},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, offsetof(RtCudaDeviceInfo, mem_clock_khz)},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, offsetof(RtCudaDeviceInfo, mem_bus_bits)},
   };
   for (size_t i = 0; i < sizeof ATTRS / sizeof ATTRS[0]; i++) {
     int v = 0;
-    if ((s = RT_CU(api, DeviceGetAttribute, (&v, ATTRS[i].attr, dev),
-                   "device info", err, errlen)))
-      return s;
+    if ((s = RT_CU(api, DeviceGetAttribute, (&v, ATTRS[i].attr, dev), "device info", err, errlen))) return s;
     memcpy((char *)info + ATTRS[i].offset, &v, sizeof v);
   }
   return RT_CUDA_OK;
@@ -229,8 +209,7 @@ struct RtCudaCtx {
   CUstream stream;
 };
 
-RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
-                              size_t errlen) {
+RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err, size_t errlen) {
   if (!out) {
     rt_errf(err, errlen, "rt_cuda_ctx_init: out is NULL");
     return RT_CUDA_EARG;
@@ -240,8 +219,7 @@ RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
   RtCudaStatus s = rt_cuda_api(&api, err, errlen);
   if (s) return s;
   int count = 0;
-  if ((s = RT_CU(api, DeviceGetCount, (&count), "context", err, errlen)))
-    return s;
+  if ((s = RT_CU(api, DeviceGetCount, (&count), "context", err, errlen))) return s;
   if (ordinal < 0 || ordinal >= count) {
     rt_errf(err, errlen, "no GPU %d (the driver sees %d)", ordinal, count);
     return count ? RT_CUDA_EARG : RT_CUDA_ENODEVICE;
@@ -253,15 +231,12 @@ RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
   }
   c->api = api;
   if ((s = RT_CU(api, DeviceGet, (&c->dev, ordinal), "context", err, errlen)) ||
-      (s = RT_CU(api, DevicePrimaryCtxRetain, (&c->ctx, c->dev),
-                 "primary context", err, errlen))) {
+      (s = RT_CU(api, DevicePrimaryCtxRetain, (&c->ctx, c->dev), "primary context", err, errlen))) {
     free(c);
     return s;
   }
-  if ((s = RT_CU(api, CtxSetCurrent, (c->ctx), "binding the context", err,
-                 errlen)) ||
-      (s = RT_CU(api, StreamCreate, (&c->stream, CU_STREAM_NON_BLOCKING),
-                 "the context's stream", err, errlen))) {
+  if ((s = RT_CU(api, CtxSetCurrent, (c->ctx), "binding the context", err, errlen)) ||
+      (s = RT_CU(api, StreamCreate, (&c->stream, CU_STREAM_NON_BLOCKING), "the context's stream", err, errlen))) {
     rt_cuda_ctx_free(c);
     return s;
   }
@@ -286,8 +261,7 @@ RtCudaStatus rt_cuda_ctx_bind(RtCudaCtx *c, char *err, size_t errlen) {
     rt_errf(err, errlen, "rt_cuda_ctx_bind: context is NULL");
     return RT_CUDA_EARG;
   }
-  return RT_CU(c->api, CtxSetCurrent, (c->ctx), "binding the context", err,
-               errlen);
+  return RT_CU(c->api, CtxSetCurrent, (c->ctx), "binding the context", err, errlen);
 }
 
 const RtCudaApi *rt_cuda_ctx_api(const RtCudaCtx *c) { return c->api; }
@@ -300,9 +274,8 @@ struct RtCudaModule {
   char what[96];
 };
 
-RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c,
-                                 const void *image, const char *what,
-                                 char *err, size_t errlen) {
+RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c, const void *image, const char *what, char *err,
+                                 size_t errlen) {
   if (!out || !c || !image) {
     rt_errf(err, errlen, "rt_cuda_module_init: NULL argument");
     return RT_CUDA_EARG;
@@ -317,8 +290,7 @@ RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c,
   snprintf(m->what, sizeof m->what, "%s", what ? what : "module");
   char buf[160];
   snprintf(buf, sizeof buf, "loading %s", m->what);
-  RtCudaStatus s =
-      RT_CU(c->api, ModuleLoadData, (&m->mod, image), buf, err, errlen);
+  RtCudaStatus s = RT_CU(c->api, ModuleLoadData, (&m->mod, image), buf, err, errlen);
   if (s) {
     free(m);
     return s;
@@ -334,15 +306,12 @@ void rt_cuda_module_free(RtCudaModule *m) {
   free(m);
 }
 
-RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name,
-                                     CUfunction *fn, char *err,
-                                     size_t errlen) {
+RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name, CUfunction *fn, char *err, size_t errlen) {
   if (!m || !name || !fn) {
     rt_errf(err, errlen, "rt_cuda_module_function: NULL argument");
     return RT_CUDA_EARG;
   }
   char buf[256];
   snprintf(buf, sizeof buf, "kernel %s in %s", name, m->what);
-  return RT_CU(m->ctx->api, ModuleGetFunction, (fn, m->mod, name), buf, err,
-               errlen);
+  return RT_CU(m->ctx->api, ModuleGetFunction, (fn, m->mod, name), buf, err, errlen);
 }

@@ -58,8 +58,7 @@ typedef struct RtCudaApi {
   CUresult (*DriverGetVersion)(int *version);
   CUresult (*DeviceGetCount)(int *count);
   CUresult (*DeviceGet)(CUdevice *dev, int ordinal);
-  CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attr,
-                                 CUdevice dev);
+  CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attr, CUdevice dev);
   CUresult (*DeviceGetName)(char *name, int len, CUdevice dev);
   CUresult (*DeviceTotalMem)(size_t *bytes, CUdevice dev);
   CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
@@ -67,12 +66,10 @@ typedef struct RtCudaApi {
   CUresult (*CtxSetCurrent)(CUcontext ctx);
   CUresult (*ModuleLoadData)(CUmodule *mod, const void *image);
   CUresult (*ModuleUnload)(CUmodule mod);
-  CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod,
-                                const char *name);
-  CUresult (*LaunchKernel)(CUfunction fn, unsigned int gx, unsigned int gy,
-                           unsigned int gz, unsigned int bx, unsigned int by,
-                           unsigned int bz, unsigned int shared_bytes,
-                           CUstream stream, void **params, void **extra);
+  CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+  CUresult (*LaunchKernel)(CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                           unsigned int by, unsigned int bz, unsigned int shared_bytes, CUstream stream, void **params,
+                           void **extra);
   CUresult (*MemAlloc)(CUdeviceptr *ptr, size_t bytes);
   CUresult (*MemFree)(CUdeviceptr ptr);
   CUresult (*MemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
@@ -90,18 +87,13 @@ typedef struct RtCudaApi {
   /* the GPU executor (rt_gpu.c): async copies on its stream, free memory
    * for out-of-memory messages, big dynamic shared memory, CUDA graphs */
   CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total_bytes);
-  CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n,
-                            CUstream stream);
-  CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes,
-                              CUstream stream);
-  CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes,
-                              CUstream stream);
-  CUresult (*FuncSetAttribute)(CUfunction fn, CUfunction_attribute attr,
-                               int value);
+  CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
+  CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  CUresult (*FuncSetAttribute)(CUfunction fn, CUfunction_attribute attr, int value);
   CUresult (*StreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode);
   CUresult (*StreamEndCapture)(CUstream stream, CUgraph *graph);
-  CUresult (*GraphInstantiate)(CUgraphExec *exec, CUgraph graph,
-                               unsigned long long flags);
+  CUresult (*GraphInstantiate)(CUgraphExec *exec, CUgraph graph, unsigned long long flags);
   CUresult (*GraphLaunch)(CUgraphExec exec, CUstream stream);
   CUresult (*GraphDestroy)(CUgraph graph);
   CUresult (*GraphExecDestroy)(CUgraphExec exec);
@@ -114,8 +106,7 @@ typedef struct RtCudaApi {
   CUresult (*StreamWaitEvent)(CUstream stream, CUevent ev, unsigned int flags);
   /* the executor's prologue choice (rt_gpu.c plan_convs): a device copy
    * times the traffic of a materialized prologue */
-  CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
-                              CUstream stream);
+  CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is
@@ -126,15 +117,13 @@ RtCudaStatus rt_cuda_api(const RtCudaApi **api, char *err, size_t errlen);
 /* Formats a failed driver call as described above and returns
  * RT_CUDA_ECALL; returns RT_CUDA_OK and writes nothing when status is
  * CUDA_SUCCESS.  Use through RT_CU. */
-RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status,
-                           const char *file, int line, const char *call,
+RtCudaStatus rt_cuda_check(const RtCudaApi *api, CUresult status, const char *file, int line, const char *call,
                            const char *what, char *err, size_t errlen);
 
 /* RT_CU(api, MemAlloc, (&p, bytes), "input buffer", err, errlen) calls
  * api->MemAlloc(&p, bytes) and reports it as "cuMemAlloc(&p, bytes)". */
-#define RT_CU(api, fn, args, what, err, errlen)                              \
-  rt_cuda_check((api), (api)->fn args, __FILE__, __LINE__, "cu" #fn #args, \
-                (what), (err), (errlen))
+#define RT_CU(api, fn, args, what, err, errlen) \
+  rt_cuda_check((api), (api)->fn args, __FILE__, __LINE__, "cu" #fn #args, (what), (err), (errlen))
 
 /* What netc-gpu-info and the planner want to know about a device. */
 typedef struct RtCudaDeviceInfo {
@@ -146,21 +135,19 @@ typedef struct RtCudaDeviceInfo {
   int l2_bytes;             /* L2 cache */
   int smem_per_block_optin; /* shared memory a block may opt in to */
   int clock_khz, mem_clock_khz, mem_bus_bits;
-  int driver_version;       /* e.g. 13000 for CUDA 13.0 */
+  int driver_version; /* e.g. 13000 for CUDA 13.0 */
 } RtCudaDeviceInfo;
 
 /* Number of devices the driver sees (0 is not an error). */
 RtCudaStatus rt_cuda_device_count(int *count, char *err, size_t errlen);
-RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info,
-                                 char *err, size_t errlen);
+RtCudaStatus rt_cuda_device_info(int ordinal, RtCudaDeviceInfo *info, char *err, size_t errlen);
 
 /* A device's primary context (retained) and one stream of its own. */
 typedef struct RtCudaCtx RtCudaCtx;
 
 /* Retains device `ordinal`'s primary context, makes it current on the
  * calling thread and creates a non-blocking stream. */
-RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err,
-                              size_t errlen);
+RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err, size_t errlen);
 /* Destroys the stream and releases the primary context.  Takes NULL. */
 void rt_cuda_ctx_free(RtCudaCtx *c);
 /* Makes c's context current on the calling thread. */
@@ -174,14 +161,11 @@ typedef struct RtCudaModule RtCudaModule;
 
 /* Loads image into c's context (which must be current on this thread);
  * what names the image in messages, e.g. "eltwise kernels". */
-RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c,
-                                 const void *image, const char *what,
-                                 char *err, size_t errlen);
+RtCudaStatus rt_cuda_module_init(RtCudaModule **out, RtCudaCtx *c, const void *image, const char *what, char *err,
+                                 size_t errlen);
 /* Unloads the module (binding its context first).  Takes NULL. */
 void rt_cuda_module_free(RtCudaModule *m);
 /* The kernel called name (an extern "C" symbol) in m. */
-RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name,
-                                     CUfunction *fn, char *err,
-                                     size_t errlen);
+RtCudaStatus rt_cuda_module_function(RtCudaModule *m, const char *name, CUfunction *fn, char *err, size_t errlen);
 
 #endif

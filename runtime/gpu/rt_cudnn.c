@@ -134,13 +134,17 @@ static int out_size(int in, int k, int stride, int pad, int dil) {
 
 static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
   const char *bad = NULL;
-  if (d->kind < CG_CONV_FWD || d->kind > CG_CONV_BWD_FILTER) bad = "kind";
-  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16) bad = "dtype";
-  else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1) bad = "dims";
+  if (d->kind < CG_CONV_FWD || d->kind > CG_CONV_BWD_FILTER)
+    bad = "kind";
+  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16)
+    bad = "dtype";
+  else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
+    bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
            d->pad[1] < 0)
     bad = "stride, pad or dilation";
-  else if (d->groups < 1 || d->c % d->groups || d->k % d->groups) bad = "groups (must divide c and k)";
+  else if (d->groups < 1 || d->c % d->groups || d->k % d->groups)
+    bad = "groups (must divide c and k)";
   else if (d->ho != out_size(d->h, d->r, d->stride[0], d->pad[0], d->dilation[0]) ||
            d->wo != out_size(d->w, d->s, d->stride[1], d->pad[1], d->dilation[1]) || d->ho < 1 || d->wo < 1)
     bad = "output size";
@@ -169,8 +173,7 @@ static CgConvDesc normalize(const CgConvDesc *d) {
   k.kind = d->kind;
   k.n = d->n, k.c = d->c, k.h = d->h, k.w = d->w;
   k.k = d->k, k.r = d->r, k.s = d->s, k.ho = d->ho, k.wo = d->wo;
-  for (int i = 0; i < 2; i++)
-    k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
+  for (int i = 0; i < 2; i++) k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
   k.groups = d->groups;
   k.dtype = d->dtype;
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
@@ -263,10 +266,9 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
            key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
-           dtype_name(key.dtype), key.tf32 ? " (tf32)" : "",
-           key.n, key.h, key.w, key.c, key.k, key.r, key.s, key.c / key.groups, key.ho, key.wo, key.stride[0],
-           key.stride[1], key.pad[0], key.pad[1], key.dilation[0], key.dilation[1], key.groups,
-           h->deterministic ? " deterministic" : "");
+           dtype_name(key.dtype), key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
+           key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1], key.dilation[0],
+           key.dilation[1], key.groups, h->deterministic ? " deterministic" : "");
   if ((s = build(h, p, err, errlen))) {
     plan_free(h->dnn, p);
     return s;

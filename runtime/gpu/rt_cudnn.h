@@ -24,7 +24,6 @@
 #include "ir.h"
 #include "rt_cuda.h"
 
-
 /* The device buffers of one run.  stats: 2*K floats when the plan's
  * description has genstats (zeroed first, on the stream), else 0.  sb: when
  * it has prologue, the per-channel scale (C elements of x's dtype) followed
@@ -51,8 +50,8 @@ void rt_cudnn_free(RtCudnn *h); /* takes NULL; frees every plan */
 /* The plan for d (cached); *workspace receives the bytes it needs.  With
  * rt_cudnn_verbose on, each new plan prints its description and workspace
  * to stderr (the executor holds the largest workspace of all). */
-RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **plan, size_t *workspace,
-                                char *err, size_t errlen);
+RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **plan, size_t *workspace, char *err,
+                                size_t errlen);
 /* With tuning on, remember each convolution's winner in `path` (a text
  * file, one line per description, keyed by cuDNN's version): a later plan
  * for a description found there takes that configuration without timing

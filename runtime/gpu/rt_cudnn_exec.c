@@ -67,8 +67,7 @@ RtCudaStatus rt_cudnn_exec_run(RtCudnn *h, const RtConvPlan *p, cudnnBackendDesc
   size_t cb = sizeof(float) * (size_t)d->c;
   RtCudaStatus s;
   if (zero_stats && d->genstats &&
-      (s = RT_CU(cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
-                 errlen)))
+      (s = RT_CU(cu, MemsetD8Async, (io->stats, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err, errlen)))
     return s;
   if (zero_stats && d->dbn &&
       ((s = RT_CU(cu, MemsetD8Async, (io->bn.dgamma, 0, cb, h->stream), p->what, err, errlen)) ||
@@ -81,8 +80,8 @@ RtCudaStatus rt_cudnn_exec_run(RtCudnn *h, const RtConvPlan *p, cudnnBackendDesc
 /* Milliseconds per run of plan on io (mean of runs after one warm-up,
  * between two events on the handle's stream), or a negative value when it
  * fails to run. */
-float rt_cudnn_exec_time(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
-                         int runs, int zero_stats, char *err, size_t errlen) {
+float rt_cudnn_exec_time(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io, int runs,
+                         int zero_stats, char *err, size_t errlen) {
   const RtCudaApi *cu = h->cu;
   CUevent ev[2] = {NULL, NULL};
   float ms = -1;
@@ -114,15 +113,15 @@ static RtCudaStatus check_io(RtCudnn *h, const RtConvPlan *plan, const RtConvIo 
   }
   const CgConvDesc *d = &plan->key;
   if (!io->stats != !d->genstats || !io->sb != !d->prologue) {
-    rt_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn,
-            plan->what, d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no",
-            io->stats ? "statistics" : "none", io->sb ? "scale and bias" : "none");
+    rt_errf(err, errlen, "%s: %s %s statistics and %s scale and bias, the call gives %s and %s", fn, plan->what,
+            d->genstats ? "writes" : "writes no", d->prologue ? "reads" : "reads no", io->stats ? "statistics" : "none",
+            io->sb ? "scale and bias" : "none");
     return RT_CUDA_EARG;
   }
   int e = d->epilogue;
   if (!io->esb != !(e & CG_EPI_AFFINE) || !io->residual != !(e & CG_EPI_RESIDUAL) || !io->mask != !(e & CG_EPI_DRELU)) {
-    rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it",
-            fn, plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
+    rt_errf(err, errlen, "%s: %s: the epilogue's buffers (scale and bias %s, residual %s, mask %s) do not match it", fn,
+            plan->what, io->esb ? "given" : "none", io->residual ? "given" : "none", io->mask ? "given" : "none");
     return RT_CUDA_EARG;
   }
   const CUdeviceptr bn[] = {io->bn.z,    io->bn.mean,   io->bn.invstd, io->bn.gamma,
@@ -166,8 +165,8 @@ RtCudaStatus rt_cudnn_conv_exec_on(RtCudnn *h, RtConvPlan *plan, const RtConvIo 
   h->stream = own;
   char back_err[512];
   RtCudaStatus back = rt_cudnn_lib_check(h->dnn, h->dnn->SetStream(h->handle, (cudaStream_t)own), __FILE__, __LINE__,
-                                "cudnnSetStream(h->handle, own)", "cuDNN handle back on its stream", back_err,
-                                sizeof back_err);
+                                         "cudnnSetStream(h->handle, own)", "cuDNN handle back on its stream", back_err,
+                                         sizeof back_err);
   if (!s && back) rt_errf(err, errlen, "%s", back_err);
   return s ? s : back;
 }

@@ -19,8 +19,9 @@ static RtCudaStatus make_tensor_as(RtCudnn *h, cudnnBackendDescriptor_t *t, int6
   bool is_virtual = virt != 0;
   int64_t strides[4] = {d1 * d2 * d3, 1, d3 * d1, d1};
   int64_t align = 16;
-  cudnnDataType_t dt = dtype == IR_DT_F32 ? CUDNN_DATA_FLOAT : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
-                                                                                   : CUDNN_DATA_BFLOAT16;
+  cudnnDataType_t dt = dtype == IR_DT_F32   ? CUDNN_DATA_FLOAT
+                       : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
+                                            : CUDNN_DATA_BFLOAT16;
   RtCudaStatus s;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_TENSOR_DESCRIPTOR, t), what)) ||
       (s = SET(h, *t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, what)) ||
@@ -104,8 +105,7 @@ static RtCudaStatus make_genstats(RtCudnn *h, RtConvPlan *p, char *err, size_t e
       (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, &p->stats), p->what)) ||
       (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode, p->what)) ||
       (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
-      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y,
-               p->what)) ||
+      (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->y, p->what)) ||
       (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->sum,
                p->what)) ||
       (s = SET(h, p->stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->sqsum,
@@ -130,8 +130,7 @@ static RtCudaStatus make_pointwise_a(RtCudnn *h, RtConvPlan *p, cudnnPointwiseMo
       (s = SET(h, *pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, p->what)) ||
       (s = DNN(h, BackendFinalize, (*pw), p->what)) ||
       (s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op), p->what)) ||
-      (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw,
-               p->what)) ||
+      (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw, p->what)) ||
       (s = SET(h, *op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, p->what)) ||
       (b && (s = SET(h, *op, bwd ? CUDNN_ATTR_OPERATION_POINTWISE_DYDESC : CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, p->what))) ||
@@ -232,16 +231,14 @@ static RtCudaStatus make_dbn(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t
   for (int i = 0; i < BN_INS; i++)
     if ((s = make_tensor(h, &p->bnin[i], UID_BN_IN + i, IR_DT_F32, 1, d->c, 1, 1, p->what, err, errlen))) return s;
   for (int i = 0; i < BN_OUTS; i++)
-    if ((s = make_tensor(h, &p->bnout[i], UID_BN_OUT + i, IR_DT_F32, 1, d->c, 1, 1, p->what, err, errlen)))
-      return s;
+    if ((s = make_tensor(h, &p->bnout[i], UID_BN_OUT + i, IR_DT_F32, 1, d->c, 1, 1, p->what, err, errlen))) return s;
   /* bnvirt[0]: the convolution's result; bnvirt[i + 1]: the batch norm's i-th step */
   for (int i = 0; i < BN_OPS; i++)
     if ((s = make_tensor_as(h, &p->bnvirt[i], UID_BN_VIRT + i, IR_DT_F32, 1, d->n, d->c, d->h, d->w, p->what, err,
                             errlen)))
       return s;
-  static const cudnnPointwiseMode_t MODE[] = {[BN_INVSTD_MUL] = CUDNN_POINTWISE_MUL,
-                                              [BN_GAMMA_MUL] = CUDNN_POINTWISE_MUL,
-                                              [BN_BETA_ADD] = CUDNN_POINTWISE_ADD};
+  static const cudnnPointwiseMode_t MODE[] = {
+      [BN_INVSTD_MUL] = CUDNN_POINTWISE_MUL, [BN_GAMMA_MUL] = CUDNN_POINTWISE_MUL, [BN_BETA_ADD] = CUDNN_POINTWISE_ADD};
   static const int OPERAND[] = {[BN_INVSTD_MUL] = BN_INVSTD, [BN_GAMMA_MUL] = BN_GAMMA, [BN_BETA_ADD] = BN_BETA};
   if ((s = make_dbn_center(h, p, err, errlen))) return s;
   for (int i = BN_INVSTD_MUL; i <= BN_BETA_ADD; i++)

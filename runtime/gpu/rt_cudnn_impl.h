@@ -35,8 +35,7 @@ typedef struct DnnApi {
   cudnnStatus_t (*SetStream)(cudnnHandle_t handle, cudaStream_t stream);
   const char *(*GetErrorString)(cudnnStatus_t status);
   void (*GetLastErrorString)(char *message, size_t max_size);
-  cudnnStatus_t (*BackendCreateDescriptor)(cudnnBackendDescriptorType_t type,
-                                           cudnnBackendDescriptor_t *desc);
+  cudnnStatus_t (*BackendCreateDescriptor)(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *desc);
   cudnnStatus_t (*BackendDestroyDescriptor)(cudnnBackendDescriptor_t desc);
   cudnnStatus_t (*BackendFinalize)(cudnnBackendDescriptor_t desc);
   cudnnStatus_t (*BackendSetAttribute)(cudnnBackendDescriptor_t desc, cudnnBackendAttributeName_t name,
@@ -80,14 +79,14 @@ struct RtCudnn {
   int tune;
   RtConvPlan **plans;
   int nplans, cap;
-  char *tune_path;     /* rt_cudnn_tune_cache's file, or NULL */
-  TuneEntry *entries;  /* remembered winners */
+  char *tune_path;    /* rt_cudnn_tune_cache's file, or NULL */
+  TuneEntry *entries; /* remembered winners */
   int nentries, entries_cap;
   int cached, timed, heuristic;
-  int64_t ws_cap;      /* rt_cudnn_workspace_cap; 0: none */
-  int deterministic;   /* rt_cudnn_deterministic */
-  int verbose;         /* rt_cudnn_verbose */
-  int capped;          /* configurations skipped for the cap by the plan being built */
+  int64_t ws_cap;    /* rt_cudnn_workspace_cap; 0: none */
+  int deterministic; /* rt_cudnn_deterministic */
+  int verbose;       /* rt_cudnn_verbose */
+  int capped;        /* configurations skipped for the cap by the plan being built */
 };
 
 /* --- rt_cudnn_lib.c ---------------------------------------------------------- */
@@ -109,9 +108,7 @@ RtCudaStatus rt_cudnn_lib_check(const DnnApi *d, cudnnStatus_t status, const cha
 
 static inline size_t dtype_bytes(IrDtype t) { return t == IR_DT_F32 ? 4 : 2; }
 
-static inline const char *dtype_name(IrDtype t) {
-  return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : "bf16";
-}
+static inline const char *dtype_name(IrDtype t) { return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : "bf16"; }
 
 static inline void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
   if (*p) d->BackendDestroyDescriptor(*p);
@@ -134,7 +131,7 @@ RtCudaStatus rt_cudnn_exec_run(RtCudnn *h, const RtConvPlan *p, cudnnBackendDesc
                                int zero_stats, char *err, size_t errlen);
 /* Milliseconds per run of plan on io (mean of runs after one warm-up), or
  * a negative value when it fails to run. */
-float rt_cudnn_exec_time(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io,
-                         int runs, int zero_stats, char *err, size_t errlen);
+float rt_cudnn_exec_time(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescriptor_t plan, const RtConvIo *io, int runs,
+                         int zero_stats, char *err, size_t errlen);
 
 #endif

@@ -29,7 +29,7 @@ static int load_sym(void *lib, const char *libname, const char *name, void *slot
   return 1;
 }
 
-#define LOAD(field)                                                                  \
+#define LOAD(field) \
   if (!load_sym(lib, libname, "cudnn" #field, &a->field, sizeof a->field)) return 0
 
 static int load_table(void *lib, const char *libname, DnnApi *a) {

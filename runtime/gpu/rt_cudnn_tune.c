@@ -12,16 +12,15 @@
 
 /* The heuristics' engine configurations for the graph, best first; *cfgs
  * is malloc'd, each element a descriptor the caller destroys. */
-static RtCudaStatus heuristics(RtCudnn *h, RtConvPlan *p, cudnnBackendHeurMode_t mode,
-                               cudnnBackendDescriptor_t **cfgs, int64_t *count, char *err, size_t errlen) {
+static RtCudaStatus heuristics(RtCudnn *h, RtConvPlan *p, cudnnBackendHeurMode_t mode, cudnnBackendDescriptor_t **cfgs,
+                               int64_t *count, char *err, size_t errlen) {
   cudnnBackendDescriptor_t heur = NULL;
   *cfgs = NULL;
   *count = 0;
   int64_t n = 0;
   RtCudaStatus s;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur), p->what)) ||
-      (s = SET(h, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->graph,
-               p->what)) ||
+      (s = SET(h, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->graph, p->what)) ||
       (s = SET(h, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, p->what)) ||
       (s = DNN(h, BackendFinalize, (heur), p->what)) ||
       (s = DNN(h, BackendGetAttribute,
@@ -86,16 +85,16 @@ static const cudnnBackendAttributeName_t PLAN_HANDLE = CUDNN_ATTR_EXECUTION_PLAN
 #pragma GCC diagnostic pop
 
 /* A finalized execution plan for cfg, or NULL with err set. */
-static cudnnBackendDescriptor_t make_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t cfg,
-                                          int64_t *workspace, char *err, size_t errlen) {
+static cudnnBackendDescriptor_t make_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t cfg, int64_t *workspace,
+                                          char *err, size_t errlen) {
   cudnnBackendDescriptor_t plan = NULL;
   int64_t n = 0;
   if (DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan), p->what) ||
       SET(h, plan, PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h->handle, p->what) ||
       SET(h, plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg, p->what) ||
       DNN(h, BackendFinalize, (plan), p->what) ||
-      DNN(h, BackendGetAttribute,
-          (plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, workspace), p->what)) {
+      DNN(h, BackendGetAttribute, (plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, workspace),
+          p->what)) {
     destroy(h->dnn, &plan);
     return NULL;
   }
@@ -109,10 +108,10 @@ typedef struct TuneBufs {
 } TuneBufs;
 
 static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
-  CUdeviceptr *all[] = {&b->io.x,         &b->io.w,         &b->io.y,         &b->io.stats,     &b->io.sb,
-                        &b->io.esb,       &b->io.residual,  &b->io.mask,      &b->io.workspace, &b->io.bn.z,
-                        &b->io.bn.mean,   &b->io.bn.invstd, &b->io.bn.gamma,  &b->io.bn.beta,   &b->io.bn.dgamma,
-                        &b->io.bn.dbeta,  &b->io.bn.abc};
+  CUdeviceptr *all[] = {&b->io.x,        &b->io.w,         &b->io.y,        &b->io.stats,     &b->io.sb,
+                        &b->io.esb,      &b->io.residual,  &b->io.mask,     &b->io.workspace, &b->io.bn.z,
+                        &b->io.bn.mean,  &b->io.bn.invstd, &b->io.bn.gamma, &b->io.bn.beta,   &b->io.bn.dgamma,
+                        &b->io.bn.dbeta, &b->io.bn.abc};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (*all[i]) cu->MemFree(*all[i]);
   memset(b, 0, sizeof *b);
@@ -120,8 +119,8 @@ static void tune_bufs_free(const RtCudaApi *cu, TuneBufs *b) {
 
 /* Milliseconds per run of a tuning candidate (TUNE_RUNS after one
  * warm-up), its workspace grown in b as needed; negative when it fails. */
-static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan, int64_t ws, TuneBufs *b,
-                       char *err, size_t errlen) {
+static float time_plan(RtCudnn *h, RtConvPlan *p, cudnnBackendDescriptor_t plan, int64_t ws, TuneBufs *b, char *err,
+                       size_t errlen) {
   const RtCudaApi *cu = h->cu;
   if ((size_t)ws > b->ws_bytes) {
     if (b->io.workspace) cu->MemFree(b->io.workspace);
@@ -154,8 +153,8 @@ static RtCudaStatus tune_alloc_bn(RtCudnn *h, const RtConvPlan *p, RtConvIo *io,
 /* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
  * the first acceptable configuration that finalizes or, when tuning, the
  * fastest of the first TUNE_CANDIDATES that do. */
-static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDescriptor_t *cfgs, int64_t n,
-                           TuneBufs *b, int *acceptable, char *err, size_t errlen) {
+static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDescriptor_t *cfgs, int64_t n, TuneBufs *b,
+                           int *acceptable, char *err, size_t errlen) {
   float best_ms = 0;
   int tried = 0;
   for (int64_t i = 0; i < n && tried < (h->tune ? TUNE_CANDIDATES : 1); i++) {
@@ -176,29 +175,26 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
       size_t eb = dtype_bytes(d->dtype);
       const RtCudaApi *cu = h->cu;
       RtConvIo *io = &b->io;
-      if (!io->x && (RT_CU(cu, MemAlloc, (&io->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
-                     RT_CU(cu, MemAlloc, (&io->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what,
-                           err, errlen) ||
-                     RT_CU(cu, MemAlloc, (&io->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
-                     (d->genstats &&
-                      RT_CU(cu, MemAlloc, (&io->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)) ||
-                     (d->prologue &&
-                      (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
-                       RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err,
-                             errlen))) ||
-                     ((d->epilogue & CG_EPI_AFFINE) &&
-                      (RT_CU(cu, MemAlloc, (&io->esb, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen) ||
-                       RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what,
-                             err, errlen))) ||
-                     ((d->epilogue & CG_EPI_RESIDUAL) &&
-                      RT_CU(cu, MemAlloc,
-                            (&io->residual, d->kind == CG_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
-                                                                   : eb * (size_t)d->n * d->h * d->w * d->c),
-                            p->what, err, errlen)) ||
-                     ((d->epilogue & CG_EPI_DRELU) &&
-                      RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err,
-                            errlen)) ||
-                     (d->dbn && tune_alloc_bn(h, p, io, err, errlen)))) {
+      if (!io->x &&
+          (RT_CU(cu, MemAlloc, (&io->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
+           RT_CU(cu, MemAlloc, (&io->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what, err, errlen) ||
+           RT_CU(cu, MemAlloc, (&io->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
+           (d->genstats && RT_CU(cu, MemAlloc, (&io->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)) ||
+           (d->prologue &&
+            (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
+             RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err, errlen))) ||
+           ((d->epilogue & CG_EPI_AFFINE) &&
+            (RT_CU(cu, MemAlloc, (&io->esb, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen) ||
+             RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
+                   errlen))) ||
+           ((d->epilogue & CG_EPI_RESIDUAL) &&
+            RT_CU(cu, MemAlloc,
+                  (&io->residual, d->kind == CG_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
+                                                         : eb * (size_t)d->n * d->h * d->w * d->c),
+                  p->what, err, errlen)) ||
+           ((d->epilogue & CG_EPI_DRELU) &&
+            RT_CU(cu, MemAlloc, (&io->mask, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen)) ||
+           (d->dbn && tune_alloc_bn(h, p, io, err, errlen)))) {
         destroy(h->dnn, &plan);
         return RT_CUDA_ECALL;
       }

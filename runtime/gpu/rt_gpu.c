@@ -64,10 +64,10 @@ static RtCudaStatus dev_alloc(RtGpu *x, CUdeviceptr *p, size_t bytes, const char
     size_t free_b = 0, total = 0;
     x->api->MemGetInfo(&free_b, &total);
     return rt_cuda_fail(RT_CUDA_EDEVMEM, err, errlen,
-                "out of GPU memory: the %s needs %zu bytes (%.2f GiB) at batch %lld, but only %zu bytes "
-                "(%.2f GiB) of %.2f GiB are free (try a smaller batch)",
-                what, bytes, bytes / 1073741824.0, (long long)x->batch, free_b, free_b / 1073741824.0,
-                total / 1073741824.0);
+                        "out of GPU memory: the %s needs %zu bytes (%.2f GiB) at batch %lld, but only %zu bytes "
+                        "(%.2f GiB) of %.2f GiB are free (try a smaller batch)",
+                        what, bytes, bytes / 1073741824.0, (long long)x->batch, free_b, free_b / 1073741824.0,
+                        total / 1073741824.0);
   }
   *p = r == CUDA_SUCCESS ? *p : 0;
   return rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuMemAlloc(p, bytes)", what, err, errlen);
@@ -93,8 +93,8 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
       if ((uint64_t)val->offset + bytes > (uint64_t)g->plan_bytes) {
         free(poff);
         return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
-                    "rt_gpu: value %%%d (%zu bytes at offset %lld) lies outside the %lld-byte arena", v, bytes,
-                    (long long)val->offset, (long long)g->plan_bytes);
+                            "rt_gpu: value %%%d (%zu bytes at offset %lld) lies outside the %lld-byte arena", v, bytes,
+                            (long long)val->offset, (long long)g->plan_bytes);
       }
     } else {
       poff[v] = persist;
@@ -103,8 +103,9 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
   }
   x->persist_bytes = persist ? persist : ALIGN;
   RtCudaStatus s = dev_alloc(x, &x->persist, x->persist_bytes, "parameter and state storage", err, errlen);
-  if (!s) s = RT_CU(x->api, MemsetD8Async, (x->persist, 0, x->persist_bytes, x->stream), "zeroing the parameters",
-                    err, errlen);
+  if (!s)
+    s = RT_CU(x->api, MemsetD8Async, (x->persist, 0, x->persist_bytes, x->stream), "zeroing the parameters", err,
+              errlen);
   for (int v = 0; !s && v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     if (val->kind == IR_VAL_ACT || (val->kind == IR_VAL_INPUT && val->offset >= 0))
@@ -131,28 +132,29 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const CgKArg *a, CUdeviceptr *o
   if (a->kind == CG_KARG_SCRATCH) {
     size_t have = node_scratch(x, i);
     if (a->offset >= have)
-      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes", i,
-                  op, nm, a->offset, have);
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): scratch offset %zu beyond its %zu bytes",
+                          i, op, nm, a->offset, have);
     *out = (x->conv[i].side ? x->side_scratch : x->scratch) + a->offset;
     return RT_CUDA_OK;
   }
   int count = a->kind == CG_KARG_IN ? n->nin : n->nout;
   if ((a->kind != CG_KARG_IN && a->kind != CG_KARG_OUT) || a->index < 0 || a->index >= count)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): argument %s %d does not exist", i, op, nm,
-                a->kind == CG_KARG_IN ? "input" : "output", a->index);
+                        a->kind == CG_KARG_IN ? "input" : "output", a->index);
   int v = a->kind == CG_KARG_IN ? n->in[a->index] : n->out[a->index];
   *out = x->addr[v];
-  if (!*out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
+  if (!*out)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): value %%%d has no memory", i, op, nm, v);
   return RT_CUDA_OK;
 }
 
 /* The buffers of node i's data gradient with cuDNN's batch-norm backward
  * (conv.dbn) into io->bn. */
 static RtCudaStatus resolve_bn(RtGpu *x, int i, const CgKNode *k, RtConvIo *io, char *err, size_t errlen) {
-  CUdeviceptr *to[CG_KBN_COUNT] = {[CG_KBN_Z] = &io->bn.z,           [CG_KBN_MEAN] = &io->bn.mean,
-                                   [CG_KBN_INVSTD] = &io->bn.invstd, [CG_KBN_GAMMA] = &io->bn.gamma,
-                                   [CG_KBN_BETA] = &io->bn.beta,     [CG_KBN_DGAMMA] = &io->bn.dgamma,
-                                   [CG_KBN_DBETA] = &io->bn.dbeta,   [CG_KBN_ABC] = &io->bn.abc};
+  CUdeviceptr *to[CG_KBN_COUNT] = {
+      [CG_KBN_Z] = &io->bn.z,         [CG_KBN_MEAN] = &io->bn.mean, [CG_KBN_INVSTD] = &io->bn.invstd,
+      [CG_KBN_GAMMA] = &io->bn.gamma, [CG_KBN_BETA] = &io->bn.beta, [CG_KBN_DGAMMA] = &io->bn.dgamma,
+      [CG_KBN_DBETA] = &io->bn.dbeta, [CG_KBN_ABC] = &io->bn.abc};
   RtCudaStatus s = RT_CUDA_OK;
   for (int b = 0; !s && b < CG_KBN_COUNT; b++) s = resolve_arg(x, i, &k->conv_bn[b], to[b], err, errlen);
   return s;
@@ -353,8 +355,7 @@ static void pick_fusion(RtGpu *x, int i, const CgConvDesc *fused_desc, const CgC
   size_t ws_plain = 0;
   int planned = !rt_cudnn_conv_plan(x->dnn, plain_desc, &plain, &ws_plain, err, sizeof err);
   if (m == *nmemo) {
-    if (!planned ||
-        time_fusion(x, i, fused_desc, c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
+    if (!planned || time_fusion(x, i, fused_desc, c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
       use_fused = 1;
     memo[*nmemo].fused_desc = *fused_desc, memo[*nmemo].fused = use_fused;
     ++*nmemo;
@@ -463,8 +464,8 @@ static int node_ranges(RtGpu *x, int i, const uint64_t *addr, const uint64_t *by
   for (int k = 0; works && k < (r ? r->n : 1); k++)
     if (rt_gpu_branch_add_node(set, x->g, r ? r->node[k] : i, addr, bytes)) return -1;
   CUdeviceptr scratch = c->side ? x->side_scratch : x->scratch, ws = c->side ? x->side_workspace : x->workspace;
-  if (works && (rt_gpu_branch_add(set, scratch, node_scratch(x, i), 1) ||
-                (c->plan && rt_gpu_branch_add(set, ws, c->ws, 1))))
+  if (works &&
+      (rt_gpu_branch_add(set, scratch, node_scratch(x, i), 1) || (c->plan && rt_gpu_branch_add(set, ws, c->ws, 1))))
     return -1;
   return rt_gpu_branch_end_node(set, c->side);
 }
@@ -499,12 +500,13 @@ static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
   x->fork_ev = calloc((size_t)g->nnode, sizeof *x->fork_ev);
   x->done_ev = calloc((size_t)g->nnode, sizeof *x->done_ev);
   if (!x->fork_ev || !x->done_ev) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
-  RtCudaStatus s = RT_CU(x->api, StreamCreate, (&x->side_stream, CU_STREAM_NON_BLOCKING), "the side stream", err,
-                         errlen);
+  RtCudaStatus s =
+      RT_CU(x->api, StreamCreate, (&x->side_stream, CU_STREAM_NON_BLOCKING), "the side stream", err, errlen);
   for (int i = 0; !s && i < g->nnode; i++) {
     if (!x->conv[i].side) continue;
     s = RT_CU(x->api, EventCreate, (&x->fork_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream fork", err, errlen);
-    if (!s) s = RT_CU(x->api, EventCreate, (&x->done_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream join", err, errlen);
+    if (!s)
+      s = RT_CU(x->api, EventCreate, (&x->done_ev[i], CU_EVENT_DISABLE_TIMING), "a side-stream join", err, errlen);
   }
   return s;
 }
@@ -580,16 +582,14 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   x->arena_bytes = (size_t)g->plan_bytes;
   /* the big allocation first: a batch too large fails before any compile */
   if ((s = dev_alloc(x, &x->arena, x->arena_bytes, "activation arena", err, errlen)) ||
-      (s = RT_CU(x->api, MemsetD8Async, (x->arena, 0, x->arena_bytes, x->stream), "zeroing the arena", err,
-                 errlen)) ||
+      (s = RT_CU(x->api, MemsetD8Async, (x->arena, 0, x->arena_bytes, x->stream), "zeroing the arena", err, errlen)) ||
       (s = place_values(x, err, errlen)))
     return s;
   CgDevice dev;
   cg_cache_dir(o ? o->cache_dir : NULL, x->cache_dir, sizeof x->cache_dir);
   if ((s = device_of(x, &dev, err, errlen)) ||
-      (s = rt_gpu_status_of_cg(cg_prog_build_prebuilt(g, x->batch, &dev, x->cache_dir,
-                                                      o ? o->prebuilt : NULL, o ? o->prebuilt_arch : NULL, &x->prog,
-                                                      err, errlen))))
+      (s = rt_gpu_status_of_cg(cg_prog_build_prebuilt(g, x->batch, &dev, x->cache_dir, o ? o->prebuilt : NULL,
+                                                      o ? o->prebuilt_arch : NULL, &x->prog, err, errlen))))
     return s;
   if ((s = rt_gpu_prog_load(&x->prog, x->mod, x->ctx, err, errlen))) return s;
   if ((s = rt_cudnn_init(&x->dnn, x->stream, o ? o->tune : 0, err, errlen))) return s;
@@ -619,24 +619,22 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   x->workspace = x->scratch + align_up(need[0]);
   x->side_scratch = x->workspace + align_up(need[1]);
   x->side_workspace = x->side_scratch + align_up(need[2]);
-  if ((s = prepare_nodes(x, err, errlen)) ||
-      (s = fold_runs(x, err, errlen)) || (s = plan_branches(x, err, errlen)))
+  if ((s = prepare_nodes(x, err, errlen)) || (s = fold_runs(x, err, errlen)) || (s = plan_branches(x, err, errlen)))
     return s;
   return RT_CU(x->api, StreamSynchronize, (x->stream), "setting up the executor", err, errlen);
 }
 
-RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err,
-                        size_t errlen) {
+RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err, size_t errlen) {
   if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: out is NULL");
   *out = NULL;
   if (!g) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: no graph");
   if (g->plan_bytes <= 0)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_new: graph %s has no memory plan (run the memplan pass)",
-                g->name ? g->name : "?");
+                        g->name ? g->name : "?");
   if (batch < 1 || batch > INT_MAX || g->plan_batch != batch)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
-                "rt_gpu_new: plan made for batch %lld, not %lld (compile with --batch=%lld)",
-                (long long)g->plan_batch, (long long)batch, (long long)batch);
+                        "rt_gpu_new: plan made for batch %lld, not %lld (compile with --batch=%lld)",
+                        (long long)g->plan_batch, (long long)batch, (long long)batch);
   RtGpu *x = calloc(1, sizeof *x);
   if (x) {
     x->g = g, x->batch = batch;
@@ -718,7 +716,8 @@ int rt_gpu_fused_convs(const RtGpu *x) {
 
 int rt_gpu_prologue_convs(const RtGpu *x) {
   int n = 0;
-  for (int i = 0; x && i < x->g->nnode; i++) n += x->conv[i].plan && x->prog.kn[i].conv.prologue && x->conv[i].pro_fused;
+  for (int i = 0; x && i < x->g->nnode; i++)
+    n += x->conv[i].plan && x->prog.kn[i].conv.prologue && x->conv[i].pro_fused;
   return n;
 }
 int rt_gpu_prebuilt_hit(const RtGpu *x) { return x ? x->prog.prebuilt : 0; }
@@ -758,8 +757,8 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
     case IR_DT_U8:
       if (dt == IR_DT_I32 ? q[i] < INT32_MIN || q[i] > INT32_MAX : q[i] < 0 || q[i] > 255)
         return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: %s[%lld] = %lld does not fit %s",
-                    x->g->val[v].name ? x->g->val[v].name : "value", (long long)i, (long long)q[i],
-                    ir_dtype_name(dt));
+                            x->g->val[v].name ? x->g->val[v].name : "value", (long long)i, (long long)q[i],
+                            ir_dtype_name(dt));
       if (dt == IR_DT_I32)
         ((int32_t *)x->stage)[i] = (int32_t)q[i];
       else
@@ -776,8 +775,8 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
 RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) {
   size_t bytes;
   RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
-  if (s || (s = RT_CU(x->api, MemcpyDtoHAsync, (x->stage, x->addr[v], bytes, x->stream), "reading a value", err,
-                      errlen)) ||
+  if (s ||
+      (s = RT_CU(x->api, MemcpyDtoHAsync, (x->stage, x->addr[v], bytes, x->stream), "reading a value", err, errlen)) ||
       (s = RT_CU(x->api, StreamSynchronize, (x->stream), "reading a value", err, errlen)))
     return s;
   int64_t n = x->numel[v];
@@ -815,10 +814,10 @@ static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size
   }
   GpuLaunch *L = &x->launch[j];
   const CgKLaunch *l = L->l;
-  return RT_CU(x->api, LaunchKernel,
-               (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st,
-                L->argp, NULL),
-               l->name, err, errlen);
+  return RT_CU(
+      x->api, LaunchKernel,
+      (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st, L->argp, NULL),
+      l->name, err, errlen);
 }
 
 /* run_one between events ev[2 * *k] and ev[2 * *k + 1] when ev is given. */
@@ -883,8 +882,8 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
     if (forked) last = i;
   }
   if (last > joined) {
-    RtCudaStatus j = RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[last], 0), what, s ? NULL : err,
-                           s ? 0 : errlen);
+    RtCudaStatus j =
+        RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[last], 0), what, s ? NULL : err, s ? 0 : errlen);
     if (!s) s = j;
   }
   return s;
@@ -918,8 +917,8 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     if (graph) x->api->GraphDestroy(graph);
     return ls;
   }
-  if ((s = rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuStreamEndCapture(stream, &graph)", "capturing the step",
-                         err, errlen)))
+  if ((s = rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuStreamEndCapture(stream, &graph)", "capturing the step", err,
+                         errlen)))
     return s;
   s = RT_CU(x->api, GraphInstantiate, (&x->exec, graph, 0), "instantiating the step graph", err, errlen);
   if (s) x->exec = NULL;
@@ -953,8 +952,8 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
   return s;
 }
 
-RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
-                               char *err, size_t errlen) {
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, char *err,
+                               size_t errlen) {
   if (g && g->plan_batch != batch)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: plan made for batch %lld, not %lld",
                         (long long)g->plan_batch, (long long)batch);

@@ -28,8 +28,8 @@
 typedef struct RtGpu RtGpu;
 
 typedef struct RtGpuOpts {
-  int device;       /* ordinal */
-  int tune;         /* time cuDNN engine candidates once; winners kept in CACHE/cudnn-tune.txt */
+  int device;            /* ordinal */
+  int tune;              /* time cuDNN engine candidates once; winners kept in CACHE/cudnn-tune.txt */
   const char *cache_dir; /* NVRTC/cuDNN caches, or NULL */
   /* A program made ahead of time (a model.so's, rt_model.h), or NULL: its
    * cubin is loaded without compiling when its source is exactly the text
@@ -43,9 +43,9 @@ typedef struct RtGpuOpts {
 
 /* g must outlive the executor and be planned (g->plan_bytes > 0) for `batch`. */
 RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtGpu **out, char *err, size_t errlen);
-void rt_gpu_free(RtGpu *x); /* takes NULL */
+void rt_gpu_free(RtGpu *x);                        /* takes NULL */
 int rt_gpu_find(const RtGpu *x, const char *name); /* value id of an input/param/state, or -1 */
-int rt_gpu_fused_convs(const RtGpu *x); /* convolutions that write their batch-norm statistics (GenStats,
+int rt_gpu_fused_convs(const RtGpu *x);            /* convolutions that write their batch-norm statistics (GenStats,
                                          * or a data gradient's batch-norm backward weights) */
 int rt_gpu_prologue_convs(const RtGpu *x); /* convolutions that apply the previous batch norm + relu themselves */
 /* Nodes on the side stream (the weight gradients, unless NETC_BRANCHES=0),
@@ -74,8 +74,8 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
  * in the cache (cache_dir, or the default below).  A later rt_gpu_new on a
  * device with the same attributes then loads the cubin without compiling.
  * The default cache is $XDG_CACHE_HOME/netc, else ~/.cache/netc. */
-RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir,
-                               char *err, size_t errlen);
+RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, char *err,
+                               size_t errlen);
 /* Bytes of device memory the executor holds (arena, parameters, scratch). */
 size_t rt_gpu_device_bytes(const RtGpu *x);
 /* The same in parts: the activation arena, the parameters and state, and
@@ -105,8 +105,7 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
  * optimizer section).  The executor's whole-step graph is left alone. */
 typedef struct RtGpuAccum RtGpuAccum;
 
-RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
-                              size_t errlen);
+RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err, size_t errlen);
 void rt_gpu_accum_free(RtGpuAccum *a); /* takes NULL */
 int rt_gpu_accum_k(const RtGpuAccum *a);
 /* Zeroes the sums (a new update starts). */
@@ -118,21 +117,21 @@ RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen)
 
 /* One timed piece of a step: a node's cuDNN convolution or one of its launches. */
 typedef struct RtGpuProfRec {
-  int node;              /* IR node index (its name, op and SrcLoc are in the graph) */
-  int launch;            /* index among the node's launches; -1 for its convolution */
+  int node;                    /* IR node index (its name, op and SrcLoc are in the graph) */
+  int launch;                  /* index among the node's launches; -1 for its convolution */
   char kernel[CG_K_NAME + 64]; /* generated kernel name, or "cudnn_conv_fwd f16 [N,H,W,C]x[K,R,S]" */
-  double ms;             /* median over the profiled steps */
-  double start_ms;       /* start in the last profiled step, from that step's first event */
-  double flops;          /* convolutions and linear layers; 0 for the rest */
-  double bytes;          /* estimate: sizes of the distinct tensors its arguments name (scratch not counted) */
+  double ms;                   /* median over the profiled steps */
+  double start_ms;             /* start in the last profiled step, from that step's first event */
+  double flops;                /* convolutions and linear layers; 0 for the rest */
+  double bytes;                /* estimate: sizes of the distinct tensors its arguments name (scratch not counted) */
 } RtGpuProfRec;
 
 typedef struct RtGpuProfile {
-  RtGpuProfRec *rec;     /* in step order */
+  RtGpuProfRec *rec; /* in step order */
   int nrec, reps;
-  double step_ms;        /* one replay of the captured step graph (mean of 10) */
-  double peak_gbs;       /* 2 * memory clock * bus width / 8 */
-  double peak_tflops;    /* dense f16 tensor rate: SMs * clock * rt_gpu_tensor_flops_per_clock */
+  double step_ms;     /* one replay of the captured step graph (mean of 10) */
+  double peak_gbs;    /* 2 * memory clock * bus width / 8 */
+  double peak_tflops; /* dense f16 tensor rate: SMs * clock * rt_gpu_tensor_flops_per_clock */
   char device[256];
   int cc_major, cc_minor, sm_count, clock_khz, mem_clock_khz, mem_bus_bits;
 } RtGpuProfile;

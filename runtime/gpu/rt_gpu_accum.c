@@ -56,8 +56,8 @@ static RtCudaStatus load_kernels(RtGpuAccum *a, char *err, size_t errlen) {
   memcpy(src, common, lc);
   src[lc] = '\n';
   memcpy(src + lc + 1, accum, la + 1);
-  RtCudaStatus s = rt_gpu_prog_module(x->ctx, src, "netc_accum", "accum", x->cache_dir,
-                                      "gradient accumulation kernels", &a->mod, err, errlen);
+  RtCudaStatus s = rt_gpu_prog_module(x->ctx, src, "netc_accum", "accum", x->cache_dir, "gradient accumulation kernels",
+                                      &a->mod, err, errlen);
   free(src);
   return s;
 }
@@ -70,8 +70,10 @@ static RtCudaStatus prepare(RtGpuAccum *a, const int *grad, char *err, size_t er
     int v = grad[i];
     const char *sfx = v >= 0 && v < x->g->nval ? dtype_suffix(x->g->val[v].type.dtype) : NULL;
     if (!sfx || !x->addr[v])
-      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum: value %%%d is not an f32/f16/bf16 gradient in "
-                          "device memory", v);
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
+                          "rt_gpu_accum: value %%%d is not an f32/f16/bf16 gradient in "
+                          "device memory",
+                          v);
     AccLaunch *L = &a->l[i];
     L->g = x->addr[v], L->n = x->numel[v];
     L->sum = at; /* an offset until the allocation */
@@ -88,11 +90,13 @@ static RtCudaStatus prepare(RtGpuAccum *a, const int *grad, char *err, size_t er
   a->bytes = at ? at : ALIGN;
   CUresult r = x->api->MemAlloc(&a->sums, a->bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY)
-    return rt_cuda_fail(RT_CUDA_EDEVMEM, err, errlen, "out of GPU memory: the gradient sums of accumulation need %zu "
-                        "bytes (%.2f GiB)", a->bytes, a->bytes / 1073741824.0);
+    return rt_cuda_fail(RT_CUDA_EDEVMEM, err, errlen,
+                        "out of GPU memory: the gradient sums of accumulation need %zu "
+                        "bytes (%.2f GiB)",
+                        a->bytes, a->bytes / 1073741824.0);
   if (r != CUDA_SUCCESS) a->sums = 0;
-  RtCudaStatus s = rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuMemAlloc(&a->sums, a->bytes)", "gradient sums", err,
-                                 errlen);
+  RtCudaStatus s =
+      rt_cuda_check(x->api, r, __FILE__, __LINE__, "cuMemAlloc(&a->sums, a->bytes)", "gradient sums", err, errlen);
   for (int i = 0; !s && i < a->n; i++) a->l[i].sum += a->sums;
   return s;
 }
@@ -136,8 +140,7 @@ static RtCudaStatus capture(RtGpuAccum *a, int last, CUgraphExec *exec, char *er
   return s;
 }
 
-RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err,
-                              size_t errlen) {
+RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpuAccum **out, char *err, size_t errlen) {
   if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_new: out is NULL");
   *out = NULL;
   if (!x || ngrad < 0 || (ngrad && !grad) || k < 1)
@@ -187,14 +190,14 @@ RtCudaStatus rt_gpu_accum_reset(RtGpuAccum *a, char *err, size_t errlen) {
   if (!a) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_reset: no accumulator");
   RtGpu *x = a->x;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
-  return s ? s : RT_CU(x->api, MemsetD8Async, (a->sums, 0, a->bytes, x->stream), "zeroing the gradient sums", err,
-                       errlen);
+  return s ? s
+           : RT_CU(x->api, MemsetD8Async, (a->sums, 0, a->bytes, x->stream), "zeroing the gradient sums", err, errlen);
 }
 
 RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen) {
   if (!a) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_run: no accumulator");
   RtGpu *x = a->x;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
-  return s ? s : RT_CU(x->api, GraphLaunch, (last ? a->last : a->micro, x->stream), "replaying a micro-step", err,
-                       errlen);
+  return s ? s
+           : RT_CU(x->api, GraphLaunch, (last ? a->last : a->micro, x->stream), "replaying a micro-step", err, errlen);
 }

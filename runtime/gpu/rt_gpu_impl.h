@@ -19,13 +19,13 @@ typedef struct GpuLaunch {
 
 typedef struct GpuConv {
   RtConvPlan *plan;
-  int fused;         /* the plan writes the statistics (CgConvDesc.genstats) into io.stats */
-  int pro_fused;     /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
-  int epi_fused;     /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
-  int pre;           /* launches of the node that run before the convolution (its PROLOGUE) */
-  RtConvIo io;       /* workspace: the executor's */
-  size_t ws;         /* the plan's workspace bytes */
-  int side;          /* the node runs on the side stream (rt_gpu_branch.h), with the side scratch */
+  int fused;     /* the plan writes the statistics (CgConvDesc.genstats) into io.stats */
+  int pro_fused; /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
+  int epi_fused; /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
+  int pre;       /* launches of the node that run before the convolution (its PROLOGUE) */
+  RtConvIo io;   /* workspace: the executor's */
+  size_t ws;     /* the plan's workspace bytes */
+  int side;      /* the node runs on the side stream (rt_gpu_branch.h), with the side scratch */
 } GpuConv;
 
 struct RtGpu {
@@ -36,8 +36,8 @@ struct RtGpu {
   CUstream stream;
   RtCudnn *dnn;
   CgProg prog;
-  NetcOpts opts;        /* RtGpuOpts.opts, else the environment's, read when made */
-  char cache_dir[4096]; /* the kernel cache (cg_cache_dir of RtGpuOpts.cache_dir); "" for none */
+  NetcOpts opts;                  /* RtGpuOpts.opts, else the environment's, read when made */
+  char cache_dir[4096];           /* the kernel cache (cg_cache_dir of RtGpuOpts.cache_dir); "" for none */
   RtCudaModule *mod[CG_MAX_PART]; /* prog's parts, loaded */
   CUdeviceptr arena, persist, scratch, workspace;
   size_t arena_bytes, persist_bytes, scratch_bytes;
@@ -47,7 +47,7 @@ struct RtGpu {
   GpuLaunch *launch; /* every launch of every node, in step order */
   int *first;        /* per node: index of its first launch; first[nnode] = total */
   CUgraphExec exec;
-  void *stage;       /* host staging buffer for conversions */
+  void *stage; /* host staging buffer for conversions */
   size_t stage_bytes;
   RtGpuOptim *optim; /* multi-tensor runs (rt_gpu_optim.h), or NULL */
   int folded;        /* nodes that launch nothing because their run's head does their work */

@@ -27,7 +27,7 @@ struct RtGpuInput {
   const RtCudaApi *api;
   int v;
   RtRefInput in;
-  size_t bytes; /* of one batch of bytes */
+  size_t bytes;  /* of one batch of bytes */
   int64_t total; /* elements of the input value */
   unsigned grid;
   RtCudaModule *mod;
@@ -36,7 +36,7 @@ struct RtGpuInput {
   uint8_t *host[SLOTS];
   CUdeviceptr dev[SLOTS];
   CUevent copied[SLOTS], consumed[SLOTS];
-  int filling;   /* slot handed out by rt_gpu_input_buffer and not sent, or -1 */
+  int filling;                    /* slot handed out by rt_gpu_input_buffer and not sent, or -1 */
   int next_fill, next_feed, sent; /* sent: batches sent and not fed */
 };
 
@@ -49,8 +49,8 @@ static const char *storage_type(IrDtype dt) {
   return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : dt == IR_DT_BF16 ? "netc_bf16" : NULL;
 }
 
-RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen,
-                                 char *err, size_t errlen) {
+RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
+                                 size_t errlen) {
   *src = NULL;
   if (!rt_ref_input_ok(in) || !storage_type(dt))
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: an input of %s, or dims that do not add up",
@@ -61,17 +61,19 @@ RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, c
   char v[7][32];
   const int64_t num[7] = {in->n, in->c, in->dc, in->h, in->w, in->src_nhwc != 0, in->dst_nhwc != 0};
   for (int i = 0; i < 7; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
-  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_N", v[0]},
-                             {"NETC_C", v[1]},           {"NETC_DC", v[2]},            {"NETC_H", v[3]},
-                             {"NETC_W", v[4]},           {"NETC_SRC_LAST", v[5]},     {"NETC_DST_LAST", v[6]}};
+  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)},
+                        {"NETC_N", v[0]},           {"NETC_C", v[1]},
+                        {"NETC_DC", v[2]},          {"NETC_H", v[3]},
+                        {"NETC_W", v[4]},           {"NETC_SRC_LAST", v[5]},
+                        {"NETC_DST_LAST", v[6]}};
   size_t lc = strlen(common), lt = strlen(text);
   char *joined = malloc(lc + lt + 2);
   if (!joined) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_input: out of host memory");
   memcpy(joined, common, lc);
   joined[lc] = '\n';
   memcpy(joined + lc + 1, text, lt + 1);
-  CgStatus s = cg_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]),
-                                         src, err, errlen);
+  CgStatus s =
+      cg_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]), src, err, errlen);
   free(joined);
   return rt_gpu_status_of_cg(s);
 }

@@ -34,8 +34,8 @@ typedef struct RtGpuInput RtGpuInput;
 /* The conversion kernel's source for in (shapes and layouts baked in)
  * writing dtype dt (f32, f16 or bf16), and its name, e.g.
  * "k_input_u8_f16_nchw"; no GPU is needed.  *src is malloc'd. */
-RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen,
-                                 char *err, size_t errlen);
+RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
+                                 size_t errlen);
 /* A pipeline into value v (an input of x) whose dtype is f32, f16 or bf16
  * and whose size is in->n * in->dc * in->h * in->w; compiles the kernel
  * for x's device. */

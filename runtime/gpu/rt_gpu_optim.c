@@ -38,8 +38,7 @@ static int entry_values(const IrGraph *g, const CgMultiRun *r, int k, int v[3]) 
 
 /* The pointer tables of the runs, uploaded; use[k] = 0 for a run with a
  * pointer that is missing or not 16-byte aligned. */
-static RtCudaStatus upload_tables(RtGpuOptim *o, const IrGraph *g, const CUdeviceptr *addr, char *err,
-                                  size_t errlen) {
+static RtCudaStatus upload_tables(RtGpuOptim *o, const IrGraph *g, const CUdeviceptr *addr, char *err, size_t errlen) {
   const CgMultiPlan *p = &o->plan;
   size_t n = 0;
   for (int k = 0; k < p->nrun; k++) n += (size_t)p->run[k].n * 3;

@@ -99,7 +99,9 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
   if (d->stride[0] != 1 || d->stride[1] != 1) snprintf(stride, sizeof stride, " s%d", d->stride[0]);
   snprintf(r->kernel, sizeof r->kernel, "cudnn_conv_%s%s%s%s %s [%d,%d,%d,%d]x[%d,%d,%d]%s",
            (unsigned)d->kind < 3 ? KIND[d->kind] : "?",
-           !x->conv[i].fused ? "" : d->dbn ? "+dbn" : "+stats",
+           !x->conv[i].fused ? ""
+           : d->dbn          ? "+dbn"
+                             : "+stats",
            d->prologue && x->conv[i].pro_fused ? "+prologue" : "",
            d->epilogue && x->conv[i].epi_fused ? "+epilogue" : "", ir_dtype_name(d->dtype), d->n, d->h, d->w, d->c,
            d->k, d->r, d->s, stride);
@@ -232,8 +234,8 @@ static RtCudaStatus device_limits(RtGpu *x, RtGpuProfile *p, char *err, size_t e
     s = RT_CU(x->api, DeviceGetAttribute, (A[i].v, A[i].attr, dev), "device limits", err, errlen);
   if (s) return s;
   p->peak_gbs = 2.0 * p->mem_clock_khz * 1e3 * p->mem_bus_bits / 8.0 / 1e9;
-  p->peak_tflops = (double)p->sm_count * p->clock_khz * 1e3 *
-                   rt_gpu_tensor_flops_per_clock(p->cc_major, p->cc_minor) / 1e12;
+  p->peak_tflops =
+      (double)p->sm_count * p->clock_khz * 1e3 * rt_gpu_tensor_flops_per_clock(p->cc_major, p->cc_minor) / 1e12;
   return RT_CUDA_OK;
 }
 

@@ -7,7 +7,6 @@
 
 #include "cg_cache.h"
 
-
 RtCudaStatus rt_gpu_status_of_cg(CgStatus s) {
   switch (s) {
   case CG_OK: return RT_CUDA_OK;
@@ -42,15 +41,15 @@ RtCudaStatus rt_gpu_prog_function(const CgProg *p, RtCudaModule *const mod[CG_MA
 }
 
 RtCudaStatus rt_gpu_prog_module(RtCudaCtx *ctx, const char *source, const char *name, const char *kind,
-                                const char *cache_dir, const char *what, RtCudaModule **mod, char *err,
-                                size_t errlen) {
+                                const char *cache_dir, const char *what, RtCudaModule **mod, char *err, size_t errlen) {
   const RtCudaApi *api = rt_cuda_ctx_api(ctx);
   CUdevice dev = rt_cuda_ctx_device(ctx);
   int cc[2] = {0, 0};
   RtCudaStatus s = RT_CU(api, DeviceGetAttribute, (&cc[0], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
                          "the device's architecture", err, errlen);
-  if (!s) s = RT_CU(api, DeviceGetAttribute, (&cc[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                    "the device's architecture", err, errlen);
+  if (!s)
+    s = RT_CU(api, DeviceGetAttribute, (&cc[1], CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+              "the device's architecture", err, errlen);
   if (s) return s;
   char arch[32];
   snprintf(arch, sizeof arch, "sm_%d%d", cc[0], cc[1]);

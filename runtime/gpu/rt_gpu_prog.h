@@ -27,8 +27,7 @@ RtCudaStatus rt_gpu_prog_function(const CgProg *p, RtCudaModule *const mod[CG_MA
  * (cg_cache.h; kind names its files, cache_dir as RtGpuOpts.cache_dir) and
  * loaded as *mod; what says what it is for in messages. */
 RtCudaStatus rt_gpu_prog_module(RtCudaCtx *ctx, const char *source, const char *name, const char *kind,
-                                const char *cache_dir, const char *what, RtCudaModule **mod, char *err,
-                                size_t errlen);
+                                const char *cache_dir, const char *what, RtCudaModule **mod, char *err, size_t errlen);
 /* Unloads the modules (each may be NULL) and leaves mod[] empty. */
 void rt_gpu_prog_unload(RtCudaModule *mod[CG_MAX_PART]);
 

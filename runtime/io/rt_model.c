@@ -34,8 +34,7 @@ _Static_assert(CG_MAX_PART == CG_MAX_PART, "a model holds as many programs as th
 
 static uint64_t get_u64(const unsigned char *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
   return v;
 }
 
@@ -46,10 +45,8 @@ static uint32_t get_u32(const unsigned char *p) {
 /* The first error line a Diag wrote into a memstream, without its newline. */
 static void first_line(char *dst, size_t len, const char *text) {
   size_t n = text ? strcspn(text, "\n") : 0;
-  if (n >= len)
-    n = len - 1;
-  if (n)
-    memcpy(dst, text, n);
+  if (n >= len) n = len - 1;
+  if (n) memcpy(dst, text, n);
   dst[n] = 0;
 }
 
@@ -59,21 +56,18 @@ static int compile_net(const char *path, Arena *a, IrGraph *g[2], char *err, siz
   char *log = NULL;
   size_t loglen = 0;
   FILE *f = open_memstream(&log, &loglen);
-  if (!f)
-    return rt_errf(err, errlen, "%s: out of memory", path);
+  if (!f) return rt_errf(err, errlen, "%s: out of memory", path);
   Diag d;
   diag_init(&d, f);
   for (int i = 0; i < 2; i++) {
     PassCtx cx = {.d = &d, .out = f, .precision = IR_DT_F16, .inference = i};
-    if (!(g[i] = compile_file(a, &d, path, &cx)))
-      break;
+    if (!(g[i] = compile_file(a, &d, path, &cx))) break;
   }
   fclose(f);
   char line[512];
   first_line(line, sizeof line, log);
   free(log);
-  if (!g[0] || !g[1])
-    return rt_errf(err, errlen, "%s", line[0] ? line : "compile failed");
+  if (!g[0] || !g[1]) return rt_errf(err, errlen, "%s", line[0] ? line : "compile failed");
   return 0;
 }
 
@@ -92,8 +86,7 @@ static IrGraph *read_graph(const char *path, const char *what, const char *text,
   Diag d;
   diag_init(&d, f);
   IrGraph *g = ir_read(a, &d, name, text, len);
-  if (g && ir_verify(g, &d, "loading the model"))
-    g = NULL;
+  if (g && ir_verify(g, &d, "loading the model")) g = NULL;
   fclose(f);
   if (!g) {
     char line[512];
@@ -125,8 +118,7 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
     uint64_t off = get_u64(b + 40 + 16 * i), len = get_u64(b + 48 + 16 * i);
     int text = cg_model_section_is_text(i);
     sec_off[i] = off, sec_len[i] = len;
-    if (!len)
-      continue;
+    if (!len) continue;
     if (off < CG_MODEL_HEADER || off > n || len > n - off || (text && len == n - off) || (text && b[off + len] != 0) ||
         (!text && (len < 16 || memcmp(b + off, "\177ELF", 4) != 0)))
       return rt_errf(err, errlen, "%s: corrupt model (section %d: %llu bytes at %llu of a %llu-byte blob)", path, i,
@@ -154,8 +146,7 @@ static int ends_with(const char *s, const char *tail) {
 /* The ELF file at path is whole: headers and every loaded segment inside it. */
 static int check_elf_file(const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return 0; /* dlopen says why */
+  if (!f) return 0; /* dlopen says why */
   struct stat st;
   Elf64_Ehdr eh;
   int rc = 0;
@@ -186,8 +177,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
   char local[4200];
   /* a bare name would be searched for on the library path, not here */
   snprintf(local, sizeof local, "%s%s", strchr(path, '/') ? "" : "./", path);
-  if (check_elf_file(local, err, errlen))
-    return -1;
+  if (check_elf_file(local, err, errlen)) return -1;
   dlerror();
   m->dl = dlopen(local, RTLD_NOW | RTLD_LOCAL);
   if (!m->dl) {
@@ -205,8 +195,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
     return rt_errf(err, errlen, "%s: corrupt model (%s says %llu bytes but the symbol holds %llu)", path,
                    CG_MODEL_SIZE_SYMBOL, *size, sym ? (unsigned long long)sym->st_size : 0ull);
   uint64_t off[CG_MODEL_NSECTION], len[CG_MODEL_NSECTION];
-  if (check_blob(path, b, *size, off, len, err, errlen))
-    return -1;
+  if (check_blob(path, b, *size, off, len, err, errlen)) return -1;
   m->batch = (int64_t)get_u64(b + 16);
   snprintf(m->arch, sizeof m->arch, "%s", (const char *)b + 24);
   snprintf(m->code_opts, sizeof m->code_opts, "%s", len[CG_MODEL_OPTS] ? (const char *)b + off[CG_MODEL_OPTS] : "");
@@ -223,8 +212,7 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
     for (int k = 0; k < CG_MAX_PART; k++) {
       int cu = (i ? CG_MODEL_INFER_CU : CG_MODEL_TRAIN_CU) + k;
       int bin = (i ? CG_MODEL_INFER_CUBIN : CG_MODEL_TRAIN_CUBIN) + k;
-      if (!len[cu])
-        break;
+      if (!len[cu]) break;
       prog[i]->npart = k + 1;
       prog[i]->source[k] = (const char *)b + off[cu];
       prog[i]->cubin[k] = len[bin] ? b + off[bin] : NULL;
@@ -235,11 +223,9 @@ static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t err
 }
 
 int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t errlen) {
-  if (!out)
-    return rt_errf(err, errlen, "rt_model_open: out is NULL");
+  if (!out) return rt_errf(err, errlen, "rt_model_open: out is NULL");
   memset(out, 0, sizeof *out);
-  if (!path || !a)
-    return rt_errf(err, errlen, "rt_model_open: no path or arena");
+  if (!path || !a) return rt_errf(err, errlen, "rt_model_open: no path or arena");
   int rc;
   if (ends_with(path, ".net")) {
     IrGraph *g[2] = {NULL, NULL};
@@ -247,8 +233,7 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
     if (!rc && g[0]->plan_batch != g[1]->plan_batch)
       rc = rt_errf(err, errlen, "%s: training planned for batch %lld, inference for %lld", path,
                    (long long)g[0]->plan_batch, (long long)g[1]->plan_batch);
-    if (!rc)
-      out->train = g[0], out->infer = g[1], out->batch = g[0]->plan_batch;
+    if (!rc) out->train = g[0], out->infer = g[1], out->batch = g[0]->plan_batch;
   } else {
     rc = open_so(path, a, out, err, errlen);
   }
@@ -260,10 +245,8 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
 }
 
 void rt_model_close(RtModel *m) {
-  if (!m)
-    return;
-  if (m->dl)
-    dlclose(m->dl);
+  if (!m) return;
+  if (m->dl) dlclose(m->dl);
   m->dl = NULL;
   m->train_prog = (CgProgram){0};
   m->infer_prog = (CgProgram){0};

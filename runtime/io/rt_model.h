@@ -32,7 +32,7 @@ typedef struct RtModel {
   char arch[16];       /* "sm_90", or "" when no cubin is embedded */
   char code_opts[256]; /* the code switches its kernels were generated under (opts_code_key) */
   CgProgram train_prog, infer_prog;
-  void *dl;            /* dlopen handle (NULL for an in-process compile) */
+  void *dl; /* dlopen handle (NULL for an in-process compile) */
 } RtModel;
 
 /* Opens a model.so (or compiles a .net file with netc's defaults when path

@@ -52,7 +52,7 @@ typedef enum RtStDtype {
 } RtStDtype;
 
 enum {
-  RT_ST_ERRMAX = 512,                /* enough for any message here */
+  RT_ST_ERRMAX = 512,                  /* enough for any message here */
   RT_ST_MAX_HEADER = 100 * 1000 * 1000 /* bytes, as the reference reader */
 };
 
@@ -82,8 +82,7 @@ RtStStatus rt_st_dtype_parse(const char *name, RtStDtype *out);
 RtStStatus rt_st_open(const char *path, RtStFile **out, char *err, size_t errcap);
 /* The same over len bytes at buf, which the handle borrows: buf must
  * outlive it.  label names the bytes in messages. */
-RtStStatus rt_st_open_memory(const void *buf, size_t len, const char *label,
-                             RtStFile **out, char *err, size_t errcap);
+RtStStatus rt_st_open_memory(const void *buf, size_t len, const char *label, RtStFile **out, char *err, size_t errcap);
 void rt_st_close(RtStFile *f); /* takes NULL */
 
 /* Tensors in the order the header lists them. */
@@ -110,9 +109,8 @@ void rt_st_writer_free(RtStWriter *w); /* takes NULL */
 /* Adds a tensor.  nbytes must equal the product of shape times the dtype
  * size; the name must be non-empty, not "__metadata__", and not added
  * before.  data may be NULL only when nbytes is 0. */
-RtStStatus rt_st_writer_add(RtStWriter *w, const char *name, RtStDtype dt, int ndim,
-                            const int64_t *shape, const void *data, size_t nbytes,
-                            RtStHold hold);
+RtStStatus rt_st_writer_add(RtStWriter *w, const char *name, RtStDtype dt, int ndim, const int64_t *shape,
+                            const void *data, size_t nbytes, RtStHold hold);
 /* Sets a metadata entry; setting a key again replaces its value. */
 RtStStatus rt_st_writer_set_meta(RtStWriter *w, const char *key, const char *value);
 /* Writes everything added so far to path, atomically.  On failure path is

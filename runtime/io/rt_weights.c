@@ -18,7 +18,6 @@
 static const char NUM_BATCHES_TRACKED[] = ".num_batches_tracked";
 static const char MOMENTUM_BUFFER[] = ".momentum_buffer";
 
-
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -37,9 +36,7 @@ static int channels_last(const IrType *t) {
 
 static int is_weight(const IrValue *v) { return v->kind == IR_VAL_PARAM || v->kind == IR_VAL_STATE; }
 
-static int is_float(IrDtype dt) {
-  return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16 || dt == IR_DT_I8;
-}
+static int is_float(IrDtype dt) { return dt == IR_DT_F32 || dt == IR_DT_F16 || dt == IR_DT_BF16 || dt == IR_DT_I8; }
 
 int rt_weights_file_shape(const IrType *t, int64_t batch, int64_t *shape) {
   for (int i = 0; i < t->rank; i++) shape[i] = t->dim[i] == IR_DIM_N ? batch : t->dim[i];
@@ -172,8 +169,8 @@ static void to_float(const RtStTensor *t, float *dst) {
   }
 }
 
-RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned flags, RtWeightsBufFn buf,
-                                void *user, char *err, size_t errlen) {
+RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned flags, RtWeightsBufFn buf, void *user,
+                                char *err, size_t errlen) {
   RtWeightsStatus st = check_graph(g, err, errlen);
   if (st != RT_WEIGHTS_OK) return st;
   RtStFile *f = NULL;
@@ -219,8 +216,8 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
   return st;
 }
 
-RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t, int64_t batch,
-                               const float *data, float scale, char *err, size_t errlen) {
+RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t, int64_t batch, const float *data,
+                               float scale, char *err, size_t errlen) {
   int64_t shape[IR_MAX_RANK], memdim[IR_MAX_RANK];
   int rank = rt_weights_file_shape(t, batch, shape);
   for (int i = 0; i < t->rank; i++) memdim[i] = t->dim[i] == IR_DIM_N ? batch : t->dim[i];
@@ -243,8 +240,8 @@ RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t,
   return RT_WEIGHTS_OK;
 }
 
-RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
-                                char *err, size_t errlen) {
+RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user, char *err,
+                                size_t errlen) {
   return rt_weights_save_meta(g, path, buf, user, NULL, NULL, err, errlen);
 }
 
@@ -287,12 +284,11 @@ static float *cpu_buf(void *user, int v) {
   return rt_cpu_is_int(x, v) ? NULL : rt_cpu_data(x, v);
 }
 
-RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags,
-                                    char *err, size_t errlen) {
+RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags, char *err,
+                                    size_t errlen) {
   return rt_weights_load(g, path, flags, cpu_buf, x, err, errlen);
 }
 
-RtWeightsStatus rt_weights_save_cpu(RtCpu *x, const IrGraph *g, const char *path, char *err,
-                                    size_t errlen) {
+RtWeightsStatus rt_weights_save_cpu(RtCpu *x, const IrGraph *g, const char *path, char *err, size_t errlen) {
   return rt_weights_save(g, path, cpu_buf, x, err, errlen);
 }

@@ -50,11 +50,11 @@ enum {
 typedef float *(*RtWeightsBufFn)(void *user, int v);
 
 /* Reads every PARAM and STATE of g from path into buf(user, v). */
-RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned flags, RtWeightsBufFn buf,
-                                void *user, char *err, size_t errlen);
-/* Writes every PARAM and STATE of g to path. */
-RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned flags, RtWeightsBufFn buf, void *user,
                                 char *err, size_t errlen);
+/* Writes every PARAM and STATE of g to path. */
+RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user, char *err,
+                                size_t errlen);
 /* The same with more "__metadata__" entries, set by meta(w, meta_user)
  * (non-zero: fail) before the one atomic write; meta may be NULL. */
 typedef int (*RtWeightsMetaFn)(RtStWriter *w, void *meta_user);
@@ -62,17 +62,16 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
                                      RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen);
 
 /* The same for the CPU executor x made from g. */
-RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags,
-                                    char *err, size_t errlen);
-RtWeightsStatus rt_weights_save_cpu(RtCpu *x, const IrGraph *g, const char *path, char *err,
+RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags, char *err,
                                     size_t errlen);
+RtWeightsStatus rt_weights_save_cpu(RtCpu *x, const IrGraph *g, const char *path, char *err, size_t errlen);
 
 /* Adds data (a value of type t at batch size `batch`, in its memory order)
  * to w as an F32 tensor called name, each element times scale: KRSC filters
  * become KCRS, NHWC activations NCHW, N becomes batch; a rank-0 value is a
  * scalar.  The writer keeps its own copy. */
-RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t, int64_t batch,
-                               const float *data, float scale, char *err, size_t errlen);
+RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t, int64_t batch, const float *data,
+                               float scale, char *err, size_t errlen);
 
 /* The shape a value of type t has in a file at batch size batch (KCRS for
  * filters, NCHW for activations); returns the rank. */

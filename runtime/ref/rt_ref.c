@@ -15,18 +15,14 @@ const char *rt_ref_strerror(int code) {
   }
 }
 
-int64_t rt_ref_act_count(const RtRefAct *a) {
-  return (int64_t)a->N * a->C * a->H * a->W;
-}
+int64_t rt_ref_act_count(const RtRefAct *a) { return (int64_t)a->N * a->C * a->H * a->W; }
 
 int64_t rt_ref_act_index(const RtRefAct *a, int n, int c, int h, int w) {
-  if (a->layout == RT_REF_NHWC)
-    return (((int64_t)n * a->H + h) * a->W + w) * a->C + c;
+  if (a->layout == RT_REF_NHWC) return (((int64_t)n * a->H + h) * a->W + w) * a->C + c;
   return (((int64_t)n * a->C + c) * a->H + h) * a->W + w;
 }
 
 int64_t rt_ref_filter_index(const RtRefFilter *f, int k, int c, int r, int s) {
-  if (f->layout == RT_REF_KRSC)
-    return (((int64_t)k * f->R + r) * f->S + s) * f->C + c;
+  if (f->layout == RT_REF_KRSC) return (((int64_t)k * f->R + r) * f->S + s) * f->C + c;
   return (((int64_t)k * f->C + c) * f->R + r) * f->S + s;
 }

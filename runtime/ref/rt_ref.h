@@ -85,39 +85,27 @@ int64_t rt_ref_filter_index(const RtRefFilter *f, int k, int c, int r, int s);
  * one activation layout.  bias may be NULL. */
 
 /* Fills y's dims (N, K, Ho, Wo) and layout from x, w and p. */
-int rt_ref_conv2d_out_shape(const RtRefAct *x, const RtRefFilter *w,
-                            const RtRefConvParam *p, RtRefAct *y);
+int rt_ref_conv2d_out_shape(const RtRefAct *x, const RtRefFilter *w, const RtRefConvParam *p, RtRefAct *y);
 /* Floats of workspace the fast kernels below use for one call (the column
  * buffer of one image, one group).  Pass ws = NULL to have them allocate it. */
-int64_t rt_ref_conv2d_workspace(const RtRefAct *x, const RtRefFilter *w,
-                                const RtRefAct *y, const RtRefConvParam *p);
+int64_t rt_ref_conv2d_workspace(const RtRefAct *x, const RtRefFilter *w, const RtRefAct *y, const RtRefConvParam *p);
 
-int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf,
-                      const float *w, const float *bias, const RtRefConvParam *p,
-                      const RtRefAct *ys, float *y, float *ws);
+int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf, const float *w, const float *bias,
+                      const RtRefConvParam *p, const RtRefAct *ys, float *y, float *ws);
 /* dx = conv2d's gradient with respect to x, from dy and w. */
-int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf,
-                           const float *w, const RtRefConvParam *p,
-                           const RtRefAct *ys, const float *dy, float *ws);
+int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf, const float *w,
+                           const RtRefConvParam *p, const RtRefAct *ys, const float *dy, float *ws);
 /* dw (and dbias[k] = sum over n,p,q of dy, when dbias != NULL) from x, dy. */
-int rt_ref_conv2d_bwd_weight(const RtRefAct *xs, const float *x,
-                             const RtRefFilter *wf, float *dw, float *dbias,
-                             const RtRefConvParam *p, const RtRefAct *ys,
-                             const float *dy, float *ws);
+int rt_ref_conv2d_bwd_weight(const RtRefAct *xs, const float *x, const RtRefFilter *wf, float *dw, float *dbias,
+                             const RtRefConvParam *p, const RtRefAct *ys, const float *dy, float *ws);
 
 /* The same three, as direct loops in double precision: the test oracle. */
-int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x,
-                            const RtRefFilter *wf, const float *w,
-                            const float *bias, const RtRefConvParam *p,
-                            const RtRefAct *ys, float *y);
-int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx,
-                                 const RtRefFilter *wf, const float *w,
-                                 const RtRefConvParam *p, const RtRefAct *ys,
-                                 const float *dy);
-int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x,
-                                   const RtRefFilter *wf, float *dw,
-                                   float *dbias, const RtRefConvParam *p,
-                                   const RtRefAct *ys, const float *dy);
+int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x, const RtRefFilter *wf, const float *w,
+                            const float *bias, const RtRefConvParam *p, const RtRefAct *ys, float *y);
+int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx, const RtRefFilter *wf, const float *w,
+                                 const RtRefConvParam *p, const RtRefAct *ys, const float *dy);
+int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x, const RtRefFilter *wf, float *dw, float *dbias,
+                                   const RtRefConvParam *p, const RtRefAct *ys, const float *dy);
 
 /* --- batch normalization (rt_ref_bn.c) -----------------------------------
  * Per channel c over (n, h, w), M = N*H*W:
@@ -127,33 +115,25 @@ int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x,
  *   running_var  = (1-momentum)*running_var  + momentum*var*M/(M-1)
  * save_mean, save_invstd: [C], kept for the backward (may be NULL).
  * running_mean/var may be NULL (not updated).  M must be > 1. */
-int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
-                               const float *gamma, const float *beta,
-                               float *y, float *running_mean,
-                               float *running_var, float momentum, float eps,
-                               float *save_mean, float *save_invstd);
+int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x, const float *gamma, const float *beta, float *y,
+                               float *running_mean, float *running_var, float momentum, float eps, float *save_mean,
+                               float *save_invstd);
 /* y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta */
-int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x,
-                               const float *gamma, const float *beta,
-                               const float *running_mean,
-                               const float *running_var, float eps, float *y);
+int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x, const float *gamma, const float *beta,
+                               const float *running_mean, const float *running_var, float eps, float *y);
 /* With xhat = (x - mean) * invstd:
  *   dbeta = sum dy, dgamma = sum dy * xhat,
  *   dx = gamma * invstd * (dy - dbeta/M - xhat * dgamma/M)
  * mean and invstd are save_mean/save_invstd of the training forward. */
-int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
-                         const float *gamma, const float *save_mean,
-                         const float *save_invstd, float *dx, float *dgamma,
-                         float *dbeta);
+int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy, const float *gamma,
+                         const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta);
 /* The gradient through relu(batchnorm(x)) up to the batch norm's output,
  * with the relu's mask recomputed from x:
  *   g = (x - mean) * k + beta > 0 ? dy : 0,   k = (float)(gamma * invstd)
  * (k in double, rounded once, as the batch norm's forward coefficient).
  * g may be dy (in place). */
-int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
-                        const float *gamma, const float *beta,
-                        const float *save_mean, const float *save_invstd,
-                        float *g);
+int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy, const float *gamma, const float *beta,
+                        const float *save_mean, const float *save_invstd, float *g);
 /* The batch norm's output from saved statistics, with the mask's
  * expression: y = (x - mean) * k + beta, k as above; y may be x.  The f32
  * stem's forward normalizes its z rounded to f16 with it (pass precision:
@@ -164,14 +144,12 @@ int rt_ref_bn_normalize(const RtRefAct *xs, const float *x, const float *gamma, 
 /* The training forward's statistics alone (no normalized output): batch
  * mean and invstd into save_mean/save_invstd (required), running averages
  * updated as rt_ref_batchnorm_fwd_train does, with the same numbers. */
-int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean,
-                           float *running_var, float momentum, float eps,
-                           float *save_mean, float *save_invstd);
+int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
+                           float eps, float *save_mean, float *save_invstd);
 /* The batch norm's equivalent scale and bias, in f32: sb[c] = scale =
  * gamma * invstd, sb[C + c] = beta - mean * scale, so that
  * batchnorm(x) == x * scale + bias ([2, C], row 0 then row 1). */
-int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta,
-                         const float *save_mean, const float *save_invstd,
+int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
                          float *sb);
 /* A convolution's prologue: y = max(0, x * sb[c] + sb[C + c]) per channel,
  * in f32 (the caller rounds y to x's dtype).  y may be x. */
@@ -188,8 +166,7 @@ int rt_ref_add_bwd(int64_t n, const float *dy, float *da, float *db);
 /* y = max(a + b, 0) */
 int rt_ref_add_relu_fwd(int64_t n, const float *a, const float *b, float *y);
 /* dsum = dy where y > 0 else 0; dsum is the gradient of both a and b. */
-int rt_ref_add_relu_bwd(int64_t n, const float *y, const float *dy,
-                        float *dsum);
+int rt_ref_add_relu_bwd(int64_t n, const float *y, const float *dy, float *dsum);
 /* x *= s (loss scaling and its undoing) */
 int rt_ref_scale(int64_t n, float *x, float s);
 /* 1 when x holds an inf or a NaN, else 0. */
@@ -199,32 +176,27 @@ int rt_ref_has_nonfinite(int64_t n, const float *x);
  * y: [N, C, Ho, Wo] in x's layout, Ho = floor or (ceil_mode) ceil of
  * (H + pt + pb - dh*(R-1) - 1) / sh + 1, and with ceil_mode the last window
  * must start inside the input or its top/left padding (PyTorch). */
-int rt_ref_pool_out_shape(const RtRefAct *x, const RtRefPoolParam *p,
-                          RtRefAct *y);
+int rt_ref_pool_out_shape(const RtRefAct *x, const RtRefPoolParam *p, RtRefAct *y);
 /* y = max over the window (padding never wins; NaN propagates).  argmax
  * (may be NULL): for each y element, h*W + w of the chosen input element
  * in its (n, c) plane, the first maximum in row-major window order. */
-int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x,
-                       const RtRefPoolParam *p, const RtRefAct *ys, float *y,
+int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x, const RtRefPoolParam *p, const RtRefAct *ys, float *y,
                        int32_t *argmax);
 /* dx = 0, then dx[argmax] += dy; argmax NULL: recomputed from x. */
-int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
-                       const int32_t *argmax, const RtRefPoolParam *p,
+int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x, const int32_t *argmax, const RtRefPoolParam *p,
                        const RtRefAct *ys, const float *dy, float *dx);
 /* Each max window's winner in its other form: win (r*S + s in the window,
  * -1: none, as maxpool_bn_relu writes it) from argmax (h*W + w in the
  * input plane, -1: none), and back.  RT_REF_EARG when a winner lies outside
  * its window or the input. */
-int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
-                          const int32_t *argmax, float *win);
-int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
-                             const float *win, int32_t *argmax);
+int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, const int32_t *argmax,
+                          float *win);
+int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, const float *win,
+                             int32_t *argmax);
 /* y = sum over the window of x / count, count = window clipped to the padded
  * input (count_include_pad) or to the input itself. */
-int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x,
-                       const RtRefPoolParam *p, const RtRefAct *ys, float *y);
-int rt_ref_avgpool_bwd(const RtRefAct *xs, float *dx, const RtRefPoolParam *p,
-                       const RtRefAct *ys, const float *dy);
+int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x, const RtRefPoolParam *p, const RtRefAct *ys, float *y);
+int rt_ref_avgpool_bwd(const RtRefAct *xs, float *dx, const RtRefPoolParam *p, const RtRefAct *ys, const float *dy);
 /* y[n, c] = mean over h, w of x  (y is [N, C] row-major in either layout) */
 int rt_ref_global_avgpool_fwd(const RtRefAct *xs, const float *x, float *y);
 int rt_ref_global_avgpool_bwd(const RtRefAct *xs, float *dx, const float *dy);
@@ -232,23 +204,20 @@ int rt_ref_global_avgpool_bwd(const RtRefAct *xs, float *dx, const float *dy);
 /* --- linear (rt_ref_linear.c) --------------------------------------------
  * x: [M, Cin], w: [Cout, Cin] (PyTorch), bias: [Cout] or NULL, y: [M, Cout]
  *   y = x w^T + b;  dx = dy w;  dw = dy^T x;  dbias = sum over M of dy */
-int rt_ref_linear_fwd(int M, int Cin, int Cout, const float *x, const float *w,
-                      const float *bias, float *y);
-int rt_ref_linear_bwd(int M, int Cin, int Cout, const float *x, const float *w,
-                      const float *dy, float *dx, float *dw, float *dbias);
+int rt_ref_linear_fwd(int M, int Cin, int Cout, const float *x, const float *w, const float *bias, float *y);
+int rt_ref_linear_bwd(int M, int Cin, int Cout, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                      float *dbias);
 
 /* --- softmax cross-entropy (rt_ref_softmax_ce.c) -------------------------
  * logits: [N, classes], labels: [N] in [0, classes) (else RT_REF_ELABEL),
  * eps = label smoothing.  With p = softmax(logits) per row:
  *   loss = mean_n [ (1-eps) * -log p[n, label] + eps * mean_j -log p[n, j] ]
  * prob (may be NULL) receives p. */
-int rt_ref_softmax_ce_fwd(int N, int classes, const float *logits,
-                          const int32_t *labels, float eps, float *loss,
+int rt_ref_softmax_ce_fwd(int N, int classes, const float *logits, const int32_t *labels, float eps, float *loss,
                           float *prob);
 /* dlogits = dloss / N * (p - ((1-eps) * onehot(label) + eps / classes)).
  * prob may be NULL: p is then recomputed from logits. */
-int rt_ref_softmax_ce_bwd(int N, int classes, const float *logits,
-                          const float *prob, const int32_t *labels, float eps,
+int rt_ref_softmax_ce_bwd(int N, int classes, const float *logits, const float *prob, const int32_t *labels, float eps,
                           float dloss, float *dlogits);
 
 /* --- SGD (rt_ref_sgd.c) --------------------------------------------------
@@ -263,8 +232,7 @@ typedef struct RtRefSgd {
   float lr, momentum, dampening, weight_decay;
   int nesterov;
 } RtRefSgd;
-int rt_ref_sgd_update(int64_t n, float *w, const float *g, float *buf,
-                      const RtRefSgd *o, int first_step);
+int rt_ref_sgd_update(int64_t n, float *w, const float *g, float *buf, const RtRefSgd *o, int first_step);
 
 /* --- precision simulation (rt_ref_precision.c) ---------------------------
  * Round to nearest, ties to even; overflow goes to +-inf, NaN stays NaN
@@ -290,10 +258,8 @@ int rt_ref_nchw_to_nhwc(int N, int C, int H, int W, const float *x, float *y);
 int rt_ref_nhwc_to_nchw(int N, int C, int H, int W, const float *x, float *y);
 /* y (C = Cpad channels) = x (C = xs->C channels) followed by zero channels,
  * in xs's layout; Cpad >= xs->C. */
-int rt_ref_pad_channels(const RtRefAct *xs, const float *x, int Cpad,
-                        float *y);
+int rt_ref_pad_channels(const RtRefAct *xs, const float *x, int Cpad, float *y);
 /* y (C = C channels) = the first C channels of x (xs->C >= C channels). */
-int rt_ref_unpad_channels(const RtRefAct *xs, const float *x, int C,
-                          float *y);
+int rt_ref_unpad_channels(const RtRefAct *xs, const float *x, int C, float *y);
 
 #endif

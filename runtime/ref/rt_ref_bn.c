@@ -15,8 +15,7 @@ static int bn_shape_ok(const RtRefAct *xs) {
 }
 
 /* sum[c] = per-channel sum of x (mean == NULL) or of (x - mean)^2. */
-static void channel_sums(const RtRefAct *xs, const float *x, const double *mean,
-                         double *sum) {
+static void channel_sums(const RtRefAct *xs, const float *x, const double *mean, double *sum) {
   int C = xs->C;
   int64_t hw = (int64_t)xs->H * xs->W;
   for (int c = 0; c < C; c++) sum[c] = 0;
@@ -45,8 +44,8 @@ static void channel_sums(const RtRefAct *xs, const float *x, const double *mean,
 
 /* y = (x - m[c]) * a[c] + b[c]; subtracting the mean first keeps a large
  * mean from cancelling away the precision of a small spread. */
-static void channel_affine(const RtRefAct *xs, const float *x, const float *m,
-                           const float *a, const float *b, float *y) {
+static void channel_affine(const RtRefAct *xs, const float *x, const float *m, const float *a, const float *b,
+                           float *y) {
   int C = xs->C;
   int64_t hw = (int64_t)xs->H * xs->W;
   if (xs->layout == RT_REF_NCHW) {
@@ -58,16 +57,14 @@ static void channel_affine(const RtRefAct *xs, const float *x, const float *m,
   } else {
     int64_t rows = (int64_t)xs->N * hw;
     for (int64_t i = 0; i < rows; i++)
-      for (int c = 0; c < C; c++)
-        y[i * C + c] = (x[i * C + c] - m[c]) * a[c] + b[c];
+      for (int c = 0; c < C; c++) y[i * C + c] = (x[i * C + c] - m[c]) * a[c] + b[c];
   }
 }
 
 /* Batch mean and 1/sqrt(var + eps) per channel into st[0..C-1] and
  * st[C..2C-1] (double); saves and running averages as the header says. */
-static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean,
-                        float *running_var, float momentum, float eps,
-                        float *save_mean, float *save_invstd, double *st) {
+static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
+                        float eps, float *save_mean, float *save_invstd, double *st) {
   int C = xs->C;
   int64_t M = (int64_t)xs->N * xs->H * xs->W;
   double *mean = st, *invstd = st + C, *var = invstd;
@@ -76,22 +73,17 @@ static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean,
   channel_sums(xs, x, mean, var);
   for (int c = 0; c < C; c++) {
     double v = var[c] / (double)M;
-    if (running_var)
-      running_var[c] = (1 - momentum) * running_var[c] +
-                       momentum * (float)(var[c] / (double)(M - 1));
+    if (running_var) running_var[c] = (1 - momentum) * running_var[c] + momentum * (float)(var[c] / (double)(M - 1));
     invstd[c] = 1.0 / sqrt(v + eps);
     if (save_mean) save_mean[c] = (float)mean[c];
     if (save_invstd) save_invstd[c] = (float)invstd[c];
-    if (running_mean)
-      running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
+    if (running_mean) running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
   }
 }
 
-int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
-                               const float *gamma, const float *beta,
-                               float *y, float *running_mean,
-                               float *running_var, float momentum, float eps,
-                               float *save_mean, float *save_invstd) {
+int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x, const float *gamma, const float *beta, float *y,
+                               float *running_mean, float *running_var, float momentum, float eps, float *save_mean,
+                               float *save_invstd) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !gamma || !beta || !y || !(eps >= 0)) return RT_REF_EARG;
   int C = xs->C;
@@ -118,9 +110,8 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
-int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean,
-                           float *running_var, float momentum, float eps,
-                           float *save_mean, float *save_invstd) {
+int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
+                           float eps, float *save_mean, float *save_invstd) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !save_mean || !save_invstd || !(eps >= 0)) return RT_REF_EARG;
   if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
@@ -131,8 +122,7 @@ int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_me
   return RT_REF_OK;
 }
 
-int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta,
-                         const float *save_mean, const float *save_invstd,
+int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
                          float *sb) {
   if (C < 1) return RT_REF_ESHAPE;
   if (!gamma || !beta || !save_mean || !save_invstd || !sb) return RT_REF_EARG;
@@ -168,13 +158,10 @@ int rt_ref_bn_prologue(const RtRefAct *xs, const float *x, const float *sb, floa
   return RT_REF_OK;
 }
 
-int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x,
-                               const float *gamma, const float *beta,
-                               const float *running_mean,
-                               const float *running_var, float eps, float *y) {
+int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x, const float *gamma, const float *beta,
+                               const float *running_mean, const float *running_var, float eps, float *y) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
-  if (!x || !gamma || !beta || !running_mean || !running_var || !y || !(eps >= 0))
-    return RT_REF_EARG;
+  if (!x || !gamma || !beta || !running_mean || !running_var || !y || !(eps >= 0)) return RT_REF_EARG;
   int C = xs->C;
   float *ab = malloc(sizeof(float) * 2 * (size_t)C);
   if (!ab) return RT_REF_ENOMEM;
@@ -188,10 +175,8 @@ int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
-int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
-                         const float *gamma, const float *save_mean,
-                         const float *save_invstd, float *dx, float *dgamma,
-                         float *dbeta) {
+int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy, const float *gamma,
+                         const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !dy || !gamma || !save_mean || !save_invstd) return RT_REF_EARG;
   int C = xs->C;
@@ -243,14 +228,11 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy,
       for (int n = 0; n < xs->N; n++)
         for (int c = 0; c < C; c++) {
           int64_t o = ((int64_t)n * C + c) * hw;
-          for (int64_t i = 0; i < hw; i++)
-            dx[o + i] = A[c] * dy[o + i] + B[c] * (x[o + i] - save_mean[c]) + D[c];
+          for (int64_t i = 0; i < hw; i++) dx[o + i] = A[c] * dy[o + i] + B[c] * (x[o + i] - save_mean[c]) + D[c];
         }
     } else {
       for (int64_t i = 0; i < M; i++)
-        for (int c = 0; c < C; c++)
-          dx[i * C + c] =
-              A[c] * dy[i * C + c] + B[c] * (x[i * C + c] - save_mean[c]) + D[c];
+        for (int c = 0; c < C; c++) dx[i * C + c] = A[c] * dy[i * C + c] + B[c] * (x[i * C + c] - save_mean[c]) + D[c];
     }
   }
   free(sdy);
@@ -268,10 +250,8 @@ static float *saved_scale(int C, const float *gamma, const float *save_invstd) {
   return k;
 }
 
-int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy,
-                        const float *gamma, const float *beta,
-                        const float *save_mean, const float *save_invstd,
-                        float *g) {
+int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy, const float *gamma, const float *beta,
+                        const float *save_mean, const float *save_invstd, float *g) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !dy || !gamma || !beta || !save_mean || !save_invstd || !g) return RT_REF_EARG;
   int C = xs->C;

@@ -22,25 +22,20 @@ typedef struct ConvGeo {
   int nhwc, krsc, pointwise;
 } ConvGeo;
 
-static int is_act_layout(RtRefLayout l) {
-  return l == RT_REF_NCHW || l == RT_REF_NHWC;
-}
+static int is_act_layout(RtRefLayout l) { return l == RT_REF_NCHW || l == RT_REF_NHWC; }
 
 static int conv_out_dim(int in, int pad0, int pad1, int k, int dil, int st) {
   int span = in + pad0 + pad1 - dil * (k - 1) - 1;
   return span < 0 ? -1 : span / st + 1;
 }
 
-int rt_ref_conv2d_out_shape(const RtRefAct *x, const RtRefFilter *w,
-                            const RtRefConvParam *p, RtRefAct *y) {
+int rt_ref_conv2d_out_shape(const RtRefAct *x, const RtRefFilter *w, const RtRefConvParam *p, RtRefAct *y) {
   if (!x || !w || !p || !y) return RT_REF_EARG;
-  if (x->N <= 0 || x->C <= 0 || x->H <= 0 || x->W <= 0 || w->K <= 0 ||
-      w->C <= 0 || w->R <= 0 || w->S <= 0 || !is_act_layout(x->layout) ||
-      (w->layout != RT_REF_KCRS && w->layout != RT_REF_KRSC))
+  if (x->N <= 0 || x->C <= 0 || x->H <= 0 || x->W <= 0 || w->K <= 0 || w->C <= 0 || w->R <= 0 || w->S <= 0 ||
+      !is_act_layout(x->layout) || (w->layout != RT_REF_KCRS && w->layout != RT_REF_KRSC))
     return RT_REF_ESHAPE;
-  if (p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1 ||
-      p->pad_top < 0 || p->pad_left < 0 || p->pad_bottom < 0 ||
-      p->pad_right < 0 || p->groups < 1)
+  if (p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1 || p->pad_top < 0 || p->pad_left < 0 ||
+      p->pad_bottom < 0 || p->pad_right < 0 || p->groups < 1)
     return RT_REF_ESHAPE;
   if ((int64_t)w->C * p->groups != x->C || w->K % p->groups) return RT_REF_ESHAPE;
   int ho = conv_out_dim(x->H, p->pad_top, p->pad_bottom, w->R, p->dil_h, p->stride_h);
@@ -54,13 +49,12 @@ int rt_ref_conv2d_out_shape(const RtRefAct *x, const RtRefFilter *w,
   return RT_REF_OK;
 }
 
-static int conv_geo(const RtRefAct *xs, const RtRefFilter *wf,
-                    const RtRefConvParam *p, const RtRefAct *ys, ConvGeo *g) {
+static int conv_geo(const RtRefAct *xs, const RtRefFilter *wf, const RtRefConvParam *p, const RtRefAct *ys,
+                    ConvGeo *g) {
   RtRefAct e;
   int rc = rt_ref_conv2d_out_shape(xs, wf, p, &e);
   if (rc) return rc;
-  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W ||
-      ys->layout != e.layout)
+  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W || ys->layout != e.layout)
     return RT_REF_ESHAPE;
   g->N = xs->N, g->C = xs->C, g->H = xs->H, g->W = xs->W;
   g->K = wf->K, g->Cg = wf->C, g->R = wf->R, g->S = wf->S;
@@ -73,22 +67,19 @@ static int conv_geo(const RtRefAct *xs, const RtRefFilter *wf,
   g->Q = (int64_t)wf->C * wf->R * wf->S;
   g->nhwc = xs->layout == RT_REF_NHWC;
   g->krsc = wf->layout == RT_REF_KRSC;
-  g->pointwise = g->R == 1 && g->S == 1 && g->sh == 1 && g->sw == 1 &&
-                 g->pt == 0 && g->pl == 0 && p->pad_bottom == 0 &&
+  g->pointwise = g->R == 1 && g->S == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 && p->pad_bottom == 0 &&
                  p->pad_right == 0;
   return RT_REF_OK;
 }
 
-int64_t rt_ref_conv2d_workspace(const RtRefAct *x, const RtRefFilter *w,
-                                const RtRefAct *y, const RtRefConvParam *p) {
+int64_t rt_ref_conv2d_workspace(const RtRefAct *x, const RtRefFilter *w, const RtRefAct *y, const RtRefConvParam *p) {
   ConvGeo g;
   if (conv_geo(x, w, p, y, &g)) return 0;
   return g.pointwise ? 0 : g.P * g.Q;
 }
 
 /* Output positions o in [*lo, *hi) read input o*st - pad + k*dil inside [0, len). */
-static void valid_range(int len, int pad, int k, int dil, int st, int out,
-                        int *lo, int *hi) {
+static void valid_range(int len, int pad, int k, int dil, int st, int out, int *lo, int *hi) {
   int off = pad - k * dil; /* need o*st >= off and o*st < len + off */
   int a = off <= 0 ? 0 : (off + st - 1) / st;
   int end = len + off;
@@ -100,8 +91,7 @@ static void valid_range(int len, int pad, int k, int dil, int st, int out,
 }
 
 static int64_t q_index(const ConvGeo *g, int c, int r, int s) {
-  return g->krsc ? ((int64_t)r * g->S + s) * g->Cg + c
-                 : ((int64_t)c * g->R + r) * g->S + s;
+  return g->krsc ? ((int64_t)r * g->S + s) * g->Cg + c : ((int64_t)c * g->R + r) * g->S + s;
 }
 
 /* col[Q, P] <- image xn (NCHW, channels of group gi). */
@@ -121,8 +111,7 @@ static void im2col_nchw(const ConvGeo *g, const float *xn, int gi, float *col) {
             memset(dst, 0, sizeof *dst * (size_t)g->Wo);
             continue;
           }
-          const float *src = xc + (int64_t)(oh * g->sh - g->pt + r * g->dh) * g->W +
-                             s * g->dw - g->pl;
+          const float *src = xc + (int64_t)(oh * g->sh - g->pt + r * g->dh) * g->W + s * g->dw - g->pl;
           for (int ow = 0; ow < wlo; ow++) dst[ow] = 0;
           if (g->sw == 1)
             memcpy(dst + wlo, src + wlo, sizeof *dst * (size_t)(whi - wlo));
@@ -148,8 +137,7 @@ static void col2im_nchw(const ConvGeo *g, const float *col, int gi, float *dxn) 
         const float *row = col + q_index(g, c, r, s) * g->P;
         for (int oh = hlo; oh < hhi; oh++) {
           const float *src = row + (int64_t)oh * g->Wo;
-          float *dst = xc + (int64_t)(oh * g->sh - g->pt + r * g->dh) * g->W +
-                       s * g->dw - g->pl;
+          float *dst = xc + (int64_t)(oh * g->sh - g->pt + r * g->dh) * g->W + s * g->dw - g->pl;
           for (int ow = wlo; ow < whi; ow++) dst[(int64_t)ow * g->sw] += src[ow];
         }
       }
@@ -167,8 +155,7 @@ static void im2col_nhwc(const ConvGeo *g, const float *xn, int gi, float *col) {
         for (int s = 0; s < g->S; s++) {
           int iw = ow * g->sw - g->pl + s * g->dw;
           int inside = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W;
-          const float *src =
-              xn + ((int64_t)ih * g->W + iw) * g->C + (int64_t)gi * g->Cg;
+          const float *src = xn + ((int64_t)ih * g->W + iw) * g->C + (int64_t)gi * g->Cg;
           if (g->krsc) {
             float *d = dst + ((int64_t)r * g->S + s) * g->Cg;
             if (inside)
@@ -212,8 +199,7 @@ static void col2im_nhwc(const ConvGeo *g, const float *col, int gi, float *dxn) 
 
 /* The columns of image xn, group gi: either x itself (pointwise) or ws
  * filled by im2col.  *ld is the leading dimension of the returned matrix. */
-static const float *columns(const ConvGeo *g, const float *xn, int gi,
-                            float *ws, int *ld) {
+static const float *columns(const ConvGeo *g, const float *xn, int gi, float *ws, int *ld) {
   if (g->pointwise) {
     *ld = g->nhwc ? g->C : (int)g->P;
     return g->nhwc ? xn + (int64_t)gi * g->Cg : xn + (int64_t)gi * g->Cg * g->P;
@@ -233,9 +219,8 @@ static float *workspace(const ConvGeo *g, float *ws, float **owned) {
   return *owned;
 }
 
-int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf,
-                      const float *w, const float *bias, const RtRefConvParam *p,
-                      const RtRefAct *ys, float *y, float *ws) {
+int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf, const float *w, const float *bias,
+                      const RtRefConvParam *p, const RtRefAct *ys, float *y, float *ws) {
   ConvGeo g;
   int rc = conv_geo(xs, wf, p, ys, &g);
   if (rc) return rc;
@@ -251,13 +236,11 @@ int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf,
       const float *cm = columns(&g, xn, gi, col, &ld);
       const float *wg = w + (int64_t)gi * g.Kg * g.Q;
       if (g.nhwc)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.P, g.Kg,
-                    (int)g.Q, 1.0f, cm, ld, wg, (int)g.Q, 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g.P, g.Kg, (int)g.Q, 1.0f, cm, ld, wg, (int)g.Q, 0.0f,
                     yn + (int64_t)gi * g.Kg, g.K);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.Kg, (int)g.P,
-                    (int)g.Q, 1.0f, wg, (int)g.Q, cm, ld, 0.0f,
-                    yn + (int64_t)gi * g.Kg * g.P, (int)g.P);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.Kg, (int)g.P, (int)g.Q, 1.0f, wg, (int)g.Q, cm, ld,
+                    0.0f, yn + (int64_t)gi * g.Kg * g.P, (int)g.P);
     }
     if (!bias) continue;
     if (g.nhwc) {
@@ -272,9 +255,8 @@ int rt_ref_conv2d_fwd(const RtRefAct *xs, const float *x, const RtRefFilter *wf,
   return RT_REF_OK;
 }
 
-int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf,
-                           const float *w, const RtRefConvParam *p,
-                           const RtRefAct *ys, const float *dy, float *ws) {
+int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf, const float *w,
+                           const RtRefConvParam *p, const RtRefAct *ys, const float *dy, float *ws) {
   ConvGeo g;
   int rc = conv_geo(xs, wf, p, ys, &g);
   if (rc) return rc;
@@ -296,12 +278,10 @@ int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf,
         ld = g.nhwc ? g.C : (int)g.P;
       }
       if (g.nhwc)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.P,
-                    (int)g.Q, g.Kg, 1.0f, dyn + (int64_t)gi * g.Kg, g.K, wg,
-                    (int)g.Q, 0.0f, dcol, ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g.P, (int)g.Q, g.Kg, 1.0f, dyn + (int64_t)gi * g.Kg,
+                    g.K, wg, (int)g.Q, 0.0f, dcol, ld);
       else
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.Q,
-                    (int)g.P, g.Kg, 1.0f, wg, (int)g.Q,
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.Q, (int)g.P, g.Kg, 1.0f, wg, (int)g.Q,
                     dyn + (int64_t)gi * g.Kg * g.P, (int)g.P, 0.0f, dcol, ld);
       if (g.pointwise) continue;
       if (g.nhwc)
@@ -314,10 +294,8 @@ int rt_ref_conv2d_bwd_data(const RtRefAct *xs, float *dx, const RtRefFilter *wf,
   return RT_REF_OK;
 }
 
-int rt_ref_conv2d_bwd_weight(const RtRefAct *xs, const float *x,
-                             const RtRefFilter *wf, float *dw, float *dbias,
-                             const RtRefConvParam *p, const RtRefAct *ys,
-                             const float *dy, float *ws) {
+int rt_ref_conv2d_bwd_weight(const RtRefAct *xs, const float *x, const RtRefFilter *wf, float *dw, float *dbias,
+                             const RtRefConvParam *p, const RtRefAct *ys, const float *dy, float *ws) {
   ConvGeo g;
   int rc = conv_geo(xs, wf, p, ys, &g);
   if (rc) return rc;
@@ -350,13 +328,11 @@ int rt_ref_conv2d_bwd_weight(const RtRefAct *xs, const float *x,
       const float *cm = columns(&g, xn, gi, col, &ld);
       float *dwg = dw + (int64_t)gi * g.Kg * g.Q;
       if (g.nhwc)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.Kg, (int)g.Q,
-                    (int)g.P, 1.0f, dyn + (int64_t)gi * g.Kg, g.K, cm, ld, beta,
-                    dwg, (int)g.Q);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.Kg, (int)g.Q, (int)g.P, 1.0f, dyn + (int64_t)gi * g.Kg,
+                    g.K, cm, ld, beta, dwg, (int)g.Q);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.Kg, (int)g.Q,
-                    (int)g.P, 1.0f, dyn + (int64_t)gi * g.Kg * g.P, (int)g.P, cm,
-                    ld, beta, dwg, (int)g.Q);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.Kg, (int)g.Q, (int)g.P, 1.0f,
+                    dyn + (int64_t)gi * g.Kg * g.P, (int)g.P, cm, ld, beta, dwg, (int)g.Q);
     }
   }
   free(owned);

@@ -6,13 +6,11 @@
 
 #include "rt_ref.h"
 
-static int check_shapes(const RtRefAct *xs, const RtRefFilter *wf,
-                        const RtRefConvParam *p, const RtRefAct *ys) {
+static int check_shapes(const RtRefAct *xs, const RtRefFilter *wf, const RtRefConvParam *p, const RtRefAct *ys) {
   RtRefAct e;
   int rc = rt_ref_conv2d_out_shape(xs, wf, p, &e);
   if (rc) return rc;
-  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W ||
-      ys->layout != e.layout)
+  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W || ys->layout != e.layout)
     return RT_REF_ESHAPE;
   return RT_REF_OK;
 }
@@ -23,10 +21,8 @@ static int tap(int o, int st, int pad, int k, int dil, int len) {
   return i >= 0 && i < len ? i : -1;
 }
 
-int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x,
-                            const RtRefFilter *wf, const float *w,
-                            const float *bias, const RtRefConvParam *p,
-                            const RtRefAct *ys, float *y) {
+int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x, const RtRefFilter *wf, const float *w,
+                            const float *bias, const RtRefConvParam *p, const RtRefAct *ys, float *y) {
   int rc = check_shapes(xs, wf, p, ys);
   if (rc) return rc;
   if (!x || !w || !y) return RT_REF_EARG;
@@ -44,8 +40,7 @@ int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x,
               for (int s = 0; s < wf->S; s++) {
                 int iw = tap(ow, p->stride_w, p->pad_left, s, p->dil_w, xs->W);
                 if (iw < 0) continue;
-                acc += (double)x[rt_ref_act_index(xs, n, c0 + c, ih, iw)] *
-                       w[rt_ref_filter_index(wf, k, c, r, s)];
+                acc += (double)x[rt_ref_act_index(xs, n, c0 + c, ih, iw)] * w[rt_ref_filter_index(wf, k, c, r, s)];
               }
             }
           y[rt_ref_act_index(ys, n, k, oh, ow)] = (float)acc;
@@ -53,10 +48,8 @@ int rt_ref_conv2d_fwd_naive(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
-int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx,
-                                 const RtRefFilter *wf, const float *w,
-                                 const RtRefConvParam *p, const RtRefAct *ys,
-                                 const float *dy) {
+int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx, const RtRefFilter *wf, const float *w,
+                                 const RtRefConvParam *p, const RtRefAct *ys, const float *dy) {
   int rc = check_shapes(xs, wf, p, ys);
   if (rc) return rc;
   if (!dx || !w || !dy) return RT_REF_EARG;
@@ -77,8 +70,7 @@ int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx,
               for (int s = 0; s < wf->S; s++) {
                 int iw = tap(ow, p->stride_w, p->pad_left, s, p->dil_w, xs->W);
                 if (iw < 0) continue;
-                acc[rt_ref_act_index(xs, n, c0 + c, ih, iw)] +=
-                    g * w[rt_ref_filter_index(wf, k, c, r, s)];
+                acc[rt_ref_act_index(xs, n, c0 + c, ih, iw)] += g * w[rt_ref_filter_index(wf, k, c, r, s)];
               }
             }
         }
@@ -87,10 +79,8 @@ int rt_ref_conv2d_bwd_data_naive(const RtRefAct *xs, float *dx,
   return RT_REF_OK;
 }
 
-int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x,
-                                   const RtRefFilter *wf, float *dw,
-                                   float *dbias, const RtRefConvParam *p,
-                                   const RtRefAct *ys, const float *dy) {
+int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x, const RtRefFilter *wf, float *dw, float *dbias,
+                                   const RtRefConvParam *p, const RtRefAct *ys, const float *dy) {
   int rc = check_shapes(xs, wf, p, ys);
   if (rc) return rc;
   if (!dy || (dw && !x)) return RT_REF_EARG;
@@ -100,8 +90,7 @@ int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x,
       double acc = 0;
       for (int n = 0; n < ys->N; n++)
         for (int oh = 0; oh < ys->H; oh++)
-          for (int ow = 0; ow < ys->W; ow++)
-            acc += dy[rt_ref_act_index(ys, n, k, oh, ow)];
+          for (int ow = 0; ow < ys->W; ow++) acc += dy[rt_ref_act_index(ys, n, k, oh, ow)];
       dbias[k] = (float)acc;
     }
     if (!dw) continue;
@@ -117,8 +106,7 @@ int rt_ref_conv2d_bwd_weight_naive(const RtRefAct *xs, const float *x,
               for (int ow = 0; ow < ys->W; ow++) {
                 int iw = tap(ow, p->stride_w, p->pad_left, s, p->dil_w, xs->W);
                 if (iw < 0) continue;
-                acc += (double)dy[rt_ref_act_index(ys, n, k, oh, ow)] *
-                       x[rt_ref_act_index(xs, n, c0 + c, ih, iw)];
+                acc += (double)dy[rt_ref_act_index(ys, n, k, oh, ow)] * x[rt_ref_act_index(xs, n, c0 + c, ih, iw)];
               }
             }
           dw[rt_ref_filter_index(wf, k, c, r, s)] = (float)acc;

@@ -47,8 +47,7 @@ int rt_ref_add_relu_fwd(int64_t n, const float *a, const float *b, float *y) {
   return RT_REF_OK;
 }
 
-int rt_ref_add_relu_bwd(int64_t n, const float *y, const float *dy,
-                        float *dsum) {
+int rt_ref_add_relu_bwd(int64_t n, const float *y, const float *dy, float *dsum) {
   return rt_ref_relu_bwd(n, y, dy, dsum);
 }
 

@@ -17,10 +17,10 @@
 #include <stdint.h>
 
 typedef struct RtRefInput {
-  int64_t n, c, h, w;     /* the bytes: n images of c channels (1 or 3), h x w */
-  int src_nhwc;           /* bytes are NHWC (else NCHW, as the loaders write them) */
-  int64_t dc;             /* destination channels, >= c (padded ones are zeros) */
-  int dst_nhwc;           /* destination is NHWC (else NCHW) */
+  int64_t n, c, h, w; /* the bytes: n images of c channels (1 or 3), h x w */
+  int src_nhwc;       /* bytes are NHWC (else NCHW, as the loaders write them) */
+  int64_t dc;         /* destination channels, >= c (padded ones are zeros) */
+  int dst_nhwc;       /* destination is NHWC (else NCHW) */
   float scale[3], shift[3];
 } RtRefInput;
 

@@ -6,9 +6,7 @@
 
 #include "rt_ref.h"
 
-static int dims_ok(int N, int C, int H, int W) {
-  return N > 0 && C > 0 && H > 0 && W > 0;
-}
+static int dims_ok(int N, int C, int H, int W) { return N > 0 && C > 0 && H > 0 && W > 0; }
 
 /* Transposes each of N [A, B] matrices into [B, A], in tiles for locality. */
 static void transpose_batch(int N, int64_t A, int64_t B, const float *x, float *y) {
@@ -42,8 +40,7 @@ int rt_ref_nhwc_to_nchw(int N, int C, int H, int W, const float *x, float *y) {
 /* Copies the first `keep` channels of every pixel/plane from x (cx channels)
  * to y (cy channels), zero-filling y's channels beyond `keep`. */
 static int copy_channels(const RtRefAct *xs, const float *x, int cy, float *y) {
-  if (!xs || !dims_ok(xs->N, xs->C, xs->H, xs->W) || cy < 1 ||
-      (xs->layout != RT_REF_NCHW && xs->layout != RT_REF_NHWC))
+  if (!xs || !dims_ok(xs->N, xs->C, xs->H, xs->W) || cy < 1 || (xs->layout != RT_REF_NCHW && xs->layout != RT_REF_NHWC))
     return RT_REF_ESHAPE;
   if (!x || !y || x == y) return RT_REF_EARG;
   int cx = xs->C, keep = cx < cy ? cx : cy;
@@ -64,14 +61,12 @@ static int copy_channels(const RtRefAct *xs, const float *x, int cy, float *y) {
   return RT_REF_OK;
 }
 
-int rt_ref_pad_channels(const RtRefAct *xs, const float *x, int Cpad,
-                        float *y) {
+int rt_ref_pad_channels(const RtRefAct *xs, const float *x, int Cpad, float *y) {
   if (xs && Cpad < xs->C) return RT_REF_ESHAPE;
   return copy_channels(xs, x, Cpad, y);
 }
 
-int rt_ref_unpad_channels(const RtRefAct *xs, const float *x, int C,
-                          float *y) {
+int rt_ref_unpad_channels(const RtRefAct *xs, const float *x, int C, float *y) {
   if (xs && C > xs->C) return RT_REF_ESHAPE;
   return copy_channels(xs, x, C, y);
 }

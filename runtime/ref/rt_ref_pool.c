@@ -17,8 +17,7 @@ typedef struct Planes {
 } Planes;
 
 static Planes planes_of(const RtRefAct *a) {
-  Planes p = {(int64_t)a->H * a->W, a->layout == RT_REF_NHWC ? a->C : 1, a->C,
-              a->layout == RT_REF_NHWC};
+  Planes p = {(int64_t)a->H * a->W, a->layout == RT_REF_NHWC ? a->C : 1, a->C, a->layout == RT_REF_NHWC};
   return p;
 }
 
@@ -35,15 +34,12 @@ static int pool_dim(int in, int pad0, int pad1, int k, int dil, int st, int ceil
   return out;
 }
 
-int rt_ref_pool_out_shape(const RtRefAct *x, const RtRefPoolParam *p,
-                          RtRefAct *y) {
+int rt_ref_pool_out_shape(const RtRefAct *x, const RtRefPoolParam *p, RtRefAct *y) {
   if (!x || !p || !y) return RT_REF_EARG;
-  if (x->N <= 0 || x->C <= 0 || x->H <= 0 || x->W <= 0 ||
-      (x->layout != RT_REF_NCHW && x->layout != RT_REF_NHWC))
+  if (x->N <= 0 || x->C <= 0 || x->H <= 0 || x->W <= 0 || (x->layout != RT_REF_NCHW && x->layout != RT_REF_NHWC))
     return RT_REF_ESHAPE;
-  if (p->R < 1 || p->S < 1 || p->stride_h < 1 || p->stride_w < 1 ||
-      p->dil_h < 1 || p->dil_w < 1 || p->pad_top < 0 || p->pad_left < 0 ||
-      p->pad_bottom < 0 || p->pad_right < 0)
+  if (p->R < 1 || p->S < 1 || p->stride_h < 1 || p->stride_w < 1 || p->dil_h < 1 || p->dil_w < 1 || p->pad_top < 0 ||
+      p->pad_left < 0 || p->pad_bottom < 0 || p->pad_right < 0)
     return RT_REF_ESHAPE;
   int ho = pool_dim(x->H, p->pad_top, p->pad_bottom, p->R, p->dil_h, p->stride_h, p->ceil_mode);
   int wo = pool_dim(x->W, p->pad_left, p->pad_right, p->S, p->dil_w, p->stride_w, p->ceil_mode);
@@ -54,20 +50,18 @@ int rt_ref_pool_out_shape(const RtRefAct *x, const RtRefPoolParam *p,
   return RT_REF_OK;
 }
 
-static int pool_check(const RtRefAct *xs, const RtRefPoolParam *p,
-                      const RtRefAct *ys) {
+static int pool_check(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys) {
   RtRefAct e;
   int rc = rt_ref_pool_out_shape(xs, p, &e);
   if (rc) return rc;
-  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W ||
-      ys->layout != e.layout)
+  if (!ys || ys->N != e.N || ys->C != e.C || ys->H != e.H || ys->W != e.W || ys->layout != e.layout)
     return RT_REF_ESHAPE;
   return RT_REF_OK;
 }
 
 /* The winner of one max window: plane offset h*W + w, or -1 if none. */
-static int32_t window_argmax(const RtRefAct *xs, const float *xp, int64_t step,
-                             const RtRefPoolParam *p, int oh, int ow) {
+static int32_t window_argmax(const RtRefAct *xs, const float *xp, int64_t step, const RtRefPoolParam *p, int oh,
+                             int ow) {
   float best = -INFINITY;
   int32_t arg = -1;
   for (int r = 0; r < p->R; r++) {
@@ -88,8 +82,7 @@ static int32_t window_argmax(const RtRefAct *xs, const float *xp, int64_t step,
   return arg;
 }
 
-int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x,
-                       const RtRefPoolParam *p, const RtRefAct *ys, float *y,
+int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x, const RtRefPoolParam *p, const RtRefAct *ys, float *y,
                        int32_t *argmax) {
   int rc = pool_check(xs, p, ys);
   if (rc) return rc;
@@ -110,8 +103,7 @@ int rt_ref_maxpool_fwd(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
-int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
-                       const int32_t *argmax, const RtRefPoolParam *p,
+int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x, const int32_t *argmax, const RtRefPoolParam *p,
                        const RtRefAct *ys, const float *dy, float *dx) {
   int rc = pool_check(xs, p, ys);
   if (rc) return rc;
@@ -124,8 +116,7 @@ int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
       for (int oh = 0; oh < ys->H; oh++)
         for (int ow = 0; ow < ys->W; ow++) {
           int64_t yi = yb + ((int64_t)oh * ys->W + ow) * py.step;
-          int32_t a = argmax ? argmax[yi]
-                             : window_argmax(xs, x + xb, px.step, p, oh, ow);
+          int32_t a = argmax ? argmax[yi] : window_argmax(xs, x + xb, px.step, p, oh, ow);
           if (a >= 0 && a < px.hw) dx[xb + a * px.step] += dy[yi];
         }
     }
@@ -133,8 +124,8 @@ int rt_ref_maxpool_bwd(const RtRefAct *xs, const float *x,
 }
 
 /* argmax -> win (to_win) or win -> argmax for every output element. */
-static int win_convert(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, int32_t *argmax,
-                       float *win, int to_win) {
+static int win_convert(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, int32_t *argmax, float *win,
+                       int to_win) {
   int rc = pool_check(xs, p, ys);
   if (rc) return rc;
   if (!argmax || !win) return RT_REF_EARG;
@@ -165,19 +156,18 @@ static int win_convert(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefA
   return RT_REF_OK;
 }
 
-int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
-                          const int32_t *argmax, float *win) {
+int rt_ref_maxpool_win_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, const int32_t *argmax,
+                          float *win) {
   return win_convert(xs, p, ys, (int32_t *)argmax, win, 1); /* argmax only read */
 }
 
-int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys,
-                             const float *win, int32_t *argmax) {
+int rt_ref_maxpool_argmax_of(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys, const float *win,
+                             int32_t *argmax) {
   return win_convert(xs, p, ys, argmax, (float *)win, 0); /* win only read */
 }
 
 /* Window rows [*lo, *hi) inside the input, and its divisor along the axis. */
-static int avg_span(int o, int st, int pad0, int pad1, int k, int in, int incl,
-                    int *lo, int *hi) {
+static int avg_span(int o, int st, int pad0, int pad1, int k, int in, int incl, int *lo, int *hi) {
   int a = o * st - pad0, b = a + k;
   if (b > in + pad1) b = in + pad1;
   int padded = b - a;
@@ -188,15 +178,13 @@ static int avg_span(int o, int st, int pad0, int pad1, int k, int in, int incl,
   return incl ? padded : (b > a ? b - a : 0);
 }
 
-static int avg_check(const RtRefAct *xs, const RtRefPoolParam *p,
-                     const RtRefAct *ys) {
+static int avg_check(const RtRefAct *xs, const RtRefPoolParam *p, const RtRefAct *ys) {
   int rc = pool_check(xs, p, ys);
   if (rc) return rc;
   return p->dil_h == 1 && p->dil_w == 1 ? RT_REF_OK : RT_REF_ESHAPE;
 }
 
-int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x,
-                       const RtRefPoolParam *p, const RtRefAct *ys, float *y) {
+int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x, const RtRefPoolParam *p, const RtRefAct *ys, float *y) {
   int rc = avg_check(xs, p, ys);
   if (rc) return rc;
   if (!x || !y) return RT_REF_EARG;
@@ -213,8 +201,7 @@ int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x,
           int dw = avg_span(ow, p->stride_w, p->pad_left, p->pad_right, p->S, xs->W, incl, &w0, &w1);
           float acc = 0;
           for (int ih = h0; ih < h1; ih++)
-            for (int iw = w0; iw < w1; iw++)
-              acc += xp[((int64_t)ih * xs->W + iw) * px.step];
+            for (int iw = w0; iw < w1; iw++) acc += xp[((int64_t)ih * xs->W + iw) * px.step];
           int64_t cnt = (int64_t)dh * dw;
           y[yb + ((int64_t)oh * ys->W + ow) * py.step] = cnt > 0 ? acc / (float)cnt : 0.0f;
         }
@@ -223,8 +210,7 @@ int rt_ref_avgpool_fwd(const RtRefAct *xs, const float *x,
   return RT_REF_OK;
 }
 
-int rt_ref_avgpool_bwd(const RtRefAct *xs, float *dx, const RtRefPoolParam *p,
-                       const RtRefAct *ys, const float *dy) {
+int rt_ref_avgpool_bwd(const RtRefAct *xs, float *dx, const RtRefPoolParam *p, const RtRefAct *ys, const float *dy) {
   int rc = avg_check(xs, p, ys);
   if (rc) return rc;
   if (!dx || !dy) return RT_REF_EARG;
@@ -244,8 +230,7 @@ int rt_ref_avgpool_bwd(const RtRefAct *xs, float *dx, const RtRefPoolParam *p,
           if (cnt <= 0) continue;
           float g = dy[yb + ((int64_t)oh * ys->W + ow) * py.step] / (float)cnt;
           for (int ih = h0; ih < h1; ih++)
-            for (int iw = w0; iw < w1; iw++)
-              xp[((int64_t)ih * xs->W + iw) * px.step] += g;
+            for (int iw = w0; iw < w1; iw++) xp[((int64_t)ih * xs->W + iw) * px.step] += g;
         }
       }
     }
@@ -291,8 +276,7 @@ int rt_ref_global_avgpool_bwd(const RtRefAct *xs, float *dx, const float *dy) {
   if (px.nhwc) {
     for (int n = 0; n < xs->N; n++)
       for (int64_t i = 0; i < px.hw; i++)
-        for (int c = 0; c < C; c++)
-          dx[((int64_t)n * px.hw + i) * C + c] = dy[(int64_t)n * C + c] * inv;
+        for (int c = 0; c < C; c++) dx[((int64_t)n * px.hw + i) * C + c] = dy[(int64_t)n * C + c] * inv;
     return RT_REF_OK;
   }
   for (int64_t nc = 0; nc < (int64_t)xs->N * C; nc++)

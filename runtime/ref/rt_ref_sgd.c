@@ -3,8 +3,7 @@
  * gradient, as PyTorch does), optional dampening and Nesterov. */
 #include "rt_ref.h"
 
-int rt_ref_sgd_update(int64_t n, float *w, const float *g, float *buf,
-                      const RtRefSgd *o, int first_step) {
+int rt_ref_sgd_update(int64_t n, float *w, const float *g, float *buf, const RtRefSgd *o, int first_step) {
   if (n < 0) return RT_REF_ESHAPE;
   if (!o || (n && (!w || !g || (o->momentum != 0 && !buf)))) return RT_REF_EARG;
   float lr = o->lr, mu = o->momentum, wd = o->weight_decay;

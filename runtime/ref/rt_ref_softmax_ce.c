@@ -7,8 +7,7 @@
 
 #include "rt_ref.h"
 
-static int ce_check(int N, int classes, const float *logits,
-                    const int32_t *labels, float eps) {
+static int ce_check(int N, int classes, const float *logits, const int32_t *labels, float eps) {
   if (N < 1 || classes < 1) return RT_REF_ESHAPE;
   if (!logits || !labels || !(eps >= 0 && eps <= 1)) return RT_REF_EARG;
   for (int n = 0; n < N; n++)
@@ -26,8 +25,7 @@ static double row_lse(const float *z, int classes, float *zmax) {
   return log(s);
 }
 
-int rt_ref_softmax_ce_fwd(int N, int classes, const float *logits,
-                          const int32_t *labels, float eps, float *loss,
+int rt_ref_softmax_ce_fwd(int N, int classes, const float *logits, const int32_t *labels, float eps, float *loss,
                           float *prob) {
   int rc = ce_check(N, classes, logits, labels, eps);
   if (rc) return rc;
@@ -49,8 +47,7 @@ int rt_ref_softmax_ce_fwd(int N, int classes, const float *logits,
   return RT_REF_OK;
 }
 
-int rt_ref_softmax_ce_bwd(int N, int classes, const float *logits,
-                          const float *prob, const int32_t *labels, float eps,
+int rt_ref_softmax_ce_bwd(int N, int classes, const float *logits, const float *prob, const int32_t *labels, float eps,
                           float dloss, float *dlogits) {
   int rc = ce_check(N, classes, logits, labels, eps);
   if (rc) return rc;

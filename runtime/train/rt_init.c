@@ -22,25 +22,27 @@ enum { NO_ROLE = -1 };
 static const double TWO_PI = 6.283185307179586476925;
 
 static const char *const ROLE_NAMES[RT_INIT_ROLE_COUNT] = {
-    [RT_INIT_CONV_WEIGHT] = "conv_weight",       [RT_INIT_CONV_BIAS] = "conv_bias",
-    [RT_INIT_LINEAR_WEIGHT] = "linear_weight",   [RT_INIT_LINEAR_BIAS] = "linear_bias",
-    [RT_INIT_BN_WEIGHT] = "batchnorm_weight",    [RT_INIT_BN_BIAS] = "batchnorm_bias",
-    [RT_INIT_RUNNING_MEAN] = "running_mean",     [RT_INIT_RUNNING_VAR] = "running_var",
+    [RT_INIT_CONV_WEIGHT] = "conv_weight",         [RT_INIT_CONV_BIAS] = "conv_bias",
+    [RT_INIT_LINEAR_WEIGHT] = "linear_weight",     [RT_INIT_LINEAR_BIAS] = "linear_bias",
+    [RT_INIT_BN_WEIGHT] = "batchnorm_weight",      [RT_INIT_BN_BIAS] = "batchnorm_bias",
+    [RT_INIT_RUNNING_MEAN] = "running_mean",       [RT_INIT_RUNNING_VAR] = "running_var",
     [RT_INIT_MOMENTUM_BUFFER] = "momentum_buffer",
 };
 
 /* The name suffix each role may carry. */
 static const char *const ROLE_SUFFIX[RT_INIT_ROLE_COUNT] = {
-    [RT_INIT_CONV_WEIGHT] = ".weight",       [RT_INIT_CONV_BIAS] = ".bias",
-    [RT_INIT_LINEAR_WEIGHT] = ".weight",     [RT_INIT_LINEAR_BIAS] = ".bias",
-    [RT_INIT_BN_WEIGHT] = ".weight",         [RT_INIT_BN_BIAS] = ".bias",
-    [RT_INIT_RUNNING_MEAN] = ".running_mean", [RT_INIT_RUNNING_VAR] = ".running_var",
+    [RT_INIT_CONV_WEIGHT] = ".weight",
+    [RT_INIT_CONV_BIAS] = ".bias",
+    [RT_INIT_LINEAR_WEIGHT] = ".weight",
+    [RT_INIT_LINEAR_BIAS] = ".bias",
+    [RT_INIT_BN_WEIGHT] = ".weight",
+    [RT_INIT_BN_BIAS] = ".bias",
+    [RT_INIT_RUNNING_MEAN] = ".running_mean",
+    [RT_INIT_RUNNING_VAR] = ".running_var",
     [RT_INIT_MOMENTUM_BUFFER] = ".momentum_buffer",
 };
 
-const char *rt_init_role_name(RtInitRole r) {
-  return (unsigned)r < RT_INIT_ROLE_COUNT ? ROLE_NAMES[r] : "?";
-}
+const char *rt_init_role_name(RtInitRole r) { return (unsigned)r < RT_INIT_ROLE_COUNT ? ROLE_NAMES[r] : "?"; }
 
 /* What input `slot` of op means, or NO_ROLE; *owner_slot is the input
  * holding the weight a bias belongs to. */
@@ -57,21 +59,18 @@ static int role_of_input(IrOp op, int slot, int *owner_slot) {
     return NO_ROLE;
   case IR_OP_BATCHNORM:
   case IR_OP_BATCHNORM_TRAIN: {
-    static const int bn[5] = {NO_ROLE, RT_INIT_BN_WEIGHT, RT_INIT_BN_BIAS, RT_INIT_RUNNING_MEAN,
-                              RT_INIT_RUNNING_VAR};
+    static const int bn[5] = {NO_ROLE, RT_INIT_BN_WEIGHT, RT_INIT_BN_BIAS, RT_INIT_RUNNING_MEAN, RT_INIT_RUNNING_VAR};
     return slot < 5 ? bn[slot] : NO_ROLE;
   }
   case IR_OP_CONV2D_BN:
   case IR_OP_CONV2D_BN_TRAIN:
   case IR_OP_CONV2D_BN_STATS: { /* x, w, gamma, beta, running_mean, running_var */
-    static const int cbn[6] = {NO_ROLE, RT_INIT_CONV_WEIGHT, RT_INIT_BN_WEIGHT, RT_INIT_BN_BIAS,
-                               RT_INIT_RUNNING_MEAN, RT_INIT_RUNNING_VAR};
+    static const int cbn[6] = {NO_ROLE,         RT_INIT_CONV_WEIGHT,  RT_INIT_BN_WEIGHT,
+                               RT_INIT_BN_BIAS, RT_INIT_RUNNING_MEAN, RT_INIT_RUNNING_VAR};
     return slot < 6 ? cbn[slot] : NO_ROLE;
   }
-  case IR_OP_SGD_UPDATE:
-    return slot == 2 ? RT_INIT_MOMENTUM_BUFFER : NO_ROLE;
-  default:
-    return NO_ROLE;
+  case IR_OP_SGD_UPDATE: return slot == 2 ? RT_INIT_MOMENTUM_BUFFER : NO_ROLE;
+  default: return NO_ROLE;
   }
 }
 
@@ -108,8 +107,7 @@ static int has_suffix(const char *s, const char *suf) {
   return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
-RtInitStatus rt_init_role(const IrGraph *g, int v, RtInitRole *role, int *owner, char *err,
-                          size_t errlen) {
+RtInitStatus rt_init_role(const IrGraph *g, int v, RtInitRole *role, int *owner, char *err, size_t errlen) {
   if (v < 0 || v >= g->nval || (g->val[v].kind != IR_VAL_PARAM && g->val[v].kind != IR_VAL_STATE)) {
     snprintf(err, errlen, "value %d is not a parameter or state", v);
     return RT_INIT_ERR_ROLE;
@@ -122,14 +120,12 @@ RtInitStatus rt_init_role(const IrGraph *g, int v, RtInitRole *role, int *owner,
     return RT_INIT_ERR_ROLE;
   }
   if (r == NO_ROLE) {
-    snprintf(err, errlen, "@%s: no op reads it as a conv, linear or batchnorm input or a momentum buffer",
-             val->name);
+    snprintf(err, errlen, "@%s: no op reads it as a conv, linear or batchnorm input or a momentum buffer", val->name);
     return RT_INIT_ERR_ROLE;
   }
   for (int k = 0; k < RT_INIT_ROLE_COUNT; k++) {
     if (k == r || !has_suffix(val->name, ROLE_SUFFIX[k]) || has_suffix(val->name, ROLE_SUFFIX[r])) continue;
-    snprintf(err, errlen, "@%s: its name says %s but it is read as a %s", val->name, ROLE_SUFFIX[k],
-             ROLE_NAMES[r]);
+    snprintf(err, errlen, "@%s: its name says %s but it is read as a %s", val->name, ROLE_SUFFIX[k], ROLE_NAMES[r]);
     return RT_INIT_ERR_ROLE;
   }
   int want_state = r == RT_INIT_RUNNING_MEAN || r == RT_INIT_RUNNING_VAR || r == RT_INIT_MOMENTUM_BUFFER;
@@ -264,15 +260,11 @@ RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, c
     fill_uniform(n, 1.0 / sqrt((double)ot->dim[1]), &s, dst);
     break;
   case RT_INIT_BN_WEIGHT:
-  case RT_INIT_RUNNING_VAR:
-    fill_const(n, 1.0f, dst);
-    break;
+  case RT_INIT_RUNNING_VAR: fill_const(n, 1.0f, dst); break;
   case RT_INIT_BN_BIAS:
   case RT_INIT_RUNNING_MEAN:
   case RT_INIT_MOMENTUM_BUFFER:
-  case RT_INIT_ROLE_COUNT:
-    fill_const(n, 0.0f, dst);
-    break;
+  case RT_INIT_ROLE_COUNT: fill_const(n, 0.0f, dst); break;
   }
   return RT_INIT_OK;
 }

@@ -54,13 +54,11 @@ const char *rt_init_role_name(RtInitRole r);
 
 /* The role of PARAM or STATE value v of g, and the weight tensor it belongs
  * to (*owner: the conv or linear weight for a bias, else v itself). */
-RtInitStatus rt_init_role(const IrGraph *g, int v, RtInitRole *role, int *owner, char *err,
-                          size_t errlen);
+RtInitStatus rt_init_role(const IrGraph *g, int v, RtInitRole *role, int *owner, char *err, size_t errlen);
 
 /* Writes value v's initial values into dst (ir_type_numel(type, 1) floats,
  * in the value's memory order). */
-RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, char *err,
-                           size_t errlen);
+RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, char *err, size_t errlen);
 
 /* rt_init_value for every PARAM and STATE of g (x was made from g). */
 RtInitStatus rt_init_cpu(RtCpu *x, const IrGraph *g, uint64_t seed, char *err, size_t errlen);

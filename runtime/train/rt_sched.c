@@ -26,19 +26,19 @@ static const IrAttr *train_get(const IrGraph *g, const char *key, IrAttrKind kin
   return a && a->kind == kind ? a : NULL;
 }
 
-RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoch, int64_t epochs,
-                            char *err, size_t errlen) {
+RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoch, int64_t epochs, char *err,
+                            size_t errlen) {
   memset(s, 0, sizeof *s);
   if (steps_per_epoch < 1 || epochs < 1)
-    return fail(s, RT_SCHED_ERR_RANGE, err, errlen, "schedule: %lld steps per epoch and %lld epochs; both must be at least 1",
-                (long long)steps_per_epoch, (long long)epochs);
+    return fail(s, RT_SCHED_ERR_RANGE, err, errlen,
+                "schedule: %lld steps per epoch and %lld epochs; both must be at least 1", (long long)steps_per_epoch,
+                (long long)epochs);
   if (epochs > INT64_MAX / steps_per_epoch)
     return fail(s, RT_SCHED_ERR_RANGE, err, errlen, "schedule: %lld epochs of %lld steps is too many",
                 (long long)epochs, (long long)steps_per_epoch);
   const IrAttr *lr = train_get(g, "lr", IR_ATTR_FLOAT);
   if (!lr || !(lr->f >= 0) || !isfinite(lr->f))
-    return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be a finite number >= 0",
-                "lr");
+    return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be a finite number >= 0", "lr");
   const IrAttr *sched = ir_train_find(g, "schedule");
   if (sched && (sched->kind != IR_ATTR_STR || !sched->s))
     return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be a name", "schedule");
@@ -57,22 +57,20 @@ RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoc
   if (sched) {
     const IrAttr *w = train_get(g, "warmup_epochs", IR_ATTR_INT);
     if (!w || w->i[0] < 0)
-      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be an integer >= 0",
-                  "warmup_epochs");
+      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be an integer >= 0", "warmup_epochs");
     warmup = w->i[0];
   }
   if (warmup > 0 && warmup >= epochs)
-    return fail(s, RT_SCHED_ERR_RANGE, err, errlen, "schedule: a warm-up of %lld epochs leaves nothing of a %lld-epoch run",
-                (long long)warmup, (long long)epochs);
+    return fail(s, RT_SCHED_ERR_RANGE, err, errlen,
+                "schedule: a warm-up of %lld epochs leaves nothing of a %lld-epoch run", (long long)warmup,
+                (long long)epochs);
   if (s->kind == RT_SCHED_STEP) {
     const IrAttr *every = train_get(g, "schedule_every", IR_ATTR_INT);
     const IrAttr *gamma = train_get(g, "schedule_gamma", IR_ATTR_FLOAT);
     if (!every || every->i[0] < 1)
-      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: step schedule needs '%s' >= 1",
-                  "schedule_every");
+      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: step schedule needs '%s' >= 1", "schedule_every");
     if (!gamma || !(gamma->f >= 0) || !isfinite(gamma->f))
-      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: step schedule needs '%s' >= 0",
-                  "schedule_gamma");
+      return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: step schedule needs '%s' >= 0", "schedule_gamma");
     s->gamma = gamma->f;
     s->every_steps = every->i[0] > INT64_MAX / steps_per_epoch ? INT64_MAX : every->i[0] * steps_per_epoch;
   }
@@ -87,13 +85,10 @@ double rt_sched_lr(const RtSched *s, int64_t t) {
   if (t >= s->total_steps) t = s->total_steps - 1;
   if (t < s->warmup_steps) return s->lr * (double)(t + 1) / (double)s->warmup_steps;
   switch (s->kind) {
-  case RT_SCHED_STEP:
-    return s->lr * pow(s->gamma, (double)(t / s->every_steps));
+  case RT_SCHED_STEP: return s->lr * pow(s->gamma, (double)(t / s->every_steps));
   case RT_SCHED_COSINE:
-    return s->lr * 0.5 *
-           (1.0 + cos(PI * (double)(t - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps)));
-  case RT_SCHED_CONSTANT:
-    break;
+    return s->lr * 0.5 * (1.0 + cos(PI * (double)(t - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps)));
+  case RT_SCHED_CONSTANT: break;
   }
   return s->lr;
 }

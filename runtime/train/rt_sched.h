@@ -33,17 +33,17 @@ typedef enum RtSchedKind { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE } R
 
 typedef struct RtSched {
   RtSchedKind kind;
-  double lr;             /* the optimizer's base rate */
-  double gamma;          /* step: factor per decay */
-  int64_t every_steps;   /* step: steps between decays */
+  double lr;           /* the optimizer's base rate */
+  double gamma;        /* step: factor per decay */
+  int64_t every_steps; /* step: steps between decays */
   int64_t warmup_steps;
   int64_t total_steps;
 } RtSched;
 
 /* Reads g's train section for a run of `epochs` epochs of steps_per_epoch
  * steps.  On failure *s is zeroed and err says why. */
-RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoch, int64_t epochs,
-                            char *err, size_t errlen);
+RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoch, int64_t epochs, char *err,
+                            size_t errlen);
 /* The learning rate of step t (t < 0 counts as 0). */
 double rt_sched_lr(const RtSched *s, int64_t t);
 

@@ -40,12 +40,13 @@ static int job(const char *root, const char *cache, const Job *j) {
   if (!s && g.train && j->keep_grads) s = net_model_keep_grads(g.train, err, sizeof err);
   if (!s && g.train) s = net_model_plan(g.train, j->batch, err, sizeof err);
   if (!s && g.train && rt_gpu_precompile(g.train, j->batch, &dev, cache, err, sizeof err)) s = NET_ERR_DEVICE;
-  if (!s && j->infer && rt_gpu_precompile(g.infer, j->batch, &dev, cache, err, sizeof err))
-    s = NET_ERR_DEVICE;
+  if (!s && j->infer && rt_gpu_precompile(g.infer, j->batch, &dev, cache, err, sizeof err)) s = NET_ERR_DEVICE;
   net_model_close(&g);
   arena_free(&a);
-  if (s) fprintf(stderr, "%s batch %lld: %s\n", j->model, (long long)j->batch, err);
-  else printf("precompiled %s batch %lld %s\n", j->model, (long long)j->batch, j->precision ? j->precision : "");
+  if (s)
+    fprintf(stderr, "%s batch %lld: %s\n", j->model, (long long)j->batch, err);
+  else
+    printf("precompiled %s batch %lld %s\n", j->model, (long long)j->batch, j->precision ? j->precision : "");
   return s != NET_OK;
 }
 

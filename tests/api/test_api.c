@@ -23,7 +23,8 @@ static const char *at(const char *dir, const char *rel) {
 }
 
 static void fill(float *img, int64_t *lab, int64_t n, int64_t sample, int64_t classes, unsigned seed) {
-  for (int64_t i = 0; i < n * sample; i++) img[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16 & 1023) / 512 - 1;
+  for (int64_t i = 0; i < n * sample; i++)
+    img[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16 & 1023) / 512 - 1;
   for (int64_t i = 0; i < n; i++) lab[i] = (int64_t)(((seed = seed * 1103515245u + 12345u) >> 16) % (unsigned)classes);
 }
 
@@ -106,9 +107,16 @@ static void test_train_synthetic(void) {
   if (!m) return;
   NetTrainResult r;
   int calls[2] = {0, 0};
-  NetTrainConfig c = {.data = NET_DATA_SYNTHETIC, .synthetic_n = 3200, .epochs = 2, .seed = 1, .result = &r,
-                      .on_step = log_all, .user = calls, .checkpoint = at(work, "ckpt.safetensors"),
-                      .checkpoint_every = 25, .on_checkpoint = on_ckpt};
+  NetTrainConfig c = {.data = NET_DATA_SYNTHETIC,
+                      .synthetic_n = 3200,
+                      .epochs = 2,
+                      .seed = 1,
+                      .result = &r,
+                      .on_step = log_all,
+                      .user = calls,
+                      .checkpoint = at(work, "ckpt.safetensors"),
+                      .checkpoint_every = 25,
+                      .on_checkpoint = on_ckpt};
   NetStatus s = net_train(m, &c);
   CHECK(s == NET_OK, "train: %s", net_last_error());
   CHECK(r.steps == 200 && r.epochs == 2 && calls[0] == 200, "steps %lld epochs %lld calls %d", (long long)r.steps,
@@ -143,8 +151,8 @@ static void test_train_fmnist(void) {
   NetModel *m = load_cpu("models/mlp.net", 64, 0);
   if (!m) return;
   NetTrainResult r;
-  NetTrainConfig c = {.data = NET_DATA_IDX, .idx_dir = FMNIST, .train_limit = 6400, .test_limit = 1000, .epochs = 1,
-                      .result = &r};
+  NetTrainConfig c = {
+      .data = NET_DATA_IDX, .idx_dir = FMNIST, .train_limit = 6400, .test_limit = 1000, .epochs = 1, .result = &r};
   CHECK(net_train(m, &c) == NET_OK, "fmnist: %s", net_last_error());
   CHECK(r.steps == 100 && r.test_accuracy > 0.6, "fmnist: %lld steps, accuracy %.3f", (long long)r.steps,
         r.test_accuracy);

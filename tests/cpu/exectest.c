@@ -57,9 +57,7 @@ void exectest_close(ExectestCase *c) {
   arena_free(&c->arena);
 }
 
-float *exectest_out(ExectestCase *c, int k) {
-  return k < c->g->noutput ? rt_cpu_data(c->x, c->g->output[k]) : NULL;
-}
+float *exectest_out(ExectestCase *c, int k) { return k < c->g->noutput ? rt_cpu_data(c->x, c->g->output[k]) : NULL; }
 
 float exectest_rand(uint64_t *s, float lo, float hi) {
   *s ^= *s << 13;

@@ -8,10 +8,9 @@
 #include "check.h"
 #include "exectest.h"
 
-static const char *CE =
-    "graph t {\n  input %0 z : f32[N,3]\n  input %1 label : i32[N]\n"
-    "  %2 = relu(%0) : f32[N,3]  # act\n"
-    "  %3 = softmax_cross_entropy(%2, %1) {smoothing=0.0} : f32[]  # myloss\n  output %3\n}\n";
+static const char *CE = "graph t {\n  input %0 z : f32[N,3]\n  input %1 label : i32[N]\n"
+                        "  %2 = relu(%0) : f32[N,3]  # act\n"
+                        "  %3 = softmax_cross_entropy(%2, %1) {smoothing=0.0} : f32[]  # myloss\n  output %3\n}\n";
 
 static void test_label(void) {
   ExectestCase c;
@@ -20,8 +19,7 @@ static void test_label(void) {
     char err[256] = "";
     lab[0] = 2, lab[1] = 3;
     CHECK(rt_cpu_run(c.x, err, sizeof err) == -1, "label 3 of 3 classes fails");
-    CHECK(strstr(err, "myloss") && strstr(err, "softmax_cross_entropy") && strstr(err, "label 3"), "message: %s",
-          err);
+    CHECK(strstr(err, "myloss") && strstr(err, "softmax_cross_entropy") && strstr(err, "label 3"), "message: %s", err);
     lab[1] = -1;
     CHECK(rt_cpu_run(c.x, err, sizeof err) == -1, "label -1 fails");
     lab[1] = (int64_t)1 << 40;
@@ -38,11 +36,11 @@ static void test_label(void) {
 }
 
 static void test_bn_single(void) {
-  const char *text =
-      "graph t {\n  input %0 x : f32[N,2]\n  param @w : f32[2]\n  param @b : f32[2]\n"
-      "  state @rm : f32[2]\n  state @rv : f32[2]\n"
-      "  %1, %2, %3 = batchnorm_train(%0, @w, @b, @rm, @rv) {eps=1e-05 momentum=0.1} : f32[N,2], f32[2], f32[2]  # bn9\n"
-      "  output %1\n}\n";
+  const char *text = "graph t {\n  input %0 x : f32[N,2]\n  param @w : f32[2]\n  param @b : f32[2]\n"
+                     "  state @rm : f32[2]\n  state @rv : f32[2]\n"
+                     "  %1, %2, %3 = batchnorm_train(%0, @w, @b, @rm, @rv) {eps=1e-05 momentum=0.1} : f32[N,2], "
+                     "f32[2], f32[2]  # bn9\n"
+                     "  output %1\n}\n";
   ExectestCase c;
   if (exectest_open(&c, text, 1) == 0) {
     char err[256] = "";

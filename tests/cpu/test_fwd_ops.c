@@ -20,20 +20,18 @@ static void check_same(const char *what, const float *got, const float *want, in
 
 /* --- conv2d: asymmetric stride, padding, dilation, two groups, bias ------ */
 static void test_conv2d(void) {
-  const char *nchw =
-      "graph t {\n"
-      "  input %0 x : f32[N,4,6,7] NCHW\n"
-      "  param @w : f32[6,2,3,3] KCRS\n"
-      "  param @b : f32[6]\n"
-      "  %1 = conv2d(%0, @w, @b) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[N,6,3,3] NCHW\n"
-      "  output %1\n}\n";
-  const char *nhwc =
-      "graph t {\n"
-      "  input %0 x : f32[N,6,7,4] NHWC\n"
-      "  param @w : f32[6,3,3,2] KRSC\n"
-      "  param @b : f32[6]\n"
-      "  %1 = conv2d(%0, @w, @b) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[N,3,3,6] NHWC\n"
-      "  output %1\n}\n";
+  const char *nchw = "graph t {\n"
+                     "  input %0 x : f32[N,4,6,7] NCHW\n"
+                     "  param @w : f32[6,2,3,3] KCRS\n"
+                     "  param @b : f32[6]\n"
+                     "  %1 = conv2d(%0, @w, @b) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[N,6,3,3] NCHW\n"
+                     "  output %1\n}\n";
+  const char *nhwc = "graph t {\n"
+                     "  input %0 x : f32[N,6,7,4] NHWC\n"
+                     "  param @w : f32[6,3,3,2] KRSC\n"
+                     "  param @b : f32[6]\n"
+                     "  %1 = conv2d(%0, @w, @b) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[N,3,3,6] NHWC\n"
+                     "  output %1\n}\n";
   ExectestCase a, b;
   uint64_t seed = 1;
   if (exectest_open(&a, nchw, N) | exectest_open(&b, nhwc, N)) {
@@ -62,8 +60,8 @@ static void test_conv2d(void) {
 }
 
 /* --- batchnorm (inference form), rank 4 in both layouts and rank 2 ------- */
-static void bn_ref(const float *x, int64_t rows, int C, int64_t inner, const float *w, const float *b,
-                   const float *rm, const float *rv, double eps, float *y) {
+static void bn_ref(const float *x, int64_t rows, int C, int64_t inner, const float *w, const float *b, const float *rm,
+                   const float *rv, double eps, float *y) {
   for (int64_t i = 0; i < rows; i++)
     for (int c = 0; c < C; c++)
       for (int64_t j = 0; j < inner; j++) {
@@ -108,8 +106,10 @@ static void test_batchnorm(void) {
       bn_ref(x, N, 3, inner, w, b, rm, rv, 0.001, want);
       memcpy(got, exectest_out(&c, 0), sizeof(float) * (size_t)(N * 3 * inner));
     }
-    check_same(t == 0 ? "batchnorm NCHW" : t == 1 ? "batchnorm NHWC" : "batchnorm [N,C]", got, want,
-               N * 3 * (t == 2 ? 1 : 20), TOL);
+    check_same(t == 0   ? "batchnorm NCHW"
+               : t == 1 ? "batchnorm NHWC"
+                        : "batchnorm [N,C]",
+               got, want, N * 3 * (t == 2 ? 1 : 20), TOL);
     exectest_close(&c);
   }
 }
@@ -165,10 +165,12 @@ static void test_pool(const char *op, int avg, int include_pad) {
   const char *extra = !avg ? "" : include_pad ? " include_pad=1" : " include_pad=0";
   snprintf(nchw, sizeof nchw,
            "graph t {\n  input %%0 x : f32[N,3,7,6] NCHW\n"
-           "  %%1 = %s(%%0) {k=3x2 s=2x2 p=1x1%s} : f32[N,3,4,4] NCHW\n  output %%1\n}\n", op, extra);
+           "  %%1 = %s(%%0) {k=3x2 s=2x2 p=1x1%s} : f32[N,3,4,4] NCHW\n  output %%1\n}\n",
+           op, extra);
   snprintf(nhwc, sizeof nhwc,
            "graph t {\n  input %%0 x : f32[N,7,6,3] NHWC\n"
-           "  %%1 = %s(%%0) {k=3x2 s=2x2 p=1x1%s} : f32[N,4,4,3] NHWC\n  output %%1\n}\n", op, extra);
+           "  %%1 = %s(%%0) {k=3x2 s=2x2 p=1x1%s} : f32[N,4,4,3] NHWC\n  output %%1\n}\n",
+           op, extra);
   ExectestCase a, b;
   uint64_t seed = 11;
   if (exectest_open(&a, nchw, N) | exectest_open(&b, nhwc, N)) {
@@ -193,13 +195,12 @@ static void test_pool(const char *op, int avg, int include_pad) {
 
 /* --- global_avgpool -> flatten -> linear, in both layouts ---------------- */
 static void test_head(void) {
-  const char *texts[2] = {
-      "graph t {\n  input %0 x : f32[N,3,2,5] NCHW\n  param @w : f32[4,3]\n  param @b : f32[4]\n"
-      "  %1 = global_avgpool(%0) : f32[N,3,1,1] NCHW\n  %2 = flatten(%1) : f32[N,3]\n"
-      "  %3 = linear(%2, @w, @b) : f32[N,4]\n  output %3, %2\n}\n",
-      "graph t {\n  input %0 x : f32[N,2,5,3] NHWC\n  param @w : f32[4,3]\n  param @b : f32[4]\n"
-      "  %1 = global_avgpool(%0) : f32[N,1,1,3] NHWC\n  %2 = flatten(%1) : f32[N,3]\n"
-      "  %3 = linear(%2, @w, @b) : f32[N,4]\n  output %3, %2\n}\n"};
+  const char *texts[2] = {"graph t {\n  input %0 x : f32[N,3,2,5] NCHW\n  param @w : f32[4,3]\n  param @b : f32[4]\n"
+                          "  %1 = global_avgpool(%0) : f32[N,3,1,1] NCHW\n  %2 = flatten(%1) : f32[N,3]\n"
+                          "  %3 = linear(%2, @w, @b) : f32[N,4]\n  output %3, %2\n}\n",
+                          "graph t {\n  input %0 x : f32[N,2,5,3] NHWC\n  param @w : f32[4,3]\n  param @b : f32[4]\n"
+                          "  %1 = global_avgpool(%0) : f32[N,1,1,3] NHWC\n  %2 = flatten(%1) : f32[N,3]\n"
+                          "  %3 = linear(%2, @w, @b) : f32[N,4]\n  output %3, %2\n}\n"};
   for (int t = 0; t < 2; t++) {
     ExectestCase c;
     uint64_t seed = 5;
@@ -213,8 +214,10 @@ static void test_head(void) {
     float *b = exectest_fill(c.x, exectest_val(c.x, "b"), &seed, -1, 1);
     CHECK(exectest_run(c.x) == 0, "head run");
     float xn[N * 30], gap[N * 3], y[N * 4];
-    if (t) rt_ref_nhwc_to_nchw(N, 3, 2, 5, x, xn);
-    else memcpy(xn, x, sizeof xn);
+    if (t)
+      rt_ref_nhwc_to_nchw(N, 3, 2, 5, x, xn);
+    else
+      memcpy(xn, x, sizeof xn);
     for (int i = 0; i < N * 3; i++) {
       double s = 0;
       for (int j = 0; j < 10; j++) s += xn[i * 10 + j];
@@ -226,8 +229,8 @@ static void test_head(void) {
         for (int i = 0; i < 3; i++) s += (double)gap[n * 3 + i] * w[o * 3 + i];
         y[n * 4 + o] = (float)s;
       }
-    check_same(t ? "flatten(global_avgpool) NHWC" : "flatten(global_avgpool) NCHW", exectest_out(&c, 1), gap,
-               N * 3, TOL);
+    check_same(t ? "flatten(global_avgpool) NHWC" : "flatten(global_avgpool) NCHW", exectest_out(&c, 1), gap, N * 3,
+               TOL);
     check_same(t ? "linear NHWC" : "linear NCHW", exectest_out(&c, 0), y, N * 4, TOL);
     exectest_close(&c);
   }
@@ -235,9 +238,8 @@ static void test_head(void) {
 
 /* --- softmax_cross_entropy with label smoothing -------------------------- */
 static void test_softmax_ce(void) {
-  const char *text =
-      "graph t {\n  input %0 z : f32[N,5]\n  input %1 label : i64[N]\n"
-      "  %2 = softmax_cross_entropy(%0, %1) {smoothing=0.2} : f32[]\n  output %2\n}\n";
+  const char *text = "graph t {\n  input %0 z : f32[N,5]\n  input %1 label : i64[N]\n"
+                     "  %2 = softmax_cross_entropy(%0, %1) {smoothing=0.2} : f32[]\n  output %2\n}\n";
   ExectestCase c;
   uint64_t seed = 9;
   if (exectest_open(&c, text, N) == 0) {
@@ -265,9 +267,8 @@ static void test_softmax_ce(void) {
 
 /* --- precision: f16 and bf16 outputs keep only what their dtype holds ---- */
 static void test_precision(void) {
-  const char *text =
-      "graph t {\n  input %0 a : f16[N,7]\n  input %1 b : bf16[N,7]\n"
-      "  %2 = relu(%0) : f16[N,7]\n  %3 = add(%1, %1) : bf16[N,7]\n  output %2, %3\n}\n";
+  const char *text = "graph t {\n  input %0 a : f16[N,7]\n  input %1 b : bf16[N,7]\n"
+                     "  %2 = relu(%0) : f16[N,7]\n  %3 = add(%1, %1) : bf16[N,7]\n  output %2, %3\n}\n";
   ExectestCase c;
   if (exectest_open(&c, text, N) == 0) {
     float *a = exectest_f(c.x, "a"), *b = exectest_f(c.x, "b");

@@ -101,8 +101,10 @@ static void check_grad(ExectestCase *c, int k, const float *analytic) {
   for (int64_t i = 0; i < n; i++) {
     double a = central(c, p, i, 2e-3f), b = central(c, p, i, 1e-3f);
     fd[i] = fabs(a - b) <= 2e-3 + 0.05 * fabs(a) ? b : NAN;
-    if (fd[i] != fd[i]) skipped++;
-    else if (fabs(fd[i]) > scale) scale = fabs(fd[i]);
+    if (fd[i] != fd[i])
+      skipped++;
+    else if (fabs(fd[i]) > scale)
+      scale = fabs(fd[i]);
   }
   for (int64_t i = 0; i < n; i++) {
     if (fd[i] != fd[i]) continue;

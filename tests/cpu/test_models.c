@@ -60,8 +60,7 @@ static void copy_nhwc(RtCpu *a, const IrGraph *ga, RtCpu *b) {
     if (ga->val[v].kind == IR_VAL_ACT) continue;
     if (t->rank == 4) {
       int64_t n = t->dim[0] == IR_DIM_N ? BATCH : t->dim[0];
-      rt_ref_nchw_to_nhwc((int)n, (int)t->dim[1], (int)t->dim[2], (int)t->dim[3], rt_cpu_data(a, v),
-                          rt_cpu_data(b, v));
+      rt_ref_nchw_to_nhwc((int)n, (int)t->dim[1], (int)t->dim[2], (int)t->dim[3], rt_cpu_data(a, v), rt_cpu_data(b, v));
     } else {
       memcpy(rt_cpu_data(b, v), rt_cpu_data(a, v),
              (size_t)rt_cpu_numel(a, v) * (rt_cpu_is_int(a, v) ? sizeof(int64_t) : sizeof(float)));

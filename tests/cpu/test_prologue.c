@@ -73,36 +73,34 @@ static void check_kernels(void) {
 
 /* --- 2. f32 semantics against the stored-activation chain --------------- */
 
-#define DECLS                                                                                    \
-  "  input %0 x : f32[N,6,6,8] NHWC\n"                                                           \
-  "  input %1 dy : f32[N,6,6,8] NHWC\n"                                                          \
-  "  param @w1 : f32[8,1,1,8] KRSC\n  param @g1 : f32[8]\n  param @b1 : f32[8]\n"                \
-  "  state @rm1 : f32[8]\n  state @rv1 : f32[8]\n"                                               \
-  "  param @w2 : f32[8,3,3,8] KRSC\n  param @g2 : f32[8]\n  param @b2 : f32[8]\n"                \
-  "  state @rm2 : f32[8]\n  state @rv2 : f32[8]\n"                                               \
-  "  param @w3 : f32[16,3,3,8] KRSC\n  param @g3 : f32[16]\n  param @b3 : f32[16]\n"             \
+#define DECLS                                                                        \
+  "  input %0 x : f32[N,6,6,8] NHWC\n"                                               \
+  "  input %1 dy : f32[N,6,6,8] NHWC\n"                                              \
+  "  param @w1 : f32[8,1,1,8] KRSC\n  param @g1 : f32[8]\n  param @b1 : f32[8]\n"    \
+  "  state @rm1 : f32[8]\n  state @rv1 : f32[8]\n"                                   \
+  "  param @w2 : f32[8,3,3,8] KRSC\n  param @g2 : f32[8]\n  param @b2 : f32[8]\n"    \
+  "  state @rm2 : f32[8]\n  state @rv2 : f32[8]\n"                                   \
+  "  param @w3 : f32[16,3,3,8] KRSC\n  param @g3 : f32[16]\n  param @b3 : f32[16]\n" \
   "  state @rm3 : f32[16]\n  state @rv3 : f32[16]\n"
-#define BN1 "(%0, @w1, @g1, @b1, @rm1, @rv1"
-#define BN2 "@w2, @g2, @b2, @rm2, @rv2"
-#define BN3 "@w3, @g3, @b3, @rm3, @rv3"
-#define K1 "{k=1x1 s=1x1 p=0x0 d=1x1 groups=1 eps=1e-05 momentum=0.1"
-#define K2 "{k=3x3 s=1x1 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1"
-#define K3 "{k=3x3 s=2x2 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1 relu=1}"
-#define Z "f32[N,6,6,8] NHWC"
-#define V8 "f32[8], f32[8]"
+#define BN1  "(%0, @w1, @g1, @b1, @rm1, @rv1"
+#define BN2  "@w2, @g2, @b2, @rm2, @rv2"
+#define BN3  "@w3, @g3, @b3, @rm3, @rv3"
+#define K1   "{k=1x1 s=1x1 p=0x0 d=1x1 groups=1 eps=1e-05 momentum=0.1"
+#define K2   "{k=3x3 s=1x1 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1"
+#define K3   "{k=3x3 s=2x2 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1 relu=1}"
+#define Z    "f32[N,6,6,8] NHWC"
+#define V8   "f32[8], f32[8]"
 #define OUT3 " : f32[N,3,3,16] NHWC, f32[N,3,3,16] NHWC, f32[16], f32[16]\n"
 
 static const char *const PROLOGUE_IR =
-    "graph pro {\n" DECLS
-    "  %2, %3, %4, %5 = conv2d_bn_stats" BN1 ") " K1 "} : " Z ", " V8 ", f32[2,8]\n"
+    "graph pro {\n" DECLS "  %2, %3, %4, %5 = conv2d_bn_stats" BN1 ") " K1 "} : " Z ", " V8 ", f32[2,8]\n"
     "  %6, %7, %8, %9 = conv2d_bn_stats(%2, " BN2 ", %5) " K2 "} : " Z ", " V8 ", f32[2,8]\n"
     "  %10, %11, %12, %13 = conv2d_bn_train(%6, " BN3 ", %9) " K3 OUT3
     "  %14 = conv2d_bwd_weight(%1, %2, %5) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[8,3,3,8] KRSC\n"
     "  output %11, %14\n}\n";
 
 static const char *const STORED_IR =
-    "graph stored {\n" DECLS
-    "  %2, %3, %4, %5 = conv2d_bn_train" BN1 ") " K1 " relu=1} : " Z ", " Z ", " V8 "\n"
+    "graph stored {\n" DECLS "  %2, %3, %4, %5 = conv2d_bn_train" BN1 ") " K1 " relu=1} : " Z ", " Z ", " V8 "\n"
     "  %6, %7, %8, %9 = conv2d_bn_train(%3, " BN2 ") " K2 " relu=1} : " Z ", " Z ", " V8 "\n"
     "  %10, %11, %12, %13 = conv2d_bn_train(%7, " BN3 ") " K3 OUT3
     "  %14 = conv2d_bwd_weight(%1, %3) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[8,3,3,8] KRSC\n"
@@ -168,8 +166,8 @@ static void check_f32_semantics(void) {
   static const char *const running[] = {"rm1", "rv1", "rm2", "rv2", "rm3", "rv3"};
   for (int i = 0; i < 6; i++) {
     int vp = rt_cpu_find(p.x, running[i]), vs = rt_cpu_find(s.x, running[i]);
-    worst = fmax(worst, exectest_compare(running[i], rt_cpu_data(p.x, vp), rt_cpu_data(s.x, vs),
-                                         rt_cpu_numel(p.x, vp), TOL));
+    worst = fmax(worst,
+                 exectest_compare(running[i], rt_cpu_data(p.x, vp), rt_cpu_data(s.x, vs), rt_cpu_numel(p.x, vp), TOL));
   }
   printf("f32 prologue chain vs stored activations: worst relative difference %.2e\n", worst);
   CHECK(worst <= TOL, "f32 prologue chain matches the stored-activation chain (%.2e)", worst);
@@ -195,7 +193,10 @@ static IrGraph *compile_model(Arena *a, const char *root, const char *model, int
   IrGraph *g = exectest_model(a, root, model);
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout, .precision = IR_DT_F16, .precision_set = 1,
+  PassCtx cx = {.d = &d,
+                .out = stdout,
+                .precision = IR_DT_F16,
+                .precision_set = 1,
                 .disabled = prologue ? 0 : pipeline_bit("prologue")};
   if (!g || pipeline_run(&g, &cx)) return NULL;
   return g;
@@ -221,8 +222,7 @@ static void check_training(const char *root, const char *model, int stats, int b
         "%s: the pass made %d conv2d_bn_stats (%d), none without it (%d)", model, stats,
         count_op(gp, IR_OP_CONV2D_BN_STATS), count_op(gs, IR_OP_CONV2D_BN_STATS));
   CHECK(count_op(gp, IR_OP_BATCHNORM_RELU_BWD_WIN) == bn_win && count_op(gs, IR_OP_BATCHNORM_RELU_BWD_WIN) == 0,
-        "%s: the pass made %d batchnorm_relu_bwd_win (%d)", model, bn_win,
-        count_op(gp, IR_OP_BATCHNORM_RELU_BWD_WIN));
+        "%s: the pass made %d batchnorm_relu_bwd_win (%d)", model, bn_win, count_op(gp, IR_OP_BATCHNORM_RELU_BWD_WIN));
   uint64_t seed = 29;
   fill_values(xp, gp, &seed);
   exectest_fill(xp, exectest_val(xp, "image"), &seed, 0, 1);
@@ -238,8 +238,8 @@ static void check_training(const char *root, const char *model, int stats, int b
     lossp[s] = *(float *)rt_cpu_data(xp, gp->output[0]);
     losss[s] = *(float *)rt_cpu_data(xs, gs->output[0]);
     printf("%s step %d: loss %.5f with the prologue, %.5f without\n", model, s, lossp[s], losss[s]);
-    CHECK(isfinite(lossp[s]) && fabs(lossp[s] - losss[s]) <= 1e-2 * fmax(1, fabs(losss[s])),
-          "step %d loss %g vs %g", s, lossp[s], losss[s]);
+    CHECK(isfinite(lossp[s]) && fabs(lossp[s] - losss[s]) <= 1e-2 * fmax(1, fabs(losss[s])), "step %d loss %g vs %g", s,
+          lossp[s], losss[s]);
   }
   CHECK(lossp[STEPS - 1] < lossp[0], "training lowers the loss (%g -> %g)", lossp[0], lossp[STEPS - 1]);
   int params = 0;
@@ -295,14 +295,16 @@ static void check_resnet50(const char *root, IrDtype precision) {
            ir_dtype_name(precision), stats, stats_pro, train_pro, wgrad_pro, pool, pool_win, bn_win);
     CHECK(stats == 32 * on + 1 && stats_pro == 16 * on && train_pro == 16 * on && wgrad_pro == 32 * on,
           "resnet50 %s: conv1, conv2 of 16 bottlenecks made conv2d_bn_stats; conv2, conv3 and their wgrads "
-          "read through a prologue", ir_dtype_name(precision));
+          "read through a prologue",
+          ir_dtype_name(precision));
     /* the stem in any precision: its max pool recomputes the batch norm + relu from z */
     CHECK(stem == 1 && pool == 1, "resnet50 %s: the stem is conv2d_bn_stats and its max pool maxpool_bn_relu",
           ir_dtype_name(precision));
     /* ... whose backward reads the forward's winners, gathered into the batch norm's backward */
     CHECK(bn_win == 1 && pool_win == 0 && pool_bn_bwd == 0,
           "resnet50 %s: the max pool's and batch norm's backward are one batchnorm_relu_bwd_win of "
-          "maxpool_bn_relu's winners", ir_dtype_name(precision));
+          "maxpool_bn_relu's winners",
+          ir_dtype_name(precision));
   }
   arena_free(&a);
 }
@@ -312,7 +314,7 @@ static void check_resnet50(const char *root, IrDtype precision) {
 /* conv2d_bn_stats writing zc (%6) of type zc, or (cast_dt set) writing z
  * for a cast to cast_dt to make %6 of that type. */
 #define ZC_STATS "  %2, %3, %4, %5"
-#define ZC_CALL " = conv2d_bn_stats" BN1 ") " K1 "} : " Z ", " V8 ", f32[2,8]"
+#define ZC_CALL  " = conv2d_bn_stats" BN1 ") " K1 "} : " Z ", " V8 ", f32[2,8]"
 static void zc_text(char *buf, size_t len, const char *zc, const char *cast_dt) {
   if (cast_dt)
     snprintf(buf, len, "graph zc {\n%s%s%s\n  %%6 = cast(%%2) {to=%s} : %s\n  output %%6\n}\n", DECLS, ZC_STATS,
@@ -383,7 +385,10 @@ static IrGraph *compile_smallcnn(Arena *a, const char *root, IrDtype precision, 
   IrGraph *g = exectest_model(a, root, "models/smallcnn.net");
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout, .precision = precision, .precision_set = 1,
+  PassCtx cx = {.d = &d,
+                .out = stdout,
+                .precision = precision,
+                .precision_set = 1,
                 .disabled = prologue ? 0 : pipeline_bit("prologue")};
   if (!g || pipeline_run(&g, &cx)) return NULL;
   return g;

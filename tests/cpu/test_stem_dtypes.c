@@ -26,29 +26,30 @@
 #include "exectest.h"
 #include "rt_ref.h"
 
-#define DECLS(DY)                                                                                        \
-  "  input %0 x : f32[N,6,6,4] NHWC\n"                                                                   \
-  "  input %1 dy : " DY "[N,3,3,8] NHWC\n"                                                               \
-  "  param @w : f32[8,3,3,4] KRSC\n  param @g : f32[8]\n  param @b : f32[8]\n"                           \
+#define DECLS(DY)                                                              \
+  "  input %0 x : f32[N,6,6,4] NHWC\n"                                         \
+  "  input %1 dy : " DY "[N,3,3,8] NHWC\n"                                     \
+  "  param @w : f32[8,3,3,4] KRSC\n  param @g : f32[8]\n  param @b : f32[8]\n" \
   "  state @rm : f32[8]\n  state @rv : f32[8]\n"
 #define CONV "conv2d_bn_train(%0, @w, @g, @b, @rm, @rv) {k=3x3 s=2x2 p=1x1 d=1x1 groups=1 eps=1e-05 momentum=0.1 relu=1"
-#define BWD "batchnorm_relu_bwd(%1, @b, %2, @g, %4, %5)"
+#define BWD  "batchnorm_relu_bwd(%1, @b, %2, @g, %4, %5)"
 
 static const char *const F32_IR =
-    "graph stem {\n" DECLS("f32")
-    "  %2, %3, %4, %5 = " CONV "} : f32[N,3,3,8] NHWC, f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
-    "  %6, %7, %8 = " BWD " : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
-    "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
+    "graph stem {\n" DECLS("f32") "  %2, %3, %4, %5 = " CONV
+                                  "} : f32[N,3,3,8] NHWC, f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
+                                  "  %6, %7, %8 = " BWD " : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
+                                  "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
 
 /* The same with y, dy and the z the backward reads in the dtype that
  * replaces each DT, as the precision pass writes it. */
 static const char *const MIXED_IR =
-    "graph stem {\n" DECLS("DT")
-    "  %2, %3, %4, %5 = " CONV " precision=f32 math=\"tf32\" y_dtype=DT} : f32[N,3,3,8] NHWC, DT[N,3,3,8] NHWC, "
-    "f32[8], f32[8]\n"
-    "  %9 = cast(%2) {to=DT} : DT[N,3,3,8] NHWC\n"
-    "  %6, %7, %8 = batchnorm_relu_bwd(%1, @b, %9, @g, %4, %5) {dz_dtype=f32} : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
-    "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
+    "graph stem {\n" DECLS("DT") "  %2, %3, %4, %5 = " CONV
+                                 " precision=f32 math=\"tf32\" y_dtype=DT} : f32[N,3,3,8] NHWC, DT[N,3,3,8] NHWC, "
+                                 "f32[8], f32[8]\n"
+                                 "  %9 = cast(%2) {to=DT} : DT[N,3,3,8] NHWC\n"
+                                 "  %6, %7, %8 = batchnorm_relu_bwd(%1, @b, %9, @g, %4, %5) {dz_dtype=f32} : "
+                                 "f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
+                                 "  output %2, %3, %4, %5, %6, %7, %8\n}\n";
 
 /* tmpl with every "DT" replaced by dt, into out (len bytes). */
 static void with_dtype(const char *tmpl, const char *dt, char *out, size_t len) {
@@ -83,8 +84,8 @@ static void check_mixed(const char *dt) {
     int rv = strcmp(names[i], "rv") == 0, g = strcmp(names[i], "g") == 0;
     float *p = exectest_fill(f.x, vf, &seed, rv || g ? 0.5f : -1.0f, rv || g ? 1.5f : 1.0f);
     int64_t n = rt_cpu_numel(f.x, vf);
-    if (strcmp(names[i], "dy") == 0) CHECK((bf ? rt_ref_round_bf16(n, p, p) : rt_ref_round_f16(n, p, p)) == RT_REF_OK,
-                                           "%s: dy rounds", dt);
+    if (strcmp(names[i], "dy") == 0)
+      CHECK((bf ? rt_ref_round_bf16(n, p, p) : rt_ref_round_f16(n, p, p)) == RT_REF_OK, "%s: dy rounds", dt);
     memcpy(rt_cpu_data(m.x, vm), p, sizeof(float) * (size_t)n);
   }
   if (exectest_run(f.x) || exectest_run(m.x)) {
@@ -159,15 +160,18 @@ int main(void) {
   check_mixed("bf16");
   check_refused("y_dtype=i32",
                 "graph e {\n" DECLS("f32") "  %2, %3, %4, %5 = " CONV " y_dtype=i32} : f32[N,3,3,8] NHWC, "
-                "i32[N,3,3,8] NHWC, f32[8], f32[8]\n  output %3\n}\n");
-  check_refused("an f32 residual beside an f16 y",
-                "graph e {\n" DECLS("f32") "  input %2 r : f32[N,3,3,8] NHWC\n"
-                "  %3, %4, %5, %6 = conv2d_bn_train(%0, @w, @g, @b, @rm, @rv, %2) {k=3x3 s=2x2 p=1x1 d=1x1 groups=1 "
-                "eps=1e-05 momentum=0.1 relu=1 y_dtype=f16} : f32[N,3,3,8] NHWC, f16[N,3,3,8] NHWC, f32[8], f32[8]\n"
-                "  output %4\n}\n");
+                                           "i32[N,3,3,8] NHWC, f32[8], f32[8]\n  output %3\n}\n");
+  check_refused(
+      "an f32 residual beside an f16 y",
+      "graph e {\n" DECLS(
+          "f32") "  input %2 r : f32[N,3,3,8] NHWC\n"
+                 "  %3, %4, %5, %6 = conv2d_bn_train(%0, @w, @g, @b, @rm, @rv, %2) {k=3x3 s=2x2 p=1x1 d=1x1 groups=1 "
+                 "eps=1e-05 momentum=0.1 relu=1 y_dtype=f16} : f32[N,3,3,8] NHWC, f16[N,3,3,8] NHWC, f32[8], f32[8]\n"
+                 "  output %4\n}\n");
   check_refused("y_dtype on batchnorm_relu_bwd",
                 "graph e {\n" DECLS("f32") "  %2, %3, %4, %5 = " CONV "} : f32[N,3,3,8] NHWC, f32[N,3,3,8] NHWC, "
-                "f32[8], f32[8]\n  %6, %7, %8 = " BWD " {y_dtype=f16} : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
-                "  output %6\n}\n");
+                                           "f32[8], f32[8]\n  %6, %7, %8 = " BWD
+                                           " {y_dtype=f16} : f32[N,3,3,8] NHWC, f32[8], f32[8]\n"
+                                           "  output %6\n}\n");
   return check_report();
 }

@@ -33,7 +33,8 @@ static const char *NCHW =
     "  %5 = conv2d_bwd_data(%1, @w) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2 in_hw=6x7} : f32[N,4,6,7] NCHW\n"
     "  %6 = conv2d_bwd_weight(%1, %0) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[6,2,3,3] KCRS\n"
     "  %7 = channel_sum(%1) : f32[6]\n"
-    "  %8, %9, %10 = batchnorm_train(%0, @g, @b, @rm, @rv) {eps=0.001 momentum=0.25} : f32[N,4,6,7] NCHW, f32[4], f32[4]\n"
+    "  %8, %9, %10 = batchnorm_train(%0, @g, @b, @rm, @rv) {eps=0.001 momentum=0.25} : f32[N,4,6,7] NCHW, f32[4], "
+    "f32[4]\n"
     "  %11, %12, %13 = batchnorm_bwd(%2, %0, @g, %9, %10) : f32[N,4,6,7] NCHW, f32[4], f32[4]\n"
     "  %14 = relu_bwd(%2, %8) : f32[N,4,6,7] NCHW\n"
     "  %15 = maxpool_bwd(%3, %0) {k=3x2 s=2x2 p=1x1} : f32[N,4,6,7] NCHW\n"
@@ -61,7 +62,8 @@ static const char *NHWC =
     "  %5 = conv2d_bwd_data(%1, @w) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2 in_hw=6x7} : f32[N,6,7,4] NHWC\n"
     "  %6 = conv2d_bwd_weight(%1, %0) {k=3x3 s=2x1 p=1x0 d=1x2 groups=2} : f32[6,3,3,2] KRSC\n"
     "  %7 = channel_sum(%1) : f32[6]\n"
-    "  %8, %9, %10 = batchnorm_train(%0, @g, @b, @rm, @rv) {eps=0.001 momentum=0.25} : f32[N,6,7,4] NHWC, f32[4], f32[4]\n"
+    "  %8, %9, %10 = batchnorm_train(%0, @g, @b, @rm, @rv) {eps=0.001 momentum=0.25} : f32[N,6,7,4] NHWC, f32[4], "
+    "f32[4]\n"
     "  %11, %12, %13 = batchnorm_bwd(%2, %0, @g, %9, %10) : f32[N,6,7,4] NHWC, f32[4], f32[4]\n"
     "  %14 = relu_bwd(%2, %8) : f32[N,6,7,4] NHWC\n"
     "  %15 = maxpool_bwd(%3, %0) {k=3x2 s=2x2 p=1x1} : f32[N,6,7,4] NHWC\n"
@@ -70,8 +72,25 @@ static const char *NHWC =
     "  output %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17\n"
     "}\n";
 
-enum { O_DX, O_DW, O_DB, O_BNY, O_MEAN, O_INVSTD, O_BNDX, O_BNDG, O_BNDB, O_RELU, O_MPB, O_APB, O_GAPB,
-       O_MP, O_AP, O_GAP, O_CONV };
+enum {
+  O_DX,
+  O_DW,
+  O_DB,
+  O_BNY,
+  O_MEAN,
+  O_INVSTD,
+  O_BNDX,
+  O_BNDG,
+  O_BNDB,
+  O_RELU,
+  O_MPB,
+  O_APB,
+  O_GAPB,
+  O_MP,
+  O_AP,
+  O_GAP,
+  O_CONV
+};
 
 static const double TOL = 1e-5;
 
@@ -87,15 +106,15 @@ static double dot(const float *a, const float *b, int64_t n) {
 }
 
 /* <f(x), dy> == <x, f_bwd(dy)> */
-static void adjoint(const char *what, const float *fx, const float *dy, int64_t ny, const float *x,
-                    const float *dx, int64_t nx) {
+static void adjoint(const char *what, const float *fx, const float *dy, int64_t ny, const float *x, const float *dx,
+                    int64_t nx) {
   double l = dot(fx, dy, ny), r = dot(x, dx, nx);
   CHECK(fabs(l - r) <= 1e-5 * (1 + fabs(l)), "%s adjoint: <f(x), dy> = %.9g, <x, bwd(dy)> = %.9g", what, l, r);
 }
 
 /* batchnorm_train and batchnorm_bwd in double; rm, rv start as given. */
-static void check_bn(ExectestCase *c, const float *x, const float *dy, const float *g, const float *b,
-                     const float *rm0, const float *rv0) {
+static void check_bn(ExectestCase *c, const float *x, const float *dy, const float *g, const float *b, const float *rm0,
+                     const float *rv0) {
   const int64_t M = (int64_t)N * H * W;
   float y[N * C * H * W], dx[N * C * H * W], mean[C], invstd[C], dg[C], db[C], rm[C], rv[C];
   for (int ch = 0; ch < C; ch++) {
@@ -196,10 +215,14 @@ int main(void) {
   CHECK(nonzero > 0 && nonzero <= N * C * PH * PW, "maxpool_bwd routes each dy to one input (%d nonzero)", nonzero);
 
   /* NHWC == transposed NCHW */
-  static const struct { int out, c, hh, ww; const char *what; } act[] = {
-      {O_DX, C, H, W, "conv2d_bwd_data"}, {O_BNY, C, H, W, "batchnorm_train y"},
-      {O_BNDX, C, H, W, "batchnorm_bwd dx"}, {O_RELU, C, H, W, "relu_bwd"},
-      {O_MPB, C, H, W, "maxpool_bwd"}, {O_APB, C, H, W, "avgpool_bwd"}, {O_GAPB, C, H, W, "global_avgpool_bwd"},
+  static const struct {
+    int out, c, hh, ww;
+    const char *what;
+  } act[] = {
+      {O_DX, C, H, W, "conv2d_bwd_data"},      {O_BNY, C, H, W, "batchnorm_train y"},
+      {O_BNDX, C, H, W, "batchnorm_bwd dx"},   {O_RELU, C, H, W, "relu_bwd"},
+      {O_MPB, C, H, W, "maxpool_bwd"},         {O_APB, C, H, W, "avgpool_bwd"},
+      {O_GAPB, C, H, W, "global_avgpool_bwd"},
   };
   for (size_t i = 0; i < sizeof act / sizeof act[0]; i++) {
     char what[64];

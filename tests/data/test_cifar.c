@@ -28,8 +28,8 @@ static double now_s(void) {
 
 /* One training epoch's bytes with this many threads. */
 static uint8_t *epoch_bytes(const RtFolder *f, int workers, int64_t limit, int64_t *size, double *per_s) {
-  RtLoaderConfig c = {.set = f, .limit = limit, .batch = 64, .H = 32, .W = 32, .train = 1, .seed = 5,
-                      .workers = workers};
+  RtLoaderConfig c = {
+      .set = f, .limit = limit, .batch = 64, .H = 32, .W = 32, .train = 1, .seed = 5, .workers = workers};
   RtLoader *l = NULL;
   char err[1024];
   CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
@@ -152,10 +152,18 @@ static int test_train(char **argv) {
   CHECK(s == NET_OK, "net_load: %s", net_last_error());
   if (s) return check_report();
   NetTrainResult r = {0};
-  NetTrainConfig c = {.data = NET_DATA_FOLDER, .train_dir = tr, .test_dir = te, .train_limit = atoll(argv[3]),
-                      .test_limit = atoll(argv[4]), .epochs = atoll(argv[5]), .seed = 2, .workers = 2,
-                      .mean3 = {0.4914f, 0.4822f, 0.4465f}, .std3 = {0.2470f, 0.2435f, 0.2616f},
-                      .on_epoch = on_epoch, .result = &r};
+  NetTrainConfig c = {.data = NET_DATA_FOLDER,
+                      .train_dir = tr,
+                      .test_dir = te,
+                      .train_limit = atoll(argv[3]),
+                      .test_limit = atoll(argv[4]),
+                      .epochs = atoll(argv[5]),
+                      .seed = 2,
+                      .workers = 2,
+                      .mean3 = {0.4914f, 0.4822f, 0.4465f},
+                      .std3 = {0.2470f, 0.2435f, 0.2616f},
+                      .on_epoch = on_epoch,
+                      .result = &r};
   double t0 = now_s();
   s = net_train(m, &c);
   CHECK(s == NET_OK, "net_train: %s: %s", net_status_name(s), net_last_error());

@@ -70,8 +70,8 @@ static void test_decode(void) {
   CHECK(rt_jpeg_decode_file(at("grey.jpg"), 0, &im, err, sizeof err) == RT_JPEG_OK, "%s", err);
   if (im.px) {
     const uint8_t *p = im.px + (10 * 64 + 50) * 3;
-    CHECK(im.w == 64 && im.h == 48 && p[0] == p[1] && p[1] == p[2] && near(p[0], 180, 3), "grey %d %d %d", p[0],
-          p[1], p[2]);
+    CHECK(im.w == 64 && im.h == 48 && p[0] == p[1] && p[1] == p[2] && near(p[0], 180, 3), "grey %d %d %d", p[0], p[1],
+          p[2]);
   }
   rt_image_free(&im);
 
@@ -106,8 +106,9 @@ static void test_augment(void) {
   RtAugKind k;
   CHECK(rt_augment_parse("pad_crop", &k) == 0 && k == RT_AUG_PAD_CROP, "parse pad_crop");
   CHECK(rt_augment_parse("crop", &k) == -1, "parse crop");
-  CHECK(rt_augment_resolve(RT_AUG_AUTO, 32, 32) == RT_AUG_PAD_CROP && rt_augment_resolve(RT_AUG_AUTO, 224, 224) ==
-        RT_AUG_RRC, "auto by size");
+  CHECK(rt_augment_resolve(RT_AUG_AUTO, 32, 32) == RT_AUG_PAD_CROP &&
+            rt_augment_resolve(RT_AUG_AUTO, 224, 224) == RT_AUG_RRC,
+        "auto by size");
   CHECK(rt_augment_min_short(RT_AUG_AUTO, 0, 224, 224) == 256 && rt_augment_min_short(RT_AUG_AUTO, 1, 224, 224) == 448,
         "min short side");
 
@@ -235,8 +236,8 @@ static void make_ids(void) {
 
 /* All batches of `epochs` training epochs, concatenated (NULL on failure). */
 static uint8_t *train_bytes(const RtFolder *f, int workers, int epochs, RtAugKind aug, int64_t *size) {
-  RtLoaderConfig c = {.set = f, .batch = 4, .H = 16, .W = 16, .train = 1, .augment = aug, .seed = 9,
-                      .workers = workers};
+  RtLoaderConfig c = {
+      .set = f, .batch = 4, .H = 16, .W = 16, .train = 1, .augment = aug, .seed = 9, .workers = workers};
   RtLoader *l = NULL;
   char err[1024];
   CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
@@ -328,8 +329,8 @@ static void test_loader(void) {
   }
   char names[1024];
   int64_t bad = l ? rt_loader_unreadable(l, names, sizeof names) : 0;
-  CHECK(bad == 2 && strstr(names, "k1/04.jpg: ") && strstr(names, "junk.jpg"), "unreadable %lld: %s",
-        (long long)bad, names);
+  CHECK(bad == 2 && strstr(names, "k1/04.jpg: ") && strstr(names, "junk.jpg"), "unreadable %lld: %s", (long long)bad,
+        names);
   rt_loader_free(l);
   c.set = &f;
   CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);

@@ -41,10 +41,8 @@ int gpu_eltwise_vec(GpuDtype dt);
 
 /* Writes the kernel name into name[namelen] and a malloc'd source into
  * *src.  vec 0 picks gpu_eltwise_vec(dt).  n >= 0. */
-CgStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt,
-                                 int64_t n, int vec, char *name,
-                                 size_t namelen, char **src, char *err,
-                                 size_t errlen);
+CgStatus gpu_eltwise_source(int index, GpuEltOp op, GpuDtype dt, int64_t n, int vec, char *name, size_t namelen,
+                            char **src, char *err, size_t errlen);
 
 /* Blocks of GPU_ELTWISE_BLOCK threads for n elements of vec-wide
  * accesses: one vector per thread, at most max_blocks (> 0). */

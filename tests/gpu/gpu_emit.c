@@ -8,11 +8,9 @@
 
 #include "gpu_eltwise.h"
 
-static int emit(const char *dir, int index, GpuEltOp op, GpuDtype dt,
-                int64_t n) {
+static int emit(const char *dir, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   char name[64], err[1024], path[4096], *src = NULL;
-  if (gpu_eltwise_source(index, op, dt, n, 0, name, sizeof name, &src, err,
-                         sizeof err)) {
+  if (gpu_eltwise_source(index, op, dt, n, 0, name, sizeof name, &src, err, sizeof err)) {
     fprintf(stderr, "netc-gpu-emit: %s\n", err);
     return 0;
   }
@@ -32,8 +30,7 @@ int main(int argc, char **argv) {
   }
   int index = 0, ok = 1;
   for (int dt = 0; dt < GPU_DTYPE_COUNT; dt++)
-    for (int op = 0; op < GPU_ELT_OP_COUNT; op++)
-      ok &= emit(argv[1], index++, (GpuEltOp)op, (GpuDtype)dt, 1000000);
+    for (int op = 0; op < GPU_ELT_OP_COUNT; op++) ok &= emit(argv[1], index++, (GpuEltOp)op, (GpuDtype)dt, 1000000);
   ok &= emit(argv[1], index++, GPU_ELT_ADD_RELU_FWD, GPU_F16, 1000003);
   ok &= emit(argv[1], index++, GPU_ELT_ADD_BWD, GPU_F32, 1001);
   return ok ? 0 : 1;

@@ -37,15 +37,13 @@ int main(void) {
     }
     double bw = 2.0 * d.mem_clock_khz * 1e3 * (d.mem_bus_bits / 8) / 1e9;
     printf("gpu %d: %s\n", i, d.name);
-    printf("  compute capability: %d.%d (sm_%d%d)\n", d.cc_major, d.cc_minor,
-           d.cc_major, d.cc_minor);
+    printf("  compute capability: %d.%d (sm_%d%d)\n", d.cc_major, d.cc_minor, d.cc_major, d.cc_minor);
     printf("  SMs: %d, clock %.0f MHz\n", d.sm_count, d.clock_khz / 1e3);
-    printf("  memory: %.1f GiB, bus %d bits, ~%.0f GB/s peak\n",
-           (double)d.total_mem / (1024.0 * 1024 * 1024), d.mem_bus_bits, bw);
-    printf("  L2: %.1f MiB, shared memory per block (opt-in): %d KiB\n",
-           d.l2_bytes / (1024.0 * 1024), d.smem_per_block_optin / 1024);
-    printf("  driver: CUDA %d.%d\n", d.driver_version / 1000,
-           d.driver_version % 1000 / 10);
+    printf("  memory: %.1f GiB, bus %d bits, ~%.0f GB/s peak\n", (double)d.total_mem / (1024.0 * 1024 * 1024),
+           d.mem_bus_bits, bw);
+    printf("  L2: %.1f MiB, shared memory per block (opt-in): %d KiB\n", d.l2_bytes / (1024.0 * 1024),
+           d.smem_per_block_optin / 1024);
+    printf("  driver: CUDA %d.%d\n", d.driver_version / 1000, d.driver_version % 1000 / 10);
   }
   return 0;
 }

@@ -68,8 +68,7 @@ static void *to_device_format(const float *x, int64_t n, GpuDtype dt) {
 }
 
 /* out0 (and out1) of op by the reference; f16 results rounded to f16. */
-static int reference(GpuEltOp op, GpuDtype dt, int64_t n, const float *a,
-                     const float *b, float *o0, float *o1) {
+static int reference(GpuEltOp op, GpuDtype dt, int64_t n, const float *a, const float *b, float *o0, float *o1) {
   int rc = RT_REF_EARG;
   switch (op) {
   case GPU_ELT_RELU_FWD: rc = rt_ref_relu_fwd(n, a, o0); break;
@@ -89,26 +88,21 @@ static int reference(GpuEltOp op, GpuDtype dt, int64_t n, const float *a,
 
 /* Compares the device result (storage format) with want; returns the
  * largest relative difference and prints the first mismatches. */
-static double compare(const char *kname, const char *which, const void *got,
-                      const float *want, int64_t n, GpuDtype dt, double rtol,
-                      int64_t *bad) {
+static double compare(const char *kname, const char *which, const void *got, const float *want, int64_t n, GpuDtype dt,
+                      double rtol, int64_t *bad) {
   double worst = 0;
   *bad = 0;
   for (int64_t i = 0; i < n; i++) {
-    float g = dt == GPU_F32 ? ((const float *)got)[i]
-                            : rt_ref_f16_to_f32(((const uint16_t *)got)[i]);
+    float g = dt == GPU_F32 ? ((const float *)got)[i] : rt_ref_f16_to_f32(((const uint16_t *)got)[i]);
     double w = want[i], scale = fabs(w) > 1 ? fabs(w) : 1;
     double d = isnan(g) ? INFINITY : fabs(g - w) / scale;
     if (d > worst) worst = d;
-    if (d > rtol && (*bad)++ < 5)
-      fprintf(stderr, "%s %s[%" PRId64 "]: got %.9g want %.9g\n", kname,
-              which, i, g, w);
+    if (d > rtol && (*bad)++ < 5) fprintf(stderr, "%s %s[%" PRId64 "]: got %.9g want %.9g\n", kname, which, i, g, w);
   }
   return worst;
 }
 
-static CUdeviceptr alloc_copy(Gpu *g, const void *host, size_t bytes,
-                              const char *what, int *ok) {
+static CUdeviceptr alloc_copy(Gpu *g, const void *host, size_t bytes, const char *what, int *ok) {
   CUdeviceptr p = 0;
   if (!*ok) return 0;
   if (RT_CU(g->api, MemAlloc, (&p, bytes), what, err, sizeof err) ||
@@ -137,10 +131,8 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   void *hin[2] = {NULL, NULL}, *hout = NULL;
   int ok = 1;
 
-  if (gpu_eltwise_source(index, op, dt, n, vec, kname, sizeof kname, &src, err,
-                         sizeof err) ||
-      cg_nvrtc_compile(src, kname, g->arch, CG_NVRTC_CUBIN, NULL, 0, &image,
-                       err, sizeof err) ||
+  if (gpu_eltwise_source(index, op, dt, n, vec, kname, sizeof kname, &src, err, sizeof err) ||
+      cg_nvrtc_compile(src, kname, g->arch, CG_NVRTC_CUBIN, NULL, 0, &image, err, sizeof err) ||
       rt_cuda_module_init(&mod, g->ctx, image.image, kname, err, sizeof err) ||
       rt_cuda_module_function(mod, kname, &fn, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
@@ -151,29 +143,24 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
     in[i] = make_input(n, dt, i == 0 && bwd_of_relu);
     hin[i] = in[i] ? to_device_format(in[i], n, dt) : NULL;
   }
-  for (int i = 0; i < nout; i++)
-    want[i] = malloc(sizeof(float) * (size_t)n);
+  for (int i = 0; i < nout; i++) want[i] = malloc(sizeof(float) * (size_t)n);
   hout = malloc(bytes);
   if (!in[nin - 1] || !hin[nin - 1] || !want[nout - 1] || !hout) {
     fprintf(stderr, "%s: out of host memory\n", kname);
     ok = 0;
     goto done;
   }
-  CHECK(reference(op, dt, n, in[0], in[1], want[0], want[1]) == RT_REF_OK,
-        "%s: reference failed", kname);
-  for (int i = 0; i < nin; i++)
-    din[i] = alloc_copy(g, hin[i], bytes, "kernel input", &ok);
+  CHECK(reference(op, dt, n, in[0], in[1], want[0], want[1]) == RT_REF_OK, "%s: reference failed", kname);
+  for (int i = 0; i < nin; i++) din[i] = alloc_copy(g, hin[i], bytes, "kernel input", &ok);
   memset(hout, 0xff, bytes); /* NaN in both dtypes: unwritten shows */
-  for (int i = 0; i < nout; i++)
-    dout[i] = alloc_copy(g, hout, bytes, "kernel output", &ok);
+  for (int i = 0; i < nout; i++) dout[i] = alloc_copy(g, hout, bytes, "kernel output", &ok);
   if (!ok) goto done;
 
   unsigned grid = gpu_eltwise_grid(n, vec, (unsigned)g->info.sm_count * 8u);
   void *params[] = {&din[0], &din[1], &din[1], &dout[0], &dout[1]}; /* in2 unused by these ops */
   CUstream st = rt_cuda_ctx_stream(g->ctx);
-  if (RT_CU(api, LaunchKernel,
-            (fn, grid, 1, 1, GPU_ELTWISE_BLOCK, 1, 1, 0, st, params, NULL),
-            kname, err, sizeof err) ||
+  if (RT_CU(api, LaunchKernel, (fn, grid, 1, 1, GPU_ELTWISE_BLOCK, 1, 1, 0, st, params, NULL), kname, err,
+            sizeof err) ||
       RT_CU(api, StreamSynchronize, (st), kname, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     ok = 0;
@@ -182,52 +169,41 @@ static int run_case(Gpu *g, int index, GpuEltOp op, GpuDtype dt, int64_t n) {
   double worst = 0;
   const double rtol = dt == GPU_F16 ? 1e-3 : 1e-6;
   for (int i = 0; i < nout && ok; i++) {
-    if (RT_CU(api, MemcpyDtoH, (hout, dout[i], bytes), "kernel output", err,
-              sizeof err)) {
+    if (RT_CU(api, MemcpyDtoH, (hout, dout[i], bytes), "kernel output", err, sizeof err)) {
       fprintf(stderr, "%s\n", err);
       ok = 0;
       break;
     }
     int64_t bad;
-    double d = compare(kname, i ? "out1" : "out0", hout, want[i], n, dt, rtol,
-                       &bad);
-    CHECK(bad == 0, "%s: %" PRId64 " of %" PRId64 " elements differ (max rel %g)",
-          kname, bad, n, d);
+    double d = compare(kname, i ? "out1" : "out0", hout, want[i], n, dt, rtol, &bad);
+    CHECK(bad == 0, "%s: %" PRId64 " of %" PRId64 " elements differ (max rel %g)", kname, bad, n, d);
     if (d > worst) worst = d;
   }
   if (!ok) goto done;
 
   float ms = 0;
-  if (RT_CU(api, EventCreate, (&ev0, CU_EVENT_DEFAULT), "timing", err,
-            sizeof err) ||
-      RT_CU(api, EventCreate, (&ev1, CU_EVENT_DEFAULT), "timing", err,
-            sizeof err) ||
+  if (RT_CU(api, EventCreate, (&ev0, CU_EVENT_DEFAULT), "timing", err, sizeof err) ||
+      RT_CU(api, EventCreate, (&ev1, CU_EVENT_DEFAULT), "timing", err, sizeof err) ||
       RT_CU(api, EventRecord, (ev0, st), "timing", err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     ok = 0;
     goto done;
   }
   for (int it = 0; it < TIMED_LAUNCHES && ok; it++)
-    if (RT_CU(api, LaunchKernel,
-              (fn, grid, 1, 1, GPU_ELTWISE_BLOCK, 1, 1, 0, st, params, NULL),
-              kname, err, sizeof err))
+    if (RT_CU(api, LaunchKernel, (fn, grid, 1, 1, GPU_ELTWISE_BLOCK, 1, 1, 0, st, params, NULL), kname, err,
+              sizeof err))
       ok = 0;
-  if (!ok ||
-      RT_CU(api, EventRecord, (ev1, st), "timing", err, sizeof err) ||
+  if (!ok || RT_CU(api, EventRecord, (ev1, st), "timing", err, sizeof err) ||
       RT_CU(api, EventSynchronize, (ev1), "timing", err, sizeof err) ||
-      RT_CU(api, EventElapsedTime, (&ms, ev0, ev1), "timing", err,
-            sizeof err)) {
+      RT_CU(api, EventElapsedTime, (&ms, ev0, ev1), "timing", err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     ok = 0;
     goto done;
   }
   double per = ms / TIMED_LAUNCHES;
   double gbs = (double)(nin + nout) * (double)bytes / (per * 1e6);
-  printf("%-22s n=%-9" PRId64 " grid=%-5u max rel diff %-9.3g %8.4f ms %8.1f GB/s\n",
-         kname, n, grid, worst, per, gbs);
-  if (g->results)
-    fprintf(g->results, "%s\t%" PRId64 "\t%.3g\t%.4f\t%.1f\n", kname, n, worst,
-            per, gbs);
+  printf("%-22s n=%-9" PRId64 " grid=%-5u max rel diff %-9.3g %8.4f ms %8.1f GB/s\n", kname, n, grid, worst, per, gbs);
+  if (g->results) fprintf(g->results, "%s\t%" PRId64 "\t%.3g\t%.4f\t%.1f\n", kname, n, worst, per, gbs);
 
 done:
   if (ev0) api->EventDestroy(ev0);
@@ -243,8 +219,7 @@ done:
   rt_cuda_module_free(mod);
   cg_nvrtc_out_free(&image);
   free(src);
-  CHECK(ok, "kernel %d (%s %s, n=%" PRId64 ") did not run", index,
-        gpu_eltwise_op_name(op), gpu_dtype_name(dt), n);
+  CHECK(ok, "kernel %d (%s %s, n=%" PRId64 ") did not run", index, gpu_eltwise_op_name(op), gpu_dtype_name(dt), n);
   return ok;
 }
 
@@ -270,16 +245,13 @@ int main(void) {
     return check_report();
   }
   snprintf(g.arch, sizeof g.arch, "sm_%d%d", g.info.cc_major, g.info.cc_minor);
-  printf("%s (%s, %d SMs), NVRTC %d.%d\n", g.info.name, g.arch,
-         g.info.sm_count, major, minor);
+  printf("%s (%s, %d SMs), NVRTC %d.%d\n", g.info.name, g.arch, g.info.sm_count, major, minor);
   const char *results = getenv("NETC_GPU_RESULTS");
-  if (results && *results && !(g.results = fopen(results, "w")))
-    fprintf(stderr, "cannot write %s\n", results);
+  if (results && *results && !(g.results = fopen(results, "w"))) fprintf(stderr, "cannot write %s\n", results);
 
   int index = 0;
   for (int dt = 0; dt < GPU_DTYPE_COUNT; dt++)
-    for (int op = 0; op < GPU_ELT_OP_COUNT; op++)
-      run_case(&g, index++, (GpuEltOp)op, (GpuDtype)dt, 1000000);
+    for (int op = 0; op < GPU_ELT_OP_COUNT; op++) run_case(&g, index++, (GpuEltOp)op, (GpuDtype)dt, 1000000);
   /* tails that are not a whole vector, and a size below one vector */
   run_case(&g, index++, GPU_ELT_ADD_RELU_FWD, GPU_F16, 1000003);
   run_case(&g, index++, GPU_ELT_ADD_BWD, GPU_F32, 1001);

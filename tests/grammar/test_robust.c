@@ -49,8 +49,7 @@ static const char *parse_check;
 /* Writes b to name, runs parse_check on it and checks the outcome.  want_rc
  * 0 means no output at all; otherwise the output must name the file and
  * contain `want` (and `want2` when not NULL), in at most max_out bytes. */
-static void run_case(const char *name, Buf *b, int want_rc, const char *want, const char *want2,
-                     size_t max_out) {
+static void run_case(const char *name, Buf *b, int want_rc, const char *want, const char *want2, size_t max_out) {
   FILE *f = fopen(name, "wb");
   CHECK(f && fwrite(b->p ? b->p : "", 1, b->n, f) == b->n, "%s: cannot write", name);
   if (f) fclose(f);
@@ -90,12 +89,10 @@ static void run_case(const char *name, Buf *b, int want_rc, const char *want, co
   }
   char prefix[300];
   snprintf(prefix, sizeof prefix, "%s:", name);
-  CHECK(strncmp(out, prefix, strlen(prefix)) == 0, "%s: message without the file name\n%s", name,
-        out);
+  CHECK(strncmp(out, prefix, strlen(prefix)) == 0, "%s: message without the file name\n%s", name, out);
   CHECK(strstr(out, want) != NULL, "%s: no '%s' in\n%s", name, want, out);
   CHECK(!want2 || strstr(out, want2) != NULL, "%s: no '%s' in\n%s", name, want2, out);
-  CHECK(!more && nout <= max_out, "%s: %zu bytes of messages, at most %zu expected", name,
-        nout + more, max_out);
+  CHECK(!more && nout <= max_out, "%s: %zu bytes of messages, at most %zu expected", name, nout + more, max_out);
 }
 
 int main(int argc, char **argv) {
@@ -134,8 +131,8 @@ int main(int argc, char **argv) {
   run_case("nul.net", &b, 1, "nul.net:2:7: error: unexpected byte 0x00", NULL, 400);
 
   puts_(&b, "network n {\n  x\xff\xfe\xc3\x28 = 1\n  y = caf\xc3\xa9  # caf\xc3\xa9\n}\n");
-  run_case("utf8.net", &b, 1, "utf8.net:2:4: error: unexpected byte 0xff",
-           "utf8.net:3:10: error: unexpected byte 0xc3", 800);
+  run_case("utf8.net", &b, 1, "utf8.net:2:4: error: unexpected byte 0xff", "utf8.net:3:10: error: unexpected byte 0xc3",
+           800);
 
   puts_(&b, "network n {\n  x = ");
   repeat(&b, "(", 200000);
@@ -181,8 +178,7 @@ int main(int argc, char **argv) {
   puts_(&b, "network n {\n  x = 1.");
   repeat(&b, "5", 1000000);
   puts_(&b, "e5\n  y = 1e99999999999999999999\n}\n");
-  run_case("huge_float.net", &b, 1, "huge_float.net:3:7: error: floating-point literal too large",
-           NULL, 600);
+  run_case("huge_float.net", &b, 1, "huge_float.net:3:7: error: floating-point literal too large", NULL, 600);
 
   return check_report();
 }

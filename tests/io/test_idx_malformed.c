@@ -16,19 +16,15 @@ static char dir[256];
 
 /* Writes magic + dims (big-endian) + data_len bytes (i % 251) to name;
  * gzipped when gz.  Returns the path in a static buffer. */
-static const char *make(const char *name, uint32_t magic, int ndims, const uint32_t *dims,
-                        size_t data_len, int gz) {
+static const char *make(const char *name, uint32_t magic, int ndims, const uint32_t *dims, size_t data_len, int gz) {
   static char path[700];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   size_t len = 4 + 4 * (size_t)ndims + data_len;
   unsigned char *buf = malloc(len);
-  for (int i = 0; i < 4; i++)
-    buf[i] = (unsigned char)(magic >> (24 - 8 * i));
+  for (int i = 0; i < 4; i++) buf[i] = (unsigned char)(magic >> (24 - 8 * i));
   for (int d = 0; d < ndims; d++)
-    for (int i = 0; i < 4; i++)
-      buf[4 + 4 * d + i] = (unsigned char)(dims[d] >> (24 - 8 * i));
-  for (size_t i = 0; i < data_len; i++)
-    buf[4 + 4 * (size_t)ndims + i] = (unsigned char)(i % 251);
+    for (int i = 0; i < 4; i++) buf[4 + 4 * d + i] = (unsigned char)(dims[d] >> (24 - 8 * i));
+  for (size_t i = 0; i < data_len; i++) buf[4 + 4 * (size_t)ndims + i] = (unsigned char)(i % 251);
   if (gz) {
     gzFile g = gzopen(path, "wb");
     CHECK(g && gzwrite(g, buf, (unsigned)len) == (int)len && gzclose(g) == Z_OK, "gzwrite");
@@ -49,8 +45,7 @@ static void expect_images(const char *path, RtIdxStatus want, const char *phrase
   CHECK(px == NULL, "%s: pixels returned on failure", path);
   CHECK(strncmp(err, path, strlen(path)) == 0, "message lacks the path: %s", err);
   CHECK(strstr(err, phrase) != NULL, "%s:\n  got:  %s\n  want: ...%s...", path, err, phrase);
-  if (px != NULL && px != (uint8_t *)err)
-    free(px);
+  if (px != NULL && px != (uint8_t *)err) free(px);
 }
 
 static void expect_labels(const char *path, RtIdxStatus want, const char *phrase) {
@@ -59,8 +54,7 @@ static void expect_labels(const char *path, RtIdxStatus want, const char *phrase
   int64_t n = -1;
   RtIdxStatus st = rt_idx_load_labels(path, &lab, &n, err, sizeof err);
   CHECK(st == want && lab == NULL, "%s: status %d, want %d (%s)", path, st, want, err);
-  CHECK(strstr(err, path) && strstr(err, phrase), "%s:\n  got:  %s\n  want: ...%s...", path, err,
-        phrase);
+  CHECK(strstr(err, path) && strstr(err, phrase), "%s:\n  got:  %s\n  want: ...%s...", path, err, phrase);
   free(lab);
 }
 
@@ -72,8 +66,7 @@ static void test_valid(void) {
     snprintf(lab, sizeof lab, "%s", make(gz ? "ok-lab.gz" : "ok-lab", 0x801, 1, ldims, 3, gz));
     RtIdxSet s;
     CHECK(rt_idx_load(img, lab, &s, err, sizeof err) == RT_IDX_OK, "valid (gz=%d): %s", gz, err);
-    CHECK(s.n == 3 && s.rows == 4 && s.cols == 5, "dims %lld %d %d", (long long)s.n, s.rows,
-          s.cols);
+    CHECK(s.n == 3 && s.rows == 4 && s.cols == 5, "dims %lld %d %d", (long long)s.n, s.rows, s.cols);
     CHECK(s.images && s.images[0] == 0 && s.images[59] == 59, "pixels");
     CHECK(s.labels && s.labels[2] == 2, "labels");
     rt_idx_free(&s);
@@ -84,17 +77,14 @@ static void test_valid(void) {
   char err[RT_IDX_ERRMAX];
   uint8_t *lab = NULL;
   int64_t n = -1;
-  CHECK(rt_idx_load_labels(make("zero-lab", 0x801, 1, zero, 0, 0), &lab, &n, err, sizeof err) ==
-                RT_IDX_OK &&
-            n == 0,
+  CHECK(rt_idx_load_labels(make("zero-lab", 0x801, 1, zero, 0, 0), &lab, &n, err, sizeof err) == RT_IDX_OK && n == 0,
         "empty label file: %s", err);
   free(lab);
 }
 
 static void test_malformed(void) {
   uint32_t d3[3] = {2, 3, 3}, d1[1] = {2};
-  expect_images(make("bad-magic", 0x01000803, 3, d3, 18, 0), RT_IDX_ERR_FORMAT,
-                "bad magic number 0x01000803");
+  expect_images(make("bad-magic", 0x01000803, 3, d3, 18, 0), RT_IDX_ERR_FORMAT, "bad magic number 0x01000803");
   expect_images(make("float-type", 0x00000d03, 3, d3, 72, 1), RT_IDX_ERR_FORMAT,
                 "element type 0x0d is not unsigned byte");
   expect_images(make("labels-as-images", 0x801, 1, d1, 2, 0), RT_IDX_ERR_FORMAT,
@@ -102,20 +92,16 @@ static void test_malformed(void) {
   expect_labels(make("images-as-labels", 0x803, 3, d3, 18, 1), RT_IDX_ERR_FORMAT,
                 "has 3 dimensions but label files have 1");
   uint32_t zero_rows[3] = {2, 0, 3};
-  expect_images(make("zero-rows", 0x803, 3, zero_rows, 0, 0), RT_IDX_ERR_FORMAT,
-                "dimension 1 is 0");
+  expect_images(make("zero-rows", 0x803, 3, zero_rows, 0, 0), RT_IDX_ERR_FORMAT, "dimension 1 is 0");
   expect_images(make("short-data", 0x803, 3, d3, 17, 1), RT_IDX_ERR_FORMAT,
                 "data truncated: header promises 18 bytes, file has 17");
-  expect_images(make("long-data", 0x803, 3, d3, 19, 0), RT_IDX_ERR_FORMAT,
-                "trailing bytes after the 18 bytes");
+  expect_images(make("long-data", 0x803, 3, d3, 19, 0), RT_IDX_ERR_FORMAT, "trailing bytes after the 18 bytes");
   expect_labels(make("short-labels", 0x801, 1, d1, 1, 0), RT_IDX_ERR_FORMAT, "data truncated");
   /* A header promising 16 GiB or more, or overflowing 64 bits. */
   uint32_t huge[3] = {0xffffffffu, 65535, 65535};
-  expect_images(make("huge", 0x803, 3, huge, 10, 0), RT_IDX_ERR_FORMAT,
-                "header promises more than 2^34 bytes");
+  expect_images(make("huge", 0x803, 3, huge, 10, 0), RT_IDX_ERR_FORMAT, "header promises more than 2^34 bytes");
   uint32_t wrap[3] = {0xffffffffu, 0x7fffffffu, 0x7fffffffu}; /* product past 2^64 */
-  expect_images(make("wrap", 0x803, 3, wrap, 10, 0), RT_IDX_ERR_FORMAT,
-                "header promises more than 2^34 bytes");
+  expect_images(make("wrap", 0x803, 3, wrap, 10, 0), RT_IDX_ERR_FORMAT, "header promises more than 2^34 bytes");
   /* 1.6 GB promised, 10 bytes present: refused without allocating it. */
   uint32_t big[3] = {2000000, 28, 28};
   expect_images(make("big-claim", 0x803, 3, big, 10, 1), RT_IDX_ERR_FORMAT,
@@ -150,13 +136,12 @@ static void test_malformed(void) {
   RtIdxSet s;
   CHECK(rt_idx_load(img, lab, &s, err, sizeof err) == RT_IDX_ERR_FORMAT, "count mismatch");
   CHECK(s.images == NULL && s.labels == NULL, "set not emptied");
-  CHECK(strstr(err, "three-labels: has 3 labels but") && strstr(err, "two-images has 2 images"),
-        "count mismatch: %s", err);
+  CHECK(strstr(err, "three-labels: has 3 labels but") && strstr(err, "two-images has 2 images"), "count mismatch: %s",
+        err);
 }
 
 int main(void) {
-  if (!tmpdir_make(dir, sizeof dir, "idx"))
-    return check_skip("cannot make a temporary directory");
+  if (!tmpdir_make(dir, sizeof dir, "idx")) return check_skip("cannot make a temporary directory");
   test_valid();
   test_malformed();
   tmpdir_remove(dir);

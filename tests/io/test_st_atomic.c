@@ -24,29 +24,26 @@
 static RtStWriter *writer_with(size_t n, float scale) {
   RtStWriter *w = rt_st_writer_new();
   float *v = malloc(n * sizeof *v);
-  for (size_t i = 0; v && i < n; i++)
-    v[i] = (float)i * scale;
+  for (size_t i = 0; v && i < n; i++) v[i] = (float)i * scale;
   int64_t shape[1] = {(int64_t)n};
-  RtStStatus st = rt_st_writer_add(w, "layer1.0.conv1.weight", RT_ST_F32, 1, shape, v,
-                                   n * sizeof *v, RT_ST_COPY);
+  RtStStatus st = rt_st_writer_add(w, "layer1.0.conv1.weight", RT_ST_F32, 1, shape, v, n * sizeof *v, RT_ST_COPY);
   CHECK(st == RT_ST_OK, "add: %s", rt_st_writer_error(w));
   free(v);
   return w;
 }
 
 /* The target still holds `old` and the directory holds `entries` files. */
-static void check_unchanged(const char *what, const char *dir, const char *target,
-                            const unsigned char *old, size_t oldlen, int entries) {
+static void check_unchanged(const char *what, const char *dir, const char *target, const unsigned char *old,
+                            size_t oldlen, int entries) {
   size_t len = 0;
   unsigned char *now = file_read(target, &len);
   CHECK(now && len == oldlen && memcmp(now, old, len) == 0, "%s: target changed", what);
   free(now);
-  CHECK(tmpdir_count(dir) == entries, "%s: %d entries in %s, want %d (temporary left?)", what,
-        tmpdir_count(dir), dir, entries);
+  CHECK(tmpdir_count(dir) == entries, "%s: %d entries in %s, want %d (temporary left?)", what, tmpdir_count(dir), dir,
+        entries);
 }
 
-static void check_failed(const char *what, RtStWriter *w, RtStStatus st, const char *target,
-                         const char *phrase) {
+static void check_failed(const char *what, RtStWriter *w, RtStStatus st, const char *target, const char *phrase) {
   const char *msg = rt_st_writer_error(w);
   CHECK(st == RT_ST_ERR_IO, "%s: status %d (%s)", what, (int)st, msg);
   CHECK(strncmp(msg, target, strlen(target)) == 0, "%s: message lacks the path: %s", what, msg);
@@ -118,15 +115,13 @@ static void test_write_failures(const char *dir) {
   } else {
     pid_t pid = fork();
     if (pid == 0) {
-      if (setgid(65534) != 0 || setuid(65534) != 0)
-        _exit(3);
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
       st = rt_st_writer_write(w, target);
       _exit(st == RT_ST_ERR_IO && strstr(rt_st_writer_error(w), "Permission denied") ? 0 : 1);
     }
     int status = -1;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "read-only directory as nobody: %d",
-          status);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "read-only directory as nobody: %d", status);
   }
   chmod(dir, 0700);
   check_unchanged("read-only directory", dir, target, old, oldlen, 2);
@@ -136,8 +131,7 @@ static void test_write_failures(const char *dir) {
 
 static void check_refused(RtStWriter *w, RtStStatus st, const char *phrase) {
   CHECK(st == RT_ST_ERR_ARG, "status %d for ...%s...", (int)st, phrase);
-  CHECK(strstr(rt_st_writer_error(w), phrase) != NULL, "got '%s', want ...%s...",
-        rt_st_writer_error(w), phrase);
+  CHECK(strstr(rt_st_writer_error(w), phrase) != NULL, "got '%s', want ...%s...", rt_st_writer_error(w), phrase);
 }
 
 static void test_add_refusals(void) {
@@ -145,20 +139,15 @@ static void test_add_refusals(void) {
   float v[6] = {0};
   int64_t s23[2] = {2, 3}, neg[1] = {-2}, huge[3] = {1LL << 40, 1LL << 40, 1LL << 40};
   CHECK(rt_st_writer_add(w, "a", RT_ST_F32, 2, s23, v, sizeof v, RT_ST_BORROW) == RT_ST_OK, "a");
-  check_refused(w, rt_st_writer_add(w, "a", RT_ST_F32, 2, s23, v, sizeof v, RT_ST_COPY),
-                "duplicate tensor name 'a'");
+  check_refused(w, rt_st_writer_add(w, "a", RT_ST_F32, 2, s23, v, sizeof v, RT_ST_COPY), "duplicate tensor name 'a'");
   check_refused(w, rt_st_writer_add(w, "b", RT_ST_F32, 2, s23, v, 20, RT_ST_COPY),
                 "tensor 'b': 20 bytes given but its shape and dtype F32 need 24");
-  check_refused(w, rt_st_writer_add(w, "c", RT_ST_F16, 1, neg, v, 4, RT_ST_COPY),
-                "tensor 'c': dim 0 is -2");
-  check_refused(w, rt_st_writer_add(w, "d", RT_ST_U8, 3, huge, v, 4, RT_ST_COPY),
-                "need more than");
-  check_refused(w, rt_st_writer_add(w, "", RT_ST_U8, 0, NULL, v, 1, RT_ST_COPY),
-                "invalid tensor name ''");
+  check_refused(w, rt_st_writer_add(w, "c", RT_ST_F16, 1, neg, v, 4, RT_ST_COPY), "tensor 'c': dim 0 is -2");
+  check_refused(w, rt_st_writer_add(w, "d", RT_ST_U8, 3, huge, v, 4, RT_ST_COPY), "need more than");
+  check_refused(w, rt_st_writer_add(w, "", RT_ST_U8, 0, NULL, v, 1, RT_ST_COPY), "invalid tensor name ''");
   check_refused(w, rt_st_writer_add(w, "__metadata__", RT_ST_U8, 0, NULL, v, 1, RT_ST_COPY),
                 "invalid tensor name '__metadata__'");
-  check_refused(w, rt_st_writer_add(w, "e", RT_ST_DTYPE_COUNT, 0, NULL, v, 1, RT_ST_COPY),
-                "invalid dtype");
+  check_refused(w, rt_st_writer_add(w, "e", RT_ST_DTYPE_COUNT, 0, NULL, v, 1, RT_ST_COPY), "invalid dtype");
   check_refused(w, rt_st_writer_add(w, "f", RT_ST_U8, 0, NULL, NULL, 1, RT_ST_COPY), "no data");
   check_refused(w, rt_st_writer_set_meta(w, "k", NULL), "must not be NULL");
   CHECK(rt_st_writer_add(w, "g", RT_ST_U8, 0, NULL, v, 1, RT_ST_COPY) == RT_ST_OK, "g");
@@ -171,8 +160,7 @@ static void test_add_refusals(void) {
 static void test_dtype_names(void) {
   for (int i = 0; i < RT_ST_DTYPE_COUNT; i++) {
     RtStDtype back;
-    CHECK(rt_st_dtype_parse(rt_st_dtype_name((RtStDtype)i), &back) == RT_ST_OK && (int)back == i,
-          "dtype %d", i);
+    CHECK(rt_st_dtype_parse(rt_st_dtype_name((RtStDtype)i), &back) == RT_ST_OK && (int)back == i, "dtype %d", i);
     size_t sz = rt_st_dtype_size((RtStDtype)i);
     CHECK(sz == 1 || sz == 2 || sz == 4 || sz == 8, "size of %s", rt_st_dtype_name((RtStDtype)i));
   }
@@ -183,8 +171,7 @@ static void test_dtype_names(void) {
 
 int main(void) {
   char dir[256];
-  if (!tmpdir_make(dir, sizeof dir, "st-atomic"))
-    return check_skip("cannot make a temporary directory");
+  if (!tmpdir_make(dir, sizeof dir, "st-atomic")) return check_skip("cannot make a temporary directory");
   umask(022);
   test_write_failures(dir);
   test_add_refusals();

@@ -29,20 +29,17 @@ typedef struct Want {
 static void check_tensor(const RtStFile *f, const Want *w) {
   const RtStTensor *t = rt_st_find(f, w->name);
   CHECK(t != NULL, "tensor '%s' not found", w->name);
-  if (!t)
-    return;
+  if (!t) return;
   CHECK(strcmp(t->name, w->name) == 0, "name '%s' vs '%s'", t->name, w->name);
-  CHECK(t->dtype == w->dtype, "%s: dtype %s, want %s", w->name, rt_st_dtype_name(t->dtype),
-        rt_st_dtype_name(w->dtype));
+  CHECK(t->dtype == w->dtype, "%s: dtype %s, want %s", w->name, rt_st_dtype_name(t->dtype), rt_st_dtype_name(w->dtype));
   CHECK(t->ndim == w->ndim, "%s: ndim %d, want %d", w->name, t->ndim, w->ndim);
   int64_t numel = 1;
   for (int d = 0; d < w->ndim && d < t->ndim; d++) {
-    CHECK(t->shape[d] == w->shape[d], "%s: dim %d is %lld, want %lld", w->name, d,
-          (long long)t->shape[d], (long long)w->shape[d]);
+    CHECK(t->shape[d] == w->shape[d], "%s: dim %d is %lld, want %lld", w->name, d, (long long)t->shape[d],
+          (long long)w->shape[d]);
     numel *= w->shape[d];
   }
-  CHECK(t->numel == numel, "%s: numel %lld, want %lld", w->name, (long long)t->numel,
-        (long long)numel);
+  CHECK(t->numel == numel, "%s: numel %lld, want %lld", w->name, (long long)t->numel, (long long)numel);
   CHECK(t->nbytes == w->nbytes, "%s: %zu bytes, want %zu", w->name, t->nbytes, w->nbytes);
   if (t->nbytes == w->nbytes && w->nbytes > 0)
     CHECK(memcmp(t->data, w->data, w->nbytes) == 0, "%s: data differs", w->name);
@@ -60,13 +57,11 @@ static void test_roundtrip(const char *dir) {
   uint8_t u8copy[4] = {10, 20, 30, 40};
   uint8_t u8orig[4] = {10, 20, 30, 40};
   float running_mean[64];
-  for (int i = 0; i < 64; i++)
-    running_mean[i] = (float)i * 0.125f - 3.0f;
+  for (int i = 0; i < 64; i++) running_mean[i] = (float)i * 0.125f - 3.0f;
 
   const Want want[] = {
       {"conv1.weight", RT_ST_F32, 2, {2, 3}, conv, sizeof conv, RT_ST_BORROW},
-      {"layer1.0.bn2.running_mean", RT_ST_F32, 1, {64}, running_mean, sizeof running_mean,
-       RT_ST_COPY},
+      {"layer1.0.bn2.running_mean", RT_ST_F32, 1, {64}, running_mean, sizeof running_mean, RT_ST_COPY},
       {"layer1.0.bn2.num_batches_tracked", RT_ST_I64, 0, {0}, &steps, sizeof steps, RT_ST_COPY},
       {"half.w", RT_ST_F16, 1, {4}, half, sizeof half, RT_ST_BORROW},
       {"bf16.w", RT_ST_BF16, 2, {2, 2}, bf, sizeof bf, RT_ST_COPY},
@@ -85,8 +80,8 @@ static void test_roundtrip(const char *dir) {
   CHECK(w != NULL, "writer_new");
   for (size_t i = 0; i < n; i++) {
     const void *src = strcmp(want[i].name, "u8 copied") == 0 ? (const void *)u8copy : want[i].data;
-    RtStStatus st = rt_st_writer_add(w, want[i].name, want[i].dtype, want[i].ndim, want[i].shape,
-                                     src, want[i].nbytes, want[i].hold);
+    RtStStatus st = rt_st_writer_add(w, want[i].name, want[i].dtype, want[i].ndim, want[i].shape, src, want[i].nbytes,
+                                     want[i].hold);
     CHECK(st == RT_ST_OK, "add %s: %s", want[i].name, rt_st_writer_error(w));
   }
   /* A copied tensor does not see later changes to the caller's buffer. */
@@ -111,8 +106,7 @@ static void test_roundtrip(const char *dir) {
   CHECK(b1 && b2 && len1 == len2 && memcmp(b1, b2, len1) == 0, "two writes differ");
   if (b1 && len1 >= 8) {
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-      hlen = hlen << 8 | b1[i];
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b1[i];
     CHECK(hlen % 8 == 0, "header length %llu not padded to 8", (unsigned long long)hlen);
   }
   free(b1);
@@ -122,13 +116,11 @@ static void test_roundtrip(const char *dir) {
   RtStFile *f = NULL;
   RtStStatus st = rt_st_open(path, &f, err, sizeof err);
   CHECK(st == RT_ST_OK, "open: %s", err);
-  if (!f)
-    return;
+  if (!f) return;
   CHECK(rt_st_count(f) == n, "count %zu, want %zu", rt_st_count(f), n);
   for (size_t i = 0; i < n && i < rt_st_count(f); i++) {
     const RtStTensor *t = rt_st_tensor(f, i);
-    CHECK(strcmp(t->name, want[i].name) == 0, "position %zu holds '%s', want '%s'", i, t->name,
-          want[i].name);
+    CHECK(strcmp(t->name, want[i].name) == 0, "position %zu holds '%s', want '%s'", i, t->name, want[i].name);
     CHECK((uintptr_t)t->data % rt_st_dtype_size(t->dtype) == 0, "'%s' misaligned", t->name);
     check_tensor(f, &want[i]);
   }
@@ -160,8 +152,7 @@ static void test_roundtrip(const char *dir) {
   }
   CHECK(bytes && refused == (int)len, "%d of %zu prefixes refused", refused, len);
   RtStFile *g = NULL;
-  CHECK(bytes && rt_st_open_memory(bytes, len, "whole", &g, err, sizeof err) == RT_ST_OK,
-        "whole buffer: %s", err);
+  CHECK(bytes && rt_st_open_memory(bytes, len, "whole", &g, err, sizeof err) == RT_ST_OK, "whole buffer: %s", err);
   CHECK(g && rt_st_count(g) == n, "memory open count");
   rt_st_close(g);
   free(bytes);
@@ -174,16 +165,15 @@ static void test_roundtrip(const char *dir) {
   }
   char cmd[1200], out[600];
   snprintf(out, sizeof out, "%s/py-view.txt", dir);
-  snprintf(cmd, sizeof cmd, "python3 '%s/read_netc.py' '%s' > '%s'", NETC_TENSORS_TEST_DIR, path,
-           out);
+  snprintf(cmd, sizeof cmd, "python3 '%s/read_netc.py' '%s' > '%s'", NETC_TENSORS_TEST_DIR, path, out);
   CHECK(system(cmd) == 0, "%s failed", cmd);
   size_t vlen = 0;
   char *view = (char *)file_read(out, &vlen);
   const char *want_view = "conv1.weight F32 [2, 3] 0.5 -1.25 2.99999989e-08 1.00000002e+30 -0 7\n"
                           "layer1.0.bn2.num_batches_tracked I64 [] 123456789012345\n"
                           "meta pt\n";
-  CHECK(view && vlen == strlen(want_view) && memcmp(view, want_view, vlen) == 0,
-        "Python reader saw:\n%.*s", (int)vlen, view ? view : "");
+  CHECK(view && vlen == strlen(want_view) && memcmp(view, want_view, vlen) == 0, "Python reader saw:\n%.*s", (int)vlen,
+        view ? view : "");
   free(view);
 }
 
@@ -211,8 +201,7 @@ static void test_handmade(const char *dir) {
       " \"c\": {\"dtype\": \"F16\", \"shape\": [1, 0, 5], \"data_offsets\": [9, 9]}}  ";
   size_t hlen = sizeof header - 1;
   unsigned char file[8 + sizeof header + 9];
-  for (int i = 0; i < 8; i++)
-    file[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+  for (int i = 0; i < 8; i++) file[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
   memcpy(file + 8, header, hlen);
   const unsigned char data[9] = {200, 0x01, 0x00, 0x00, 0x00, 0xfe, 0xff, 0xff, 0xff};
   memcpy(file + 8 + hlen, data, sizeof data);
@@ -222,19 +211,16 @@ static void test_handmade(const char *dir) {
 
   RtStFile *f = NULL;
   CHECK(rt_st_open(path, &f, err, sizeof err) == RT_ST_OK, "open: %s", err);
-  if (!f)
-    return;
+  if (!f) return;
   CHECK(rt_st_count(f) == 3, "count %zu", rt_st_count(f));
   CHECK(strcmp(rt_st_tensor(f, 0)->name, "b.bias") == 0, "first is %s", rt_st_tensor(f, 0)->name);
   const RtStTensor *a = rt_st_find(f, "a"), *b = rt_st_find(f, "b.bias"), *c = rt_st_find(f, "c");
-  CHECK(a && a->dtype == RT_ST_U8 && a->ndim == 0 && a->numel == 1 && a->nbytes == 1 &&
-            *(const uint8_t *)a->data == 200,
-        "scalar a");
+  CHECK(
+      a && a->dtype == RT_ST_U8 && a->ndim == 0 && a->numel == 1 && a->nbytes == 1 && *(const uint8_t *)a->data == 200,
+      "scalar a");
   int32_t bv[2] = {0, 0};
-  if (b && b->nbytes == sizeof bv)
-    memcpy(bv, b->data, sizeof bv);
-  CHECK(b && b->dtype == RT_ST_I32 && b->numel == 2 && bv[0] == 1 && bv[1] == -2,
-        "b.bias = %d %d", bv[0], bv[1]);
+  if (b && b->nbytes == sizeof bv) memcpy(bv, b->data, sizeof bv);
+  CHECK(b && b->dtype == RT_ST_I32 && b->numel == 2 && bv[0] == 1 && bv[1] == -2, "b.bias = %d %d", bv[0], bv[1]);
   CHECK(c && c->ndim == 3 && c->numel == 0 && c->nbytes == 0 && c->shape[2] == 5, "empty c");
   const char *v = rt_st_meta_get(f, "source");
   CHECK(v && strcmp(v, "hand") == 0, "meta source");
@@ -253,8 +239,7 @@ static void test_python(const char *dir) {
   CHECK(system(cmd) == 0, "%s failed", cmd);
   RtStFile *f = NULL;
   CHECK(rt_st_open(path, &f, err, sizeof err) == RT_ST_OK, "open: %s", err);
-  if (!f)
-    return;
+  if (!f) return;
   CHECK(rt_st_count(f) == 5, "count %zu", rt_st_count(f));
   const RtStTensor *t = rt_st_find(f, "layer1.0.conv1.weight");
   CHECK(t && t->dtype == RT_ST_F32 && t->ndim == 4 && t->numel == 2 * 3 * 1 * 1, "conv shape");
@@ -265,10 +250,8 @@ static void test_python(const char *dir) {
   }
   t = rt_st_find(f, "layer1.0.bn1.num_batches_tracked");
   int64_t nb = 0;
-  if (t && t->nbytes == 8)
-    memcpy(&nb, t->data, 8);
-  CHECK(t && t->dtype == RT_ST_I64 && t->ndim == 0 && nb == 1234567890123LL, "scalar %lld",
-        (long long)nb);
+  if (t && t->nbytes == 8) memcpy(&nb, t->data, 8);
+  CHECK(t && t->dtype == RT_ST_I64 && t->ndim == 0 && nb == 1234567890123LL, "scalar %lld", (long long)nb);
   t = rt_st_find(f, "caf\xc3\xa9.bias");
   CHECK(t && t->dtype == RT_ST_F64 && t->numel == 3, "unicode name");
   for (int i = 0; t && t->nbytes == 24 && i < 3; i++) {
@@ -279,9 +262,7 @@ static void test_python(const char *dir) {
   t = rt_st_find(f, "empty");
   CHECK(t && t->dtype == RT_ST_U8 && t->numel == 0 && t->ndim == 2, "python empty");
   t = rt_st_find(f, "fc.weight");
-  CHECK(t && t->dtype == RT_ST_BF16 && t->numel == 2 &&
-            memcmp(t->data, "\x80\x3f\x80\xbf", 4) == 0,
-        "bf16 bytes");
+  CHECK(t && t->dtype == RT_ST_BF16 && t->numel == 2 && memcmp(t->data, "\x80\x3f\x80\xbf", 4) == 0, "bf16 bytes");
   const char *v = rt_st_meta_get(f, "format");
   CHECK(v && strcmp(v, "pt") == 0, "python meta");
   rt_st_close(f);
@@ -289,8 +270,7 @@ static void test_python(const char *dir) {
 
 int main(void) {
   char dir[256];
-  if (!tmpdir_make(dir, sizeof dir, "st-roundtrip"))
-    return check_skip("cannot make a temporary directory");
+  if (!tmpdir_make(dir, sizeof dir, "st-roundtrip")) return check_skip("cannot make a temporary directory");
   test_roundtrip(dir);
   test_empty_file(dir);
   test_handmade(dir);

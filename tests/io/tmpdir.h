@@ -22,17 +22,13 @@ static inline int tmpdir_make(char *buf, size_t cap, const char *test) {
 /* Removes name (relative to the directory parent) and, when it is a
  * directory, everything under it; symlinks are removed, not followed. */
 static inline void tmpdir_remove_at(int parent, const char *name) {
-  if (unlinkat(parent, name, 0) == 0)
-    return;
+  if (unlinkat(parent, name, 0) == 0) return;
   int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-  if (fd >= 0 && !d)
-    close(fd);
+  if (fd >= 0 && !d) close(fd);
   for (struct dirent *e; d && (e = readdir(d));)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      tmpdir_remove_at(dirfd(d), e->d_name);
-  if (d)
-    closedir(d);
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) tmpdir_remove_at(dirfd(d), e->d_name);
+  if (d) closedir(d);
   unlinkat(parent, name, AT_REMOVEDIR);
 }
 
@@ -44,19 +40,16 @@ static inline void tmpdir_remove(const char *dir) {
 /* Number of entries in dir other than . and .. (-1 when unreadable). */
 static inline int tmpdir_count(const char *dir) {
   DIR *d = opendir(dir);
-  if (!d)
-    return -1;
+  if (!d) return -1;
   int n = 0;
-  for (struct dirent *e; (e = readdir(d));)
-    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
   closedir(d);
   return n;
 }
 
 static inline int file_write(const char *path, const void *bytes, size_t len) {
   FILE *f = fopen(path, "wb");
-  if (!f)
-    return 0;
+  if (!f) return 0;
   int ok = fwrite(bytes, 1, len, f) == len;
   return fclose(f) == 0 && ok;
 }
@@ -64,16 +57,14 @@ static inline int file_write(const char *path, const void *bytes, size_t len) {
 /* Reads a whole file into a malloc'ed buffer; NULL on failure. */
 static inline unsigned char *file_read(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
+  if (!f) return NULL;
   size_t cap = 4096, n = 0;
   unsigned char *buf = malloc(cap);
   for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
     n += r;
     if (n == cap) {
       unsigned char *nb = realloc(buf, cap *= 2);
-      if (!nb)
-        free(buf);
+      if (!nb) free(buf);
       buf = nb;
     }
   }

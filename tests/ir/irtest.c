@@ -159,12 +159,9 @@ static int str_eq(const char *a, const char *b) { return (!a && !b) || (a && b &
 static int attr_eq(const IrAttr *a, const IrAttr *b) {
   if (!str_eq(a->key, b->key) || a->kind != b->kind) return 0;
   switch (a->kind) {
-  case IR_ATTR_FLOAT:
-    return memcmp(&a->f, &b->f, sizeof a->f) == 0 || (isnan(a->f) && isnan(b->f));
-  case IR_ATTR_STR:
-    return str_eq(a->s, b->s);
-  default:
-    return a->n == b->n && memcmp(a->i, b->i, sizeof(int64_t) * (size_t)(a->n > 0 ? a->n : 0)) == 0;
+  case IR_ATTR_FLOAT: return memcmp(&a->f, &b->f, sizeof a->f) == 0 || (isnan(a->f) && isnan(b->f));
+  case IR_ATTR_STR: return str_eq(a->s, b->s);
+  default: return a->n == b->n && memcmp(a->i, b->i, sizeof(int64_t) * (size_t)(a->n > 0 ? a->n : 0)) == 0;
   }
 }
 
@@ -198,8 +195,7 @@ int irtest_equal(const IrGraph *a, const IrGraph *b, char *why, size_t len) {
       ok = differ(why, len, "value %d (%s) has no equal counterpart", v, a->val[v].name ? a->val[v].name : "act");
   for (int i = 0; i < a->nnode && ok; i++) {
     const IrNode *x = &a->node[i], *y = &b->node[i];
-    if (x->op != y->op || !str_eq(x->name, y->name) || x->nin != y->nin || x->nout != y->nout ||
-        x->nattr != y->nattr)
+    if (x->op != y->op || !str_eq(x->name, y->name) || x->nin != y->nin || x->nout != y->nout || x->nattr != y->nattr)
       ok = differ(why, len, "node %d: op/name/arity differ", i);
     else if (!str_eq(x->loc.file, y->loc.file) || x->loc.line != y->loc.line || x->loc.col != y->loc.col)
       ok = differ(why, len, "node %d: loc differs", i);

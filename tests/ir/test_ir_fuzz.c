@@ -21,11 +21,57 @@ static uint32_t rnd(uint32_t n) {
 
 /* Pieces of the text form that make mutants get further into the reader. */
 static const char *const TOKENS[] = {
-    ",", "%", "@", "{", "}", "[", "]", "(", ")", "N", "x", "=", ":", "#", "\n", "\"", "\\x41", " ",
-    "-", "0", "7", "99999999999999999999", "2147483648", "1e-05", "0.1", "inf", "nan", "conv2d", "relu",
-    "add", "f16", "i32", "NHWC", "KRSC", "%2", "%12", "@fc.weight", "@bn1.weight", "input %40 z : f32[N]\n",
-    "  %50 = relu(%2) : f32[N,8,8,8] NCHW\n", "param @p : f32[3]\n", "precision=f16", " @ f:1:2",
-    "{k=3x3}", "[3]", "\0", "\xff", "\t", "\r", "  optimizer:\n", "nonfinite_check",
+    ",",
+    "%",
+    "@",
+    "{",
+    "}",
+    "[",
+    "]",
+    "(",
+    ")",
+    "N",
+    "x",
+    "=",
+    ":",
+    "#",
+    "\n",
+    "\"",
+    "\\x41",
+    " ",
+    "-",
+    "0",
+    "7",
+    "99999999999999999999",
+    "2147483648",
+    "1e-05",
+    "0.1",
+    "inf",
+    "nan",
+    "conv2d",
+    "relu",
+    "add",
+    "f16",
+    "i32",
+    "NHWC",
+    "KRSC",
+    "%2",
+    "%12",
+    "@fc.weight",
+    "@bn1.weight",
+    "input %40 z : f32[N]\n",
+    "  %50 = relu(%2) : f32[N,8,8,8] NCHW\n",
+    "param @p : f32[3]\n",
+    "precision=f16",
+    " @ f:1:2",
+    "{k=3x3}",
+    "[3]",
+    "\0",
+    "\xff",
+    "\t",
+    "\r",
+    "  optimizer:\n",
+    "nonfinite_check",
 };
 
 /* One random edit of buf (length *len, capacity cap). */
@@ -67,8 +113,7 @@ static void mutate(char *buf, size_t *len, size_t cap) {
     *len = n + k;
     break;
   }
-  default: /* truncate */
-    *len = rnd((uint32_t)n + 1);
+  default: /* truncate */ *len = rnd((uint32_t)n + 1);
   }
 }
 
@@ -116,8 +161,7 @@ int main(int argc, char **argv) {
     free(irtest_diag_end(&cap_d));
     arena_free(&fa);
   }
-  printf("%d mutants: %d rejected by the reader, %d read, %d of those verified\n", iters, nrejected, nread,
-         nverified);
+  printf("%d mutants: %d rejected by the reader, %d read, %d of those verified\n", iters, nrejected, nread, nverified);
   CHECK(nrejected > iters / 4, "most mutants are malformed");
   CHECK(nread > iters / 50, "some mutants still read (%d)", nread);
   CHECK(nverified > 0, "some mutants still verify");

@@ -37,18 +37,22 @@ static const struct Case {
     {HEAD "  input %0 y : f32[3]\n}\n", "t.ir:4:9: error: value %0 is defined twice", 1},
     {HEAD "  %1 = relu(%0)\n}\n", "t.ir:4:16: error: expected ':' before the result types, found end of line", 1},
     {HEAD "  %1 = relu(%0) : f32[3], f32[3]\n}\n", "t.ir:4:25: error: more types than results", 1},
-    {HEAD "  %1, %2 = relu(%0) : f32[3]\n}\n", "t.ir:4:29: error: expected ',' between result types, found end of line", 1},
+    {HEAD "  %1, %2 = relu(%0) : f32[3]\n}\n", "t.ir:4:29: error: expected ',' between result types, found end of line",
+     1},
     {HEAD "  relu(%0) : f32[3]\n}\n", "t.ir:4:12: error: a node without results has no types", 1},
     {HEAD "  %1 relu(%0) : f32[3]\n}\n", "t.ir:4:6: error: expected '=' after the results, found 'r'", 1},
     {HEAD "  %1 = relu(%0 : f32[3]\n}\n", "t.ir:4:16: error: expected ')' after the inputs, found ':'", 1},
     {HEAD "  %1 = relu(%0) {k=3x3 : f32[3]\n}\n", "t.ir:4:24: error: expected an attribute name, found ':'", 1},
     {HEAD "  %1 = relu(%0) {k=3x3\n}\n", "t.ir:4:23: error: missing '}' after the attributes", 1},
     {HEAD "  %1 = relu(%0) {k=\"abc\n}\n", "t.ir:4:20: error: unterminated string", 1},
-    {HEAD "  %1 = relu(%0) {k=\"abc} : f32[3]\n}\n", "t.ir:4:24: error: character 0x7d in string must be written \\x7d", 1},
-    {HEAD "  %1 = relu(%0) {k=\"a b\"} : f32[3]\n}\n", "t.ir:4:22: error: character 0x20 in string must be written \\x20", 1},
+    {HEAD "  %1 = relu(%0) {k=\"abc} : f32[3]\n}\n", "t.ir:4:24: error: character 0x7d in string must be written \\x7d",
+     1},
+    {HEAD "  %1 = relu(%0) {k=\"a b\"} : f32[3]\n}\n",
+     "t.ir:4:22: error: character 0x20 in string must be written \\x20", 1},
     {HEAD "  %1 = relu(%0) {k=\"a\\n\"} : f32[3]\n}\n", "t.ir:4:22: error: bad escape in string (only \\xHH)", 1},
     {HEAD "  %1 = relu(%0) {k=\"a\\x00\"} : f32[3]\n}\n", "t.ir:4:22: error: \\x00 in string", 1},
-    {HEAD "  %1 = relu(%0) {act=relu} : f32[3]\n}\n", "t.ir:4:22: error: bad attribute value 'relu' (strings are quoted)", 1},
+    {HEAD "  %1 = relu(%0) {act=relu} : f32[3]\n}\n",
+     "t.ir:4:22: error: bad attribute value 'relu' (strings are quoted)", 1},
     {HEAD "  %1 = relu(%0) {k=3y} : f32[3]\n}\n", "t.ir:4:20: error: bad attribute value '3y' (strings are quoted)", 1},
     {HEAD "  %1 = relu(%0) {k=3x} : f32[3]\n}\n", "t.ir:4:22: error: expected an integer, found end of line", 1},
     {HEAD "  %1 = relu(%0) {k=1x2x3x4x5x6x7x8x9} : f32[3]\n}\n", "t.ir:4:36: error: more than 8 integers", 1},
@@ -56,11 +60,13 @@ static const struct Case {
     {HEAD "  %1 = relu(%0) {f=1.5.5} : f32[3]\n}\n", "t.ir:4:20: error: bad number '1.5.5'", 1},
     {HEAD "  %1 = relu(%0) {f=0x1p3} : f32[3]\n}\n", "t.ir:4:23: error: bad integer list '0x1p3'", 1},
     {HEAD "  %1 = relu(%0) {k=9223372036854775808} : f32[3]\n}\n", "t.ir:4:20: error: integer out of range", 1},
-    {HEAD "  %1 = relu(%0) {k =3} : f32[3]\n}\n", "t.ir:4:19: error: expected '=' after the attribute name, found a space", 1},
+    {HEAD "  %1 = relu(%0) {k =3} : f32[3]\n}\n",
+     "t.ir:4:19: error: expected '=' after the attribute name, found a space", 1},
     {HEAD "  %1 = relu (%0) : f32[3]\n}\n", "t.ir:4:12: error: expected '(' after the op name, found a space", 1},
     {HEAD "  %1 = relu(%0) : f32 [3]\n}\n", "t.ir:4:22: error: expected '[' after the dtype, found a space", 1},
     {HEAD "  %1 = relu(%0) {=3} : f32[3]\n}\n", "t.ir:4:18: error: expected an attribute name, found '='", 1},
-    {HEAD "  %1 = relu(%0) : f32[3]  # a b\n}\n", "t.ir:4:31: error: expected '@ FILE:LINE:COL' or end of line, found 'b'", 1},
+    {HEAD "  %1 = relu(%0) : f32[3]  # a b\n}\n",
+     "t.ir:4:31: error: expected '@ FILE:LINE:COL' or end of line, found 'b'", 1},
     {HEAD "  %1 = relu(%0) : f32[3]  # a @ f.net:x:3\n}\n", "t.ir:4:39: error: bad line number in the node comment", 1},
     {HEAD "  %1 = relu(%0) : f32[3]  # a @ f.net:3\n}\n", "t.ir:4:33: error: expected FILE:LINE:COL after '@'", 1},
     {HEAD "  %1 = relu(%0) : f32[3]  # @ :3:4\n}\n", "t.ir:4:31: error: expected FILE:LINE:COL after '@'", 1},
@@ -80,7 +86,8 @@ static const struct Case {
     {HEAD "  %1 = relu(%0) : f32[3\n  %2 = relu(%1) : f32[3]\n  output %2, %1\n}\n",
      "t.ir:4:24: error: expected ']' to close the dims, found end of line", 1},
     /* Errors in separate lines are all reported. */
-    {HEAD "  %1 = relu(%0) : f33[3]\n  %2 = frob(%0) : f32[3]\n  bogus\n}\n", "t.ir:4:19: error: unknown dtype 'f33'", 3},
+    {HEAD "  %1 = relu(%0) : f33[3]\n  %2 = frob(%0) : f32[3]\n  bogus\n}\n", "t.ir:4:19: error: unknown dtype 'f33'",
+     3},
 };
 
 static void run_case(const struct Case *c) {
@@ -91,8 +98,8 @@ static void run_case(const struct Case *c) {
   IrGraph *g = ir_read(&a, &cap.d, "t.ir", c->text, strlen(c->text));
   char *msgs = irtest_diag_end(&cap);
   CHECK(g == NULL, "no graph for:\n%s", c->text);
-  CHECK(strncmp(msgs, c->msg, strlen(c->msg)) == 0 && msgs[strlen(c->msg)] == '\n',
-        "want: %s\ngot:  %s\nfor:\n%s", c->msg, msgs, c->text);
+  CHECK(strncmp(msgs, c->msg, strlen(c->msg)) == 0 && msgs[strlen(c->msg)] == '\n', "want: %s\ngot:  %s\nfor:\n%s",
+        c->msg, msgs, c->text);
   CHECK(cap.d.nerrors == c->count, "%d errors, want %d:\n%s", cap.d.nerrors, c->count, msgs);
   CHECK(cap.d.file == NULL && cap.d.src == NULL, "the caller's Diag source is restored");
   free(msgs);

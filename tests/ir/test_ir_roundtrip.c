@@ -112,9 +112,18 @@ static void test_floats(void) {
     double v;
     const char *text;
   } cases[] = {
-      {0.1, "0.1"},     {1e-05, "1e-05"},   {65536.0, "65536.0"},        {1.0, "1.0"},
-      {-0.0, "-0.0"},   {0.5, "0.5"},       {1e21, "1e+21"},             {1.0 / 3, "0.3333333333333333"},
-      {5e-324, "5e-324"}, {1e300, "1e+300"}, {123456789012.0, "123456789012.0"}, {-2.5, "-2.5"},
+      {0.1, "0.1"},
+      {1e-05, "1e-05"},
+      {65536.0, "65536.0"},
+      {1.0, "1.0"},
+      {-0.0, "-0.0"},
+      {0.5, "0.5"},
+      {1e21, "1e+21"},
+      {1.0 / 3, "0.3333333333333333"},
+      {5e-324, "5e-324"},
+      {1e300, "1e+300"},
+      {123456789012.0, "123456789012.0"},
+      {-2.5, "-2.5"},
       {0.0, "0.0"},
   };
   Arena a;
@@ -184,7 +193,8 @@ static void test_result_forms(void) {
   CHECK(verify_quiet(g, &msgs) == 3, "arity and key problems:\n%s", msgs);
   CHECK(strstr(msgs, "relu %1 (two): has 2 outputs, relu has 1") != NULL, "msg: %s", msgs);
   CHECK(strstr(msgs, "add #1 (upd): has 0 outputs, add has 1") != NULL, "msg: %s", msgs);
-  CHECK(strstr(msgs, "add #1 (upd): attributes {k big}, expected {} (optionally followed by precision, then math)") != NULL,
+  CHECK(strstr(msgs, "add #1 (upd): attributes {k big}, expected {} (optionally followed by precision, then math)") !=
+            NULL,
         "msg: %s", msgs);
   free(msgs);
   free(t);
@@ -203,7 +213,8 @@ static void test_result_forms(void) {
   ir_attr_set_float(u, upd, "weight_decay", 0.0001);
   char *tu = irtest_print(u, NULL);
   CHECK(strstr(tu, "\n  optimizer:\n  sgd_update(@fc.weight, %0, @fc.weight.momentum, @lr, @loss_scale) "
-                   "{momentum=0.9 nesterov=0 weight_decay=0.0001}  # fc.weight\n}\n") != NULL, "sgd_update:\n%s", tu);
+                   "{momentum=0.9 nesterov=0 weight_decay=0.0001}  # fc.weight\n}\n") != NULL,
+        "sgd_update:\n%s", tu);
   CHECK(verify_quiet(u, &msgs) == 0, "sgd_update graph verifies:\n%s", msgs);
   free(msgs);
   check_round_trip(u, "sgd_update");
@@ -266,18 +277,17 @@ static void test_optimizer_section(void) {
 
 /* Hand-written text: comments, blank lines, indentation, sparse labels. */
 static void test_hand_written(void) {
-  static const char text[] =
-      "# a test written by hand\n"
-      "\n"
-      "graph hand {\n"
-      "   # the image\n"
-      "\tinput %7 image : f32[N,3,4,4] NCHW\n"
-      "  %3 = relu(%7)   # r1\n"
-      "\n"
-      "  %10 = relu(%3) {precision=bf16} : f32[N,3,4,4] NCHW  # @ x.net:1:2\n"
-      "  output %10\n"
-      "}\n"
-      "# trailing comment\n";
+  static const char text[] = "# a test written by hand\n"
+                             "\n"
+                             "graph hand {\n"
+                             "   # the image\n"
+                             "\tinput %7 image : f32[N,3,4,4] NCHW\n"
+                             "  %3 = relu(%7)   # r1\n"
+                             "\n"
+                             "  %10 = relu(%3) {precision=bf16} : f32[N,3,4,4] NCHW  # @ x.net:1:2\n"
+                             "  output %10\n"
+                             "}\n"
+                             "# trailing comment\n";
   Arena a;
   arena_init(&a);
   char *msgs = NULL;

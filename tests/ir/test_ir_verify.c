@@ -125,44 +125,54 @@ static void reads_across(IrGraph *g) {
 static const struct Case {
   const char *name;
   Breaker brk;
-  int count;          /* problems expected */
-  const char *msg;    /* one of them, in full */
+  int count;       /* problems expected */
+  const char *msg; /* one of them, in full */
 } CASES[] = {
     {"use before def", use_before_def, 1,
      "small.net:5:9: error: after pass 'fuse': relu %4 (relu): input 0 %5 is used before its definition (node #3)"},
     {"self use", self_use, 1, "small.net:5:9: error: after pass 'fuse': relu %4 (relu): input 0 is its own output %4"},
-    {"bad input id", bad_input_id, 1, "small.net:12:9: error: after pass 'fuse': linear %11 (fc): input 2 is 999, not a value"},
-    {"too many inputs", too_many_inputs, 1, "small.net:5:9: error: after pass 'fuse': relu %4 (relu): takes 1 inputs, has 2"},
-    {"too few inputs", too_few_inputs, 1, "small.net:4:9: error: after pass 'fuse': batchnorm %3 (bn1): takes 5 inputs, has 3"},
+    {"bad input id", bad_input_id, 1,
+     "small.net:12:9: error: after pass 'fuse': linear %11 (fc): input 2 is 999, not a value"},
+    {"too many inputs", too_many_inputs, 1,
+     "small.net:5:9: error: after pass 'fuse': relu %4 (relu): takes 1 inputs, has 2"},
+    {"too few inputs", too_few_inputs, 1,
+     "small.net:4:9: error: after pass 'fuse': batchnorm %3 (bn1): takes 5 inputs, has 3"},
     {"wrong attr key", wrong_attr_key, 1,
-     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): attributes {k s q d groups}, expected {k s p d groups} "
+     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): attributes {k s q d groups}, expected {k s p d "
+     "groups} "
      "(optionally followed by precision, then math)"},
     {"missing attr", missing_attr, 1,
-     "after pass 'fuse': conv2d %2 (conv1): attributes {k s p d}, expected {k s p d groups} (optionally followed by precision, then math)"},
+     "after pass 'fuse': conv2d %2 (conv1): attributes {k s p d}, expected {k s p d groups} (optionally followed by "
+     "precision, then math)"},
     {"extra attr", extra_attr, 1,
-     "after pass 'fuse': maxpool %7 (maxpool): attributes {k s p ceil}, expected {k s p} (optionally followed by precision, then math)"},
+     "after pass 'fuse': maxpool %7 (maxpool): attributes {k s p ceil}, expected {k s p} (optionally followed by "
+     "precision, then math)"},
     {"attr after precision", attr_after_precision, 1,
      "relu %4 (relu): attributes {precision inplace}, expected {} (optionally followed by precision, then math)"},
     {"precision not dtype", precision_not_dtype, 1, "relu %4 (relu): attribute precision must be a dtype"},
     {"wrong output type", wrong_output_type, 1,
-     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): output f32[N,8,7,7] NCHW, expected f32[N,8,8,8] NCHW"},
+     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): output f32[N,8,7,7] NCHW, expected f32[N,8,8,8] "
+     "NCHW"},
     {"wrong output layout", wrong_output_layout, 1,
      "maxpool %7 (maxpool): output f32[N,8,4,4] NHWC, expected f32[N,8,4,4] NCHW"},
     {"infer fails", infer_fails, 1,
-     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): conv2d filter f32[8,3,3,3] KCRS does not match kernel 5x5"},
+     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): conv2d filter f32[8,3,3,3] KCRS does not match "
+     "kernel 5x5"},
     {"duplicate param", duplicate_param, 1,
      "netc: error: after pass 'fuse': state @bn1.weight: name 'bn1.weight' is already used by param @bn1.weight"},
     {"duplicate input", duplicate_input, 1, "input image: name 'image' is already used by input %0"},
     {"zero dim", zero_dim, 1,
      "param @unused.weight: f32[0] has dim[0] = 0 (dims are 1..2147483647; only dim[0] may be N)"},
-    {"N not first", n_not_first, 1, "param @fc.weight: f32[10,N] has dim[1] = -1 (dims are 1..2147483647; only dim[0] may be N)"},
+    {"N not first", n_not_first, 1,
+     "param @fc.weight: f32[10,N] has dim[1] = -1 (dims are 1..2147483647; only dim[0] may be N)"},
     {"rank too big", rank_too_big, 1, "param @unused.weight: rank 7 is not in 0..6"},
     {"layout rank", layout_rank, 1, "param @unused.weight: layout NCHW needs rank 4, type is f32[4] NCHW"},
     {"bad name", bad_name, 1, "param @un used: name 'un used' is not [A-Za-z0-9_.]+"},
     {"bad output", bad_output, 1, "graph: output 2 is 999, not a value"},
     {"orphan act", orphan_act, 1, "netc: error: after pass 'fuse': value %?23: no node defines it"},
     {"wrong def", wrong_def, 1, "flatten %10 (flat): output 0 %10 records node #0 as its producer"},
-    {"output is param", output_is_param, 3, "flatten @unused.weight (flat): output 0 @unused.weight is a param, not an activation"},
+    {"output is param", output_is_param, 3,
+     "flatten @unused.weight (flat): output 0 @unused.weight is a param, not an activation"},
     {"unknown op", unknown_op, 1, "small.net:5:9: error: after pass 'fuse': ? %4 (relu): unknown op 77"},
     {"duplicate train key", bad_train_key, 1, "train: key 'batch' appears twice"},
     {"ints without values", bad_ints, 2, "maxpool %7 (maxpool): attribute s has 0 integers (1..8)"},

@@ -25,15 +25,13 @@ OnnxRunStatus onnx_case_error(OnnxCase *c, const char *fmt, ...) {
 }
 
 OnnxRunStatus onnx_case_kernel(OnnxCase *c, int rc, const char *kernel) {
-  if (rc == RT_REF_OK)
-    return ONNX_RUN_OK;
+  if (rc == RT_REF_OK) return ONNX_RUN_OK;
   return onnx_case_error(c, "%s returned %d (%s)", kernel, rc, rt_ref_strerror(rc));
 }
 
 const char *onnx_case_unknown_attr(OnnxCase *c, const char *const *known) {
   const char *name = onnx_attr_unknown(c->node, known);
-  if (!name)
-    return NULL;
+  if (!name) return NULL;
   onnx_case_skip(c, "attribute '%s' not mapped", name);
   return c->why;
 }
@@ -44,8 +42,7 @@ const OnnxTensor *onnx_case_float_in(OnnxCase *c, int k) {
     return NULL;
   }
   if (c->in[k]->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-    onnx_case_skip(c, "input %d is %s; the kernels are float32 only", k,
-                   onnx_dtype_name(c->in[k]->dtype));
+    onnx_case_skip(c, "input %d is %s; the kernels are float32 only", k, onnx_dtype_name(c->in[k]->dtype));
     return NULL;
   }
   return c->in[k];
@@ -61,8 +58,7 @@ static int out_check(OnnxCase *c, int k) {
 }
 
 int onnx_case_out_f(OnnxCase *c, int k, int ndim, const int64_t *dims) {
-  if (out_check(c, k))
-    return -1;
+  if (out_check(c, k)) return -1;
   if (onnx_tensor_alloc_f(&c->out[k], ndim, dims)) {
     onnx_case_error(c, "out of memory for output %d", k);
     return -1;
@@ -71,8 +67,7 @@ int onnx_case_out_f(OnnxCase *c, int k, int ndim, const int64_t *dims) {
 }
 
 int onnx_case_out_i64(OnnxCase *c, int k, int ndim, const int64_t *dims) {
-  if (onnx_case_out_f(c, k, ndim, dims))
-    return -1;
+  if (onnx_case_out_f(c, k, ndim, dims)) return -1;
   OnnxTensor *t = &c->out[k];
   free(t->f);
   t->f = NULL;

@@ -59,10 +59,8 @@ extern const int ONNX_NOPS;
 
 /* Set c->why and c->status and return ONNX_RUN_SKIP / ONNX_RUN_ERROR.  Helpers
  * below that fail leave the status in c->status for the mapper to return. */
-OnnxRunStatus onnx_case_skip(OnnxCase *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-OnnxRunStatus onnx_case_error(OnnxCase *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+OnnxRunStatus onnx_case_skip(OnnxCase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+OnnxRunStatus onnx_case_error(OnnxCase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ONNX_RUN_ERROR with the kernel's message when rc != RT_REF_OK, else OK. */
 OnnxRunStatus onnx_case_kernel(OnnxCase *c, int rc, const char *kernel);
 /* Skip reason when an attribute outside known is present, or NULL. */

@@ -37,14 +37,13 @@ enum { MAX_CASES = 4096 };
 
 typedef struct CaseResult {
   char name[128];
-  int op;            /* index into ONNX_OPS */
-  OnnxRunStatus st;  /* ONNX_RUN_ERROR also stands for a mismatch */
+  int op;           /* index into ONNX_OPS */
+  OnnxRunStatus st; /* ONNX_RUN_ERROR also stands for a mismatch */
   char why[256];
 } CaseResult;
 
 /* snprintf into a path buffer; -1 when the path does not fit. */
-static int make_path(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int make_path(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int make_path(char *buf, size_t len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -53,14 +52,11 @@ static int make_path(char *buf, size_t len, const char *fmt, ...) {
   return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int op_index(const char *op_type) {
   for (int k = 0; k < ONNX_NOPS; k++)
-    if (strcmp(ONNX_OPS[k].op_type, op_type) == 0)
-      return k;
+    if (strcmp(ONNX_OPS[k].op_type, op_type) == 0) return k;
   return -1;
 }
 
@@ -69,10 +65,8 @@ static int64_t node_opset(const Onnx__ModelProto *m, const Onnx__NodeProto *n) {
   const char *dom = n->domain && strcmp(n->domain, "ai.onnx") ? n->domain : "";
   for (size_t k = 0; k < m->n_opset_import; k++) {
     const char *d = m->opset_import[k]->domain ? m->opset_import[k]->domain : "";
-    if (strcmp(d, "ai.onnx") == 0)
-      d = "";
-    if (strcmp(d, dom) == 0)
-      return m->opset_import[k]->version;
+    if (strcmp(d, "ai.onnx") == 0) d = "";
+    if (strcmp(d, dom) == 0) return m->opset_import[k]->version;
   }
   return 0;
 }
@@ -81,14 +75,13 @@ static void shape_str(const OnnxTensor *t, char *buf, size_t len) {
   size_t at = (size_t)snprintf(buf, len, "[");
   for (int d = 0; d < t->ndim && at < len; d++)
     at += (size_t)snprintf(buf + at, len - at, "%s%lld", d ? "," : "", (long long)t->dims[d]);
-  if (at < len)
-    snprintf(buf + at, len - at, "]");
+  if (at < len) snprintf(buf + at, len - at, "]");
 }
 
 /* 0 when got matches want; else prints the first mismatches and the largest
  * difference, and summarizes in why. */
-static int compare(const char *set, const char *name, const OnnxTensor *got,
-                   const OnnxTensor *want, char *why, size_t whylen) {
+static int compare(const char *set, const char *name, const OnnxTensor *got, const OnnxTensor *want, char *why,
+                   size_t whylen) {
   char gs[96], ws[96];
   shape_str(got, gs, sizeof gs);
   shape_str(want, ws, sizeof ws);
@@ -115,8 +108,7 @@ static int compare(const char *set, const char *name, const OnnxTensor *got,
     else
       ok = d <= ATOL + RTOL * fabs(w) || (isinf(w) && g == w);
     if (!ok) {
-      if (bad < 5)
-        printf("  %s: %s[%zu]: got %.9g want %.9g (diff %.3g)\n", set, name, k, g, w, d);
+      if (bad < 5) printf("  %s: %s[%zu]: got %.9g want %.9g (diff %.3g)\n", set, name, k, g, w, d);
       if (!(d <= maxdiff)) {
         maxdiff = d;
         worst = k;
@@ -125,8 +117,8 @@ static int compare(const char *set, const char *name, const OnnxTensor *got,
     }
   }
   if (bad) {
-    snprintf(why, whylen, "output '%s': %zu of %zu values differ, max diff %.3g at %zu", name, bad,
-             want->n, maxdiff, worst);
+    snprintf(why, whylen, "output '%s': %zu of %zu values differ, max diff %.3g at %zu", name, bad, want->n, maxdiff,
+             worst);
     return -1;
   }
   return 0;
@@ -138,15 +130,12 @@ typedef struct DataSet {
 } DataSet;
 
 static void dataset_free(DataSet *ds) {
-  for (int k = 0; k < ds->nin; k++)
-    onnx_tensor_free(&ds->in[k]);
-  for (int k = 0; k < ds->nout; k++)
-    onnx_tensor_free(&ds->want[k]);
+  for (int k = 0; k < ds->nin; k++) onnx_tensor_free(&ds->in[k]);
+  for (int k = 0; k < ds->nout; k++) onnx_tensor_free(&ds->want[k]);
 }
 
 /* Loads input_K.pb for graph inputs and output_K.pb for graph outputs. */
-static int dataset_load(const char *dir, const Onnx__GraphProto *g, DataSet *ds, char *why,
-                        size_t whylen) {
+static int dataset_load(const char *dir, const Onnx__GraphProto *g, DataSet *ds, char *why, size_t whylen) {
   char path[1024];
   memset(ds, 0, sizeof *ds);
   if (g->n_input > ONNX_MAX_IO || g->n_output > ONNX_MAX_IO) {
@@ -154,13 +143,11 @@ static int dataset_load(const char *dir, const Onnx__GraphProto *g, DataSet *ds,
     return -1;
   }
   for (size_t k = 0; k < g->n_input; k++, ds->nin++) {
-    if (make_path(path, sizeof path, "%s/input_%zu.pb", dir, k) ||
-        onnx_tensor_read(path, &ds->in[k], why, whylen))
+    if (make_path(path, sizeof path, "%s/input_%zu.pb", dir, k) || onnx_tensor_read(path, &ds->in[k], why, whylen))
       return -1;
   }
   for (size_t k = 0; k < g->n_output; k++, ds->nout++) {
-    if (make_path(path, sizeof path, "%s/output_%zu.pb", dir, k) ||
-        onnx_tensor_read(path, &ds->want[k], why, whylen))
+    if (make_path(path, sizeof path, "%s/output_%zu.pb", dir, k) || onnx_tensor_read(path, &ds->want[k], why, whylen))
       return -1;
   }
   return 0;
@@ -168,8 +155,7 @@ static int dataset_load(const char *dir, const Onnx__GraphProto *g, DataSet *ds,
 
 /* Moves the last value of t clearly outside the tolerance. */
 static void perturb_last(OnnxTensor *t) {
-  if (t->n == 0)
-    return;
+  if (t->n == 0) return;
   if (t->f)
     t->f[t->n - 1] += 1e-3f * fabsf(t->f[t->n - 1]) + 1e-3f;
   else if (t->i)
@@ -177,8 +163,8 @@ static void perturb_last(OnnxTensor *t) {
 }
 
 /* Runs one data set; ONNX_RUN_OK only when every graph output matches. */
-static OnnxRunStatus run_dataset(const Onnx__ModelProto *m, int op, const char *dir, int perturb,
-                                 char *why, size_t whylen) {
+static OnnxRunStatus run_dataset(const Onnx__ModelProto *m, int op, const char *dir, int perturb, char *why,
+                                 size_t whylen) {
   const Onnx__GraphProto *g = m->graph;
   const Onnx__NodeProto *node = g->node[0];
   DataSet ds;
@@ -187,29 +173,24 @@ static OnnxRunStatus run_dataset(const Onnx__ModelProto *m, int op, const char *
   OnnxRunStatus st = ONNX_RUN_ERROR;
   OnnxTensor init[ONNX_MAX_IO];
   size_t ninit = 0;
-  if (dataset_load(dir, g, &ds, why, whylen))
-    goto done;
+  if (dataset_load(dir, g, &ds, why, whylen)) goto done;
   if (node->n_input > ONNX_MAX_IO || node->n_output > ONNX_MAX_IO || g->n_initializer > ONNX_MAX_IO) {
     snprintf(why, whylen, "more than %d node inputs, outputs or initializers", ONNX_MAX_IO);
     goto done;
   }
   for (; ninit < g->n_initializer; ninit++)
-    if (onnx_tensor_from_proto(g->initializer[ninit], &init[ninit], why, whylen))
-      goto done;
+    if (onnx_tensor_from_proto(g->initializer[ninit], &init[ninit], why, whylen)) goto done;
   c.node = node;
   c.opset = node_opset(m, node);
   c.nin = (int)node->n_input;
   c.nout = (int)node->n_output;
   for (int k = 0; k < c.nin; k++) {
     const char *name = node->input[k];
-    if (!name[0])
-      continue; /* an omitted optional input */
+    if (!name[0]) continue; /* an omitted optional input */
     for (size_t j = 0; j < g->n_input && !c.in[k]; j++)
-      if (strcmp(g->input[j]->name, name) == 0)
-        c.in[k] = &ds.in[j];
+      if (strcmp(g->input[j]->name, name) == 0) c.in[k] = &ds.in[j];
     for (size_t j = 0; j < ninit && !c.in[k]; j++)
-      if (strcmp(g->initializer[j]->name, name) == 0)
-        c.in[k] = &init[j];
+      if (strcmp(g->initializer[j]->name, name) == 0) c.in[k] = &init[j];
     if (!c.in[k]) {
       snprintf(why, whylen, "node input '%s' has no data", name);
       goto done;
@@ -220,12 +201,10 @@ static OnnxRunStatus run_dataset(const Onnx__ModelProto *m, int op, const char *
     snprintf(why, whylen, "%s", c.why);
     goto done;
   }
-  for (int k = 0; perturb && k < c.nout; k++)
-    perturb_last(&c.out[k]);
+  for (int k = 0; perturb && k < c.nout; k++) perturb_last(&c.out[k]);
   for (size_t k = 0; k < g->n_output && st == ONNX_RUN_OK; k++) {
     int j = 0;
-    while (j < c.nout && strcmp(node->output[j], g->output[k]->name) != 0)
-      j++;
+    while (j < c.nout && strcmp(node->output[j], g->output[k]->name) != 0) j++;
     if (j == c.nout || (!c.out[j].f && !c.out[j].i)) {
       snprintf(why, whylen, "output '%s' not produced", g->output[k]->name);
       st = ONNX_RUN_ERROR;
@@ -234,10 +213,8 @@ static OnnxRunStatus run_dataset(const Onnx__ModelProto *m, int op, const char *
     }
   }
 done:
-  for (int k = 0; k < c.nout; k++)
-    onnx_tensor_free(&c.out[k]);
-  for (size_t k = 0; k < ninit; k++)
-    onnx_tensor_free(&init[k]);
+  for (int k = 0; k < c.nout; k++) onnx_tensor_free(&c.out[k]);
+  for (size_t k = 0; k < ninit; k++) onnx_tensor_free(&init[k]);
   dataset_free(&ds);
   return st;
 }
@@ -246,11 +223,9 @@ done:
  * is not a case (not a single node of a covered op). */
 static int run_case(const char *root, const char *name, int perturb, CaseResult *r) {
   char path[1024], why[256] = "";
-  if (make_path(path, sizeof path, "%s/%s/model.onnx", root, name))
-    return 0;
+  if (make_path(path, sizeof path, "%s/%s/model.onnx", root, name)) return 0;
   Onnx__ModelProto *m = onnx_model_read(path, why, sizeof why);
-  if (!m)
-    return 0; /* not a test directory */
+  if (!m) return 0; /* not a test directory */
   int op = m->graph->n_node == 1 ? op_index(m->graph->node[0]->op_type) : -1;
   if (op < 0) {
     onnx__model_proto__free_unpacked(m, NULL);
@@ -262,12 +237,11 @@ static int run_case(const char *root, const char *name, int perturb, CaseResult 
   int nsets = 0;
   for (;; nsets++) {
     struct stat sb;
-    if (make_path(path, sizeof path, "%s/%s/test_data_set_%d", root, name, nsets) ||
-        stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (make_path(path, sizeof path, "%s/%s/test_data_set_%d", root, name, nsets) || stat(path, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode))
       break;
     r->st = run_dataset(m, op, path, perturb, why, sizeof why);
-    if (r->st != ONNX_RUN_OK)
-      break;
+    if (r->st != ONNX_RUN_OK) break;
   }
   if (nsets == 0 && r->st == ONNX_RUN_OK) {
     r->st = ONNX_RUN_ERROR;
@@ -280,29 +254,22 @@ static int run_case(const char *root, const char *name, int perturb, CaseResult 
 
 static void print_summary(const CaseResult *res, int nres) {
   int count[64][3] = {{0}};
-  for (int k = 0; k < nres; k++)
-    count[res[k].op][res[k].st]++;
+  for (int k = 0; k < nres; k++) count[res[k].op][res[k].st]++;
   printf("\n%-26s %6s %6s %7s\n", "op", "passed", "failed", "skipped");
   int tot[3] = {0};
   for (int op = 0; op < ONNX_NOPS; op++) {
-    printf("%-26s %6d %6d %7d\n", ONNX_OPS[op].op_type, count[op][ONNX_RUN_OK],
-           count[op][ONNX_RUN_ERROR], count[op][ONNX_RUN_SKIP]);
-    for (int s = 0; s < 3; s++)
-      tot[s] += count[op][s];
+    printf("%-26s %6d %6d %7d\n", ONNX_OPS[op].op_type, count[op][ONNX_RUN_OK], count[op][ONNX_RUN_ERROR],
+           count[op][ONNX_RUN_SKIP]);
+    for (int s = 0; s < 3; s++) tot[s] += count[op][s];
   }
   printf("%-26s %6d %6d %7d\n", "total", tot[ONNX_RUN_OK], tot[ONNX_RUN_ERROR], tot[ONNX_RUN_SKIP]);
-  if (tot[ONNX_RUN_SKIP])
-    printf("\nskipped:\n");
+  if (tot[ONNX_RUN_SKIP]) printf("\nskipped:\n");
   for (int k = 0; k < nres; k++)
-    if (res[k].st == ONNX_RUN_SKIP)
-      printf("  %-52s %s\n", res[k].name, res[k].why);
-  if (tot[ONNX_RUN_ERROR])
-    printf("\nfailed:\n");
+    if (res[k].st == ONNX_RUN_SKIP) printf("  %-52s %s\n", res[k].name, res[k].why);
+  if (tot[ONNX_RUN_ERROR]) printf("\nfailed:\n");
   for (int k = 0; k < nres; k++)
-    if (res[k].st == ONNX_RUN_ERROR)
-      printf("  %-52s %s\n", res[k].name, res[k].why);
-  printf("\n%d passed, %d failed, %d skipped\n", tot[ONNX_RUN_OK], tot[ONNX_RUN_ERROR],
-         tot[ONNX_RUN_SKIP]);
+    if (res[k].st == ONNX_RUN_ERROR) printf("  %-52s %s\n", res[k].name, res[k].why);
+  printf("\n%d passed, %d failed, %d skipped\n", tot[ONNX_RUN_OK], tot[ONNX_RUN_ERROR], tot[ONNX_RUN_SKIP]);
 }
 
 int main(int argc, char **argv) {
@@ -317,29 +284,24 @@ int main(int argc, char **argv) {
   size_t nnames = 0, cap = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (e->d_name[0] == '.')
-      continue;
+    if (e->d_name[0] == '.') continue;
     if (nnames == cap) {
       cap = cap ? 2 * cap : 256;
       char **grown = realloc(names, cap * sizeof *names);
-      if (!grown)
-        break;
+      if (!grown) break;
       names = grown;
     }
-    if (!(names[nnames] = strdup(e->d_name)))
-      break;
+    if (!(names[nnames] = strdup(e->d_name))) break;
     nnames++;
   }
   closedir(d);
-  if (nnames)
-    qsort(names, nnames, sizeof *names, cmp_str);
+  if (nnames) qsort(names, nnames, sizeof *names, cmp_str);
 
   CaseResult *res = calloc(MAX_CASES, sizeof *res);
   int nres = 0, rc = 0;
   static const char *const LABEL[] = {"PASS", "SKIP", "FAIL"};
   for (size_t k = 0; res && k < nnames && nres < MAX_CASES; k++) {
-    if (!run_case(root, names[k], perturb, &res[nres]))
-      continue;
+    if (!run_case(root, names[k], perturb, &res[nres])) continue;
     const CaseResult *r = &res[nres++];
     printf("%s %-52s %s\n", LABEL[r->st], r->name, r->st == ONNX_RUN_OK ? "" : r->why);
   }
@@ -360,11 +322,9 @@ int main(int argc, char **argv) {
   } else {
     print_summary(res, nres);
     for (int k = 0; k < nres; k++)
-      if (res[k].st == ONNX_RUN_ERROR)
-        rc = 1;
+      if (res[k].st == ONNX_RUN_ERROR) rc = 1;
   }
-  for (size_t k = 0; k < nnames; k++)
-    free(names[k]);
+  for (size_t k = 0; k < nnames; k++) free(names[k]);
   free(names);
   free(res);
   return rc;

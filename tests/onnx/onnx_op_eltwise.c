@@ -8,26 +8,20 @@
 #include "rt_ref.h"
 
 OnnxRunStatus onnx_op_relu(OnnxCase *c) {
-  if (onnx_case_unknown_attr(c, (const char *const[]){NULL}))
-    return c->status;
+  if (onnx_case_unknown_attr(c, (const char *const[]){NULL})) return c->status;
   const OnnxTensor *x = onnx_case_float_in(c, 0);
-  if (!x || onnx_case_out_f(c, 0, x->ndim, x->dims))
-    return c->status;
+  if (!x || onnx_case_out_f(c, 0, x->ndim, x->dims)) return c->status;
   return onnx_case_kernel(c, rt_ref_relu_fwd((int64_t)x->n, x->f, c->out[0].f), "rt_ref_relu_fwd");
 }
 
 OnnxRunStatus onnx_op_add(OnnxCase *c) {
-  if (onnx_case_unknown_attr(c, (const char *const[]){NULL}))
-    return c->status;
+  if (onnx_case_unknown_attr(c, (const char *const[]){NULL})) return c->status;
   const OnnxTensor *a, *b;
-  if (!(a = onnx_case_float_in(c, 0)) || !(b = onnx_case_float_in(c, 1)))
-    return c->status;
+  if (!(a = onnx_case_float_in(c, 0)) || !(b = onnx_case_float_in(c, 1))) return c->status;
   int nd;
   int64_t dims[ONNX_MAX_DIMS];
-  if (onnx_shape_broadcast(a, b, &nd, dims))
-    return onnx_case_error(c, "shapes do not broadcast");
-  if (onnx_case_out_f(c, 0, nd, dims))
-    return c->status;
+  if (onnx_shape_broadcast(a, b, &nd, dims)) return onnx_case_error(c, "shapes do not broadcast");
+  if (onnx_case_out_f(c, 0, nd, dims)) return c->status;
   int64_t n = (int64_t)c->out[0].n;
   float *ea = malloc((size_t)(n ? n : 1) * sizeof *ea);
   float *eb = malloc((size_t)(n ? n : 1) * sizeof *eb);

@@ -16,20 +16,16 @@
 
 OnnxRunStatus onnx_op_momentum(OnnxCase *c) {
   static const char *const KNOWN[] = {"alpha", "beta", "mode", "norm_coefficient", NULL};
-  if (onnx_case_unknown_attr(c, KNOWN))
-    return c->status;
+  if (onnx_case_unknown_attr(c, KNOWN)) return c->status;
   if (c->nin < 5 || (c->nin - 2) % 3 != 0 || c->nout != 2 * ((c->nin - 2) / 3))
     return onnx_case_error(c, "want R, T, then X, G, V groups");
   const OnnxTensor *R = onnx_case_float_in(c, 0), *T = c->in[1];
-  if (!R)
-    return c->status;
-  if (!T || !T->i || T->n != 1 || R->n != 1)
-    return onnx_case_error(c, "R and T must be scalars, T an integer");
+  if (!R) return c->status;
+  if (!T || !T->i || T->n != 1 || R->n != 1) return onnx_case_error(c, "R and T must be scalars, T an integer");
   char mode[16];
   onnx_attr_string(c->node, "mode", "standard", mode, sizeof mode);
   int nesterov = strcmp(mode, "nesterov") == 0;
-  if (!nesterov && strcmp(mode, "standard") != 0)
-    return onnx_case_error(c, "unknown mode '%s'", mode);
+  if (!nesterov && strcmp(mode, "standard") != 0) return onnx_case_error(c, "unknown mode '%s'", mode);
   float beta = T->i[0] > 0 ? onnx_attr_float(c->node, "beta", 0.0f) : 1.0f;
   RtRefSgd o = {R->f[0], onnx_attr_float(c->node, "alpha", 0.0f), 1.0f - beta,
                 onnx_attr_float(c->node, "norm_coefficient", 0.0f), nesterov};
@@ -40,17 +36,13 @@ OnnxRunStatus onnx_op_momentum(OnnxCase *c) {
     if (!(X = onnx_case_float_in(c, 2 + k)) || !(G = onnx_case_float_in(c, 2 + n + k)) ||
         !(V = onnx_case_float_in(c, 2 + 2 * n + k)))
       return c->status;
-    if (G->n != X->n || V->n != X->n)
-      return onnx_case_error(c, "X, G, V sizes differ in group %d", k);
-    if (onnx_case_out_f(c, k, X->ndim, X->dims) || onnx_case_out_f(c, n + k, V->ndim, V->dims))
-      return c->status;
+    if (G->n != X->n || V->n != X->n) return onnx_case_error(c, "X, G, V sizes differ in group %d", k);
+    if (onnx_case_out_f(c, k, X->ndim, X->dims) || onnx_case_out_f(c, n + k, V->ndim, V->dims)) return c->status;
     memcpy(c->out[k].f, X->f, X->n * sizeof *X->f);
     memcpy(c->out[n + k].f, V->f, V->n * sizeof *V->f);
-    OnnxRunStatus st = onnx_case_kernel(
-        c, rt_ref_sgd_update((int64_t)X->n, c->out[k].f, G->f, c->out[n + k].f, &o, 0),
-        "rt_ref_sgd_update");
-    if (st != ONNX_RUN_OK)
-      return st;
+    OnnxRunStatus st = onnx_case_kernel(c, rt_ref_sgd_update((int64_t)X->n, c->out[k].f, G->f, c->out[n + k].f, &o, 0),
+                                        "rt_ref_sgd_update");
+    if (st != ONNX_RUN_OK) return st;
   }
   return ONNX_RUN_OK;
 }

@@ -4,16 +4,11 @@
 #include "onnx_case.h"
 
 const OnnxOp ONNX_OPS[] = {
-    {"Conv", onnx_op_conv},
-    {"BatchNormalization", onnx_op_batchnorm},
-    {"Relu", onnx_op_relu},
-    {"MaxPool", onnx_op_maxpool},
-    {"AveragePool", onnx_op_avgpool},
-    {"GlobalAveragePool", onnx_op_global_avgpool},
-    {"Gemm", onnx_op_gemm},
-    {"Add", onnx_op_add},
-    {"Softmax", onnx_op_softmax},
-    {"SoftmaxCrossEntropyLoss", onnx_op_sce},
+    {"Conv", onnx_op_conv},           {"BatchNormalization", onnx_op_batchnorm},
+    {"Relu", onnx_op_relu},           {"MaxPool", onnx_op_maxpool},
+    {"AveragePool", onnx_op_avgpool}, {"GlobalAveragePool", onnx_op_global_avgpool},
+    {"Gemm", onnx_op_gemm},           {"Add", onnx_op_add},
+    {"Softmax", onnx_op_softmax},     {"SoftmaxCrossEntropyLoss", onnx_op_sce},
     {"Momentum", onnx_op_momentum},
 };
 

@@ -46,8 +46,7 @@ float onnx_attr_float(const Onnx__NodeProto *node, const char *name, float def);
 /* The list's length (0 when absent) and its values in *vals. */
 size_t onnx_attr_ints(const Onnx__NodeProto *node, const char *name, const int64_t **vals);
 /* Copies the string attribute (or def) into buf, NUL-terminated. */
-const char *onnx_attr_string(const Onnx__NodeProto *node, const char *name, const char *def,
-                             char *buf, size_t buflen);
+const char *onnx_attr_string(const Onnx__NodeProto *node, const char *name, const char *def, char *buf, size_t buflen);
 /* The first attribute not in the NULL-terminated list known, or NULL. */
 const char *onnx_attr_unknown(const Onnx__NodeProto *node, const char *const *known);
 

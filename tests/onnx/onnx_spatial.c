@@ -13,16 +13,13 @@
 static int read_list(OnnxCase *c, const char *name, int nsp, int def, int *vals) {
   const int64_t *v;
   size_t n = onnx_attr_ints(c->node, name, &v);
-  for (int d = 0; d < nsp; d++)
-    vals[d] = def;
-  if (n == 0)
-    return 0;
+  for (int d = 0; d < nsp; d++) vals[d] = def;
+  if (n == 0) return 0;
   if ((int)n != nsp) {
     onnx_case_error(c, "%s has %zu entries, want %d", name, n, nsp);
     return -1;
   }
-  for (int d = 0; d < nsp; d++)
-    vals[d] = (int)v[d];
+  for (int d = 0; d < nsp; d++) vals[d] = (int)v[d];
   return 0;
 }
 
@@ -34,22 +31,18 @@ int onnx_spatial_read(OnnxCase *c, const OnnxTensor *x, const int64_t *kernel, O
   }
   int k[2], s[2], d[2], p[4], in[2];
   if (kernel) {
-    for (int a = 0; a < nsp; a++)
-      k[a] = (int)kernel[a];
+    for (int a = 0; a < nsp; a++) k[a] = (int)kernel[a];
   } else {
     const int64_t *v;
     if ((int)onnx_attr_ints(c->node, "kernel_shape", &v) != nsp) {
       onnx_case_error(c, "kernel_shape missing or of the wrong length");
       return -1;
     }
-    for (int a = 0; a < nsp; a++)
-      k[a] = (int)v[a];
+    for (int a = 0; a < nsp; a++) k[a] = (int)v[a];
   }
-  if (read_list(c, "strides", nsp, 1, s) || read_list(c, "dilations", nsp, 1, d) ||
-      read_list(c, "pads", 2 * nsp, 0, p))
+  if (read_list(c, "strides", nsp, 1, s) || read_list(c, "dilations", nsp, 1, d) || read_list(c, "pads", 2 * nsp, 0, p))
     return -1;
-  for (int a = 0; a < nsp; a++)
-    in[a] = (int)x->dims[2 + a];
+  for (int a = 0; a < nsp; a++) in[a] = (int)x->dims[2 + a];
 
   char mode[32];
   onnx_attr_string(c->node, "auto_pad", "NOTSET", mode, sizeof mode);
@@ -59,8 +52,7 @@ int onnx_spatial_read(OnnxCase *c, const OnnxTensor *x, const int64_t *kernel, O
     for (int a = 0; a < nsp; a++) {
       int out = (in[a] + s[a] - 1) / s[a];
       int total = (out - 1) * s[a] + (k[a] - 1) * d[a] + 1 - in[a];
-      if (total < 0)
-        total = 0;
+      if (total < 0) total = 0;
       int small = total / 2, big = total - small;
       int upper = strcmp(mode, "SAME_UPPER") == 0;
       p[a] = upper ? small : big;

@@ -31,9 +31,7 @@ static inline float rng_uniform(float lo, float hi) {
 }
 
 /* Integer in [lo, hi]. */
-static inline int rng_int(int lo, int hi) {
-  return lo + (int)(rng_u32() % (uint32_t)(hi - lo + 1));
-}
+static inline int rng_int(int lo, int hi) { return lo + (int)(rng_u32() % (uint32_t)(hi - lo + 1)); }
 
 static inline float *rand_array(int64_t n, float lo, float hi) {
   float *a = malloc(sizeof *a * (size_t)(n > 0 ? n : 1));
@@ -41,15 +39,12 @@ static inline float *rand_array(int64_t n, float lo, float hi) {
   return a;
 }
 
-static inline float *zero_array(int64_t n) {
-  return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-}
+static inline float *zero_array(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
 
 /* got vs want: |got - want| <= rtol * max(1e-3, max|want|) + atol/elementwise
  * slack; one CHECK, with the first few disagreements and the largest
  * difference printed when it fails. */
-static inline int compare_arrays(const char *what, const float *got,
-                                 const float *want, int64_t n, double rtol) {
+static inline int compare_arrays(const char *what, const float *got, const float *want, int64_t n, double rtol) {
   double scale = 1e-3, worst = 0;
   int64_t worst_i = 0, bad = 0;
   for (int64_t i = 0; i < n; i++)
@@ -57,15 +52,13 @@ static inline int compare_arrays(const char *what, const float *got,
   for (int64_t i = 0; i < n; i++) {
     double d = fabs((double)got[i] - want[i]);
     if (!(d <= rtol * scale)) {
-      if (bad < 4)
-        fprintf(stderr, "  %s[%lld]: got %.9g want %.9g\n", what, (long long)i,
-                got[i], want[i]);
+      if (bad < 4) fprintf(stderr, "  %s[%lld]: got %.9g want %.9g\n", what, (long long)i, got[i], want[i]);
       bad++;
     }
     if (d > worst || d != d) worst = d, worst_i = i;
   }
-  CHECK(bad == 0, "%s: %lld of %lld differ; largest diff %.3g at %lld (scale %.3g)",
-        what, (long long)bad, (long long)n, worst, (long long)worst_i, scale);
+  CHECK(bad == 0, "%s: %lld of %lld differ; largest diff %.3g at %lld (scale %.3g)", what, (long long)bad, (long long)n,
+        worst, (long long)worst_i, scale);
   return bad == 0;
 }
 
@@ -79,10 +72,8 @@ static inline double weighted_sum(const float *y, const float *r, int64_t ny) {
 
 /* Checks grad (dL/dx, from the backward with dy = r) against central
  * differences of fwd at up to `samples` indices of x (x is restored). */
-static inline int grad_check(const char *what, FwdFn fwd, void *ctx, float *x,
-                             int64_t nx, int64_t ny, const float *r,
-                             const float *grad, float eps, double tol,
-                             int samples) {
+static inline int grad_check(const char *what, FwdFn fwd, void *ctx, float *x, int64_t nx, int64_t ny, const float *r,
+                             const float *grad, float eps, double tol, int samples) {
   float *y = malloc(sizeof *y * (size_t)ny);
   double gscale = 1e-3;
   for (int64_t i = 0; i < nx; i++)
@@ -103,14 +94,11 @@ static inline int grad_check(const char *what, FwdFn fwd, void *ctx, float *x,
     double d = fabs(num - grad[j]);
     if (d > worst) worst = d;
     if (!(d <= tol * gscale)) {
-      if (bad < 4)
-        fprintf(stderr, "  %s: d/dx[%lld] analytic %.7g numeric %.7g\n", what,
-                (long long)j, grad[j], num);
+      if (bad < 4) fprintf(stderr, "  %s: d/dx[%lld] analytic %.7g numeric %.7g\n", what, (long long)j, grad[j], num);
       bad++;
     }
   }
-  CHECK(bad == 0, "%s: %d of %d gradient samples off; largest diff %.3g (scale %.3g)",
-        what, bad, count, worst, gscale);
+  CHECK(bad == 0, "%s: %d of %d gradient samples off; largest diff %.3g (scale %.3g)", what, bad, count, worst, gscale);
   free(y);
   return bad == 0;
 }

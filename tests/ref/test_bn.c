@@ -15,15 +15,13 @@ static void hand_case(void) {
   CHECK_CLOSE(si[0], 1 / sqrt(1.25 + 1e-5), 1e-6, "save_invstd");
   CHECK_CLOSE(rm[0], 0.25, 1e-7, "running_mean");
   CHECK_CLOSE(rv[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-6, "running_var (unbiased)");
-  for (int i = 0; i < 4; i++)
-    CHECK_CLOSE(y[i], 2 * (x[i] - 2.5) / sqrt(1.25 + 1e-5) + 0.5, 1e-6, "hand y");
+  for (int i = 0; i < 4; i++) CHECK_CLOSE(y[i], 2 * (x[i] - 2.5) / sqrt(1.25 + 1e-5) + 0.5, 1e-6, "hand y");
   float yi[4];
   CHECK(rt_ref_batchnorm_fwd_infer(&xs, x, gamma, beta, rm, rv, 1e-5f, yi) == 0, "infer");
-  for (int i = 0; i < 4; i++)
-    CHECK_CLOSE(yi[i], 2 * (x[i] - rm[0]) / sqrt(rv[0] + 1e-5) + 0.5, 1e-6, "infer y");
+  for (int i = 0; i < 4; i++) CHECK_CLOSE(yi[i], 2 * (x[i] - rm[0]) / sqrt(rv[0] + 1e-5) + 0.5, 1e-6, "infer y");
   RtRefAct one = {1, 1, 1, 1, RT_REF_NCHW};
-  CHECK(rt_ref_batchnorm_fwd_train(&one, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, sm, si) ==
-            RT_REF_ESHAPE, "a single value has no unbiased variance");
+  CHECK(rt_ref_batchnorm_fwd_train(&one, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, sm, si) == RT_REF_ESHAPE,
+        "a single value has no unbiased variance");
 }
 
 /* Training forward against a double-precision computation here. */
@@ -102,8 +100,8 @@ typedef struct BnCtx {
 
 static void bn_as_fn(void *vc, const float *v, float *y) {
   BnCtx *c = vc;
-  rt_ref_batchnorm_fwd_train(&c->xs, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->g,
-                             c->wrt == 2 ? v : c->b, y, NULL, NULL, 0.1f, 1e-5f, NULL, NULL);
+  rt_ref_batchnorm_fwd_train(&c->xs, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->g, c->wrt == 2 ? v : c->b, y, NULL,
+                             NULL, 0.1f, 1e-5f, NULL, NULL);
 }
 
 static void grad(RtRefLayout layout) {

@@ -11,8 +11,7 @@ typedef struct Case {
 
 static const Case CASES[] = {
     /* N  C  H   W  K  R  S sh sw pt pl pb pr dh dw g */
-    {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-    {1, 4, 8, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},
+    {2, 3, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   {1, 4, 8, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},
     {2, 8, 6, 6, 8, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1},   /* pointwise */
     {2, 8, 7, 5, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1},   /* 1x1 stride 2 */
     {1, 3, 15, 13, 5, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1}, /* stem-like 7x7 */
@@ -24,8 +23,8 @@ static const Case CASES[] = {
     {1, 2, 4, 4, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1},   /* kernel > input */
 };
 
-static void shapes(const Case *c, RtRefLayout al, RtRefLayout fl, RtRefAct *xs,
-                   RtRefFilter *wf, RtRefConvParam *p, RtRefAct *ys) {
+static void shapes(const Case *c, RtRefLayout al, RtRefLayout fl, RtRefAct *xs, RtRefFilter *wf, RtRefConvParam *p,
+                   RtRefAct *ys) {
   *xs = (RtRefAct){c->N, c->C, c->H, c->W, al};
   *wf = (RtRefFilter){c->K, c->C / c->groups, c->R, c->S, fl};
   *p = (RtRefConvParam){c->sh, c->sw, c->pt, c->pl, c->pb, c->pr, c->dh, c->dw, c->groups};
@@ -34,8 +33,7 @@ static void shapes(const Case *c, RtRefLayout al, RtRefLayout fl, RtRefAct *xs,
 }
 
 /* Fast kernels against the oracle for one case and layout pair. */
-static void fast_vs_naive(const Case *c, RtRefLayout al, RtRefLayout fl,
-                          int own_ws) {
+static void fast_vs_naive(const Case *c, RtRefLayout al, RtRefLayout fl, int own_ws) {
   RtRefAct xs, ys;
   RtRefFilter wf;
   RtRefConvParam p;
@@ -51,10 +49,9 @@ static void fast_vs_naive(const Case *c, RtRefLayout al, RtRefLayout fl,
   int64_t nws = rt_ref_conv2d_workspace(&xs, &wf, &ys, &p);
   float *ws = own_ws ? zero_array(nws) : NULL;
   char what[160];
-  snprintf(what, sizeof what, "conv N%d C%d %dx%d K%d %dx%d s%dx%d p%d,%d,%d,%d d%dx%d g%d %s/%s%s",
-           c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->sh, c->sw, c->pt, c->pl,
-           c->pb, c->pr, c->dh, c->dw, c->groups, al == RT_REF_NHWC ? "NHWC" : "NCHW",
-           fl == RT_REF_KRSC ? "KRSC" : "KCRS", own_ws ? " ws" : "");
+  snprintf(what, sizeof what, "conv N%d C%d %dx%d K%d %dx%d s%dx%d p%d,%d,%d,%d d%dx%d g%d %s/%s%s", c->N, c->C, c->H,
+           c->W, c->K, c->R, c->S, c->sh, c->sw, c->pt, c->pl, c->pb, c->pr, c->dh, c->dw, c->groups,
+           al == RT_REF_NHWC ? "NHWC" : "NCHW", fl == RT_REF_KRSC ? "KRSC" : "KCRS", own_ws ? " ws" : "");
   CHECK(rt_ref_conv2d_fwd_naive(&xs, x, &wf, w, b, &p, &ys, y0) == 0, "%s", what);
   CHECK(rt_ref_conv2d_fwd(&xs, x, &wf, w, b, &p, &ys, y1, ws) == 0, "%s", what);
   CHECK(rt_ref_conv2d_bwd_data_naive(&xs, dx0, &wf, w, &p, &ys, dy) == 0, "%s", what);
@@ -188,8 +185,7 @@ static void bad_shapes(void) {
   float buf[200] = {0};
   RtRefAct wrong = ys;
   wrong.H = 4;
-  CHECK(rt_ref_conv2d_fwd(&xs, buf, &wf, buf, NULL, &p, &wrong, buf, NULL) == RT_REF_ESHAPE,
-        "wrong output shape");
+  CHECK(rt_ref_conv2d_fwd(&xs, buf, &wf, buf, NULL, &p, &wrong, buf, NULL) == RT_REF_ESHAPE, "wrong output shape");
   p.groups = 3; /* 4 channels do not split into 3 groups of 2 */
   CHECK(rt_ref_conv2d_out_shape(&xs, &wf, &p, &ys) == RT_REF_ESHAPE, "groups");
   p.groups = 2;

@@ -48,9 +48,9 @@ static void time_layer(const Layer *l) {
       double d[3] = {t1 - t0, t2 - t1, t3 - t2};
       for (int k = 0; k < 3; k++) best[k] = d[k] < best[k] ? d[k] : best[k];
     }
-    printf("%-28s %s  fwd %6.1f GFLOP/s  bwd_data %6.1f  bwd_weight %6.1f  (%.0f MFLOP each)\n",
-           l->name, i ? "NHWC/KRSC" : "NCHW/KCRS", flop / best[0] * 1e-9, flop / best[1] * 1e-9,
-           flop / best[2] * 1e-9, flop * 1e-6);
+    printf("%-28s %s  fwd %6.1f GFLOP/s  bwd_data %6.1f  bwd_weight %6.1f  (%.0f MFLOP each)\n", l->name,
+           i ? "NHWC/KRSC" : "NCHW/KCRS", flop / best[0] * 1e-9, flop / best[1] * 1e-9, flop / best[2] * 1e-9,
+           flop * 1e-6);
   }
   rt_ref_nhwc_to_nchw(1, l->K, ys[0].H, ys[0].W, y2, y2t);
   compare_arrays(l->name, y2t, y, ny, 1e-5);
@@ -60,12 +60,9 @@ static void time_layer(const Layer *l) {
 
 int main(void) {
   static const Layer layers[] = {
-      {"layer1 3x3 64->64 56x56", 64, 56, 64, 3, 1, 1},
-      {"layer2 3x3 128->128 28x28", 128, 28, 128, 3, 1, 1},
-      {"layer3 3x3 256->256 14x14", 256, 14, 256, 3, 1, 1},
-      {"layer4 3x3 512->512 7x7", 512, 7, 512, 3, 1, 1},
-      {"stem 7x7/2 3->64 224x224", 3, 224, 64, 7, 2, 3},
-      {"layer3 1x1 1024->256 14x14", 1024, 14, 256, 1, 1, 0},
+      {"layer1 3x3 64->64 56x56", 64, 56, 64, 3, 1, 1},     {"layer2 3x3 128->128 28x28", 128, 28, 128, 3, 1, 1},
+      {"layer3 3x3 256->256 14x14", 256, 14, 256, 3, 1, 1}, {"layer4 3x3 512->512 7x7", 512, 7, 512, 3, 1, 1},
+      {"stem 7x7/2 3->64 224x224", 3, 224, 64, 7, 2, 3},    {"layer3 1x1 1024->256 14x14", 1024, 14, 256, 1, 1, 0},
   };
   for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) time_layer(&layers[i]);
   return check_report();

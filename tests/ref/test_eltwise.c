@@ -63,9 +63,7 @@ static void add_as_fn(void *vc, const float *x, float *y) {
     rt_ref_add_fwd(c->n, x, c->other, y);
 }
 
-static void relu_as_fn(void *vc, const float *x, float *y) {
-  rt_ref_relu_fwd(((AddCtx *)vc)->n, x, y);
-}
+static void relu_as_fn(void *vc, const float *x, float *y) { rt_ref_relu_fwd(((AddCtx *)vc)->n, x, y); }
 
 static void grads(void) {
   enum { N = 64 };

@@ -12,12 +12,10 @@ static void transposes(int N, int C, int H, int W) {
   for (int i = 0; i < N; i++)
     for (int c = 0; c < C; c++)
       for (int h = 0; h < H; h++)
-        for (int w = 0; w < W; w++)
-          bad += t[rt_ref_act_index(&b, i, c, h, w)] != x[rt_ref_act_index(&a, i, c, h, w)];
+        for (int w = 0; w < W; w++) bad += t[rt_ref_act_index(&b, i, c, h, w)] != x[rt_ref_act_index(&a, i, c, h, w)];
   CHECK(bad == 0, "nchw -> nhwc %dx%dx%dx%d: %d misplaced", N, C, H, W, bad);
   /* the NHWC index formula, spelled out once here */
-  CHECK(rt_ref_act_index(&b, N - 1, C - 1, H - 1, 0) == (((int64_t)(N - 1) * H + H - 1) * W) * C + C - 1,
-        "nhwc index");
+  CHECK(rt_ref_act_index(&b, N - 1, C - 1, H - 1, 0) == (((int64_t)(N - 1) * H + H - 1) * W) * C + C - 1, "nhwc index");
   rt_ref_nhwc_to_nchw(N, C, H, W, t, back);
   CHECK(memcmp(back, x, sizeof *x * (size_t)n) == 0, "round trip");
   /* filters: KCRS is NCHW-shaped */

@@ -63,8 +63,7 @@ typedef struct LinCtx {
 
 static void linear_as_fn(void *vc, const float *v, float *y) {
   LinCtx *c = vc;
-  rt_ref_linear_fwd(c->M, c->I, c->O, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w,
-                    c->wrt == 2 ? v : c->b, y);
+  rt_ref_linear_fwd(c->M, c->I, c->O, c->wrt == 0 ? v : c->x, c->wrt == 1 ? v : c->w, c->wrt == 2 ? v : c->b, y);
 }
 
 static void grads(void) {

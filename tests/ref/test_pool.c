@@ -21,8 +21,7 @@ static void hand_cases(void) {
   rt_ref_maxpool_fwd(&xs, x, &p, &ys, y, arg);
   const float max_want[4] = {5, 7, 13, 15};
   const int32_t arg_want[4] = {5, 7, 13, 15};
-  for (int i = 0; i < 4; i++)
-    CHECK(y[i] == max_want[i] && arg[i] == arg_want[i], "max[%d] %g at %d", i, y[i], arg[i]);
+  for (int i = 0; i < 4; i++) CHECK(y[i] == max_want[i] && arg[i] == arg_want[i], "max[%d] %g at %d", i, y[i], arg[i]);
   /* avg with padding counted: window at (0,0) covers x[0,1,4,5] of 9 */
   rt_ref_avgpool_fwd(&xs, x, &p, &ys, y);
   const float avg_incl[4] = {10 / 9.0f, 24 / 9.0f, 51 / 9.0f, 90 / 9.0f};
@@ -69,8 +68,8 @@ static void hand_cases(void) {
 }
 
 /* Oracle: visits each tap and asks whether it is in the input / padding. */
-static void oracle(const RtRefAct *xs, const float *x, const RtRefPoolParam *p,
-                   const RtRefAct *ys, float *ymax, float *yavg) {
+static void oracle(const RtRefAct *xs, const float *x, const RtRefPoolParam *p, const RtRefAct *ys, float *ymax,
+                   float *yavg) {
   for (int n = 0; n < xs->N; n++)
     for (int c = 0; c < xs->C; c++)
       for (int oh = 0; oh < ys->H; oh++)
@@ -81,8 +80,7 @@ static void oracle(const RtRefAct *xs, const float *x, const RtRefPoolParam *p,
             for (int s = 0; s < p->S; s++) {
               int ih = oh * p->stride_h - p->pad_top + r * p->dil_h;
               int iw = ow * p->stride_w - p->pad_left + s * p->dil_w;
-              if (ih >= -p->pad_top && ih < xs->H + p->pad_bottom &&
-                  iw >= -p->pad_left && iw < xs->W + p->pad_right)
+              if (ih >= -p->pad_top && ih < xs->H + p->pad_bottom && iw >= -p->pad_left && iw < xs->W + p->pad_right)
                 padded++;
               if (ih < 0 || ih >= xs->H || iw < 0 || iw >= xs->W) continue;
               double v = x[rt_ref_act_index(xs, n, c, ih, iw)];
@@ -99,13 +97,14 @@ static void oracle(const RtRefAct *xs, const float *x, const RtRefPoolParam *p,
 
 static void random_cases(void) {
   for (int t = 0; t < 60; t++) {
-    RtRefPoolParam p = {rng_int(1, 4), rng_int(1, 4), rng_int(1, 3), rng_int(1, 3),
-                        0, 0, 0, 0, 1, 1, t % 3 == 0, t % 2};
+    RtRefPoolParam p = {rng_int(1, 4), rng_int(1, 4), rng_int(1, 3), rng_int(1, 3), 0, 0, 0, 0, 1, 1,
+                        t % 3 == 0,    t % 2};
     /* PyTorch requires pad <= window/2 */
     p.pad_top = rng_int(0, p.R / 2), p.pad_bottom = rng_int(0, p.R / 2);
     p.pad_left = rng_int(0, p.S / 2), p.pad_right = rng_int(0, p.S / 2);
-    RtRefAct xs = {rng_int(1, 2), rng_int(1, 4), rng_int(p.R, p.R + 8),
-                   rng_int(p.S, p.S + 8), t % 2 ? RT_REF_NHWC : RT_REF_NCHW}, ys;
+    RtRefAct xs = {rng_int(1, 2), rng_int(1, 4), rng_int(p.R, p.R + 8), rng_int(p.S, p.S + 8),
+                   t % 2 ? RT_REF_NHWC : RT_REF_NCHW},
+             ys;
     int rc = rt_ref_pool_out_shape(&xs, &p, &ys);
     CHECK(rc == 0, "random shape rc %d", rc);
     if (rc) continue;

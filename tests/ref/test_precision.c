@@ -11,7 +11,11 @@ static float from_bits(uint32_t u) {
 }
 
 static void f16(void) {
-  struct { float f; uint16_t h; const char *what; } cases[] = {
+  struct {
+    float f;
+    uint16_t h;
+    const char *what;
+  } cases[] = {
       {1.0f, 0x3c00, "1"},
       {-2.0f, 0xc000, "-2"},
       {1.0f / 3, 0x3555, "1/3"},
@@ -66,9 +70,7 @@ static void f16(void) {
     float r = rt_ref_f16_to_f32(rt_ref_f32_to_f16(f));
     uint16_t h = rt_ref_f32_to_f16(f);
     float up = rt_ref_f16_to_f32((uint16_t)(h + 1)), dn = rt_ref_f16_to_f32((uint16_t)(h - 1));
-    if ((h & 0x7fff) && (h & 0x7fff) < 0x7bff &&
-        (fabsf(f - r) > fabsf(f - up) || fabsf(f - r) > fabsf(f - dn)))
-      bad++;
+    if ((h & 0x7fff) && (h & 0x7fff) < 0x7bff && (fabsf(f - r) > fabsf(f - up) || fabsf(f - r) > fabsf(f - dn))) bad++;
   }
   CHECK(bad == 0, "f16 nearest: %d values not rounded to the nearest", bad);
   float arr[3] = {1.0f / 3, 65520, 0x1p-25f};
@@ -77,7 +79,11 @@ static void f16(void) {
 }
 
 static void bf16(void) {
-  struct { uint32_t f; uint16_t h; const char *what; } cases[] = {
+  struct {
+    uint32_t f;
+    uint16_t h;
+    const char *what;
+  } cases[] = {
       {0x3f800000, 0x3f80, "1"},
       {0x3eaaaaab, 0x3eab, "1/3"},
       {0x3f808000, 0x3f80, "tie to even (down)"},

@@ -65,8 +65,8 @@ static void grads(float eps) {
   double rowsum = 0;
   for (int j = 0; j < K; j++) rowsum += d1[j];
   CHECK(fabs(rowsum) < 1e-6, "a row of dlogits sums to 0: %g", rowsum);
-  grad_check(eps > 0 ? "softmax_ce (smoothed) dlogits" : "softmax_ce dlogits", ce_as_fn, &c,
-             z, N * K, 1, &dloss, d1, 1e-2f, 1e-3, N * K);
+  grad_check(eps > 0 ? "softmax_ce (smoothed) dlogits" : "softmax_ce dlogits", ce_as_fn, &c, z, N * K, 1, &dloss, d1,
+             1e-2f, 1e-3, N * K);
   free(z), free(p);
 }
 

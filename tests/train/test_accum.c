@@ -193,7 +193,8 @@ static void batchnorm_reference(void) {
                                             {"bn2.running_mean", "bn2.running_var"}};
     for (int j = 0; j < 2; j++) {
       int64_t n = 0, n2 = 0;
-      const float *x = floats(fa, STATS[k][j], &n), *y = floats(fs, STATS[k][j], &n2), *z = floats(f0, STATS[k][j], &n2);
+      const float *x = floats(fa, STATS[k][j], &n), *y = floats(fs, STATS[k][j], &n2),
+                  *z = floats(f0, STATS[k][j], &n2);
       for (int64_t i = 0; x && y && z && i < n; i++) {
         moved += x[i] != z[i];
         double d = fabs(x[i] - y[i]) / (1e-6 + 1e-5 * fabs(y[i]));

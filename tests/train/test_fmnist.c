@@ -74,8 +74,15 @@ int main(int argc, char **argv) {
   if (m) {
     Run run = {.model = model, .test_n_expected = ntest};
     NetTrainResult res;
-    NetTrainConfig cfg = {.data = NET_DATA_IDX, .idx_dir = dir, .train_limit = ntrain, .test_limit = ntest,
-                          .epochs = epochs, .seed = 1, .on_epoch = on_epoch, .user = &run, .result = &res};
+    NetTrainConfig cfg = {.data = NET_DATA_IDX,
+                          .idx_dir = dir,
+                          .train_limit = ntrain,
+                          .test_limit = ntest,
+                          .epochs = epochs,
+                          .seed = 1,
+                          .on_epoch = on_epoch,
+                          .user = &run,
+                          .result = &res};
     st = net_train(m, &cfg);
     CHECK(st == NET_OK, "training %s: %s: %s", model, net_status_name(st), net_last_error());
     int64_t batch = net_batch(m);

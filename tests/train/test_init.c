@@ -59,11 +59,16 @@ static void stats(const float *p, int64_t n, double *mean, double *std, double *
 
 static void test_roles(const IrGraph *g) {
   static const char *const want[][2] = {
-      {"conv1.weight", "conv_weight"},        {"bn1.weight", "batchnorm_weight"},
-      {"bn1.bias", "batchnorm_bias"},         {"bn1.running_mean", "running_mean"},
-      {"bn1.running_var", "running_var"},     {"conv3.weight", "conv_weight"},
-      {"conv3.bias", "conv_bias"},            {"fc.weight", "linear_weight"},
-      {"fc.bias", "linear_bias"},             {"conv2.weight.momentum_buffer", "momentum_buffer"},
+      {"conv1.weight", "conv_weight"},
+      {"bn1.weight", "batchnorm_weight"},
+      {"bn1.bias", "batchnorm_bias"},
+      {"bn1.running_mean", "running_mean"},
+      {"bn1.running_var", "running_var"},
+      {"conv3.weight", "conv_weight"},
+      {"conv3.bias", "conv_bias"},
+      {"fc.weight", "linear_weight"},
+      {"fc.bias", "linear_bias"},
+      {"conv2.weight.momentum_buffer", "momentum_buffer"},
       {"fc.bias.momentum_buffer", "momentum_buffer"},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -85,17 +90,25 @@ static void test_values(const IrGraph *g, RtCpu *x) {
   want = sqrt(2.0 / (16 * 3 * 3));
   CHECK(fabs(std / want - 1) < 0.2, "conv1.weight std %g, want %g", std, want);
 
-  struct { const char *name; double bound; } uni[] = {
-      {"conv3.bias", 1 / sqrt(16 * 9.0)}, {"fc.weight", 1 / sqrt(32.0)}, {"fc.bias", 1 / sqrt(32.0)}};
+  struct {
+    const char *name;
+    double bound;
+  } uni[] = {{"conv3.bias", 1 / sqrt(16 * 9.0)}, {"fc.weight", 1 / sqrt(32.0)}, {"fc.bias", 1 / sqrt(32.0)}};
   for (size_t i = 0; i < 3; i++) {
     v = find(g, uni[i].name);
     stats(rt_cpu_data(x, v), rt_cpu_numel(x, v), &mean, &std, &mx);
-    CHECK(mx <= uni[i].bound && mx > 0.5 * uni[i].bound, "%s: max |x| %g, bound %g", uni[i].name, mx,
-          uni[i].bound);
+    CHECK(mx <= uni[i].bound && mx > 0.5 * uni[i].bound, "%s: max |x| %g, bound %g", uni[i].name, mx, uni[i].bound);
   }
-  struct { const char *name; float value; } exact[] = {
-      {"bn1.weight", 1}, {"bn2.weight", 1}, {"bn1.bias", 0}, {"bn2.running_mean", 0},
-      {"bn2.running_var", 1}, {"conv1.weight.momentum_buffer", 0}, {"fc.weight.momentum_buffer", 0}};
+  struct {
+    const char *name;
+    float value;
+  } exact[] = {{"bn1.weight", 1},
+               {"bn2.weight", 1},
+               {"bn1.bias", 0},
+               {"bn2.running_mean", 0},
+               {"bn2.running_var", 1},
+               {"conv1.weight.momentum_buffer", 0},
+               {"fc.weight.momentum_buffer", 0}};
   for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
     v = find(g, exact[i].name);
     const float *p = rt_cpu_data(x, v);
@@ -142,18 +155,17 @@ static void test_layout(const IrGraph *g) {
   free(kcrs), free(krsc);
 }
 
-static const char *const HAND =
-    "graph hand {\n"
-    "  input %0 x : f32[N,3]\n"
-    "  param @w : f32[2,3]\n"
-    "  param @b.running_mean : f32[2]\n"
-    "  param @lonely.weight : f32[2]\n"
-    "  state @s.weight : f32[2,3]\n"
-    "  %5 = linear(%0, @w, @b.running_mean) : f32[N,2]\n"
-    "  %6 = add(%5, @lonely.weight) : f32[N,2]\n"
-    "  %7 = linear(%0, @s.weight) : f32[N,2]\n"
-    "  output %6, %7\n"
-    "}\n";
+static const char *const HAND = "graph hand {\n"
+                                "  input %0 x : f32[N,3]\n"
+                                "  param @w : f32[2,3]\n"
+                                "  param @b.running_mean : f32[2]\n"
+                                "  param @lonely.weight : f32[2]\n"
+                                "  state @s.weight : f32[2,3]\n"
+                                "  %5 = linear(%0, @w, @b.running_mean) : f32[N,2]\n"
+                                "  %6 = add(%5, @lonely.weight) : f32[N,2]\n"
+                                "  %7 = linear(%0, @s.weight) : f32[N,2]\n"
+                                "  output %6, %7\n"
+                                "}\n";
 
 static void expect_role_error(const IrGraph *g, const char *name, const char *needle) {
   RtInitRole r;

@@ -34,8 +34,7 @@ static NetModel *load(const char *model, uint64_t seed) {
 }
 
 static NetTrainConfig config(const char *checkpoint) {
-  NetTrainConfig c = {.data = NET_DATA_SYNTHETIC, .synthetic_n = 96, .epochs = 3, .seed = 5,
-                      .checkpoint = checkpoint};
+  NetTrainConfig c = {.data = NET_DATA_SYNTHETIC, .synthetic_n = 96, .epochs = 3, .seed = 5, .checkpoint = checkpoint};
   return c;
 }
 
@@ -98,8 +97,7 @@ int main(int argc, char **argv) {
   m = load(model, 1);
   c = config(NULL);
   c.resume = stopped;
-  CHECK(net_train(m, &c) == NET_ERR_ARG && strstr(net_last_error(), "complete"), "finished run: %s",
-        net_last_error());
+  CHECK(net_train(m, &c) == NET_ERR_ARG && strstr(net_last_error(), "complete"), "finished run: %s", net_last_error());
   c = config(NULL);
   c.epochs = 4;
   c.resume = straight;

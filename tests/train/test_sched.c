@@ -17,19 +17,18 @@
 #include "rt_sched.h"
 #include "traintest.h"
 
-static const char *const NET =
-    "network t {\n"
-    "  input image : f32[1, 4, 4]\n"
-    "  input label : i32[]\n"
-    "  flat = flatten(image)\n"
-    "  fc   = linear(flat, 3)\n"
-    "  loss = softmax_cross_entropy(fc, label)\n"
-    "}\n"
-    "train {\n"
-    "  batch     = 2\n"
-    "  optimizer = sgd(lr=%s)\n"
-    "  %s\n"
-    "}\n";
+static const char *const NET = "network t {\n"
+                               "  input image : f32[1, 4, 4]\n"
+                               "  input label : i32[]\n"
+                               "  flat = flatten(image)\n"
+                               "  fc   = linear(flat, 3)\n"
+                               "  loss = softmax_cross_entropy(fc, label)\n"
+                               "}\n"
+                               "train {\n"
+                               "  batch     = 2\n"
+                               "  optimizer = sgd(lr=%s)\n"
+                               "  %s\n"
+                               "}\n";
 
 static IrGraph *lowered(Arena *a, const char *lr, const char *schedule_line) {
   char src[1024];
@@ -54,9 +53,8 @@ static void test_step(Arena *a) {
     return;
   }
   CHECK(s.kind == RT_SCHED_STEP && s.every_steps == 8 && s.warmup_steps == 4, "step fields");
-  static const double want[24] = {0.025, 0.05, 0.075, 0.1,  0.1,   0.1,   0.1,   0.1,
-                                  0.05,  0.05, 0.05,  0.05, 0.05,  0.05,  0.05,  0.05,
-                                  0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.025};
+  static const double want[24] = {0.025, 0.05, 0.075, 0.1,  0.1,   0.1,   0.1,   0.1,   0.05,  0.05,  0.05,  0.05,
+                                  0.05,  0.05, 0.05,  0.05, 0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.025};
   for (int t = 0; t < 24; t++) expect(&s, t, want[t], "step");
   expect(&s, 1000, 0.025, "step past the run");
   expect(&s, -3, 0.025, "step before the run");

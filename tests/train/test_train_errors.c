@@ -18,23 +18,22 @@
 
 enum { SIDE = 4, NTRAIN = 240, NTEST = 60, CLASSES = 3, BATCH = 8 };
 
-static const char *const NET =
-    "network syn {\n"
-    "  input image : f32[1, 4, 4]\n"
-    "  input label : i32[]\n"
-    "  c    = conv2d(image, 4, k=3, p=1, bias=false)\n"
-    "  bn   = batchnorm(c)\n"
-    "  r    = relu(bn)\n"
-    "  flat = flatten(r)\n"
-    "  fc   = linear(flat, 3)\n"
-    "  loss = softmax_cross_entropy(fc, label)\n"
-    "}\n"
-    "train {\n"
-    "  batch     = 8\n"
-    "  %s\n"
-    "  optimizer = sgd(lr=%s, momentum=0.9)\n"
-    "  schedule  = cosine()\n"
-    "}\n";
+static const char *const NET = "network syn {\n"
+                               "  input image : f32[1, 4, 4]\n"
+                               "  input label : i32[]\n"
+                               "  c    = conv2d(image, 4, k=3, p=1, bias=false)\n"
+                               "  bn   = batchnorm(c)\n"
+                               "  r    = relu(bn)\n"
+                               "  flat = flatten(r)\n"
+                               "  fc   = linear(flat, 3)\n"
+                               "  loss = softmax_cross_entropy(fc, label)\n"
+                               "}\n"
+                               "train {\n"
+                               "  batch     = 8\n"
+                               "  %s\n"
+                               "  optimizer = sgd(lr=%s, momentum=0.9)\n"
+                               "  schedule  = cosine()\n"
+                               "}\n";
 
 static char work[2048];
 static uint8_t train_img[NTRAIN * SIDE * SIDE], train_lab[NTRAIN];
@@ -79,9 +78,17 @@ static NetModel *load(const char *path, uint64_t seed, int inference_only) {
 }
 
 static NetTrainConfig cfg_base(NetTrainResult *res) {
-  return (NetTrainConfig){.data = NET_DATA_MEMORY, .images = train_img, .labels = train_lab, .n = NTRAIN,
-                          .test_images = test_img, .test_labels = test_lab, .test_n = NTEST,
-                          .mean = 0.2f, .std = 0.3f, .seed = 5, .result = res};
+  return (NetTrainConfig){.data = NET_DATA_MEMORY,
+                          .images = train_img,
+                          .labels = train_lab,
+                          .n = NTRAIN,
+                          .test_images = test_img,
+                          .test_labels = test_lab,
+                          .test_n = NTEST,
+                          .mean = 0.2f,
+                          .std = 0.3f,
+                          .seed = 5,
+                          .result = res};
 }
 
 /* Loads `path` with `seed`, trains it with cfg (its seed set to `seed`). */
@@ -103,8 +110,8 @@ static void test_learns(const char *syn) {
   NetTrainResult r1, r2, r3;
   NetStatus st = train_fresh(syn, 5, cfg_base(&r1));
   CHECK(st == NET_OK, "synthetic training: %s", net_last_error());
-  printf("synthetic: %lld steps, loss %.4f -> %.4f, accuracy %.3f\n", (long long)r1.steps, r1.loss_first,
-         r1.loss_last, r1.test_accuracy);
+  printf("synthetic: %lld steps, loss %.4f -> %.4f, accuracy %.3f\n", (long long)r1.steps, r1.loss_first, r1.loss_last,
+         r1.test_accuracy);
   CHECK(r1.epochs == 2 && r1.steps == 2 * (NTRAIN / BATCH), "2 epochs of %d steps, got %lld steps", NTRAIN / BATCH,
         (long long)r1.steps);
   CHECK(r1.test_accuracy >= 0.95, "synthetic accuracy %.3f", r1.test_accuracy);
@@ -169,8 +176,7 @@ static void test_errors(const char *syn) {
   NetTrainConfig c = cfg_base(&res);
   c.on_epoch = stop_now, c.user = &calls;
   expect(net_train(m, &c), NET_STOPPED, "stopped", "callback");
-  CHECK(calls == 1 && res.epochs == 1, "stopped after one epoch (%d calls, %lld epochs)", calls,
-        (long long)res.epochs);
+  CHECK(calls == 1 && res.epochs == 1, "stopped after one epoch (%d calls, %lld epochs)", calls, (long long)res.epochs);
 
   /* in memory an image is C*H*W bytes by definition; an IDX set carries its own size */
   c = cfg_base(&res);

@@ -133,8 +133,14 @@ static int count_files(const char *dir) {
   return n;
 }
 
-static const NetTrainState POS = {.step = 3, .epoch = 1, .batch_in_epoch = 2, .epochs = 4, .steps_total = 40,
-                                  .seed = 18446744073709551557ull, .lr = 0.0421875, .accum_steps = 3};
+static const NetTrainState POS = {.step = 3,
+                                  .epoch = 1,
+                                  .batch_in_epoch = 2,
+                                  .epochs = 4,
+                                  .steps_total = 40,
+                                  .seed = 18446744073709551557ull,
+                                  .lr = 0.0421875,
+                                  .accum_steps = 3};
 
 static void test_round_trip(void) {
   NetModel *m = load("models/smallcnn.net", BATCH, 7), *m2 = load("models/smallcnn.net", BATCH, 9);
@@ -151,8 +157,8 @@ static void test_round_trip(void) {
     CHECK(st.step == 3 && st.epoch == 1 && st.batch_in_epoch == 2 && st.epochs == 4 && st.steps_total == 40,
           "position %lld %lld %lld %lld %lld", (long long)st.step, (long long)st.epoch, (long long)st.batch_in_epoch,
           (long long)st.epochs, (long long)st.steps_total);
-    CHECK(st.seed == POS.seed && st.lr == POS.lr && st.batch == BATCH && !st.from_weights, "seed %llu lr %.17g batch %lld",
-          (unsigned long long)st.seed, st.lr, (long long)st.batch);
+    CHECK(st.seed == POS.seed && st.lr == POS.lr && st.batch == BATCH && !st.from_weights,
+          "seed %llu lr %.17g batch %lld", (unsigned long long)st.seed, st.lr, (long long)st.batch);
     CHECK(st.accum_steps == 3, "accumulation %lld batches per step, saved as 3", (long long)st.accum_steps);
     CHECK(strcmp(st.model_name, "smallcnn") == 0 && strlen(st.model_hash) == 64, "model '%s' hash '%s'", st.model_name,
           st.model_hash);
@@ -175,7 +181,11 @@ static void test_resume_exact(void) {
   NetModel *a = load("models/smallcnn.net", BATCH, 7), *b = load("models/smallcnn.net", BATCH, 7);
   NetModel *c = load("models/smallcnn.net", BATCH, 1234);
   if (a && b && c && run_steps(a, 0, STEPS, loss_a) && run_steps(b, 0, STEPS / 2, loss_b)) {
-    NetTrainState st = {.step = STEPS / 2, .batch_in_epoch = STEPS / 2, .epochs = 1, .steps_total = STEPS, .seed = 5,
+    NetTrainState st = {.step = STEPS / 2,
+                        .batch_in_epoch = STEPS / 2,
+                        .epochs = 1,
+                        .steps_total = STEPS,
+                        .seed = 5,
                         .lr = 0.05 * (1.0 - (STEPS / 2 - 1) / (2.0 * STEPS))};
     CHECK(net_checkpoint_save(b, at(work, "half.ckpt"), &st) == NET_OK, "save: %s", net_last_error());
     net_free(b);
@@ -184,7 +194,8 @@ static void test_resume_exact(void) {
     CHECK(net_checkpoint_load(c, at(work, "half.ckpt"), &got) == NET_OK, "load: %s", net_last_error());
     CHECK(got.step == STEPS / 2, "step %lld", (long long)got.step);
     if (run_steps(c, (int)got.step, STEPS, loss_b)) {
-      for (int i = 0; i < STEPS; i++) CHECK(loss_a[i] == loss_b[i], "loss of step %d: %.9g vs %.9g", i, loss_a[i], loss_b[i]);
+      for (int i = 0; i < STEPS; i++)
+        CHECK(loss_a[i] == loss_b[i], "loss of step %d: %.9g vs %.9g", i, loss_a[i], loss_b[i]);
       CHECK(net_weights_save(a, at(work, "full.safetensors")) == NET_OK, "%s", net_last_error());
       CHECK(net_weights_save(c, at(work, "resumed.safetensors")) == NET_OK, "%s", net_last_error());
       CHECK(same_tensors(at(work, "full.safetensors"), at(work, "resumed.safetensors"), 1) > 20,

@@ -21,8 +21,7 @@ static void check_profile(const NetProfile *p, int inference) {
   /* events around every kernel cost a little; gaps in the replay cost a little: same ballpark */
   CHECK(p->kernels_ms < 3 * p->step_ms && p->kernels_ms > 0.2 * p->step_ms, "%s: kernels %g ms vs step %g ms", what,
         p->kernels_ms, p->step_ms);
-  CHECK(p->peak_gbs > 100 && p->peak_tflops > 10, "%s: peaks %g GB/s %g TFLOP/s", what, p->peak_gbs,
-        p->peak_tflops);
+  CHECK(p->peak_gbs > 100 && p->peak_tflops > 10, "%s: peaks %g GB/s %g TFLOP/s", what, p->peak_gbs, p->peak_tflops);
   int convs = 0, fwd = 0, wgrad = 0, last = -1, fc = 0;
   for (int i = 0; i < p->nrows; i++) {
     const NetProfRow *r = &p->rows[i];

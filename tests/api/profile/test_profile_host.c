@@ -66,10 +66,10 @@ static void test_classify(void) {
   NetProfile p;
   fabricate(&p, rows);
   net_profile_classify(&p);
-  static const NetProfKind KIND[NFAKE] = {
-      NET_PROF_CONV_FWD,  NET_PROF_BATCHNORM, NET_PROF_ELEMENTWISE, NET_PROF_CONV_DGRAD,
-      NET_PROF_CONV_WGRAD, NET_PROF_OPTIMIZER, NET_PROF_CAST,      NET_PROF_OTHER,
-      NET_PROF_LINEAR,    NET_PROF_LOSS,      NET_PROF_POOLING,     NET_PROF_BATCHNORM};
+  static const NetProfKind KIND[NFAKE] = {NET_PROF_CONV_FWD,   NET_PROF_BATCHNORM,  NET_PROF_ELEMENTWISE,
+                                          NET_PROF_CONV_DGRAD, NET_PROF_CONV_WGRAD, NET_PROF_OPTIMIZER,
+                                          NET_PROF_CAST,       NET_PROF_OTHER,      NET_PROF_LINEAR,
+                                          NET_PROF_LOSS,       NET_PROF_POOLING,    NET_PROF_BATCHNORM};
   double sum = 0;
   for (int i = 0; i < NFAKE; i++) {
     CHECK(rows[i].kind == KIND[i], "row %d (%s, %s): kind %s, want %s", i, rows[i].op, rows[i].kernel,
@@ -95,8 +95,8 @@ static void test_classify(void) {
   /* no peaks known: shares 0, and still a bound from the times */
   p.peak_tflops = 0, p.peak_gbs = 0;
   net_profile_classify(&p);
-  CHECK(rows[0].peak_share == 0 && rows[0].bound == NET_BOUND_MEMORY, "no peaks: share %g bound %s",
-        rows[0].peak_share, net_profile_bound_name(rows[0].bound));
+  CHECK(rows[0].peak_share == 0 && rows[0].bound == NET_BOUND_MEMORY, "no peaks: share %g bound %s", rows[0].peak_share,
+        net_profile_bound_name(rows[0].bound));
   net_profile_classify(NULL);
 }
 

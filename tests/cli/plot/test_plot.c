@@ -159,7 +159,8 @@ static int run_all(void) {
   plot_fails("blank.jsonl", "\n  \n", "blank.jsonl: the log is empty");
   plot_fails("nosteps.jsonl", "{\"epoch\": 1, \"test_accuracy\": 0.5}\n{\"epoch\": 2, \"test_accuracy\": 0.6}\n",
              "nosteps.jsonl: no step lines");
-  plot_fails("noloss.jsonl", "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"lr\": 0.1}\n", "noloss.jsonl:2: a step line");
+  plot_fails("noloss.jsonl", "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"lr\": 0.1}\n",
+             "noloss.jsonl:2: a step line");
   plot_fails("strloss.jsonl", "{\"step\": 1, \"loss\": \"2.3\"}\n", "strloss.jsonl:1:");
   plot_fails("array.jsonl", "{\"step\": 1, \"loss\": 2.3}\n[1, 2]\n", "array.jsonl:2: not a JSON object");
   plot_fails("badacc.jsonl", "{\"step\": 1, \"loss\": 2.3}\n{\"epoch\": 1, \"test_accuracy\": null}\n",

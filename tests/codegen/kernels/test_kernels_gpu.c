@@ -268,8 +268,8 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
     if (e > worst) worst = e, at = i;
   }
   double tol = dt == IR_DT_F32 || dt == IR_DT_I8 ? 1e-5 : 1e-2;
-  CHECK(worst <= tol, "%s: error %.3g > %.0e at [%lld]: gpu %.9g cpu %.9g (first: gpu %.6g cpu %.6g)", what, worst,
-        tol, (long long)at, device_value(h, dt, at, q8), want[at], device_value(h, dt, 0, q8), want[0]);
+  CHECK(worst <= tol, "%s: error %.3g > %.0e at [%lld]: gpu %.9g cpu %.9g (first: gpu %.6g cpu %.6g)", what, worst, tol,
+        (long long)at, device_value(h, dt, at, q8), want[at], device_value(h, dt, 0, q8), want[0]);
   free(h);
   return worst;
 }
@@ -324,8 +324,8 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const CgKNode *
     if (dt == IR_DT_F16) rt_ref_round_f16(rt_cpu_numel(x, v), rt_cpu_data(x, v), rt_cpu_data(x, v));
     if (dt == IR_DT_BF16) rt_ref_round_bf16(rt_cpu_numel(x, v), rt_cpu_data(x, v), rt_cpu_data(x, v));
   }
-  int linear = k->has_conv && (n->op == IR_OP_LINEAR || n->op == IR_OP_LINEAR_BWD_DATA ||
-                                n->op == IR_OP_LINEAR_BWD_WEIGHT);
+  int linear =
+      k->has_conv && (n->op == IR_OP_LINEAR || n->op == IR_OP_LINEAR_BWD_DATA || n->op == IR_OP_LINEAR_BWD_WEIGHT);
   if (!ok || rc || (k->nlaunch == 0 && !linear)) return;
   if (k->has_conv && k->conv_x.kind == CG_KARG_SCRATCH) { /* folded (s2d.cu): cuDNN's, no stand-in */
     folded++;
@@ -439,8 +439,7 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
     CHECK(ok, "%s", err);
   }
   int fails = check_nfail;
-  for (int i = 0; i < g->nnode && ok; i++)
-    run_node(gp, x, g, i, &k[i], &fn[i * CG_K_MAX_LAUNCH], dev, scratch, name);
+  for (int i = 0; i < g->nnode && ok; i++) run_node(gp, x, g, i, &k[i], &fn[i * CG_K_MAX_LAUNCH], dev, scratch, name);
   if (ok) printf("%-28s %4d nodes on the GPU, %d failed checks\n", name, g->nnode, check_nfail - fails);
   for (int v = 0; v < g->nval; v++)
     if (dev[v]) gp->api->MemFree(dev[v]);
@@ -496,8 +495,7 @@ int main(int argc, char **argv) {
   printf("\n%-28s %6s %6s %10s\n", "op", "nodes", "failed", "worst err");
   for (int op = 0; op < IR_OP_COUNT; op++)
     if (stats[op].nodes)
-      printf("%-28s %6d %6d %10.3g\n", ir_op_info((IrOp)op)->name, stats[op].nodes, stats[op].failed,
-             stats[op].worst);
+      printf("%-28s %6d %6d %10.3g\n", ir_op_info((IrOp)op)->name, stats[op].nodes, stats[op].failed, stats[op].worst);
   printf("folded convolutions (checked by test_gpu_exec, not here): %d\n", folded);
   printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd compared\n", stem_mixed[0],
          stem_mixed[1]);

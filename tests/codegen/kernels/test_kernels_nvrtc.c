@@ -20,14 +20,14 @@
 #include "cg_nvrtc.h"
 
 static char err[1 << 16];
-static int stem_mixed[2]; /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
-static int folded[2];     /* convolutions run folded (s2d.cu): forward, weight gradient */
-static int dbn_nodes;     /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
-static int pool_bn_nodes;  /* maxpool_bn_relu_bwd nodes checked */
-static int pool_win_nodes; /* maxpool_bwd_win nodes checked */
-static int zc_nodes;       /* conv2d_bn_stats nodes writing zc checked */
-static int bn_win_nodes[2]; /* batchnorm_relu_bwd_win nodes checked: gathering pixel by pixel, by cells */
-static int linear_cu;      /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
+static int stem_mixed[2];      /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
+static int folded[2];          /* convolutions run folded (s2d.cu): forward, weight gradient */
+static int dbn_nodes;          /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
+static int pool_bn_nodes;      /* maxpool_bn_relu_bwd nodes checked */
+static int pool_win_nodes;     /* maxpool_bwd_win nodes checked */
+static int zc_nodes;           /* conv2d_bn_stats nodes writing zc checked */
+static int bn_win_nodes[2];    /* batchnorm_relu_bwd_win nodes checked: gathering pixel by pixel, by cells */
+static int linear_cu;          /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
@@ -43,10 +43,10 @@ static void check_dbn(const CgKNode *k, const char *gname, int i) {
   static const struct {
     CgKArgKind kind;
     int index;
-  } BN[CG_KBN_COUNT] = {[CG_KBN_Z] = {CG_KARG_IN, 3},      [CG_KBN_MEAN] = {CG_KARG_IN, 5},
-                        [CG_KBN_INVSTD] = {CG_KARG_IN, 6}, [CG_KBN_GAMMA] = {CG_KARG_IN, 4},
-                        [CG_KBN_BETA] = {CG_KARG_IN, 2},   [CG_KBN_DGAMMA] = {CG_KARG_OUT, 1},
-                        [CG_KBN_DBETA] = {CG_KARG_OUT, 2}, [CG_KBN_ABC] = {CG_KARG_SCRATCH, 0}};
+  } BN[CG_KBN_COUNT] = {
+      [CG_KBN_Z] = {CG_KARG_IN, 3},      [CG_KBN_MEAN] = {CG_KARG_IN, 5},    [CG_KBN_INVSTD] = {CG_KARG_IN, 6},
+      [CG_KBN_GAMMA] = {CG_KARG_IN, 4},  [CG_KBN_BETA] = {CG_KARG_IN, 2},    [CG_KBN_DGAMMA] = {CG_KARG_OUT, 1},
+      [CG_KBN_DBETA] = {CG_KARG_OUT, 2}, [CG_KBN_ABC] = {CG_KARG_SCRATCH, 0}};
   int ok = k->has_conv && k->conv.kind == CG_CONV_BWD_DATA && k->conv.dbn && !k->conv.epilogue &&
            arg_is(&k->conv_x, CG_KARG_OUT, 0) && arg_is(&k->conv_y, CG_KARG_IN, 0) &&
            arg_is(&k->conv_w, CG_KARG_IN, 1) && k->scratch_bytes >= (size_t)12 * k->conv.c;
@@ -64,8 +64,7 @@ static void check_dbn(const CgKNode *k, const char *gname, int i) {
                 arg_is(last, CG_KARG_OUT, 0),
             "%s node %d: %s applies a, b, c to dz in place", gname, i, L->name);
     else
-      CHECK(L->when == CG_K_UNFUSED && !L->before, "%s node %d: %s runs only without cuDNN's dbn", gname, i,
-            L->name);
+      CHECK(L->when == CG_K_UNFUSED && !L->before, "%s node %d: %s runs only without cuDNN's dbn", gname, i, L->name);
   }
   const CgKLaunch *sums = &k->launch[1], *apply = &k->launch[k->nlaunch - 1];
   CHECK(fused == 1 && unfused == 3 && k->launch[0].when == CG_K_FUSED && arg_is(&sums->args[0], CG_KARG_OUT, 0) &&
@@ -115,13 +114,13 @@ static void check_linear(const IrGraph *g, int i, const CgKNode *k, const char *
             d->k == tw->dim[0] && d->r == 1 && d->s == 1 && d->ho == 1 && d->wo == 1 && d->stride[0] == 1 &&
             d->stride[1] == 1 && d->pad[0] == 0 && d->pad[1] == 0 && d->dilation[0] == 1 && d->dilation[1] == 1 &&
             d->groups == 1,
-        "%s node %d: linear as a 1x1 convolution: n%d c%d h%d w%d k%d r%d s%d", gname, i, d->n, d->c, d->h, d->w,
-        d->k, d->r, d->s);
+        "%s node %d: linear as a 1x1 convolution: n%d c%d h%d w%d k%d r%d s%d", gname, i, d->n, d->c, d->h, d->w, d->k,
+        d->r, d->s);
   CHECK(d->dtype == tx->dtype && !d->tf32 && !d->genstats && !d->prologue && !d->epilogue && !d->dbn,
         "%s node %d: the linear op's convolution in %s, nothing fused", gname, i, ir_dtype_name(d->dtype));
   const CgKLaunch *L = &k->launch[0];
-  CHECK(bias ? k->nlaunch == 1 && strstr(L->name, "_bias_") && L->when == CG_K_ALWAYS && !L->before &&
-                   L->nargs == 3 && arg_is(&L->args[0], CG_KARG_OUT, 0) && arg_is(&L->args[1], CG_KARG_IN, 2) &&
+  CHECK(bias ? k->nlaunch == 1 && strstr(L->name, "_bias_") && L->when == CG_K_ALWAYS && !L->before && L->nargs == 3 &&
+                   arg_is(&L->args[0], CG_KARG_OUT, 0) && arg_is(&L->args[1], CG_KARG_IN, 2) &&
                    arg_is(&L->args[2], CG_KARG_OUT, 0) && strstr(k->source, "#define NETC_APPLY_BIAS 1")
              : k->nlaunch == 0,
         "%s node %d: %d launches after the linear op's convolution (bias %d)", gname, i, k->nlaunch, bias);
@@ -163,9 +162,9 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
     CHECK(k->conv.n > 0 && k->conv.c > 0 && k->conv.k > 0 && k->conv.ho > 0 && k->conv.groups >= 1,
           "%s node %d: conv shape", gname, i);
   }
-  int none = (n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA ||
-              (n->op == IR_OP_CONV2D && n->nin == 2)) &&
-             ir_conv_prologue(g, n) < 0;
+  int none =
+      (n->op == IR_OP_CONV2D_BWD_WEIGHT || n->op == IR_OP_CONV2D_BWD_DATA || (n->op == IR_OP_CONV2D && n->nin == 2)) &&
+      ir_conv_prologue(g, n) < 0;
   if (is_linear(n->op)) {
     check_linear(g, i, k, gname);
     none = k->has_conv && !(n->op == IR_OP_LINEAR && n->nin == 3);
@@ -180,8 +179,7 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
               (wgrad ? k->nlaunch == 2 && strstr(k->launch[1].name, "_s2d_dw_") : k->launch[1].before != 0),
           "%s node %d (%s): folded convolution's launches", gname, i, op);
   }
-  CHECK(none && !fold ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op,
-        k->nlaunch);
+  CHECK(none && !fold ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
   CHECK((k->nlaunch > 0) == (k->source != NULL), "%s node %d: source without launches or back", gname, i);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
@@ -202,8 +200,8 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
              arg_is(&L->args[6], CG_KARG_OUT, 1) && k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
              strstr(k->source, "#define NETC_POOL_MAX 1") && strstr(k->source, "#define NETC_POOL_WIN 1");
     for (int a = 0; ok && a < 5; a++) ok = arg_is(&L->args[a], CG_KARG_IN, a);
-    CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics, and writes the winners",
-          gname, i);
+    CHECK(ok, "%s node %d: the max pool recomputes its input from z and the statistics, and writes the winners", gname,
+          i);
   }
   if (n->op == IR_OP_MAXPOOL_BWD_WIN) {
     const CgKLaunch *L = &k->launch[0];
@@ -216,8 +214,8 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
   if (n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) {
     /* sums and apply gather dy by the winners (input 1) */
     const CgKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
-    int cells = k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") &&
-                strstr(k->source, "#define NETC_PBB_APPLY 1");
+    int cells =
+        k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") && strstr(k->source, "#define NETC_PBB_APPLY 1");
     int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], CG_KARG_IN, 0) &&
              arg_is(&sums->args[1], CG_KARG_IN, 1) && arg_is(&apply->args[1], CG_KARG_IN, 1) &&
              arg_is(&apply->args[5], CG_KARG_OUT, 0) && k->source &&
@@ -228,10 +226,10 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU_BWD) {
     const CgKLaunch *arg = &k->launch[0], *gather = &k->launch[1];
-    int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 &&
-             k->source && strstr(k->source, "#define NETC_POOL_BN 1") &&
-             arg_is(&gather->args[0], CG_KARG_IN, 0) && arg_is(&gather->args[1], CG_KARG_SCRATCH, 0) &&
-             arg_is(&gather->args[2], CG_KARG_OUT, 0) && arg_is(&arg->args[5], CG_KARG_SCRATCH, 0);
+    int ok = k->nlaunch == 2 && strstr(arg->name, "_arg_") && arg->nargs == 6 && gather->nargs == 3 && k->source &&
+             strstr(k->source, "#define NETC_POOL_BN 1") && arg_is(&gather->args[0], CG_KARG_IN, 0) &&
+             arg_is(&gather->args[1], CG_KARG_SCRATCH, 0) && arg_is(&gather->args[2], CG_KARG_OUT, 0) &&
+             arg_is(&arg->args[5], CG_KARG_SCRATCH, 0);
     for (int a = 0; ok && a < 5; a++) ok = arg_is(&arg->args[a], CG_KARG_IN, a + 1);
     CHECK(ok, "%s node %d: the max pool backward recomputes y from z and the statistics, then gathers dy", gname, i);
     pool_bn_nodes++;
@@ -285,8 +283,8 @@ static void check_graph(IrGraph *g, const char *name, CgDevice dev) {
       for (int i = 0; i < g->nnode; i++)
         for (int l = 0; l < k[i].nlaunch; l++)
           CHECK(contains(o.image, o.size, k[i].launch[l].name), "%s: cubin lacks %s", name, k[i].launch[l].name);
-      printf("%-28s %4d nodes %4d kernels  %7zu bytes of source  %8zu bytes of cubin\n", name, g->nnode,
-             nkernels, len, o.size);
+      printf("%-28s %4d nodes %4d kernels  %7zu bytes of source  %8zu bytes of cubin\n", name, g->nnode, nkernels, len,
+             o.size);
     }
     cg_nvrtc_out_free(&o);
   }
@@ -350,8 +348,10 @@ int main(int argc, char **argv) {
   CHECK(pool_win_nodes > 0, "no maxpool_bwd_win was emitted");
   CHECK(zc_nodes > 0, "no conv2d_bn_stats writing zc was emitted");
   printf("conv2d_bn_stats writing zc: %d\n", zc_nodes);
-  CHECK(bn_win_nodes[0] > 0 && bn_win_nodes[1] > 0, "batchnorm_relu_bwd_win emitted %d times gathering pixel by "
-        "pixel and %d by cells: want both", bn_win_nodes[0], bn_win_nodes[1]);
+  CHECK(bn_win_nodes[0] > 0 && bn_win_nodes[1] > 0,
+        "batchnorm_relu_bwd_win emitted %d times gathering pixel by "
+        "pixel and %d by cells: want both",
+        bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,

@@ -92,8 +92,8 @@ static void check_emission(const char *what, const IrGraph *g) {
       CHECK(mine && theirs, "%s: the joined text has %s and %s", what, own, s->name);
       if (!mine || !theirs || strcmp(own, s->name) == 0) continue;
       for (int k = 0; k < p.npart; k++)
-        CHECK(!kernel_define(p.part[k].source, own), "%s: %s calls %s yet program %d defines it", what, own,
-              s->name, k);
+        CHECK(!kernel_define(p.part[k].source, own), "%s: %s calls %s yet program %d defines it", what, own, s->name,
+              k);
       static char a[8192], b[8192];
       instantiation(p.source, mine, a, sizeof a);
       instantiation(p.source, theirs, b, sizeof b);

@@ -178,7 +178,8 @@ int main(int argc, char **argv) {
         if (gs->val[v].kind != IR_VAL_PARAM && gs->val[v].kind != IR_VAL_STATE) continue;
         int w = rt_cpu_find(xd, gs->val[v].name);
         total++;
-        same += w >= 0 && memcmp(rt_cpu_data(xs, v), rt_cpu_data(xd, w), sizeof(float) * (size_t)rt_cpu_numel(xs, v)) == 0;
+        same +=
+            w >= 0 && memcmp(rt_cpu_data(xs, v), rt_cpu_data(xd, w), sizeof(float) * (size_t)rt_cpu_numel(xs, v)) == 0;
       }
       CHECK(same == total, "%d of %d params and states equal the static graph's after one step", same, total);
       CHECK(changed_since(xd, gd, before, 1) > 0, "the step updated the weights");

@@ -62,8 +62,8 @@ static void test_cases(void) {
   /* node 1 (side) reads A, writes B; the rest as named */
   static const int side1[] = {0, 1, 0, 0, 0};
   {
-    const R r[5][4] = {{{A, 256, 1}}, {{A, 256, 0}, {B, 256, 1}}, {{C, 256, 1}}, {{A, 256, 0}, {D, 64, 1}},
-                       {{C, 256, 0}}};
+    const R r[5][4] = {
+        {{A, 256, 1}}, {{A, 256, 0}, {B, 256, 1}}, {{C, 256, 1}}, {{A, 256, 0}, {D, 64, 1}}, {{C, 256, 0}}};
     plan_case("disjoint and read/read", 5, r, side1, (const int[]){-1, 5, -1, -1, -1});
   }
   {
@@ -106,8 +106,8 @@ static void test_cases(void) {
     CHECK(rt_gpu_branch_plan(&s, &p) == 0, "plans");
     CHECK(p.join[0] == 3 && p.join[2] == 3 && p.wait_at[3] == 2, "both join at the end, the later one waited for");
     CHECK(p.nside == 2 && p.window_min == 0 && p.window_max == 1 && fabs(p.window_mean - 0.5) < 1e-12 && p.narrow == 2,
-          "window stats: %d side, min %d max %d mean %g narrow %d", p.nside, p.window_min, p.window_max,
-          p.window_mean, p.narrow);
+          "window stats: %d side, min %d max %d mean %g narrow %d", p.nside, p.window_min, p.window_max, p.window_mean,
+          p.narrow);
     CHECK(rt_gpu_branch_wait(&p, 0, 3, -1) == 2 && rt_gpu_branch_wait(&p, 0, 3, 2) == -1 &&
               rt_gpu_branch_wait(&p, 3, 3, -1) == -1 && rt_gpu_branch_wait(&p, 0, 1, -1) == -1,
           "waits: latest joining side node, not twice, not from before the range");
@@ -407,8 +407,7 @@ static void run_row(const char *root, int ri) {
     }
     CHECK(bitwise, "%s %s: %d values differ with the branches on (worst relative %.3g)", r->model, prec, ndiff, worst);
     snprintf(table[ri], sizeof table[ri], "%-20s %s %-8s side nodes %2d  window %5.2f  %s", r->model, prec,
-             r->graph ? "graph" : "launched", side_on, w_on,
-             bitwise ? "bitwise equal" : "DIFFERENT");
+             r->graph ? "graph" : "launched", side_on, w_on, bitwise ? "bitwise equal" : "DIFFERENT");
   }
   for (int v = 0; g && v < g->nval; v++) {
     if (off) free(off[v]);

@@ -172,8 +172,7 @@ static void judge_fused(const char *shape, const char *what, const float *got, c
                         size_t ws_bytes) {
   double rel = rel_error(got, ref, n, NULL);
   int pass = rel < 1e-2; /* false for NaN */
-  printf("%-22s f16  %-26s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", shape, what, rel, pass ? "ok" : "FAIL",
-         ws_bytes);
+  printf("%-22s f16  %-26s rel err %.3e  (tol 1e-02) %s  ws %zu B\n", shape, what, rel, pass ? "ok" : "FAIL", ws_bytes);
   CHECK(pass, "%s %s: relative error %.3e", shape, what, rel);
 }
 
@@ -182,8 +181,8 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, CgConvKind kind) {
   CgConvDesc d = shape_desc(sh, kind, dt);
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   RtRefFilter wf = {d.k, d.c / d.groups, d.r, d.s, RT_REF_KRSC};
-  RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1],
-                      d.dilation[0], d.dilation[1], d.groups};
+  RtRefConvParam p = {d.stride[0], d.stride[1],   d.pad[0],      d.pad[1], d.pad[0],
+                      d.pad[1],    d.dilation[0], d.dilation[1], d.groups};
   int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)wf.K * wf.C * wf.R * wf.S;
   int64_t nout = kind == CG_CONV_FWD ? ny : kind == CG_CONV_BWD_DATA ? nx : nw;
   const char *dtn = dt == IR_DT_F32 ? "f32" : "f16";
@@ -208,14 +207,18 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, CgConvKind kind) {
   }
   CHECK(!s, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
   if (s) goto done;
-  int ok = (kind == CG_CONV_BWD_DATA ? alloc_nan(g, nx, dt, &bx) : upload(g, x, nx, dt, &bx)) &&
-           (kind == CG_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
-           (kind == CG_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
-           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
-           !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err,
-                               sizeof err) &&
-           !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
-           download(g, kind == CG_CONV_FWD ? by : kind == CG_CONV_BWD_DATA ? bx : bw, nout, dt, got);
+  int ok =
+      (kind == CG_CONV_BWD_DATA ? alloc_nan(g, nx, dt, &bx) : upload(g, x, nx, dt, &bx)) &&
+      (kind == CG_CONV_BWD_FILTER ? alloc_nan(g, nw, dt, &bw) : upload(g, w, nw, dt, &bw)) &&
+      (kind == CG_CONV_FWD ? alloc_nan(g, ny, dt, &by) : upload(g, y, ny, dt, &by)) &&
+      (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
+      !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err, sizeof err) &&
+      !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
+      download(g,
+               kind == CG_CONV_FWD        ? by
+               : kind == CG_CONV_BWD_DATA ? bx
+                                          : bw,
+               nout, dt, got);
   CHECK(ok, "%s %s %s: %s", sh->name, dtn, KIND_NAMES[kind], err);
   if (!ok) goto done;
 
@@ -225,8 +228,8 @@ static void check_case(Gpu *g, const Shape *sh, IrDtype dt, CgConvKind kind) {
   int pass = rel < tol; /* false for NaN */
   printf("%-22s %-4s %-10s rel err %.3e  (tol %.0e) %s  ws %zu B\n", sh->name, dtn, KIND_NAMES[kind], rel, tol,
          pass ? "ok" : "FAIL", ws_bytes);
-  CHECK(pass, "%s %s %s: relative error %.3e >= %.0e; largest diff %.4g at %" PRId64 " (got %.6g want %.6g)",
-        sh->name, dtn, KIND_NAMES[kind], rel, tol, worst, at, got[at], ref[at]);
+  CHECK(pass, "%s %s %s: relative error %.3e >= %.0e; largest diff %.4g at %" PRId64 " (got %.6g want %.6g)", sh->name,
+        dtn, KIND_NAMES[kind], rel, tol, worst, at, got[at], ref[at]);
 done:
   if (bx) g->api->MemFree(bx);
   if (bw) g->api->MemFree(bw);
@@ -249,26 +252,26 @@ static void check_genstats(Gpu *g, const Shape *sh) {
   CHECK(x && w && y && st && ref, "out of host memory");
   RtConvPlan *plan = NULL, *plain = NULL;
   size_t ws_bytes = 0, plain_ws = 0;
-  RtCudaStatus s = x && w && y && st && ref ? rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err)
-                                            : RT_CUDA_ENOMEM;
+  RtCudaStatus s =
+      x && w && y && st && ref ? rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err) : RT_CUDA_ENOMEM;
   CHECK(!s, "%s genstats plan: %s", sh->name, err);
   if (s) goto done;
-  int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, w, nw, IR_DT_F16, &bw) &&
-           alloc_nan(g, ny, IR_DT_F16, &by) && alloc_nan(g, 2 * (int64_t)d.k, IR_DT_F32, &bs) &&
+  int ok = upload(g, x, nx, IR_DT_F16, &bx) && upload(g, w, nw, IR_DT_F16, &bw) && alloc_nan(g, ny, IR_DT_F16, &by) &&
+           alloc_nan(g, 2 * (int64_t)d.k, IR_DT_F32, &bs) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
-           !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws},
-                               err, sizeof err) &&
+           !rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws}, err,
+                               sizeof err) &&
            !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
            download(g, by, ny, IR_DT_F16, y) && download(g, bs, 2 * (int64_t)d.k, IR_DT_F32, st);
   CHECK(ok, "%s genstats run: %s", sh->name, err);
   if (!ok) goto done;
-  CHECK(rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err,
-                           sizeof err) == RT_CUDA_EARG,
+  CHECK(rt_cudnn_conv_exec(g->dnn, plan, &(RtConvIo){.x = bx, .w = bw, .y = by, .workspace = ws}, err, sizeof err) ==
+            RT_CUDA_EARG,
         "a GenStats plan ran without its statistics buffer");
   d.genstats = 0;
   CHECK(!rt_cudnn_conv_plan(g->dnn, &d, &plain, &plain_ws, err, sizeof err) && plain != plan &&
-            rt_cudnn_conv_exec(g->dnn, plain, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws},
-                               err, sizeof err) == RT_CUDA_EARG,
+            rt_cudnn_conv_exec(g->dnn, plain, &(RtConvIo){.x = bx, .w = bw, .y = by, .stats = bs, .workspace = ws}, err,
+                               sizeof err) == RT_CUDA_EARG,
         "plain and GenStats plans of %s not told apart", sh->name);
   for (int64_t i = 0; i < ny; i++) {
     int k = (int)(i % d.k);
@@ -411,8 +414,13 @@ static void check_epilogue(Gpu *g, const Shape *sh, int epi) {
                 : alloc_nan(g, nx, IR_DT_F16, &bx) && upload(g, y, ny, IR_DT_F16, &by) &&
                       (!(epi & CG_EPI_RESIDUAL) || upload(g, addend, nout, IR_DT_F16, &ba))) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
-  RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb,
-                 .residual = epi & CG_EPI_RESIDUAL ? (fwd ? be : ba) : 0, .mask = fwd ? 0 : be};
+  RtConvIo io = {.x = bx,
+                 .w = bw,
+                 .y = by,
+                 .workspace = ws,
+                 .esb = bsb,
+                 .residual = epi & CG_EPI_RESIDUAL ? (fwd ? be : ba) : 0,
+                 .mask = fwd ? 0 : be};
   ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
        !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) &&
        download(g, fwd ? by : bx, nout, IR_DT_F16, got);
@@ -489,11 +497,10 @@ static int judge_dbn(Gpu *g, DbnCase *c, RtCudnn *dnn, const char *how, int expe
   CHECK(rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) == RT_CUDA_EARG, "a dbn plan ran with a drelu mask");
   io = c->io;
   float ms = -1;
-  int ok = (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
-           fill_nan(g, io.bn.dgamma, sizeof(float) * (size_t)C) &&
-           fill_nan(g, io.bn.dbeta, sizeof(float) * (size_t)C) &&
-           fill_nan(g, io.bn.abc, 3 * sizeof(float) * (size_t)C) &&
-           fill_nan(g, io.x, elem_bytes(d->dtype) * (size_t)nx);
+  int ok =
+      (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err)) &&
+      fill_nan(g, io.bn.dgamma, sizeof(float) * (size_t)C) && fill_nan(g, io.bn.dbeta, sizeof(float) * (size_t)C) &&
+      fill_nan(g, io.bn.abc, 3 * sizeof(float) * (size_t)C) && fill_nan(g, io.x, elem_bytes(d->dtype) * (size_t)nx);
   io.workspace = ws;
   ok = ok && !rt_cudnn_conv_time(dnn, plan, &io, 1, &ms, err, sizeof err) &&
        !rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) && !rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err) &&
@@ -676,8 +683,12 @@ static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const CgConvDesc *d) {
   float ms = 0;
   for (int i = 0; i < BENCH_WARMUP + BENCH_RUNS; i++) {
     if (i == BENCH_WARMUP && RT_CU(g->api, EventRecord, (b->ev[0], g->stream), "bench", err, sizeof err)) return -1;
-    RtConvIo io = {.x = b->x, .w = b->w, .y = b->y, .stats = d->genstats ? b->stats : 0,
-                   .sb = d->prologue ? b->sb : 0, .workspace = b->ws};
+    RtConvIo io = {.x = b->x,
+                   .w = b->w,
+                   .y = b->y,
+                   .stats = d->genstats ? b->stats : 0,
+                   .sb = d->prologue ? b->sb : 0,
+                   .workspace = b->ws};
     if (rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err)) return -1;
   }
   if (RT_CU(g->api, EventRecord, (b->ev[1], g->stream), "bench", err, sizeof err) ||
@@ -735,7 +746,10 @@ static void bench(Gpu *g, double started, int genstats_only) {
     int tf32 = i == NSHAPES + 1;
     double ms[3], ms_heur[3];
     int n = snprintf(table[rows], sizeof table[rows], "%-22s %-4s %2d", sh->name,
-                     dt == IR_DT_F16 ? "f16" : tf32 ? "tf32" : "f32", sh->count);
+                     dt == IR_DT_F16 ? "f16"
+                     : tf32          ? "tf32"
+                                     : "f32",
+                     sh->count);
     for (int k = 0; k < 3; k++) {
       CgConvDesc d = shape_desc(sh, (CgConvKind)k, dt);
       d.tf32 = tf32;
@@ -786,16 +800,16 @@ static void bench(Gpu *g, double started, int genstats_only) {
            "first)\n",
            BENCH_BATCH);
   if (!genstats_only)
-    printf("%-22s %-4s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur",
-           "dgrad ms TF/s heur", "wgrad ms TF/s heur");
+    printf("%-22s %-4s %2s | %-22s | %-22s | %-22s\n", "shape", "dt", "x", "fwd  ms  TF/s  heur", "dgrad ms TF/s heur",
+           "wgrad ms TF/s heur");
   for (int i = 0; i < rows; i++) printf("%s\n", table[i]);
   double all_ms = total_ms[0] + total_ms[1] + total_ms[2], all_flop = total_flop[0] + total_flop[1] + total_flop[2];
   if (!genstats_only)
     printf("weighted by use (f16 rows): fwd %.2f ms %.1f TF/s, dgrad %.2f ms %.1f TF/s, wgrad %.2f ms %.1f TF/s; "
-         "all convs %.2f ms per step, %.1f TF/s\n",
-         total_ms[0], total_ms[0] > 0 ? total_flop[0] / total_ms[0] * 1e-9 : 0, total_ms[1],
-         total_ms[1] > 0 ? total_flop[1] / total_ms[1] * 1e-9 : 0, total_ms[2],
-         total_ms[2] > 0 ? total_flop[2] / total_ms[2] * 1e-9 : 0, all_ms, all_ms > 0 ? all_flop / all_ms * 1e-9 : 0);
+           "all convs %.2f ms per step, %.1f TF/s\n",
+           total_ms[0], total_ms[0] > 0 ? total_flop[0] / total_ms[0] * 1e-9 : 0, total_ms[1],
+           total_ms[1] > 0 ? total_flop[1] / total_ms[1] * 1e-9 : 0, total_ms[2],
+           total_ms[2] > 0 ? total_flop[2] / total_ms[2] * 1e-9 : 0, all_ms, all_ms > 0 ? all_flop / all_ms * 1e-9 : 0);
 }
 
 int main(int argc, char **argv) {

@@ -55,8 +55,8 @@ static int bench(const char *root, const char *cache, const Bench *b, char *line
     goto done;
   }
   double step = ms / STEPS;
-  snprintf(line, len, "resnet50 %-9s fp16 batch %3lld  %8.3f ms/step  %8.0f images/s  %5.1f GiB  setup %.1f s%s",
-           mode, (long long)b->batch, step, b->batch * 1000.0 / step, rt_gpu_device_bytes(x) / 1073741824.0, t_new,
+  snprintf(line, len, "resnet50 %-9s fp16 batch %3lld  %8.3f ms/step  %8.0f images/s  %5.1f GiB  setup %.1f s%s", mode,
+           (long long)b->batch, step, b->batch * 1000.0 / step, rt_gpu_device_bytes(x) / 1073741824.0, t_new,
            rt_gpu_cache_hit(x) ? " (cubin cached)" : "");
   printf("%s\n", line);
   fflush(stdout);

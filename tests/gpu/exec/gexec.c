@@ -104,8 +104,8 @@ int gexec_write_all(RtGpu *x, const IrGraph *g, void **vals) {
 }
 
 CgDevice gexec_h200(void) {
-  CgDevice d = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9,
-                   .cc_minor = 0};
+  CgDevice d = {
+      .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
   return d;
 }
 
@@ -134,7 +134,7 @@ double gexec_compare(const char *what, const float *got, const float *want, int6
   }
   double rel = n ? worst / scale : 0;
   if (rel > tol)
-    fprintf(stderr, "  %s[%lld]: got %.7g want %.7g (relative error %.3g > %.3g, %lld elements)\n", what,
-            (long long)at, got[at], want[at], rel, tol, (long long)n);
+    fprintf(stderr, "  %s[%lld]: got %.7g want %.7g (relative error %.3g > %.3g, %lld elements)\n", what, (long long)at,
+            got[at], want[at], rel, tol, (long long)n);
   return rel;
 }

@@ -47,14 +47,21 @@ typedef struct Config {
 } Config;
 
 static const Config CONFIGS[] = {
-    {"models/smallcnn.net", 0, IR_DT_F32, 0}, {"models/smallcnn.net", 0, IR_DT_F16, 0},
-    {"models/smallcnn.net", 1, IR_DT_F32, 0}, {"models/smallcnn.net", 1, IR_DT_F16, 0},
-    {"models/resnet20.net", 0, IR_DT_F32, 0}, {"models/resnet20.net", 0, IR_DT_F16, 0},
-    {"models/resnet20.net", 1, IR_DT_F32, 0}, {"models/resnet20.net", 1, IR_DT_F16, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 1}, {"models/resnet20.net", 0, IR_DT_F16, 1},
-    {"models/resnet20.net", 0, IR_DT_F16, 2}, {"models/resnet20.net", 1, IR_DT_F16, 2},
+    {"models/smallcnn.net", 0, IR_DT_F32, 0},
+    {"models/smallcnn.net", 0, IR_DT_F16, 0},
+    {"models/smallcnn.net", 1, IR_DT_F32, 0},
+    {"models/smallcnn.net", 1, IR_DT_F16, 0},
+    {"models/resnet20.net", 0, IR_DT_F32, 0},
+    {"models/resnet20.net", 0, IR_DT_F16, 0},
+    {"models/resnet20.net", 1, IR_DT_F32, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 0},
+    {"models/smallcnn.net", 0, IR_DT_F16, 1},
+    {"models/resnet20.net", 0, IR_DT_F16, 1},
+    {"models/resnet20.net", 0, IR_DT_F16, 2},
+    {"models/resnet20.net", 1, IR_DT_F16, 2},
     {"models/smallcnn.net", 0, IR_DT_F16, 2},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0}, {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -184,8 +191,7 @@ static void run_config(const char *root, int ci) {
   CHECK(init != NULL, "values");
   if (!init) goto done;
   for (int v = 0; v < g->nval; v++)
-    if (init[v])
-      memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+    if (init[v]) memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
   int ok = gexec_write_all(gpu, g, init) == 0;
   CHECK(ok, "seeding the GPU");
   if (!ok) goto done;

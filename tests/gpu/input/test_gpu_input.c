@@ -31,16 +31,17 @@ typedef struct Config {
 /* FashionMNIST's and ImageNet's normalizations, as net_train makes them. */
 #define FM_SCALE (1 / (255 * 0.3530f))
 #define FM_SHIFT (-0.2860f / 0.3530f)
-#define FM {FM_SCALE, FM_SCALE, FM_SCALE}, {FM_SHIFT, FM_SHIFT, FM_SHIFT}
-#define IN                                                                                                             \
+#define FM \
+  {FM_SCALE, FM_SCALE, FM_SCALE}, { FM_SHIFT, FM_SHIFT, FM_SHIFT }
+#define IN \
   {1 / (255 * 0.229f), 1 / (255 * 0.224f), 1 / (255 * 0.225f)}, { -0.485f / 0.229f, -0.456f / 0.224f, -0.406f / 0.225f }
 
 static const Config CONFIGS[] = {
-    {{5, 1, 28, 28, 0, 1, 0, FM}, IR_DT_F32},  /* fmnist, as resnet50_fmnist.net declares its image */
+    {{5, 1, 28, 28, 0, 1, 0, FM}, IR_DT_F32}, /* fmnist, as resnet50_fmnist.net declares its image */
     {{5, 1, 28, 28, 0, 1, 0, FM}, IR_DT_F16},
-    {{4, 3, 7, 9, 0, 3, 0, IN}, IR_DT_F32},    /* a loader's RGB batch into an NCHW image */
-    {{4, 3, 7, 9, 0, 4, 1, IN}, IR_DT_F16},    /* into NHWC padded 3 -> 4 */
-    {{3, 3, 5, 6, 1, 8, 1, IN}, IR_DT_BF16},   /* NHWC bytes, padded 3 -> 8 */
+    {{4, 3, 7, 9, 0, 3, 0, IN}, IR_DT_F32},     /* a loader's RGB batch into an NCHW image */
+    {{4, 3, 7, 9, 0, 4, 1, IN}, IR_DT_F16},     /* into NHWC padded 3 -> 4 */
+    {{3, 3, 5, 6, 1, 8, 1, IN}, IR_DT_BF16},    /* NHWC bytes, padded 3 -> 8 */
     {{6, 784, 1, 1, 0, 784, 0, FM}, IR_DT_F32}, /* a flat [N, F] input */
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0], NBATCH = 3 };
@@ -118,7 +119,7 @@ static RtGpu *input_only(Arena *a, const Config *c, int *v, char *err, size_t er
 }
 
 static float rounded(IrDtype dt, float f) {
-  return dt == IR_DT_F16 ? rt_ref_f16_to_f32(rt_ref_f32_to_f16(f))
+  return dt == IR_DT_F16    ? rt_ref_f16_to_f32(rt_ref_f32_to_f16(f))
          : dt == IR_DT_BF16 ? rt_ref_bf16_to_f32(rt_ref_f32_to_bf16(f))
                             : f;
 }

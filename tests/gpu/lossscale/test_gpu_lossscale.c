@@ -50,8 +50,8 @@ static const char GRAPH[] = "graph ls {\n"
 
 typedef struct Case {
   const char *what;
-  float steps;   /* good steps before the step */
-  int bad_in;    /* the gradient input holding a bad value, or -1 */
+  float steps; /* good steps before the step */
+  int bad_in;  /* the gradient input holding a bad value, or -1 */
   int64_t bad_at;
   float bad;
   float want_scale, want_steps, want_flag;

@@ -37,90 +37,89 @@
 #include "cg_nvrtc.h"
 #include "rt_ref.h"
 
-static const char GRAPH[] =
-    "graph multi {\n"
-    "  input %0 ga : f32[1001]\n"
-    "  input %1 gb : f32[64]\n"
-    "  input %2 gc : f16[8195]\n"
-    "  input %3 gd : f16[5]\n"
-    "  input %4 ge : bf16[333]\n"
-    "  input %5 gf : f32[4099]\n"
-    "  input %6 gg : f32[3]\n"
-    "  input %7 gh : f32[4096]\n"
-    "  input %8 gi : f32[100]\n"
-    "  input %9 gj : f32[17]\n"
-    "  input %10 gk : f32[9000]\n"
-    "  input %11 lr : f32[]\n"
-    "  input %12 skip : f32[]\n"
-    "  input %13 x : f32[77]\n"
-    "  param @a.weight : f32[1001]\n"
-    "  state @a.weight.momentum_buffer : f32[1001]\n"
-    "  param @b.weight : f32[64]\n"
-    "  state @b.weight.momentum_buffer : f32[64]\n"
-    "  param @c.weight : f32[8195]\n"
-    "  state @c.weight.momentum_buffer : f32[8195]\n"
-    "  param @d.weight : f32[5]\n"
-    "  state @d.weight.momentum_buffer : f32[5]\n"
-    "  param @e.weight : f32[333]\n"
-    "  state @e.weight.momentum_buffer : f32[333]\n"
-    "  param @f.weight : f32[4099]\n"
-    "  state @f.weight.momentum_buffer : f32[4099]\n"
-    "  param @g.weight : f32[3]\n"
-    "  state @g.weight.momentum_buffer : f32[3]\n"
-    "  param @h.weight : f32[4096]\n"
-    "  state @h.weight.momentum_buffer : f32[4096]\n"
-    "  param @i.weight : f32[100]\n"
-    "  state @i.weight.momentum_buffer : f32[100]\n"
-    "  param @j.weight : f32[17]\n"
-    "  state @j.weight.momentum_buffer : f32[17]\n"
-    "  param @k.weight : f32[9000]\n"
-    "  state @k.weight.momentum_buffer : f32[9000]\n"
-    "  state @loss_scale : f32[]\n"
-    "  %14 = cast(@a.weight) {to=f16} : f16[1001]\n"
-    "  %15 = relu(%13) : f32[77]\n"
-    "  %16 = cast(@c.weight) {to=bf16} : bf16[8195]\n"
-    "  %17 = cast(@b.weight) {to=f16} : f16[64]\n"
-    "  %18 = relu(%15) : f32[77]\n"
-    "  %19 = cast(@d.weight) {to=bf16} : bf16[5]\n"
-    "  %20 = cast(@e.weight) {to=f16} : f16[333]\n"
-    "  optimizer:\n"
-    "  sgd_update(@a.weight, %0, @a.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
-    "  sgd_update(@c.weight, %2, @c.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
-    "  sgd_update(@b.weight, %1, @b.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
-    "  sgd_update(@d.weight, %3, @d.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
-    "  sgd_update(@e.weight, %4, @e.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
-    "  sgd_update(@f.weight, %5, @f.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
-    "  sgd_update(@g.weight, %6, @g.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
-    "  sgd_update(@h.weight, %7, @h.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.0 nesterov=0 weight_decay=0.0}\n"
-    "  sgd_update(@i.weight, %8, @i.weight.momentum_buffer, %11, @loss_scale, %12) "
-    "{momentum=0.0 nesterov=0 weight_decay=0.0}\n"
-    "  sgd_update(@j.weight, %9, @j.weight.momentum_buffer, %11, @loss_scale) "
-    "{momentum=0.9 nesterov=1 weight_decay=0.0001}\n"
-    "  sgd_update(@k.weight, %10, @k.weight.momentum_buffer, %11, @loss_scale) "
-    "{momentum=0.9 nesterov=1 weight_decay=0.0001}\n"
-    "  output %14, %16, %17, %18, %19, %20\n"
-    "}\n";
+static const char GRAPH[] = "graph multi {\n"
+                            "  input %0 ga : f32[1001]\n"
+                            "  input %1 gb : f32[64]\n"
+                            "  input %2 gc : f16[8195]\n"
+                            "  input %3 gd : f16[5]\n"
+                            "  input %4 ge : bf16[333]\n"
+                            "  input %5 gf : f32[4099]\n"
+                            "  input %6 gg : f32[3]\n"
+                            "  input %7 gh : f32[4096]\n"
+                            "  input %8 gi : f32[100]\n"
+                            "  input %9 gj : f32[17]\n"
+                            "  input %10 gk : f32[9000]\n"
+                            "  input %11 lr : f32[]\n"
+                            "  input %12 skip : f32[]\n"
+                            "  input %13 x : f32[77]\n"
+                            "  param @a.weight : f32[1001]\n"
+                            "  state @a.weight.momentum_buffer : f32[1001]\n"
+                            "  param @b.weight : f32[64]\n"
+                            "  state @b.weight.momentum_buffer : f32[64]\n"
+                            "  param @c.weight : f32[8195]\n"
+                            "  state @c.weight.momentum_buffer : f32[8195]\n"
+                            "  param @d.weight : f32[5]\n"
+                            "  state @d.weight.momentum_buffer : f32[5]\n"
+                            "  param @e.weight : f32[333]\n"
+                            "  state @e.weight.momentum_buffer : f32[333]\n"
+                            "  param @f.weight : f32[4099]\n"
+                            "  state @f.weight.momentum_buffer : f32[4099]\n"
+                            "  param @g.weight : f32[3]\n"
+                            "  state @g.weight.momentum_buffer : f32[3]\n"
+                            "  param @h.weight : f32[4096]\n"
+                            "  state @h.weight.momentum_buffer : f32[4096]\n"
+                            "  param @i.weight : f32[100]\n"
+                            "  state @i.weight.momentum_buffer : f32[100]\n"
+                            "  param @j.weight : f32[17]\n"
+                            "  state @j.weight.momentum_buffer : f32[17]\n"
+                            "  param @k.weight : f32[9000]\n"
+                            "  state @k.weight.momentum_buffer : f32[9000]\n"
+                            "  state @loss_scale : f32[]\n"
+                            "  %14 = cast(@a.weight) {to=f16} : f16[1001]\n"
+                            "  %15 = relu(%13) : f32[77]\n"
+                            "  %16 = cast(@c.weight) {to=bf16} : bf16[8195]\n"
+                            "  %17 = cast(@b.weight) {to=f16} : f16[64]\n"
+                            "  %18 = relu(%15) : f32[77]\n"
+                            "  %19 = cast(@d.weight) {to=bf16} : bf16[5]\n"
+                            "  %20 = cast(@e.weight) {to=f16} : f16[333]\n"
+                            "  optimizer:\n"
+                            "  sgd_update(@a.weight, %0, @a.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
+                            "  sgd_update(@c.weight, %2, @c.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
+                            "  sgd_update(@b.weight, %1, @b.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
+                            "  sgd_update(@d.weight, %3, @d.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=0 weight_decay=0.0001}\n"
+                            "  sgd_update(@e.weight, %4, @e.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
+                            "  sgd_update(@f.weight, %5, @f.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
+                            "  sgd_update(@g.weight, %6, @g.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
+                            "  sgd_update(@h.weight, %7, @h.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.0 nesterov=0 weight_decay=0.0}\n"
+                            "  sgd_update(@i.weight, %8, @i.weight.momentum_buffer, %11, @loss_scale, %12) "
+                            "{momentum=0.0 nesterov=0 weight_decay=0.0}\n"
+                            "  sgd_update(@j.weight, %9, @j.weight.momentum_buffer, %11, @loss_scale) "
+                            "{momentum=0.9 nesterov=1 weight_decay=0.0001}\n"
+                            "  sgd_update(@k.weight, %10, @k.weight.momentum_buffer, %11, @loss_scale) "
+                            "{momentum=0.9 nesterov=1 weight_decay=0.0001}\n"
+                            "  output %14, %16, %17, %18, %19, %20\n"
+                            "}\n";
 
 /* The runs GRAPH must have: kind, nodes (by index). */
 static const struct {
   CgMultiKind kind;
   int n, node[3];
 } WANT[] = {
-    {CG_MULTI_CAST, 2, {0, 3}},      /* a, b to f16 (b crosses a relu; e may not: it reuses that relu's memory) */
-    {CG_MULTI_CAST, 2, {2, 5}},      /* c, d to bf16 */
-    {CG_MULTI_SGD, 2, {7, 9}},       /* a, b: f32 gradients */
-    {CG_MULTI_SGD, 2, {8, 10}},      /* c, d: f16 gradients */
-    {CG_MULTI_SGD, 2, {12, 13}},     /* f, g: nesterov (e alone: bf16) */
-    {CG_MULTI_SGD, 2, {14, 15}},     /* h, i: momentum 0 */
-    {CG_MULTI_SGD, 2, {16, 17}},     /* j, k: no skip flag */
+    {CG_MULTI_CAST, 2, {0, 3}},  /* a, b to f16 (b crosses a relu; e may not: it reuses that relu's memory) */
+    {CG_MULTI_CAST, 2, {2, 5}},  /* c, d to bf16 */
+    {CG_MULTI_SGD, 2, {7, 9}},   /* a, b: f32 gradients */
+    {CG_MULTI_SGD, 2, {8, 10}},  /* c, d: f16 gradients */
+    {CG_MULTI_SGD, 2, {12, 13}}, /* f, g: nesterov (e alone: bf16) */
+    {CG_MULTI_SGD, 2, {14, 15}}, /* h, i: momentum 0 */
+    {CG_MULTI_SGD, 2, {16, 17}}, /* j, k: no skip flag */
 };
 enum { NWANT = sizeof WANT / sizeof WANT[0], NWANT_FOLDED = 7 /* nodes of the runs but their heads */ };
 
@@ -180,7 +179,8 @@ static void check_moves(const IrGraph *g, const CgMultiPlan *p, int64_t batch, c
         for (int a = 0; a < n->nout && bad < 0; a++)
           if (overlaps(g, n->out[a], y, batch) && n->out[a] != y) bad = i;
         CHECK((i < ir_opt_start(g)) == (r->node[0] < ir_opt_start(g)),
-              "%s: cast run %d crosses the optimizer section's start (node %d) at node %d", what, k, ir_opt_start(g), i);
+              "%s: cast run %d crosses the optimizer section's start (node %d) at node %d", what, k, ir_opt_start(g),
+              i);
       }
       CHECK(bad < 0, "%s: cast node %d moved to node %d across node %d, which uses its memory", what, r->node[m],
             r->node[0], bad);
@@ -236,8 +236,8 @@ static int plan_mode(const char *root) {
     CHECK(casts >= 2, "resnet50: no cast run");
     check_moves(r50, &p, 32, "resnet50");
     compile_program(&p, "resnet50_multi");
-    printf("resnet50: %d sgd_updates in %d launches, %d weight casts in runs (%d runs in all)\n", nsgd, sgd_runs,
-           casts, p.nrun);
+    printf("resnet50: %d sgd_updates in %d launches, %d weight casts in runs (%d runs in all)\n", nsgd, sgd_runs, casts,
+           p.nrun);
     cg_multi_free(&p);
   }
   arena_free(&a);
@@ -293,10 +293,11 @@ static float **case_values(const IrGraph *g, float skip, float scale) {
     for (int64_t i = 0; i < n; i++) {
       s ^= s << 13, s ^= s >> 7, s ^= s << 17;
       float u = (float)((s >> 40) * (1.0 / 16777216.0)) - 0.5f;
-      f[i] = strcmp(name, "lr") == 0 ? 0.05f : strcmp(name, "skip") == 0 ? skip
-           : strcmp(name, "loss_scale") == 0                          ? scale
-           : val->kind == IR_VAL_INPUT && name[0] == 'g'             ? u * scale /* gradients, scaled */
-                                                                      : u;
+      f[i] = strcmp(name, "lr") == 0                       ? 0.05f
+             : strcmp(name, "skip") == 0                   ? skip
+             : strcmp(name, "loss_scale") == 0             ? scale
+             : val->kind == IR_VAL_INPUT && name[0] == 'g' ? u * scale /* gradients, scaled */
+                                                           : u;
     }
     if (val->type.dtype == IR_DT_F16) rt_ref_round_f16(n, f, f);
     if (val->type.dtype == IR_DT_BF16) rt_ref_round_bf16(n, f, f);
@@ -373,8 +374,8 @@ static void run_case(const IrGraph *g, const Case *c) {
   float **m = gpu_steps(g, in, 1, &fm), **p = gpu_steps(g, in, 0, &fp);
   RtCpu *cpu = c->cpu ? cpu_steps(g, in) : NULL;
   CHECK(!c->cpu || cpu, "%s: the CPU executor failed: %s", c->what, err);
-  CHECK(fm == NWANT_FOLDED && fp == 0, "%s: %d nodes folded with multi-tensor launches (want %d), %d without",
-        c->what, fm, NWANT_FOLDED, fp);
+  CHECK(fm == NWANT_FOLDED && fp == 0, "%s: %d nodes folded with multi-tensor launches (want %d), %d without", c->what,
+        fm, NWANT_FOLDED, fp);
   int diff = 0, worse = 0, moved = 0;
   double worst = 0;
   for (int v = 0; m && p && v < g->nval; v++) {
@@ -437,8 +438,7 @@ static void model_case(const char *root) {
   int diff = 0;
   for (int k = 0, v = 0; g && k < nv; v++) {
     if (g->val[v].kind != IR_VAL_PARAM && g->val[v].kind != IR_VAL_STATE) continue;
-    if (got[0][k] && got[1][k] &&
-        memcmp(got[0][k], got[1][k], sizeof(float) * (size_t)gexec_numel(g, v, 8)) != 0) {
+    if (got[0][k] && got[1][k] && memcmp(got[0][k], got[1][k], sizeof(float) * (size_t)gexec_numel(g, v, 8)) != 0) {
       diff++;
       CHECK(0, "smallcnn: %s differs with and without multi-tensor launches", g->val[v].name);
     }

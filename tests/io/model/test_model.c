@@ -32,8 +32,7 @@ enum { EM_CUDA_MACHINE = 190 };
 /* stdout of a shell command, malloc'd; NULL when it fails. */
 static char *run_capture(const char *cmd) {
   FILE *p = popen(cmd, "r");
-  if (!p)
-    return NULL;
+  if (!p) return NULL;
   size_t len = 0, cap = 1 << 16;
   char *buf = malloc(cap);
   size_t n;
@@ -41,8 +40,7 @@ static char *run_capture(const char *cmd) {
     len += n;
     if (cap - len < 2) {
       char *q = realloc(buf, cap *= 2);
-      if (!q)
-        free(buf);
+      if (!q) free(buf);
       buf = q;
     }
   }
@@ -59,8 +57,7 @@ static char *print_graph(const IrGraph *g) {
   char *s = NULL;
   size_t n = 0;
   FILE *f = open_memstream(&s, &n);
-  if (!f)
-    return NULL;
+  if (!f) return NULL;
   IrPrintOpts o = {.no_loc = 1, .pass = "memplan"};
   ir_print(f, g, &o);
   fclose(f);
@@ -69,8 +66,7 @@ static char *print_graph(const IrGraph *g) {
 
 __attribute__((unused)) static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
+  if (!f) return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -79,8 +75,7 @@ __attribute__((unused)) static char *read_file(const char *path) {
     free(s);
     s = NULL;
   }
-  if (s)
-    s[n] = 0;
+  if (s) s[n] = 0;
   fclose(f);
   return s;
 }
@@ -88,16 +83,14 @@ __attribute__((unused)) static char *read_file(const char *path) {
 /* Where two texts first differ, for the failure message. */
 static void show_diff(const char *what, const char *a, const char *b) {
   size_t i = 0, line = 1;
-  while (a[i] && a[i] == b[i])
-    line += a[i++] == '\n';
+  while (a[i] && a[i] == b[i]) line += a[i++] == '\n';
   fprintf(stderr, "  %s: first difference at line %zu:\n    model: %.100s\n    netc:  %.100s\n", what, line, a + i,
           b + i);
 }
 
 static void check_cubin(const char *what, const CgProgram *p, int k, const char *dir) {
   CHECK(p->cubin[k] && p->cubin_size[k] > 64, "%s: program %d has a cubin (%zu bytes)", what, k, p->cubin_size[k]);
-  if (!p->cubin[k] || p->cubin_size[k] <= 64)
-    return;
+  if (!p->cubin[k] || p->cubin_size[k] <= 64) return;
   const unsigned char *e = p->cubin[k];
   CHECK(memcmp(e, "\177ELF", 4) == 0 && e[4] == 2 && e[5] == 1, "%s: the cubin is a 64-bit little-endian ELF", what);
   unsigned machine = e[18] | (unsigned)e[19] << 8;
@@ -105,14 +98,12 @@ static void check_cubin(const char *what, const CgProgram *p, int k, const char 
   unsigned flags = e[48] | (unsigned)e[49] << 8 | (unsigned)e[50] << 16 | (unsigned)e[51] << 24;
   /* the SM version sits in e_flags: bits 0-7 in older cubins, 8-15 in newer */
   CHECK((flags & 0xff) == 90 || ((flags >> 8) & 0xff) == 90, "%s: the cubin is for sm_90 (e_flags 0x%x)", what, flags);
-  if (system("command -v cuobjdump >/dev/null 2>&1") != 0)
-    return;
+  if (system("command -v cuobjdump >/dev/null 2>&1") != 0) return;
   char path[4200], cmd[8600];
   snprintf(path, sizeof path, "%s/%s%d.cubin", dir, what, k);
   FILE *f = fopen(path, "wb");
   CHECK(f && fwrite(p->cubin[k], 1, p->cubin_size[k], f) == p->cubin_size[k], "writing %s", path);
-  if (f)
-    fclose(f);
+  if (f) fclose(f);
   snprintf(cmd, sizeof cmd, "cuobjdump -sass '%s' | grep -q 'arch = sm_90'", path);
   CHECK(system(cmd) == 0, "%s: cuobjdump says the cubin is for sm_90", what);
 }
@@ -121,16 +112,14 @@ static void check_cubin(const char *what, const CgProgram *p, int k, const char 
 /* The executor's own emission for an H200 reproduces --emit-cuda's file and
  * the embedded texts, and cg_prog_build_prebuilt takes the embedded
  * cubins for sm_90 only. */
-static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const CgProgram *p,
-                           const char *cu_file) {
+static void check_prebuilt(const char *what, const IrGraph *g, int64_t batch, const CgProgram *p, const char *cu_file) {
   CgDevice h200 = {
       .sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9, .cc_minor = 0};
   CgProg prog;
   char err[4096];
   int ok = !cg_prog_emit(g, batch, &h200, &prog, err, sizeof err);
   CHECK(ok, "%s: emitting: %s", what, err);
-  if (!ok)
-    return;
+  if (!ok) return;
   char *file = read_file(cu_file);
   CHECK(file && prog.source && strcmp(file, prog.source) == 0, "%s: %s is the executor's whole emission", what,
         cu_file);
@@ -192,15 +181,14 @@ static int do_write(const char *netc, const char *net, const char *dir, char **o
     snprintf(cmd, sizeof cmd, "'%s' '%s' --print-after=memplan --no-loc%s%s", netc, net, opts, i ? " --inference" : "");
     char *want = run_capture(cmd), *got = print_graph(g[i]);
     CHECK(want && got && strcmp(want, got) == 0, "%s: the model's graph prints as `%s`", what[i], cmd);
-    if (want && got && strcmp(want, got))
-      show_diff(what[i], got, want);
+    if (want && got && strcmp(want, got)) show_diff(what[i], got, want);
     CHECK(g[i]->plan_batch == m.batch, "%s: planned for the model's batch %lld", what[i], (long long)m.batch);
     free(want);
     free(got);
     CHECK(p[i]->npart >= 1 && p[i]->npart <= CG_MAX_PART, "%s: %d kernel programs", what[i], p[i]->npart);
     for (int k = 0; k < p[i]->npart; k++) {
-      CHECK(p[i]->source[k] && strlen(p[i]->source[k]) > 100, "%s: the CUDA source of program %d is embedded",
-            what[i], k);
+      CHECK(p[i]->source[k] && strlen(p[i]->source[k]) > 100, "%s: the CUDA source of program %d is embedded", what[i],
+            k);
       check_cubin(what[i], p[i], k, dir);
     }
     char path[4300];
@@ -227,8 +215,7 @@ static int do_open(const char *path) {
     fprintf(stderr, "error: %s\n", err);
   else {
     size_t bytes = 0;
-    for (int k = 0; k < m.train_prog.npart; k++)
-      bytes += m.train_prog.cubin_size[k];
+    for (int k = 0; k < m.train_prog.npart; k++) bytes += m.train_prog.cubin_size[k];
     printf("ok batch=%lld arch=%s train=%d nodes infer=%d nodes programs=%d cubin=%zu\n", (long long)m.batch,
            m.arch[0] ? m.arch : "-", m.train->nnode, m.infer->nnode, m.train_prog.npart, bytes);
   }
@@ -238,10 +225,8 @@ static int do_open(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 5 && strcmp(argv[1], "--write") == 0)
-    return do_write(argv[2], argv[3], argv[4], argv + 5, argc - 5);
-  if (argc == 3 && strcmp(argv[1], "--open") == 0)
-    return do_open(argv[2]);
+  if (argc >= 5 && strcmp(argv[1], "--write") == 0) return do_write(argv[2], argv[3], argv[4], argv + 5, argc - 5);
+  if (argc == 3 && strcmp(argv[1], "--open") == 0) return do_open(argv[2]);
   fprintf(stderr, "usage: test_model --write NETC FILE.net DIR [NETC-OPTION...] | --open FILE\n");
   return 2;
 }

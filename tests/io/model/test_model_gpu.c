@@ -24,8 +24,7 @@
 
 static int compared(const IrGraph *g, int v) {
   for (int k = 0; k < g->noutput; k++)
-    if (g->output[k] == v)
-      return 1;
+    if (g->output[k] == v) return 1;
   return g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE;
 }
 
@@ -50,28 +49,22 @@ static void run_graph(const char *what, const IrGraph *g, int64_t batch, const C
   }
   init = gexec_values(g, batch, 11, 8.0f);
   CHECK(init != NULL, "values");
-  if (!init)
-    goto done;
+  if (!init) goto done;
   for (int v = 0; v < g->nval; v++)
-    if (init[v])
-      memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+    if (init[v]) memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
   int ok = gexec_write_all(gpu, g, init) == 0;
   CHECK(ok, "%s: seeding the GPU", what);
-  if (!ok)
-    goto done;
+  if (!ok) goto done;
   ok = !rt_cpu_run(cpu, err, sizeof err);
   CHECK(ok, "%s: rt_cpu_run: %s", what, err);
-  if (!ok)
-    goto done;
+  if (!ok) goto done;
   ok = !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err);
   CHECK(ok, "%s: rt_gpu_run: %s", what, err);
-  if (!ok)
-    goto done;
+  if (!ok) goto done;
   double worst = 0;
   int n = 0;
   for (int v = 0; v < g->nval; v++) {
-    if (!compared(g, v) || gexec_is_int(g->val[v].type.dtype))
-      continue;
+    if (!compared(g, v) || gexec_is_int(g->val[v].type.dtype)) continue;
     int64_t count = rt_cpu_numel(cpu, v);
     float *got = malloc((size_t)(count + 1) * sizeof *got);
     ok = got && !rt_gpu_read(gpu, v, got, err, sizeof err);
@@ -80,8 +73,7 @@ static void run_graph(const char *what, const IrGraph *g, int64_t batch, const C
       const char *name = g->val[v].name ? g->val[v].name : "output";
       double e = gexec_compare(name, got, rt_cpu_data(cpu, v), count, 1e-4);
       CHECK(e <= 1e-4, "%s: %s differs from the CPU by %.3g", what, name, e);
-      if (e > worst)
-        worst = e;
+      if (e > worst) worst = e;
       n++;
     }
     free(got);
@@ -113,10 +105,8 @@ int main(int argc, char **argv) {
   /* several programs, so the executor loads several modules */
   CHECK(m.train_prog.npart > 1 && m.infer_prog.npart > 1, "both graphs have several kernel programs (%d, %d)",
         m.train_prog.npart, m.infer_prog.npart);
-  for (int k = 0; k < m.train_prog.npart; k++)
-    CHECK(m.train_prog.cubin[k], "training program %d has a cubin", k);
-  for (int k = 0; k < m.infer_prog.npart; k++)
-    CHECK(m.infer_prog.cubin[k], "inference program %d has a cubin", k);
+  for (int k = 0; k < m.train_prog.npart; k++) CHECK(m.train_prog.cubin[k], "training program %d has a cubin", k);
+  for (int k = 0; k < m.infer_prog.npart; k++) CHECK(m.infer_prog.cubin[k], "inference program %d has a cubin", k);
   if (!gexec_have_gpu()) {
     rt_model_close(&m);
     arena_free(&a);

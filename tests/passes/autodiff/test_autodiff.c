@@ -15,7 +15,6 @@
 #include "check.h"
 #include "compile.h"
 
-
 /* Parses, lowers and runs the pipeline on models/NAME.net; NULL on failure.
  * The source stays alive in *src (locations point into the path only). */
 static IrGraph *compile(Arena *a, const char *dir, const char *name, int inference) {
@@ -63,8 +62,7 @@ static const IrNode *forward_of(const IrGraph *g, const char *name, int nfwd) {
   if (!dot) return NULL;
   size_t len = (size_t)(dot - name);
   for (int i = 0; i < nfwd; i++)
-    if (g->node[i].name && strlen(g->node[i].name) == len && !strncmp(g->node[i].name, name, len))
-      return &g->node[i];
+    if (g->node[i].name && strlen(g->node[i].name) == len && !strncmp(g->node[i].name, name, len)) return &g->node[i];
   return NULL;
 }
 
@@ -187,8 +185,7 @@ static void check_inference(const char *models) {
       CHECK(training == 0, "%s: %d training ops in an inference graph", names[m], training);
       CHECK(count_op(g, IR_OP_BATCHNORM) == bns[m], "%s: batchnorm kept", names[m]);
       CHECK(count_op(g, IR_OP_SOFTMAX_CE) == 0, "%s: loss removed", names[m]);
-      CHECK(g->noutput == 1 && g->val[g->output[0]].def >= 0 &&
-                g->node[g->val[g->output[0]].def].op == IR_OP_LINEAR,
+      CHECK(g->noutput == 1 && g->val[g->output[0]].def >= 0 && g->node[g->val[g->output[0]].def].op == IR_OP_LINEAR,
             "%s: the only output is the logits", names[m]);
       CHECK(input_named(g, "lr") < 0 && input_named(g, "loss_scale") < 0, "%s: no training inputs", names[m]);
       CHECK(count_kind(g, IR_VAL_STATE) == 2 * bns[m], "%s: no momentum buffers", names[m]);

@@ -25,7 +25,6 @@
 enum { BATCH = 4, SAMPLES = 8 };
 static const float SCALE = 4;
 
-
 static IrGraph *compile(Arena *a, const char *path) {
   Diag d;
   diag_init(&d, stderr);
@@ -82,9 +81,12 @@ static void check_net(const char *path) {
     int64_t n = rt_cpu_numel(x, v);
     const IrType *t = &g->val[v].type;
     float lo = -1, hi = 1;
-    if (bn_scale[v]) lo = 0.5f, hi = 1.5f;
-    else if (kind == IR_VAL_PARAM && t->rank >= 2) hi = (float)(1 / sqrt((double)n / (double)t->dim[0])), lo = -hi;
-    else if (kind == IR_VAL_PARAM) lo = -0.5f, hi = 0.5f;
+    if (bn_scale[v])
+      lo = 0.5f, hi = 1.5f;
+    else if (kind == IR_VAL_PARAM && t->rank >= 2)
+      hi = (float)(1 / sqrt((double)n / (double)t->dim[0])), lo = -hi;
+    else if (kind == IR_VAL_PARAM)
+      lo = -0.5f, hi = 0.5f;
     for (int64_t i = 0; i < n; i++) p[i] = uniform(lo, hi);
   }
   free(bn_scale);
@@ -125,8 +127,7 @@ static void check_net(const char *path) {
       CHECK(fabs(an - fb) <= 5e-4 + 0.05 * fabs(fb), "%s: d loss / d %s[%lld]: analytic %.6g, finite difference %.6g",
             path, g->val[param[k]].name, (long long)i, an, fb);
     }
-    CHECK(skipped * 2 <= samples, "%s: %d of %d samples of %s at kinks", path, skipped, samples,
-          g->val[param[k]].name);
+    CHECK(skipped * 2 <= samples, "%s: %d of %d samples of %s at kinks", path, skipped, samples, g->val[param[k]].name);
     CHECK(fabs(loss_now(x, g) - loss) < 1e-6, "%s: lr = 0 leaves the weights (and so the loss) unchanged", path);
   }
   printf("%s: loss %.6f, %d parameters, %d gradient elements checked\n", path, loss, nupd, checked);

@@ -103,9 +103,12 @@ static void check_resnet50(const char *dir) {
      * shortcut as a residual input; the 4 conv3 of the blocks with a
      * downsample keep relu=0: the downsample comes after them and takes their
      * output as its residual */
-    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1) == 49, "relu=1: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1));
-    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0) == 4, "relu=0: %d", count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0));
-    CHECK(count_residual(g, IR_OP_CONV2D_BN_TRAIN) == 16, "with a residual: %d", count_residual(g, IR_OP_CONV2D_BN_TRAIN));
+    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1) == 49, "relu=1: %d",
+          count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 1));
+    CHECK(count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0) == 4, "relu=0: %d",
+          count_relu_attr(g, IR_OP_CONV2D_BN_TRAIN, 0));
+    CHECK(count_residual(g, IR_OP_CONV2D_BN_TRAIN) == 16, "with a residual: %d",
+          count_residual(g, IR_OP_CONV2D_BN_TRAIN));
     CHECK(count_op(g, IR_OP_ADD_RELU) == 0, "add_relu: %d", count_op(g, IR_OP_ADD_RELU));
     CHECK(count_op(g, IR_OP_CONV2D) == 0, "conv2d left: %d", count_op(g, IR_OP_CONV2D));
     CHECK(count_op(g, IR_OP_BATCHNORM_TRAIN) == 0, "batchnorm_train left: %d", count_op(g, IR_OP_BATCHNORM_TRAIN));
@@ -142,9 +145,9 @@ static void check_resnet50(const char *dir) {
     /* the stem's max pool backward recomputes y from conv1's z: y is read by nothing after the max pool */
     const IrNode *mp = find_node(g, "maxpool.bwd"), *c1 = find_node(g, "conv1");
     CHECK(count_op(g, IR_OP_MAXPOOL_BWD) == 0 && mp && c1 && mp->op == IR_OP_MAXPOOL_BN_RELU_BWD && mp->nin == 6 &&
-              mp->in[1] == c1->out[0] && mp->in[4] == c1->out[2] && mp->in[5] == c1->out[3] &&
-              g->val[mp->in[2]].name && strcmp(g->val[mp->in[2]].name, "bn1.bias") == 0 &&
-              g->val[mp->in[3]].name && strcmp(g->val[mp->in[3]].name, "bn1.weight") == 0,
+              mp->in[1] == c1->out[0] && mp->in[4] == c1->out[2] && mp->in[5] == c1->out[3] && g->val[mp->in[2]].name &&
+              strcmp(g->val[mp->in[2]].name, "bn1.bias") == 0 && g->val[mp->in[3]].name &&
+              strcmp(g->val[mp->in[3]].name, "bn1.weight") == 0,
           "the stem's max pool backward reads conv1's z, bn1's beta and gamma and its batch statistics");
     int stem_y_uses = 0;
     for (int i = 0; c1 && i < g->nnode; i++)
@@ -155,7 +158,8 @@ static void check_resnet50(const char *dir) {
 
     const IrNode *c = find_node(g, "layer1.0.conv1"), *c3 = find_node(g, "layer1.0.conv3");
     const IrNode *stem = find_node(g, "conv1"), *ds = find_node(g, "layer2.0.downsample.0");
-    CHECK(c && c->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c, "relu", -1) == 1, "layer1.0.conv1 is conv2d_bn_train relu=1");
+    CHECK(c && c->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c, "relu", -1) == 1,
+          "layer1.0.conv1 is conv2d_bn_train relu=1");
     CHECK(c3 && c3->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(c3, "relu", -1) == 0 && c3->nin == 6,
           "layer1.0.conv3 (its shortcut, the downsample, comes after it) has relu=0 and no residual");
     CHECK(ds && ds->op == IR_OP_CONV2D_BN_TRAIN && ir_attr_int(ds, "relu", -1) == 1 && ds->nin == 7 &&
@@ -183,7 +187,8 @@ static void check_resnet50(const char *dir) {
           y_uses += g->node[i].in[k] == c->out[1];
           z_bwd += g->node[i].in[k] == c->out[0] && g->node[i].op == IR_OP_CONV2D_BWD_DATA_BN_RELU && k == 3;
         }
-      CHECK(y_uses >= 2 && z_bwd == 1, "layer1.0.conv1: y used %d times, z by its batch norm backward %d", y_uses, z_bwd);
+      CHECK(y_uses >= 2 && z_bwd == 1, "layer1.0.conv1: y used %d times, z by its batch norm backward %d", y_uses,
+            z_bwd);
     }
     check_reads_back(g, "resnet50 training");
   }
@@ -192,7 +197,8 @@ static void check_resnet50(const char *dir) {
   CHECK(gi != NULL, "resnet50 compiles for inference");
   if (gi) {
     CHECK(count_op(gi, IR_OP_CONV2D_BN) == 53, "conv2d_bn: %d", count_op(gi, IR_OP_CONV2D_BN));
-    CHECK(count_relu_attr(gi, IR_OP_CONV2D_BN, 1) == 49, "inference relu=1: %d", count_relu_attr(gi, IR_OP_CONV2D_BN, 1));
+    CHECK(count_relu_attr(gi, IR_OP_CONV2D_BN, 1) == 49, "inference relu=1: %d",
+          count_relu_attr(gi, IR_OP_CONV2D_BN, 1));
     CHECK(count_residual(gi, IR_OP_CONV2D_BN) == 16, "inference residuals: %d", count_residual(gi, IR_OP_CONV2D_BN));
     CHECK(count_op(gi, IR_OP_ADD_RELU) == 0, "inference add_relu: %d", count_op(gi, IR_OP_ADD_RELU));
     CHECK(count_op(gi, IR_OP_BATCHNORM) + count_op(gi, IR_OP_RELU) + count_op(gi, IR_OP_CONV2D) == 0,
@@ -209,15 +215,14 @@ static void check_resnet50(const char *dir) {
 
 /* --- hand-written graphs where a pattern must not fire ---------------------- */
 
-static const char *const HEAD =
-    "graph hand {\n"
-    "  input %0 x : f32[N,3,5,5] NCHW\n"
-    "  param @w : f32[4,3,3,3] KCRS\n"
-    "  param @cb : f32[4]\n"
-    "  param @g : f32[4]\n"
-    "  param @b : f32[4]\n"
-    "  state @m : f32[4]\n"
-    "  state @v : f32[4]\n";
+static const char *const HEAD = "graph hand {\n"
+                                "  input %0 x : f32[N,3,5,5] NCHW\n"
+                                "  param @w : f32[4,3,3,3] KCRS\n"
+                                "  param @cb : f32[4]\n"
+                                "  param @g : f32[4]\n"
+                                "  param @b : f32[4]\n"
+                                "  state @m : f32[4]\n"
+                                "  state @v : f32[4]\n";
 
 typedef struct Case {
   const char *what;

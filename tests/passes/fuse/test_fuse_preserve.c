@@ -30,7 +30,7 @@ static const char *const MODE_NAME[] = {"training", "inference", "forward"};
 
 static int fused_seen[IR_OP_COUNT];
 static int dgrad_sum_seen; /* conv2d_bwd_data_relu nodes with a fourth input */
-static int residual_seen; /* conv2d_bn[_train] nodes with a residual input */
+static int residual_seen;  /* conv2d_bn[_train] nodes with a residual input */
 
 static IrGraph *compile(Arena *a, const char *path, Mode mode, int fuse) {
   Diag d;
@@ -67,12 +67,16 @@ static void fill(RtCpu *x, const IrGraph *g, int classes) {
       continue;
     }
     float lo = -1, hi = 1;
-    if (!strcmp(val->name, "lr")) lo = hi = 0.1f;
-    else if (!strcmp(val->name, "loss_scale")) lo = hi = 1;
-    else if (ends_with(val->name, ".running_var")) lo = 0.5f, hi = 1.5f;
+    if (!strcmp(val->name, "lr"))
+      lo = hi = 0.1f;
+    else if (!strcmp(val->name, "loss_scale"))
+      lo = hi = 1;
+    else if (ends_with(val->name, ".running_var"))
+      lo = 0.5f, hi = 1.5f;
     else if (val->type.rank == 4 && val->kind != IR_VAL_INPUT)
       hi = (float)(1 / sqrt((double)n / (double)val->type.dim[0])), lo = -hi;
-    else if (val->kind != IR_VAL_INPUT) lo = -0.5f, hi = 0.5f;
+    else if (val->kind != IR_VAL_INPUT)
+      lo = -0.5f, hi = 0.5f;
     float *p = exectest_fill(x, v, &s, lo, hi);
     if (lo == hi)
       for (int64_t i = 0; i < n; i++) p[i] = lo;
@@ -175,10 +179,12 @@ static const char *const TRAIN_TEXT =
     "  state @m2 : f32[4]\n"
     "  state @v2.running_var : f32[4]\n"
     "  %2 = conv2d(%0, @w1) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : $A4\n"
-    "  %3, %4, %5 = batchnorm_train(%2, @g1, @b1, @m1, @v1.running_var) {eps=1e-05 momentum=0.1} : $A4, f32[4], f32[4]\n"
+    "  %3, %4, %5 = batchnorm_train(%2, @g1, @b1, @m1, @v1.running_var) {eps=1e-05 momentum=0.1} : $A4, f32[4], "
+    "f32[4]\n"
     "  %6 = relu(%3) : $A4\n"
     "  %7 = conv2d(%6, @w2) {k=3x3 s=1x1 p=2x2 d=2x2 groups=2} : $A4\n"
-    "  %8, %9, %10 = batchnorm_train(%7, @g2, @b2, @m2, @v2.running_var) {eps=0.001 momentum=0.2} : $A4, f32[4], f32[4]\n"
+    "  %8, %9, %10 = batchnorm_train(%7, @g2, @b2, @m2, @v2.running_var) {eps=0.001 momentum=0.2} : $A4, f32[4], "
+    "f32[4]\n"
     "  %11 = add(%8, %6) : $A4\n"
     "  %12 = relu(%11) : $A4\n"
     "  %13 = relu_bwd(%1, %12) : $A4\n"
@@ -217,8 +223,10 @@ static const char *const INFER_TEXT =
 /* text with each $KEY replaced; malloc'd. */
 static char *substitute(const char *text, int nhwc) {
   static const char *const keys[][3] = {
-      {"$X3", "f32[N,3,5,5] NCHW", "f32[N,5,5,3] NHWC"},  {"$A4", "f32[N,4,5,5] NCHW", "f32[N,5,5,4] NHWC"},
-      {"$W34", "f32[4,3,3,3] KCRS", "f32[4,3,3,3] KRSC"}, {"$W44G", "f32[4,2,3,3] KCRS", "f32[4,3,3,2] KRSC"},
+      {"$X3", "f32[N,3,5,5] NCHW", "f32[N,5,5,3] NHWC"},
+      {"$A4", "f32[N,4,5,5] NCHW", "f32[N,5,5,4] NHWC"},
+      {"$W34", "f32[4,3,3,3] KCRS", "f32[4,3,3,3] KRSC"},
+      {"$W44G", "f32[4,2,3,3] KCRS", "f32[4,3,3,2] KRSC"},
   };
   size_t cap = strlen(text) * 3 + 1, len = 0;
   char *out = malloc(cap);
@@ -289,9 +297,14 @@ int main(int argc, char **argv) {
     check_hand("training", TRAIN_TEXT, nhwc, 5);
     check_hand("inference", INFER_TEXT, nhwc, 2);
   }
-  static const IrOp kinds[] = {IR_OP_CONV2D_BN_TRAIN,      IR_OP_CONV2D_BN,    IR_OP_ADD_RELU,
-                               IR_OP_BATCHNORM_RELU_BWD,   IR_OP_CONV2D_BWD_DATA_RELU, IR_OP_SUM_RELU_BWD,
-                               IR_OP_CONV2D_BWD_DATA_BN_RELU, IR_OP_MAXPOOL_BN_RELU_BWD};
+  static const IrOp kinds[] = {IR_OP_CONV2D_BN_TRAIN,
+                               IR_OP_CONV2D_BN,
+                               IR_OP_ADD_RELU,
+                               IR_OP_BATCHNORM_RELU_BWD,
+                               IR_OP_CONV2D_BWD_DATA_RELU,
+                               IR_OP_SUM_RELU_BWD,
+                               IR_OP_CONV2D_BWD_DATA_BN_RELU,
+                               IR_OP_MAXPOOL_BN_RELU_BWD};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
     CHECK(fused_seen[kinds[k]] > 0, "no %s was made and run", ir_op_info(kinds[k])->name);
   CHECK(residual_seen > 0, "no conv + batch norm with a residual was made and run");

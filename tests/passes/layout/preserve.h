@@ -25,8 +25,8 @@
 enum { PRESERVE_BATCH = 4, PRESERVE_SKIP = 77 };
 
 typedef struct PreserveSide {
-  const char *off;  /* comma-separated passes to turn off, e.g. "layout,memplan" */
-  IrDtype precision;/* with precision_set */
+  const char *off;   /* comma-separated passes to turn off, e.g. "layout,memplan" */
+  IrDtype precision; /* with precision_set */
   int precision_set;
   const char *int8;
 } PreserveSide;
@@ -55,8 +55,12 @@ static unsigned preserve_mask(const char *off) {
 static IrGraph *preserve_compile(Arena *a, const PreserveCase *c, const PreserveSide *s) {
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout, .inference = c->inference, .disabled = preserve_mask(s->off),
-                .precision = s->precision_set ? s->precision : IR_DT_F16, .precision_set = s->precision_set,
+  PassCtx cx = {.d = &d,
+                .out = stdout,
+                .inference = c->inference,
+                .disabled = preserve_mask(s->off),
+                .precision = s->precision_set ? s->precision : IR_DT_F16,
+                .precision_set = s->precision_set,
                 .int8_layers = s->int8};
   IrGraph *g = compile_file(a, &d, c->path, &cx);
   diag_finish(&d);
@@ -125,14 +129,20 @@ static void preserve_seed(RtCpu *x, const IrGraph *g, float loss_scale) {
     size_t len = strlen(nm);
     int ends_weight = len > 7 && strcmp(nm + len - 7, ".weight") == 0;
     float lo = -1, hi = 1;
-    if (strcmp(nm, "lr") == 0) lo = hi = 0.05f;
-    else if (strcmp(nm, "loss_scale") == 0) lo = hi = loss_scale;
-    else if (strstr(nm, "running_var")) lo = 0.8f, hi = 1.5f;
-    else if (strstr(nm, "running_mean") || strstr(nm, "momentum_buffer")) lo = -0.1f, hi = 0.1f;
+    if (strcmp(nm, "lr") == 0)
+      lo = hi = 0.05f;
+    else if (strcmp(nm, "loss_scale") == 0)
+      lo = hi = loss_scale;
+    else if (strstr(nm, "running_var"))
+      lo = 0.8f, hi = 1.5f;
+    else if (strstr(nm, "running_mean") || strstr(nm, "momentum_buffer"))
+      lo = -0.1f, hi = 0.1f;
     else if (val->kind == IR_VAL_PARAM && val->type.rank >= 2)
       hi = (float)(1 / sqrt((double)n / (double)val->type.dim[0])), lo = -hi;
-    else if (val->kind == IR_VAL_PARAM && ends_weight) lo = 0.5f, hi = 1.5f;
-    else if (val->kind == IR_VAL_PARAM) lo = -0.5f, hi = 0.5f;
+    else if (val->kind == IR_VAL_PARAM && ends_weight)
+      lo = 0.5f, hi = 1.5f;
+    else if (val->kind == IR_VAL_PARAM)
+      lo = -0.5f, hi = 0.5f;
     for (int64_t i = 0; i < n; i++) p[i] = preserve_uniform(&r, lo, hi);
   }
 }

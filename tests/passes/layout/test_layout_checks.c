@@ -95,16 +95,15 @@ static void check_resnet50(const char *path, unsigned off, int inference) {
 
 /* A hand-written NHWC graph comes back as it was. */
 static void check_nhwc_noop(void) {
-  static const char text[] =
-      "graph nhwc {\n"
-      "  input %0 x : f32[N,8,8,8] NHWC\n"
-      "  param @w : f32[16,3,3,8] KRSC\n"
-      "  %1 = conv2d(%0, @w) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,8,8,16] NHWC  # conv\n"
-      "  %2 = relu(%1) : f32[N,8,8,16] NHWC  # act\n"
-      "  %3 = global_avgpool(%2) : f32[N,1,1,16] NHWC  # gap\n"
-      "  %4 = flatten(%3) : f32[N,16]  # flat\n"
-      "  output %4\n"
-      "}\n";
+  static const char text[] = "graph nhwc {\n"
+                             "  input %0 x : f32[N,8,8,8] NHWC\n"
+                             "  param @w : f32[16,3,3,8] KRSC\n"
+                             "  %1 = conv2d(%0, @w) {k=3x3 s=1x1 p=1x1 d=1x1 groups=1} : f32[N,8,8,16] NHWC  # conv\n"
+                             "  %2 = relu(%1) : f32[N,8,8,16] NHWC  # act\n"
+                             "  %3 = global_avgpool(%2) : f32[N,1,1,16] NHWC  # gap\n"
+                             "  %4 = flatten(%3) : f32[N,16]  # flat\n"
+                             "  output %4\n"
+                             "}\n";
   Arena a;
   arena_init(&a);
   Diag d;
@@ -113,8 +112,7 @@ static void check_nhwc_noop(void) {
   PassCtx cx = {.d = &d, .out = stdout, .precision = IR_DT_F16};
   IrGraph *h = g ? pass_layout(g, &cx) : NULL;
   char *before = g ? print(g) : NULL, *after = h ? print(h) : NULL;
-  CHECK(before && after && strcmp(before, after) == 0, "an NHWC graph is left alone:\n%s\nbecame\n%s", before,
-        after);
+  CHECK(before && after && strcmp(before, after) == 0, "an NHWC graph is left alone:\n%s\nbecame\n%s", before, after);
   diag_finish(&d);
   free(before);
   free(after);

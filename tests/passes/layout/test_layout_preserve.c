@@ -30,7 +30,11 @@ int main(int argc, char **argv) {
   const char *f32_off_b = fused ? "precision,memplan" : "precision,fuse,memplan";
   const char *f16_off_a = fused ? "layout,memplan" : "layout,fuse,memplan";
   const char *f16_off_b = fused ? "memplan" : "fuse,memplan";
-  const struct { const char *what, *path; int inference, f16; double tol; } cases[] = {
+  const struct {
+    const char *what, *path;
+    int inference, f16;
+    double tol;
+  } cases[] = {
       {"odd.net training f32", odd, 0, 0, 1e-5},
       {"odd.net inference f32", odd, 1, 0, 1e-5},
       {"smallcnn training f32", small, 0, 0, 1e-5},
@@ -42,10 +46,13 @@ int main(int argc, char **argv) {
   };
   int skipped = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    PreserveCase c = {.what = cases[i].what, .path = cases[i].path, .inference = cases[i].inference,
+    PreserveCase c = {.what = cases[i].what,
+                      .path = cases[i].path,
+                      .inference = cases[i].inference,
                       .a = {.off = cases[i].f16 ? f16_off_a : f32_off_a},
                       .b = {.off = cases[i].f16 ? f16_off_b : f32_off_b},
-                      .tol = cases[i].tol, .loss_scale = 128};
+                      .tol = cases[i].tol,
+                      .loss_scale = 128};
     skipped += preserve_case(&c) == PRESERVE_SKIP;
     printf("%s: done\n", c.what);
   }

@@ -20,9 +20,7 @@
 
 enum { ALIGN = 256 };
 
-static IrGraph *read_text(Arena *a, const char *text, Diag *d) {
-  return ir_read(a, d, "test.ir", text, strlen(text));
-}
+static IrGraph *read_text(Arena *a, const char *text, Diag *d) { return ir_read(a, d, "test.ir", text, strlen(text)); }
 
 /* Reads text and plans it at the given --batch (0: the graph's own). */
 static IrGraph *plan_text(Arena *a, const char *text, int64_t batch) {
@@ -53,8 +51,7 @@ static void expect_offsets(const IrGraph *g, const int64_t *want, int n, int64_t
   if (!g) return;
   for (int i = 0; i < n; i++) {
     const IrValue *v = printed(g, i);
-    CHECK(v && v->offset == want[i], "%s: %%%d at %" PRId64 ", want %" PRId64, what, i, v ? v->offset : -2,
-          want[i]);
+    CHECK(v && v->offset == want[i], "%s: %%%d at %" PRId64 ", want %" PRId64, what, i, v ? v->offset : -2, want[i]);
   }
   CHECK(g->plan_bytes == bytes, "%s: plan_bytes %" PRId64 ", want %" PRId64, what, g->plan_bytes, bytes);
 }
@@ -80,17 +77,16 @@ static void check_chain(void) {
 /* Sizes differ (x and %1, %3 are 4 KiB, %2, %4, %5 1 KiB).  Lifetimes:
  * %1 0..2, %2 1..3, %3 2..3, %4 3..4, %5 4..end.  Placement order x, %1,
  * %3, %2, %4, %5: %4 fits the hole %1 left above x; %5 goes on top of %4. */
-static const char *FIT =
-    "graph fit {\n"
-    "  TRAIN\n"
-    "  input %0 x : f32[N,1,32,32] NCHW\n"
-    "  %1 = relu(%0) : f32[N,1,32,32] NCHW\n"
-    "  %2 = maxpool(%1) {k=2x2 s=2x2 p=0x0} : f32[N,1,16,16] NCHW\n"
-    "  %3 = relu(%1) : f32[N,1,32,32] NCHW\n"
-    "  %4 = maxpool(%3) {k=2x2 s=2x2 p=0x0} : f32[N,1,16,16] NCHW\n"
-    "  %5 = add(%2, %4) : f32[N,1,16,16] NCHW\n"
-    "  output %5\n"
-    "}\n";
+static const char *FIT = "graph fit {\n"
+                         "  TRAIN\n"
+                         "  input %0 x : f32[N,1,32,32] NCHW\n"
+                         "  %1 = relu(%0) : f32[N,1,32,32] NCHW\n"
+                         "  %2 = maxpool(%1) {k=2x2 s=2x2 p=0x0} : f32[N,1,16,16] NCHW\n"
+                         "  %3 = relu(%1) : f32[N,1,32,32] NCHW\n"
+                         "  %4 = maxpool(%3) {k=2x2 s=2x2 p=0x0} : f32[N,1,16,16] NCHW\n"
+                         "  %5 = add(%2, %4) : f32[N,1,16,16] NCHW\n"
+                         "  output %5\n"
+                         "}\n";
 
 static char *with_train(const char *text, const char *train) {
   static char buf[2048];
@@ -178,7 +174,8 @@ static void check_round_trip(const IrGraph *g, const char *what) {
   if (back) {
     CHECK(back->plan_bytes == g->plan_bytes && back->plan_batch == g->plan_batch, "%s: plan read back", what);
     int same = back->nval == g->nval, n = 0;
-    for (const IrValue *v; same && (v = printed(g, n)); n++) same = printed(back, n) && printed(back, n)->offset == v->offset;
+    for (const IrValue *v; same && (v = printed(g, n)); n++)
+      same = printed(back, n) && printed(back, n)->offset == v->offset;
     CHECK(same && n > 0, "%s: every offset read back (%d values)", what, n);
   }
   free(t1);
@@ -188,7 +185,9 @@ static void check_round_trip(const IrGraph *g, const char *what) {
 
 /* The reader's errors for a malformed plan. */
 static void check_read_errors(void) {
-  static const struct { const char *text, *msg; } cases[] = {
+  static const struct {
+    const char *text, *msg;
+  } cases[] = {
       {"graph e {\n  input %0 x : f32[N,4] @\n}\n", "expected a byte offset after '@'"},
       {"graph e {\n  input %0 x : f32[N,4] @-256\n}\n", "expected a byte offset after '@'"},
       {"graph e {\n  input %0 x : f32[N,4] @256 @512\n}\n", "unexpected '@'"},
@@ -258,8 +257,8 @@ static double check_plan(const IrGraph *g, const char *what) {
     nplanned++;
     if (val->offset < 0 || val->offset % ALIGN || val->offset + l[v].size > g->plan_bytes) {
       if (bad_place++ < 5)
-        fprintf(stderr, "%s: value %d at %" PRId64 " size %" PRId64 " outside the arena of %" PRId64 "\n", what,
-                v, val->offset, l[v].size, g->plan_bytes);
+        fprintf(stderr, "%s: value %d at %" PRId64 " size %" PRId64 " outside the arena of %" PRId64 "\n", what, v,
+                val->offset, l[v].size, g->plan_bytes);
       continue;
     }
     for (int u = 0; u < v; u++) {
@@ -285,8 +284,8 @@ static double check_plan(const IrGraph *g, const char *what) {
   CHECK(pass_memplan_lower_bound(g) == bound, "%s: the pass's lower bound %" PRId64 ", here %" PRId64, what,
         pass_memplan_lower_bound(g), bound);
   double ratio = bound ? (double)g->plan_bytes / (double)bound : 0;
-  printf("%-40s batch %4" PRId64 "  values %5d  arena %13" PRId64 "  lower bound %13" PRId64 "  ratio %.4f\n",
-         what, g->plan_batch, nplanned, g->plan_bytes, bound, ratio);
+  printf("%-40s batch %4" PRId64 "  values %5d  arena %13" PRId64 "  lower bound %13" PRId64 "  ratio %.4f\n", what,
+         g->plan_batch, nplanned, g->plan_bytes, bound, ratio);
   CHECK(bound > 0 && ratio >= 1.0 && ratio < 1.3, "%s: arena / lower bound = %.4f", what, ratio);
   return ratio;
 }
@@ -301,8 +300,7 @@ static void check_model(const char *models, const char *name, int inference, int
   Diag d;
   diag_init(&d, stderr);
   PassCtx cx = {.d = &d, .out = stdout, .inference = inference, .precision = IR_DT_F16, .batch = batch};
-  if (!optional_passes)
-    cx.disabled = pipeline_bit("fuse") | pipeline_bit("layout") | pipeline_bit("precision");
+  if (!optional_passes) cx.disabled = pipeline_bit("fuse") | pipeline_bit("layout") | pipeline_bit("precision");
   IrGraph *g = compile_file(&a, &d, path, &cx);
   CHECK(g != NULL, "%s compiles", what);
   if (g) {

@@ -27,8 +27,13 @@
 
 static IrGraph *compile(Arena *a, Diag *d, const char *path, unsigned off, int inference, IrDtype dt,
                         const char *int8) {
-  PassCtx cx = {.d = d, .out = stdout, .precision = dt, .precision_set = 1, .inference = inference,
-                .disabled = off | pipeline_bit("prologue") | pipeline_bit("memplan"), .int8_layers = int8};
+  PassCtx cx = {.d = d,
+                .out = stdout,
+                .precision = dt,
+                .precision_set = 1,
+                .inference = inference,
+                .disabled = off | pipeline_bit("prologue") | pipeline_bit("memplan"),
+                .int8_layers = int8};
   return compile_file(a, d, path, &cx);
 }
 
@@ -98,8 +103,10 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
     convs++;
     IrDtype x = g->val[node->in[0]].type.dtype, w = g->val[node->in[1]].type.dtype;
     int is_first = node->name && strncmp(node->name, "conv1", 5) == 0 && (!node->name[5] || node->name[5] == '.');
-    if (is_first) first += x == IR_DT_F32 && w == IR_DT_F32;
-    else low += x == dt && w == dt;
+    if (is_first)
+      first += x == IR_DT_F32 && w == IR_DT_F32;
+    else
+      low += x == dt && w == dt;
     if (!is_first && !(x == dt && w == dt))
       CHECK(0, "%s: %s computes in %s/%s", what, node->name, ir_dtype_name(x), ir_dtype_name(w));
   }
@@ -152,15 +159,14 @@ int main(int argc, char **argv) {
   check_resnet50(path, 0, 0, IR_DT_BF16);
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_F32);
   check_resnet50(path, 0, 0, IR_DT_F32);
-  static const char net[] =
-      "network e {\n"
-      "  input image : f32[3, 8, 8]\n"
-      "  input label : i32[]\n"
-      "  conv1 = conv2d(image, 8, k=3, p=1)\n"
-      "  r = relu(conv1, precision=%s)\n"
-      "  fc = linear(flatten(global_avgpool(r)), 4)\n"
-      "  loss = softmax_cross_entropy(fc, label)\n"
-      "}\n";
+  static const char net[] = "network e {\n"
+                            "  input image : f32[3, 8, 8]\n"
+                            "  input label : i32[]\n"
+                            "  conv1 = conv2d(image, 8, k=3, p=1)\n"
+                            "  r = relu(conv1, precision=%s)\n"
+                            "  fc = linear(flatten(global_avgpool(r)), 4)\n"
+                            "  loss = softmax_cross_entropy(fc, label)\n"
+                            "}\n";
   char text[1024];
   snprintf(text, sizeof text, net, "f16");
   check_error(text, "conv1,nosuch", "--int8: no conv2d or linear layer named 'nosuch'");

@@ -40,7 +40,14 @@ int main(int argc, char **argv) {
   snprintf(r20, sizeof r20, "%s/resnet20.net", argv[2]);
   const char *off_a = fused ? "precision,memplan" : "precision,fuse,memplan";
   const char *off_b = fused ? "memplan" : "fuse,memplan";
-  const struct { const char *what, *path; int inference; IrDtype dt; int set; const char *int8; double tol, tol_after; } cases[] = {
+  const struct {
+    const char *what, *path;
+    int inference;
+    IrDtype dt;
+    int set;
+    const char *int8;
+    double tol, tol_after;
+  } cases[] = {
       {"smallcnn training f16", small, 0, IR_DT_F16, 0, NULL, 1e-2, 2e-2}, /* the stem: see above */
       {"smallcnn inference f16", small, 1, IR_DT_F16, 0, NULL, 1e-2, 0},
       {"smallcnn training bf16", small, 0, IR_DT_BF16, 1, NULL, 3e-2, 0.1},
@@ -55,11 +62,15 @@ int main(int argc, char **argv) {
   };
   int skipped = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    PreserveCase c = {.what = cases[i].what, .path = cases[i].path, .inference = cases[i].inference,
-                      .a = {.off = off_a},
-                      .b = {.off = off_b, .precision = cases[i].dt, .precision_set = cases[i].set,
-                            .int8 = cases[i].int8},
-                      .tol = cases[i].tol, .tol_after = cases[i].tol_after, .loss_scale = 128};
+    PreserveCase c = {
+        .what = cases[i].what,
+        .path = cases[i].path,
+        .inference = cases[i].inference,
+        .a = {.off = off_a},
+        .b = {.off = off_b, .precision = cases[i].dt, .precision_set = cases[i].set, .int8 = cases[i].int8},
+        .tol = cases[i].tol,
+        .tol_after = cases[i].tol_after,
+        .loss_scale = 128};
     skipped += preserve_case(&c) == PRESERVE_SKIP;
     printf("%s: done\n", c.what);
   }
