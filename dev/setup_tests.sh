@@ -15,6 +15,7 @@ PACKAGES=(
   libonnx-testdata                                # the ONNX operator tests themselves
   python3                                         # command-line tests
   "pkg-config|pkgconf"                            # the install test
+  clang-format                                    # the one style (tests/layout, .clang-format)
 )
 apt_need "${PACKAGES[@]}" || echo "setup: the tests that need them will fail or be skipped" >&2
 
