@@ -20,6 +20,9 @@ nodrv=/nonexistent/libcuda-netc-test.so.1
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/mlp.net" --device gpu
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --device gpu
 expect 0 "on the CPU.*images/s" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 --steps 3
+# a switch with a bad value fails the load, naming the variable (compiler/opts.c)
+expect 1 "NETC_CUDA_GRAPH=2: expected 0 or 1" env NETC_CUDA_GRAPH=2 "$netrun" bench "$src/models/mlp.net" --device cpu \
+  --batch 8 --steps 2
 expect 2 "bench does not take '--epochs'" "$netrun" bench "$src/models/mlp.net" --epochs 2
 expect 2 "give --data or --synthetic" "$netrun" train "$src/models/mlp.net" --synthetic --data /tmp
 expect 2 "--every needs --checkpoint" "$netrun" train "$src/models/mlp.net" --every 3
