@@ -77,6 +77,11 @@ NetStatus net_step_run(NetModel *m, float lr, float scale, float *loss, float *s
 /* Top-1 and top-5 accuracy (top5 may be NULL) of the inference graph over n u8 images. */
 NetStatus net_evaluate_u8(NetModel *m, const uint8_t *images, const uint8_t *labels, int64_t n, float mean, float std,
                           double *accuracy, double *top5);
+/* Where class `label` ranks in one row of C logits: how many classes score
+ * higher, ties going to the lower index as argmax takes the first.  C (a
+ * miss at every k) when label is not a class or any logit of the row is
+ * not finite: a row of NaNs is never a correct prediction. */
+int64_t net_eval_rank(const float *row, int64_t C, int64_t label);
 /* Runs the inference graph on m->img, filled by the caller (after
  * net_infer_ready) with n <= batch images in the inference input's layout,
  * the rest zeros; adds to *top1 and *top5 the images whose label ranks

@@ -110,18 +110,19 @@ NetStatus net_step_save(NetModel *m, const char *path) {
   return s;
 }
 
-/* Where class `label` ranks in one row of logits: how many classes score
- * higher, ties going to the lower index as argmax takes the first. */
-static int64_t rank_of(const float *row, int64_t C, int64_t label) {
+int64_t net_eval_rank(const float *row, int64_t C, int64_t label) {
+  if (label < 0 || label >= C) return C;
+  for (int64_t c = 0; c < C; c++)
+    if (!isfinite(row[c])) return C; /* a NaN or an infinity makes no prediction, right or wrong */
   int64_t r = 0;
   for (int64_t c = 0; c < C; c++) r += row[c] > row[label] || (c < label && row[c] == row[label]);
   return r;
 }
 
-/* Counts one image in top1 / top5 when its label (a miss when not a class)
- * ranks first / in the first five of its logits row. */
+/* Counts one image in top1 / top5 when its label ranks first / in the
+ * first five of its logits row (net_eval_rank). */
 static void tally(const float *row, int64_t C, int64_t label, int64_t *top1, int64_t *top5) {
-  int64_t r = label >= 0 && label < C ? rank_of(row, C, label) : C;
+  int64_t r = net_eval_rank(row, C, label);
   *top1 += r < 1, *top5 += r < 5;
 }
 
