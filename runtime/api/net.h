@@ -230,6 +230,10 @@ typedef struct NetTrainResult {
 typedef int (*NetStepFn)(const NetStepInfo *s, void *user);
 typedef int (*NetEpochFn)(const NetEpochInfo *e, void *user);
 typedef int (*NetCheckpointFn)(int64_t step, const char *path, void *user);
+/* Something the run worked around and goes on with (a warm-up longer than
+ * the run, shortened to fit): called once per such thing, before the first
+ * step; the message has no trailing newline. */
+typedef void (*NetWarnFn)(const char *message, void *user);
 
 typedef struct NetTrainConfig {
   NetDataKind data;
@@ -266,6 +270,7 @@ typedef struct NetTrainConfig {
   int64_t accum_steps;              /* gradient accumulation: each step (optimizer update) runs this many batches
                                      * forward and backward and updates once with their mean gradient; steps,
                                      * epochs, the schedule and checkpoints count updates (0: 1; docs/training.md) */
+  NetWarnFn on_warning;             /* may be NULL: the warnings are not shown */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch

@@ -380,6 +380,15 @@ static NetStatus plan_steps(Run *r) {
 static NetStatus make_schedule(Run *r) {
   NetStatus s = net_status_of_sched(rt_sched_init(&r->sched, r->m->gt, r->spe, r->epochs, net_err_buf(), NET_ERRMAX));
   if (s) return net_failed(s);
+  if (r->sched.warmup_asked && r->c->on_warning) {
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "the train section's warm-up of %lld epochs is not shorter than this %lld-epoch run: warming up over "
+             "the first %lld of the schedule's %lld steps instead",
+             (long long)r->sched.warmup_asked, (long long)r->epochs, (long long)r->sched.warmup_steps,
+             (long long)r->sched.total_steps);
+    r->c->on_warning(msg, r->c->user);
+  }
   normalization(r->c, r->scale, r->shift);
   r->loss_scale = net_train_loss_scale(r->m->gt);
   return NET_OK;

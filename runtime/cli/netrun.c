@@ -303,6 +303,11 @@ typedef struct Progress {
   int64_t warned; /* unreadable images already reported */
 } Progress;
 
+static void on_warning(const char *message, void *user) {
+  (void)user;
+  fprintf(stderr, "netrun: warning: %s\n", message);
+}
+
 static int on_step(const NetStepInfo *s, void *user) {
   Progress *p = user;
   if (p->log)
@@ -415,6 +420,7 @@ static int cmd_train(int argc, char **argv) {
                       .seed = (uint64_t)o.seed,
                       .on_step = on_step,
                       .on_epoch = on_epoch,
+                      .on_warning = on_warning,
                       .checkpoint = o.checkpoint,
                       .checkpoint_every = o.every,
                       .on_checkpoint = on_checkpoint,

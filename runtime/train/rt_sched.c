@@ -60,10 +60,6 @@ RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoc
       return fail(s, RT_SCHED_ERR_TRAIN, err, errlen, "train section: '%s' must be an integer >= 0", "warmup_epochs");
     warmup = w->i[0];
   }
-  if (warmup > 0 && warmup >= epochs)
-    return fail(s, RT_SCHED_ERR_RANGE, err, errlen,
-                "schedule: a warm-up of %lld epochs leaves nothing of a %lld-epoch run", (long long)warmup,
-                (long long)epochs);
   if (s->kind == RT_SCHED_STEP) {
     const IrAttr *every = train_get(g, "schedule_every", IR_ATTR_INT);
     const IrAttr *gamma = train_get(g, "schedule_gamma", IR_ATTR_FLOAT);
@@ -75,8 +71,12 @@ RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoc
     s->every_steps = every->i[0] > INT64_MAX / steps_per_epoch ? INT64_MAX : every->i[0] * steps_per_epoch;
   }
   s->lr = lr->f;
-  s->warmup_steps = warmup * steps_per_epoch;
   s->total_steps = epochs * steps_per_epoch;
+  s->warmup_steps = warmup * steps_per_epoch;
+  if (warmup > 0 && warmup >= epochs) { /* leave half the run after the warm-up */
+    s->warmup_asked = warmup;
+    s->warmup_steps = s->total_steps / 2;
+  }
   return RT_SCHED_OK;
 }
 

@@ -26,7 +26,7 @@
 typedef enum RtSchedStatus {
   RT_SCHED_OK = 0,
   RT_SCHED_ERR_TRAIN, /* the train section lacks a key, has one of the wrong kind, or an unknown schedule */
-  RT_SCHED_ERR_RANGE, /* steps per epoch or epochs below 1, warm-up not shorter than the run */
+  RT_SCHED_ERR_RANGE, /* steps per epoch or epochs below 1 */
 } RtSchedStatus;
 
 typedef enum RtSchedKind { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE } RtSchedKind;
@@ -38,10 +38,15 @@ typedef struct RtSched {
   int64_t every_steps; /* step: steps between decays */
   int64_t warmup_steps;
   int64_t total_steps;
+  int64_t warmup_asked; /* when the train section's warm-up (epochs) was not shorter than the run and
+                           was cut to half of it: the epochs it asked for; else 0 */
 } RtSched;
 
 /* Reads g's train section for a run of `epochs` epochs of steps_per_epoch
- * steps.  On failure *s is zeroed and err says why. */
+ * steps.  A warm-up as long as the run or longer (a short trial run of a
+ * model whose recipe warms up for 5 epochs) is cut to half the run's steps,
+ * and warmup_asked says so, for the caller to warn once.  On failure *s is
+ * zeroed and err says why. */
 RtSchedStatus rt_sched_init(RtSched *s, const IrGraph *g, int64_t steps_per_epoch, int64_t epochs, char *err,
                             size_t errlen);
 /* The learning rate of step t (t < 0 counts as 0). */

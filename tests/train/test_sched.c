@@ -10,6 +10,7 @@
  *     t 5: 0.2*6/10 = 0.12; t 10: 0.2; t 20: 0.1*(1+cos(pi/4)) = 0.170710678;
  *     t 30: 0.1; t 49: 0.1*(1+cos(39pi/40)) = 0.000308267
  *   constant(warmup_epochs=2), lr 0.05, 3 steps x 4 epochs: t 0: 0.05/6; t 5, 6, 11: 0.05 */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,8 +137,20 @@ static void test_errors(Arena *a) {
 
   IrGraph *w = lowered(a, "0.1", "schedule = cosine(warmup_epochs=3)");
   if (w) {
-    expect_error(w, 4, 3, RT_SCHED_ERR_RANGE, "warm-up of 3 epochs");
     expect_error(w, 0, 5, RT_SCHED_ERR_RANGE, "at least 1");
+    /* a warm-up not shorter than the run is cut to half of it, and says so */
+    RtSched s;
+    char err[256];
+    CHECK(rt_sched_init(&s, w, 4, 3, err, sizeof err) == RT_SCHED_OK, "3-epoch warm-up, 3-epoch run: %s", err);
+    CHECK(s.warmup_asked == 3 && s.warmup_steps == 6 && s.total_steps == 12, "cut to 6 of 12 steps (asked %lld, %lld)",
+          (long long)s.warmup_asked, (long long)s.warmup_steps);
+    CHECK(rt_sched_lr(&s, 0) > 0 && fabs(rt_sched_lr(&s, 5) - 0.1) < 1e-12 && rt_sched_lr(&s, 11) < rt_sched_lr(&s, 6),
+          "warm-up, then the cosine: %g %g %g", rt_sched_lr(&s, 0), rt_sched_lr(&s, 5), rt_sched_lr(&s, 11));
+    CHECK(rt_sched_init(&s, w, 1, 1, err, sizeof err) == RT_SCHED_OK && s.warmup_steps == 0 &&
+              isfinite(rt_sched_lr(&s, 0)) && rt_sched_lr(&s, 0) == 0.1,
+          "a one-step run: no warm-up, the full rate: %g", rt_sched_lr(&s, 0));
+    CHECK(rt_sched_init(&s, w, 4, 4, err, sizeof err) == RT_SCHED_OK && s.warmup_asked == 0 && s.warmup_steps == 12,
+          "a warm-up shorter than the run stays");
   }
 }
 

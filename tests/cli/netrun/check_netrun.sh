@@ -20,6 +20,9 @@ nodrv=/nonexistent/libcuda-netc-test.so.1
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/mlp.net" --device gpu
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --device gpu
 expect 0 "on the CPU.*images/s" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 --steps 3
+# a warm-up as long as the run is shortened, with one warning, and the run goes on
+expect 0 "warning: the train section's warm-up of 1 epochs is not shorter than this 1-epoch run" \
+  "$netrun" train "$src/models/resnet20.net" --steps 2 --synthetic --device cpu --batch 8
 # a switch with a bad value fails the load, naming the variable (compiler/opts.c)
 expect 1 "NETC_CUDA_GRAPH=2: expected 0 or 1" env NETC_CUDA_GRAPH=2 "$netrun" bench "$src/models/mlp.net" --device cpu \
   --batch 8 --steps 2
