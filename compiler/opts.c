@@ -114,8 +114,8 @@ static int set_row(NetcOpts *o, const OptsInfo *r, const char *v, char *err, siz
     return 0;
   }
   case OPTS_PATH:
-    if (strlen(v) >= sizeof o->cuda_driver) return fail(err, errlen, "%s: a path of over 255 bytes", r->env);
-    snprintf(p, sizeof o->cuda_driver, "%s", v);
+    if (strlen(v) >= OPTS_PATH_MAX) return fail(err, errlen, "%s: a path of %d bytes or more", r->env, OPTS_PATH_MAX);
+    snprintf(p, OPTS_PATH_MAX, "%s", v);
     return 0;
   }
   return fail(err, errlen, "%s: unknown type", r->env);

@@ -22,6 +22,8 @@
 
 #include <stddef.h>
 
+enum { OPTS_PATH_MAX = 256 }; /* bytes of a path field, its NUL included */
+
 typedef struct NetcOpts {
   /* code generation (opts_code_key) */
   int s2d;          /* 0, 1, 2 = all: the f32 stride-2 stem convolution folded 2x2 into 4C channels (2: its
@@ -43,11 +45,11 @@ typedef struct NetcOpts {
   int cudnn_verbose;       /* print each cuDNN plan's description and workspace */
   int nvrtc_threads;       /* threads compiling a graph's programs; 0: the usable cores */
   /* libraries and files (read when first needed) */
-  char cuda_driver[256]; /* libcuda to load; "": libcuda.so.1 */
-  char cudnn[256];       /* libcudnn to load; "": libcudnn.so.9 */
-  char nvrtc[256];       /* libnvrtc to load; "": libnvrtc.so.13 */
-  char cairo[256];       /* libcairo for `netrun plot`; "": libcairo.so.2 */
-  char kernel_dir[256];  /* where a kernel that fails to compile is saved; "": $TMPDIR, else /tmp */
+  char cuda_driver[OPTS_PATH_MAX]; /* libcuda to load; "": libcuda.so.1 */
+  char cudnn[OPTS_PATH_MAX];       /* libcudnn to load; "": libcudnn.so.9 */
+  char nvrtc[OPTS_PATH_MAX];       /* libnvrtc to load; "": libnvrtc.so.13 */
+  char cairo[OPTS_PATH_MAX];       /* libcairo for `netrun plot`; "": libcairo.so.2 */
+  char kernel_dir[OPTS_PATH_MAX];  /* where a kernel that fails to compile is saved; "": $TMPDIR, else /tmp */
 } NetcOpts;
 
 typedef enum OptsType { OPTS_BOOL, OPTS_INT, OPTS_CHOICE, OPTS_PATH } OptsType;

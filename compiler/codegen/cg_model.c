@@ -350,10 +350,8 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
   }
   if (!rc && o->emit_cuda) rc = emit_cuda(o->emit_cuda, parts, d);
   if (!rc && o->out) {
-    NetcOpts defaults;
-    opts_default(&defaults);
-    char key[256];
-    opts_code_key(o->opts ? o->opts : &defaults, key, sizeof key);
+    char key[256]; /* the switches the programs above were emitted under: o->opts, else the defaults */
+    opts_code_key(cg_device_opts(&(CgDevice){.opts = o->opts}), key, sizeof key);
     rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, key, d);
   }
   for (int i = 0; i < 2; i++) {

@@ -325,9 +325,9 @@ static void *worker(void *arg) {
 
 /* Threads to compile with: p->threads, else the device options' nvrtc_threads, else the
  * cores this process may use; at most CG_PROG_THREADS and the parts. */
-static int thread_count(const CgProg *p) {
+static int thread_count(const CgProg *p, const NetcOpts *o) {
   int n = p->threads;
-  if (n <= 0) n = p->opts_threads;
+  if (n <= 0) n = o->nvrtc_threads;
   if (n <= 0) {
     cpu_set_t set;
     n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -350,7 +350,6 @@ CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, c
   cg_cache_dir(cache_dir, dir, sizeof dir);
   char key[256];
   opts_code_key(cg_device_opts(dev), key, sizeof key);
-  p->opts_threads = cg_device_opts(dev)->nvrtc_threads;
   Job j = {.p = p,
            .arch = arch,
            .dir = dir,
@@ -362,7 +361,7 @@ CgStatus cg_prog_compile(const IrGraph *g, int64_t batch, const CgDevice *dev, c
     return cg_fail(CG_ENOMEM, err, errlen, "cg_prog: out of host memory");
   pthread_mutex_init(&j.mu, NULL);
   pthread_t tid[CG_PROG_THREADS];
-  int nthread = thread_count(p), started = 0;
+  int nthread = thread_count(p, cg_device_opts(dev)), started = 0;
   while (started < nthread - 1 && pthread_create(&tid[started], NULL, worker, &j) == 0) started++;
   worker(&j);
   for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);

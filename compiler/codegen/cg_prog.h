@@ -84,10 +84,9 @@ typedef struct CgProg {
   CgProgSym *sym;
   int npart; /* 0 when no node has a kernel */
   CgProgPart part[CG_MAX_PART];
-  int threads;      /* compile threads; 0: the device options' nvrtc_threads, else the cores */
-  int opts_threads; /* (the options' nvrtc_threads, set by cg_prog_compile) */
-  int cache_hit;    /* every part came from the cache */
-  int prebuilt;     /* every part came from a model.so (cg_prog_build_prebuilt) */
+  int threads;   /* compile threads; 0: the device options' nvrtc_threads, else the cores */
+  int cache_hit; /* every part came from the cache */
+  int prebuilt;  /* every part came from a model.so (cg_prog_build_prebuilt) */
 } CgProg;
 
 CgStatus cg_prog_build(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, CgProg *out,

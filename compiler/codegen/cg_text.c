@@ -48,10 +48,15 @@ int cg_text_printf(CgText *t, const char *fmt, ...) {
   return 0;
 }
 
+/* The message into err, when one is wanted. */
+static void put(char *err, size_t errlen, const char *fmt, va_list ap) {
+  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+}
+
 CgStatus cg_fail(CgStatus s, char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  put(err, errlen, fmt, ap);
   va_end(ap);
   return s;
 }
@@ -59,7 +64,7 @@ CgStatus cg_fail(CgStatus s, char *err, size_t errlen, const char *fmt, ...) {
 int cg_errf(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+  put(err, errlen, fmt, ap);
   va_end(ap);
   return -1;
 }
