@@ -43,6 +43,28 @@ int rt_augment_min_short(RtAugKind kind, int train, int H, int W);
  * one image at one place in one epoch. */
 uint64_t rt_augment_seed(uint64_t seed, int64_t epoch, int64_t position);
 
+/* Every transform of large inputs (64 pixels and more: rrc, flip, none and
+ * the evaluation transform) is one bilinear sample: the region (x0, y0,
+ * cw, ch) of a w x h picture, in its pixels (fractional for the centre
+ * crop), resized to HxW with pixel centres (align_corners=False) and
+ * clamping at the border, then mirrored when flip.  The GPU decoder's
+ * crop kernel (runtime/gpu/rt_gpu_jpeg.c) applies the same window with the
+ * same arithmetic. */
+typedef struct RtAugWindow {
+  double x0, y0, cw, ch;
+  int flip;
+} RtAugWindow;
+
+/* The window of the training transform (train != 0, drawn from seed) or
+ * the evaluation transform for a picture of w x h pixels.  0, or -1 when
+ * the transform is not one window (pad_crop; small inputs). */
+int rt_augment_window(RtAugKind kind, int train, uint64_t seed, int w, int h, int H, int W, RtAugWindow *win);
+/* The window drawn on a picture of w x h mapped onto the same picture
+ * decoded at sw x sh (DCT scaling): the same region of the scene. */
+RtAugWindow rt_augment_window_scaled(const RtAugWindow *win, int w, int h, int sw, int sh);
+/* The window applied: u8 CHW [3, H, W] into dst. */
+void rt_augment_apply(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst);
+
 void rt_augment_train(const RtImage *src, RtAugKind kind, uint64_t seed, int H, int W, uint8_t *dst);
 void rt_augment_eval(const RtImage *src, int H, int W, uint8_t *dst);
 

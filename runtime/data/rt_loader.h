@@ -38,6 +38,29 @@ typedef enum RtLoaderStatus {
   RT_LOADER_ERR_NOMEM
 } RtLoaderStatus;
 
+/* Who makes the pixels.  RT_LOADER_DECODE: the threads decode and
+ * transform, and a batch is bytes (RtLoaderBatch.images).  RT_LOADER_DEFER
+ * (inputs of 64 pixels and more, transforms that are one window): the
+ * threads read each file and draw its transform's window on the size in
+ * its header, and a batch is items (RtLoaderBatch.items) for a decoder
+ * elsewhere (the GPU's, runtime/gpu/rt_gpu_jpeg.h).  A file that decoder
+ * cannot take -- progressive, or neither 3-component YCbCr nor grey -- is
+ * decoded here (with DCT scaling) and travels as RGB pixels with the
+ * window mapped onto them.  The windows are drawn on the full size in
+ * both modes, so the two crop the same region of every picture. */
+typedef enum RtLoaderDecode { RT_LOADER_DECODE = 0, RT_LOADER_DEFER } RtLoaderDecode;
+
+typedef enum RtItemKind { RT_ITEM_JPEG = 0, RT_ITEM_RGB } RtItemKind;
+
+typedef struct RtLoaderItem {
+  RtItemKind kind;
+  const uint8_t *data; /* JPEG: the file's bytes; RGB: h rows of w * 3 bytes */
+  size_t len;
+  int w, h;          /* JPEG: the size its header gives; RGB: the picture's */
+  RtAugWindow win;   /* the transform, in (w, h)'s pixels */
+  const char *name;  /* the file, for messages */
+} RtLoaderItem;
+
 typedef struct RtLoaderConfig {
   const RtFolder *set; /* borrowed: must outlive the loader */
   int64_t limit;       /* use this many images, evenly spread over the set (0: all) */
@@ -48,10 +71,12 @@ typedef struct RtLoaderConfig {
   uint64_t seed;
   int workers; /* threads (0: the processors online, at most 8) */
   int depth;   /* batch buffers (0: 3; at least 2) */
+  RtLoaderDecode decode;
 } RtLoaderConfig;
 
 typedef struct RtLoaderBatch {
-  const uint8_t *images; /* n * 3 * H * W bytes, NCHW */
+  const uint8_t *images; /* RT_LOADER_DECODE: n * 3 * H * W bytes, NCHW */
+  const RtLoaderItem *items; /* RT_LOADER_DEFER: n items (valid as images are) */
   const int64_t *labels; /* n */
   int64_t n;
 } RtLoaderBatch;
