@@ -11,6 +11,7 @@
 #include "net_exec.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "net_status.h"
@@ -26,8 +27,12 @@ struct NetExec {
   const NetExecBackend *be;
   void *self; /* the backend's executor */
   const IrGraph *g;
-  int accum, accum_i;  /* accumulation: micro-steps per update (1: off), and those run of this update */
-  int feeding, feed_v; /* a pipeline feeds input feed_v */
+  int accum, accum_i;           /* accumulation: micro-steps per update (1: off), and those run of this update */
+  int feeding, feed_v, label_v; /* a pipeline feeds inputs feed_v and label_v (-1: none) */
+  /* net_exec_post/fetch without the backend's own: values read at once */
+  uint8_t mail[NET_EXEC_MAIL_SLOTS][NET_EXEC_MAIL_BYTES];
+  size_t mail_len[NET_EXEC_MAIL_SLOTS]; /* bytes of the value's host form */
+  int64_t mail_next;
 };
 
 const NetExecBackend *net_exec_backend(NetDevice d, char *err, size_t len) {
@@ -75,7 +80,7 @@ int net_exec_find(const NetExec *x, const char *name) { return x->be->find(x->se
 int64_t net_exec_numel(const NetExec *x, int v) { return x->be->numel(x->self, v); }
 
 NetStatus net_exec_write(NetExec *x, int v, const void *host, char *err, size_t len) {
-  if (x->feeding && v == x->feed_v) return NET_OK; /* the step reads the pipeline's batch */
+  if (x->feeding && (v == x->feed_v || v == x->label_v)) return NET_OK; /* the step reads the pipeline's batch */
   return x->be->write(x->self, v, host, err, len);
 }
 
@@ -123,15 +128,18 @@ void net_exec_input_stop(NetExec *x) {
   x->feeding = 0;
 }
 
-NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *err, size_t len) {
+NetStatus net_exec_input_start(NetExec *x, int v, int label_v, const RtRefInput *in, char *err, size_t len) {
   net_exec_input_stop(x);
   if (!rt_ref_input_ok(in) || v < 0 || net_exec_numel(x, v) != in->n * in->dc * in->h * in->w)
     return net_status_errf(NET_ERR_ARG, err, len,
                            "input pipeline: value %d does not hold a batch of %lldx%lldx%lld images", v,
                            in ? (long long)in->dc : 0, in ? (long long)in->h : 0, in ? (long long)in->w : 0);
-  NetStatus s = x->be->input_start(x->self, v, in, err, len);
+  if (label_v >= 0 && net_exec_numel(x, label_v) != in->n)
+    return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: value %d does not hold %lld labels", label_v,
+                           (long long)in->n);
+  NetStatus s = x->be->input_start(x->self, v, label_v, in, err, len);
   if (s) return s;
-  x->feeding = 1, x->feed_v = v;
+  x->feeding = 1, x->feed_v = v, x->label_v = label_v;
   return NET_OK;
 }
 
@@ -140,14 +148,53 @@ NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t le
   return x->be->input_buffer(x->self, host, err, len);
 }
 
-NetStatus net_exec_input_send(NetExec *x, char *err, size_t len) {
+NetStatus net_exec_input_send(NetExec *x, const int64_t *labels, char *err, size_t len) {
   if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
-  return x->be->input_send(x->self, err, len);
+  return x->be->input_send(x->self, labels, err, len);
 }
 
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len) {
   if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
   return x->be->input_feed(x->self, err, len);
+}
+
+/* --- per-step values without waiting --------------------------------------- */
+
+/* Value v's host form (float, or int64 for integer dtypes) fits a slot. */
+static NetStatus mail_fits(const NetExec *x, int v, char *err, size_t len) {
+  int64_t n = net_exec_numel(x, v);
+  if (n < 1 || n * 8 > NET_EXEC_MAIL_BYTES)
+    return net_status_errf(NET_ERR_ARG, err, len, "value %d of %lld elements is not a per-step scalar (at most %d)", v,
+                           (long long)n, NET_EXEC_MAIL_BYTES / 8);
+  return NET_OK;
+}
+
+NetStatus net_exec_post(NetExec *x, int v, const void *host, char *err, size_t len) {
+  NetStatus s = mail_fits(x, v, err, len);
+  if (s) return s;
+  return x->be->post ? x->be->post(x->self, v, host, err, len) : net_exec_write(x, v, host, err, len);
+}
+
+NetStatus net_exec_fetch(NetExec *x, int v, int64_t *ticket, char *err, size_t len) {
+  NetStatus s = mail_fits(x, v, err, len);
+  if (s || x->be->fetch) return s ? s : x->be->fetch(x->self, v, ticket, err, len);
+  int k = (int)(x->mail_next % NET_EXEC_MAIL_SLOTS);
+  if ((s = x->be->read(x->self, v, x->mail[k], err, len))) return s;
+  IrDtype dt = x->g->val[v].type.dtype;
+  int is_int = dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8;
+  x->mail_len[k] = (size_t)net_exec_numel(x, v) * (is_int ? sizeof(int64_t) : sizeof(float));
+  *ticket = x->mail_next++;
+  return NET_OK;
+}
+
+NetStatus net_exec_fetched(NetExec *x, int64_t ticket, int wait, void *host, int *done, char *err, size_t len) {
+  if (x->be->fetched) return x->be->fetched(x->self, ticket, wait, host, done, err, len);
+  if (ticket < 0 || ticket >= x->mail_next || x->mail_next - ticket > NET_EXEC_MAIL_SLOTS)
+    return net_status_errf(NET_ERR_ARG, err, len, "fetched value %lld is not one of the last %d", (long long)ticket,
+                           NET_EXEC_MAIL_SLOTS);
+  memcpy(host, x->mail[ticket % NET_EXEC_MAIL_SLOTS], x->mail_len[ticket % NET_EXEC_MAIL_SLOTS]);
+  if (done) *done = 1;
+  return NET_OK;
 }
 
 /* --- gradient accumulation ------------------------------------------------ */

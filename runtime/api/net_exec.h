@@ -68,20 +68,34 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len);
 int net_exec_accum_pending(const NetExec *x);
 
 /* The input pipeline (docs/data.md): batches of image bytes into input v
- * of x, converted by rt_ref_input_u8's formula into v's dtype and layout.
+ * of x, converted by rt_ref_input_u8's formula into v's dtype and layout,
+ * and their labels (int64, given to send) into integer input label_v
+ * (-1: images only).
  * On the GPU (rt_gpu_input.h) a batch goes from one of two pinned buffers
  * to the device on a copy stream, overlapping the step before it, and is
  * converted on the step's stream; on the CPU it is converted when fed.
  * Per batch: net_exec_input_buffer (may wait for a free buffer), fill it,
  * net_exec_input_send; net_exec_input_feed before the step that reads it
  * (at most two sent and not fed).  While a pipeline runs, host writes of
- * v are skipped: the step reads the fed batch.  Start again replaces it;
- * stop takes an executor without one. */
-NetStatus net_exec_input_start(NetExec *x, int v, const RtRefInput *in, char *err, size_t len);
+ * v and label_v are skipped: the step reads the fed batch.  Start again
+ * replaces it; stop takes an executor without one. */
+NetStatus net_exec_input_start(NetExec *x, int v, int label_v, const RtRefInput *in, char *err, size_t len);
 void net_exec_input_stop(NetExec *x);
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len);
-NetStatus net_exec_input_send(NetExec *x, char *err, size_t len);
+NetStatus net_exec_input_send(NetExec *x, const int64_t *labels, char *err, size_t len);
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len);
+
+/* Per-step values without waiting for the device (on the GPU rt_gpu_mail.h:
+ * pinned slots, copies in stream order; on the CPU plain writes and reads):
+ * post writes small value v (at most NET_EXEC_MAIL_BYTES in its dtype)
+ * before the next run; fetch takes v's value after the runs queued so far
+ * and names it by *ticket; fetched gives that value once its copy is done
+ * (wait 0: *done = 0 while it runs).  A ticket can be read until
+ * NET_EXEC_MAIL_SLOTS more posts and fetches have been made. */
+enum { NET_EXEC_MAIL_SLOTS = 64, NET_EXEC_MAIL_BYTES = 256 };
+NetStatus net_exec_post(NetExec *x, int v, const void *host, char *err, size_t len);
+NetStatus net_exec_fetch(NetExec *x, int v, int64_t *ticket, char *err, size_t len);
+NetStatus net_exec_fetched(NetExec *x, int64_t ticket, int wait, void *host, int *done, char *err, size_t len);
 
 /* --- the backend table (net_exec_cpu.c, net_exec_gpu.c) ------------------- */
 
@@ -126,11 +140,15 @@ typedef struct NetExecBackend {
   NetStatus (*accum_set)(void *self, const int *grad, int ngrad, int k, char *err, size_t len);
   NetStatus (*accum_run)(void *self, int k, int last, char *err, size_t len);
   /* The input pipeline (net_exec_input_*); input_stop takes a backend without one. */
-  NetStatus (*input_start)(void *self, int v, const RtRefInput *in, char *err, size_t len);
+  NetStatus (*input_start)(void *self, int v, int label_v, const RtRefInput *in, char *err, size_t len);
   void (*input_stop)(void *self);
   NetStatus (*input_buffer)(void *self, uint8_t **host, char *err, size_t len);
-  NetStatus (*input_send)(void *self, char *err, size_t len);
+  NetStatus (*input_send)(void *self, const int64_t *labels, char *err, size_t len);
   NetStatus (*input_feed)(void *self, char *err, size_t len);
+  /* net_exec_post/fetch/fetched; NULL: net_exec.c writes and reads at once */
+  NetStatus (*post)(void *self, int v, const void *host, char *err, size_t len);
+  NetStatus (*fetch)(void *self, int v, int64_t *ticket, char *err, size_t len);
+  NetStatus (*fetched)(void *self, int64_t ticket, int wait, void *host, int *done, char *err, size_t len);
 } NetExecBackend;
 
 extern const NetExecBackend net_exec_cpu; /* net_exec_cpu.c */
@@ -143,9 +161,11 @@ const NetExecBackend *net_exec_backend(NetDevice d, char *err, size_t len);
 /* --- net_cpu_feed.c: the CPU side of the input pipeline ------------------- */
 
 /* Two byte buffers taken in turn: one is filled while the other waits to
- * be converted (rt_ref_input_u8) into the step's input. */
+ * be converted (rt_ref_input_u8) into the step's input; the labels sent
+ * with each wait beside it. */
 typedef struct NetCpuFeed {
   uint8_t *host; /* 2 * bytes */
+  int64_t *lab;  /* 2 * in.n */
   size_t bytes;
   int filling, next_fill, next_feed, sent;
   RtRefInput in;
@@ -156,9 +176,10 @@ NetStatus net_cpu_feed_start(NetCpuFeed *f, const RtRefInput *in, char *err, siz
 void net_cpu_feed_stop(NetCpuFeed *f); /* takes a stopped (zeroed) one; leaves it zeroed */
 /* The buffer to fill (the same one until it is sent); refused with two sent and not taken. */
 NetStatus net_cpu_feed_buffer(NetCpuFeed *f, uint8_t **host, char *err, size_t len);
-NetStatus net_cpu_feed_send(NetCpuFeed *f, char *err, size_t len);
-/* The oldest sent batch converted into dst (the input value's floats). */
-NetStatus net_cpu_feed_take(NetCpuFeed *f, float *dst, char *err, size_t len);
+NetStatus net_cpu_feed_send(NetCpuFeed *f, const int64_t *labels, char *err, size_t len);
+/* The oldest sent batch converted into dst (the input value's floats);
+ * *labels: the in.n labels sent with it (valid until the next send). */
+NetStatus net_cpu_feed_take(NetCpuFeed *f, float *dst, const int64_t **labels, char *err, size_t len);
 
 /* --- net_graph.c: what the executor reads from the IR --------------------- */
 

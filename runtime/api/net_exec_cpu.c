@@ -18,7 +18,7 @@ typedef struct Cpu {
   RtCpu *cpu;
   RtCpuAccum *acc;
   NetCpuFeed feed;
-  int feed_v; /* the input the pipeline feeds */
+  int feed_v, label_v; /* the inputs the pipeline feeds (label_v -1: none) */
 } Cpu;
 
 static void cpu_free(void *self);
@@ -91,12 +91,15 @@ static NetStatus cpu_accum_run(void *self, int k, int last, char *err, size_t le
   return rt_cpu_accum_run(((Cpu *)self)->acc, k, last, err, len) ? NET_ERR_RUN : NET_OK;
 }
 
-static NetStatus cpu_input_start(void *self, int v, const RtRefInput *in, char *err, size_t len) {
+static NetStatus cpu_input_start(void *self, int v, int label_v, const RtRefInput *in, char *err, size_t len) {
   Cpu *c = self;
   if (rt_cpu_is_int(c->cpu, v))
     return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: value %d is not a float", v);
+  if (label_v >= 0 && (!rt_cpu_is_int(c->cpu, label_v) || rt_cpu_numel(c->cpu, label_v) != in->n))
+    return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: value %d is not %lld integer labels", label_v,
+                           (long long)in->n);
   NetStatus s = net_cpu_feed_start(&c->feed, in, err, len);
-  if (!s) c->feed_v = v;
+  if (!s) c->feed_v = v, c->label_v = label_v;
   return s;
 }
 
@@ -106,13 +109,20 @@ static NetStatus cpu_input_buffer(void *self, uint8_t **host, char *err, size_t 
   return net_cpu_feed_buffer(&((Cpu *)self)->feed, host, err, len);
 }
 
-static NetStatus cpu_input_send(void *self, char *err, size_t len) {
-  return net_cpu_feed_send(&((Cpu *)self)->feed, err, len);
+static NetStatus cpu_input_send(void *self, const int64_t *labels, char *err, size_t len) {
+  Cpu *c = self;
+  if ((c->label_v >= 0) != (labels != NULL))
+    return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: labels %s",
+                           labels ? "sent to a pipeline without a label value" : "missing");
+  return net_cpu_feed_send(&c->feed, labels, err, len);
 }
 
 static NetStatus cpu_input_feed(void *self, char *err, size_t len) {
   Cpu *c = self;
-  return net_cpu_feed_take(&c->feed, rt_cpu_data(c->cpu, c->feed_v), err, len);
+  const int64_t *lab = NULL;
+  NetStatus s = net_cpu_feed_take(&c->feed, rt_cpu_data(c->cpu, c->feed_v), &lab, err, len);
+  if (!s && c->label_v >= 0) s = cpu_write(c, c->label_v, lab, err, len);
+  return s;
 }
 
 const NetExecBackend net_exec_cpu = {

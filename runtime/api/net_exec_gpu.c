@@ -13,12 +13,14 @@
 #include "net_status.h"
 #include "rt_gpu.h"
 #include "rt_gpu_input.h"
+#include "rt_gpu_mail.h"
 
 typedef struct Gpu {
   RtGpu *dev;
   int captured; /* the step's graph exists */
   RtGpuInput *feed;
   RtGpuAccum *acc;
+  RtGpuMail *mail; /* net_exec_post/fetch, made on first use */
 } Gpu;
 
 static void gpu_free(void *self);
@@ -56,6 +58,7 @@ static void gpu_free(void *self) {
   Gpu *x = self;
   if (!x) return;
   rt_gpu_input_free(x->feed);
+  rt_gpu_mail_free(x->mail);
   rt_gpu_accum_free(x->acc);
   rt_gpu_free(x->dev);
   free(x);
@@ -117,9 +120,11 @@ static NetStatus gpu_accum_run(void *self, int k, int last, char *err, size_t le
   return net_status_of_cuda(rt_gpu_accum_run(((Gpu *)self)->acc, last, err, len));
 }
 
-static NetStatus gpu_input_start(void *self, int v, const RtRefInput *in, char *err, size_t len) {
+static NetStatus gpu_input_start(void *self, int v, int label_v, const RtRefInput *in, char *err, size_t len) {
   Gpu *x = self;
-  return net_status_of_cuda(rt_gpu_input_new(x->dev, v, in, &x->feed, err, len));
+  NetStatus s = net_status_of_cuda(rt_gpu_input_new(x->dev, v, in, &x->feed, err, len));
+  if (!s && label_v >= 0) s = net_status_of_cuda(rt_gpu_input_labels(x->feed, label_v, err, len));
+  return s;
 }
 
 static void gpu_input_stop(void *self) {
@@ -132,12 +137,35 @@ static NetStatus gpu_input_buffer(void *self, uint8_t **host, char *err, size_t 
   return net_status_of_cuda(rt_gpu_input_buffer(((Gpu *)self)->feed, host, err, len));
 }
 
-static NetStatus gpu_input_send(void *self, char *err, size_t len) {
-  return net_status_of_cuda(rt_gpu_input_send(((Gpu *)self)->feed, err, len));
+static NetStatus gpu_input_send(void *self, const int64_t *labels, char *err, size_t len) {
+  return net_status_of_cuda(rt_gpu_input_send(((Gpu *)self)->feed, labels, err, len));
 }
 
 static NetStatus gpu_input_feed(void *self, char *err, size_t len) {
   return net_status_of_cuda(rt_gpu_input_feed(((Gpu *)self)->feed, err, len));
+}
+
+/* The mail ring, made on the first post or fetch. */
+static NetStatus mail(Gpu *x, char *err, size_t len) {
+  return x->mail ? NET_OK : net_status_of_cuda(rt_gpu_mail_new(x->dev, &x->mail, err, len));
+}
+
+static NetStatus gpu_post(void *self, int v, const void *host, char *err, size_t len) {
+  Gpu *x = self;
+  NetStatus s = mail(x, err, len);
+  return s ? s : net_status_of_cuda(rt_gpu_mail_post(x->mail, v, host, err, len));
+}
+
+static NetStatus gpu_fetch(void *self, int v, int64_t *ticket, char *err, size_t len) {
+  Gpu *x = self;
+  NetStatus s = mail(x, err, len);
+  return s ? s : net_status_of_cuda(rt_gpu_mail_fetch(x->mail, v, ticket, err, len));
+}
+
+static NetStatus gpu_fetched(void *self, int64_t ticket, int wait, void *host, int *done, char *err, size_t len) {
+  Gpu *x = self;
+  NetStatus s = mail(x, err, len);
+  return s ? s : net_status_of_cuda(rt_gpu_mail_read(x->mail, ticket, wait, host, done, err, len));
 }
 
 const NetExecBackend net_exec_gpu = {
@@ -161,4 +189,7 @@ const NetExecBackend net_exec_gpu = {
     .input_buffer = gpu_input_buffer,
     .input_send = gpu_input_send,
     .input_feed = gpu_input_feed,
+    .post = gpu_post,
+    .fetch = gpu_fetch,
+    .fetched = gpu_fetched,
 };

@@ -204,19 +204,18 @@ static RtRefInput input_of(const NetIo *io, int64_t n, const float scale[3], con
 }
 
 /* The training batches go through the executor's input pipeline
- * (net_exec.h): batch b + 1 is staged -- drawn from the loader or the
- * shuffled set into a free (pinned, on the GPU) buffer and sent -- right
- * after batch b is fed and before step b, so on the GPU its copy runs
- * during step b.  Labels wait here by slot until their batch is fed. */
+ * (net_exec.h), their labels with them: batch b + 1 is staged -- drawn
+ * from the loader or the shuffled set into a free (pinned, on the GPU)
+ * buffer and sent -- right after step b is launched, so the host gathers
+ * it while the GPU runs step b and its copy overlaps the step. */
 typedef struct Feed {
-  int64_t *lab[2];
-  int fill, next; /* slot to stage into, slot to feed */
+  int64_t *lab; /* the labels of the batch being staged */
 } Feed;
 
 /* Stages batch b of the epoch; the time it takes (the loader, the gather,
  * a free buffer) is data wait. */
 static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int64_t b, double *wait) {
-  int64_t B = m->batch, S = m->sample, *lab = f->lab[f->fill];
+  int64_t B = m->batch, S = m->sample, *lab = f->lab;
   double w0 = now_s();
   uint8_t *buf;
   NetStatus s = net_exec_input_buffer(m->xt, &buf, net_err_buf(), NET_ERRMAX);
@@ -234,19 +233,7 @@ static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int6
     }
   }
   *wait += now_s() - w0;
-  if ((s = net_exec_input_send(m->xt, net_err_buf(), NET_ERRMAX))) return net_failed(s);
-  f->fill ^= 1;
-  return NET_OK;
-}
-
-/* The oldest staged batch into the step's inputs (images on the
- * executor's stream, labels into m->lab). */
-static NetStatus feed(NetModel *m, Feed *f) {
-  NetStatus s = net_exec_input_feed(m->xt, net_err_buf(), NET_ERRMAX);
-  if (s) return net_failed(s);
-  memcpy(m->lab, f->lab[f->next], sizeof(int64_t) * (size_t)m->batch);
-  f->next ^= 1;
-  return NET_OK;
+  return net_failed(net_exec_input_send(m->xt, lab, net_err_buf(), NET_ERRMAX));
 }
 
 /* Top-1 and top-5 counts of n <= batch images through the inference graph. */
@@ -323,6 +310,7 @@ typedef struct Run {
   int64_t *order; /* the shuffled training set (not with a loader) */
   uint64_t rng;
   Feed fq;
+  int64_t log_every;
   /* where it is */
   NetTrainState st;                /* the position a checkpoint saves, or a resumed run starts from */
   int64_t t;                       /* steps done, counting those of the run a checkpoint resumes */
@@ -399,8 +387,8 @@ static NetStatus make_schedule(Run *r) {
 static NetStatus make_order(Run *r) {
   int64_t n = r->d->train.n, B = r->m->batch;
   r->order = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-  r->fq = (Feed){{malloc(sizeof(int64_t) * (size_t)B), malloc(sizeof(int64_t) * (size_t)B)}, 0, 0};
-  if (!r->order || !r->fq.lab[0] || !r->fq.lab[1]) return net_fail(NET_ERR_NOMEM, "out of memory");
+  r->fq = (Feed){malloc(sizeof(int64_t) * (size_t)B)};
+  if (!r->order || !r->fq.lab) return net_fail(NET_ERR_NOMEM, "out of memory");
   for (int64_t i = 0; i < n; i++) r->order[i] = i;
   r->rng = r->c->seed ^ 0x5f3759df2545f491ull;
   return NET_OK;
@@ -408,8 +396,7 @@ static NetStatus make_order(Run *r) {
 
 static void free_order(Run *r) {
   free(r->order);
-  free(r->fq.lab[0]);
-  free(r->fq.lab[1]);
+  free(r->fq.lab);
 }
 
 /* The position to start from: step 0, or the checkpoint's (c->resume) when
@@ -447,7 +434,7 @@ static NetStatus resume(Run *r) {
 static NetStatus start_input(Run *r) {
   NetModel *m = r->m;
   RtRefInput in = input_of(&m->it, m->batch, r->scale, r->shift);
-  NetStatus s = net_failed(net_exec_input_start(m->xt, m->it.image, &in, net_err_buf(), NET_ERRMAX));
+  NetStatus s = net_failed(net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX));
   if (!s && r->K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)r->K, net_err_buf(), NET_ERRMAX));
   return s;
 }
@@ -477,21 +464,40 @@ static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
   return s;
 }
 
-/* Batch b of the epoch into the step's inputs: staged now when it is the
- * first this call trains (`first`), else it was staged behind the batch
- * before; then batch b + 1 is staged, so that on the GPU its copy overlaps
- * step b -- unless the epoch or the run ends with b.  With the epoch's last
- * batch the loader starts the next epoch, so its threads work during the
- * evaluation. */
-static NetStatus next_batch(Run *r, Epoch *ep, int64_t b, int64_t first) {
+/* A launched micro-step whose loss is not read yet. */
+typedef struct Pending {
+  int live;
+  int64_t b;      /* its batch in the epoch */
+  int64_t ticket; /* its loss (net_exec_fetch) */
+  double lr;
+} Pending;
+
+/* Batch b of the epoch, a batch of step t, launched: fed (staged now when it is the first this
+ * call trains, `first`, else it was staged behind the batch before), the
+ * rate and the loss scale posted, the step run and its loss fetched -- all
+ * queued without waiting for the device.  Then batch b + 1 is staged while
+ * the step runs, unless the epoch or the run ends with b.  With the
+ * epoch's last batch the loader starts the next epoch, so its threads work
+ * during the evaluation. */
+static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, Pending *p) {
+  NetModel *m = r->m;
   int64_t e = ep->info.epoch, nb = r->spe * r->K;
-  double *wait = &ep->info.data_wait_seconds;
+  double *wait = &ep->info.data_wait_seconds, lr = rt_sched_lr(&r->sched, t);
+  float lrf = (float)lr, scale = r->loss_scale;
+  char *err = net_err_buf();
   NetStatus s;
-  if (b == first && (s = stage(r->m, r->d, &r->fq, r->order, b, wait))) return s;
-  if ((s = feed(r->m, &r->fq))) return s;
-  if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && r->t + 1 < r->total)
+  if (b == first && (s = stage(m, r->d, &r->fq, r->order, b, wait))) return s;
+  s = net_exec_input_feed(m->xt, err, NET_ERRMAX);
+  if (!s) s = net_exec_post(m->xt, m->it.lr, &lrf, err, NET_ERRMAX);
+  if (!s && m->it.scale >= 0) s = net_exec_post(m->xt, m->it.scale, &scale, err, NET_ERRMAX);
+  if (!s) s = net_exec_run(m->xt, err, NET_ERRMAX);
+  if (!s) s = net_exec_fetch(m->xt, m->it.loss, &p->ticket, err, NET_ERRMAX);
+  if (s) return net_failed(s);
+  m->infer_stale = 1, m->stepped = 1;
+  p->live = 1, p->b = b, p->lr = lr;
+  if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total)
     rt_loader_start(r->d->ltrain, r->started = e + 1);
-  if (b + 1 < nb && (r->t + 1 < r->total || (b + 1) % r->K)) return stage(r->m, r->d, &r->fq, r->order, b + 1, wait);
+  if (b + 1 < nb && (t + 1 < r->total || (b + 1) % r->K)) return stage(m, r->d, &r->fq, r->order, b + 1, wait);
   return NET_OK;
 }
 
@@ -546,29 +552,58 @@ static NetStatus checkpoint_every(Run *r) {
   return NET_OK;
 }
 
+/* Does the step that micro-step p ends call back or save (a progress
+ * line, a checkpoint, the run's last step)?  Then it is finished before
+ * the next batch is launched, so the callback and the checkpoint see the
+ * parameters of that step and no later one. */
+static int ends_in_sync(const Run *r, const Pending *p) {
+  if (!p->live || (p->b + 1) % r->K) return 0;
+  int64_t t = r->t + 1, every = r->c->checkpoint_every;
+  return (r->c->on_step && (t % r->log_every == 0 || t == r->total)) ||
+         (r->c->checkpoint && every > 0 && t % every == 0) || t == r->total;
+}
+
+/* Micro-step p's loss, once its step is done on the device; per step
+ * (every K batches) the loss into the windows, the log, the position and
+ * the checkpoint. */
+static NetStatus finish(Run *r, Epoch *ep, Pending *p, double *micro_sum) {
+  if (!p->live) return NET_OK;
+  float loss = 0;
+  p->live = 0;
+  NetStatus s = net_exec_fetched(r->m->xt, p->ticket, 1, &loss, NULL, net_err_buf(), NET_ERRMAX);
+  if (s) return net_failed(s);
+  if (!isfinite(loss))
+    return net_fail(NET_ERR_DIVERGED, "the loss is %g (lr %g, loss scale %g)", loss, p->lr, r->loss_scale);
+  *micro_sum += loss;
+  if ((p->b + 1) % r->K) return NET_OK; /* the update comes with the step's last batch */
+  loss = (float)(*micro_sum / (double)r->K), *micro_sum = 0;
+  record_step(r, ep, loss, p->lr);
+  s = log_step(r, ep, loss, p->lr);
+  mark_position(r, ep, p->b, p->lr);
+  return s ? s : checkpoint_every(r);
+}
+
 /* The steps of one epoch, from the checkpoint's batch when a resumed run
- * starts inside it: per batch, feed it (staging the next) and run it; per
- * step (every K batches), record the loss, log, keep the position,
- * checkpoint. */
+ * starts inside it.  Per batch: launch it (staging the next), then finish
+ * the one launched before it, whose step the GPU has done by then or is
+ * about to -- so the host waits for a step's loss only while the next
+ * step is already queued, except at the steps that call back or save. */
 static NetStatus train_epoch(Run *r, Epoch *ep) {
   int64_t e = ep->info.epoch, K = r->K, nb = r->spe * K;
   int64_t first = (e == r->st.epoch ? r->st.batch_in_epoch : 0) * K;
   NetStatus s = start_loader(r, e, first);
   double micro_sum = 0; /* accumulation: the losses of this step's batches so far */
-  for (int64_t b = first; b < nb && r->t < r->total && !s; b++) { /* b: the batch; step t takes b / K */
-    if ((s = next_batch(r, ep, b, first))) break;
-    double lr = rt_sched_lr(&r->sched, r->t);
-    float loss = 0;
-    if ((s = net_step_run(r->m, (float)lr, r->loss_scale, &loss, NULL))) break;
-    micro_sum += loss;
-    if ((b + 1) % K) continue; /* the update comes with the step's last batch */
-    loss = (float)(micro_sum / (double)K), micro_sum = 0;
-    record_step(r, ep, loss, lr);
-    s = log_step(r, ep, loss, lr);
-    mark_position(r, ep, b, lr);
-    if (!s) s = checkpoint_every(r);
+  Pending done = {0}, next = {0};
+  int64_t launched = r->t;                                            /* steps launched, counting the one in flight */
+  for (int64_t b = first; b < nb && launched < r->total && !s; b++) { /* b: the batch; step t takes b / K */
+    if (ends_in_sync(r, &done) && (s = finish(r, ep, &done, &micro_sum))) break;
+    if ((s = launch(r, ep, b, first, launched, &next))) break;
+    if ((b + 1) % K == 0) launched++;
+    s = finish(r, ep, &done, &micro_sum);
+    done = next, next.live = 0;
   }
-  return s;
+  NetStatus last = finish(r, ep, &done, &micro_sum);
+  return s ? s : last;
 }
 
 /* The run's numbers so far into res, after every epoch's steps (also when
@@ -640,6 +675,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   if (!s) s = check_data(&r);
   if (!s) s = plan_steps(&r);
   if (!s) s = make_schedule(&r);
+  r.log_every = c->log_every > 0 ? c->log_every : 1;
   if (!s) s = make_order(&r);
   if (!s) s = resume(&r);
   if (!s) s = start_input(&r);

@@ -94,6 +94,8 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(MemFreeHost, cuMemFreeHost, NULL);
   LOAD(StreamWaitEvent, cuStreamWaitEvent, NULL);
   LOAD(MemcpyDtoDAsync, cuMemcpyDtoDAsync, NULL);
+  LOAD(EventQuery, cuEventQuery, NULL);
+  LOAD(DeviceGetPCIBusId, cuDeviceGetPCIBusId, NULL);
   return 1;
 }
 

@@ -107,6 +107,10 @@ typedef struct RtCudaApi {
   /* the executor's prologue choice (rt_gpu.c plan_convs): a device copy
    * times the traffic of a materialized prologue */
   CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+  /* the per-step mail (rt_gpu_mail.c) polls its copies; NVML finds the
+   * device by its PCI bus id */
+  CUresult (*EventQuery)(CUevent ev);
+  CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
 } RtCudaApi;
 
 /* The process-wide driver table (loaded on first use).  On failure *api is

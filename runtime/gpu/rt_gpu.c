@@ -738,21 +738,18 @@ static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, 
   return rt_cuda_ctx_bind(x->ctx, err, errlen);
 }
 
-RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen) {
-  size_t bytes;
-  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
-  if (s) return s;
+RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, char *err, size_t errlen) {
   int64_t n = x->numel[v];
   const float *f = host;
   const int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
   for (int64_t i = 0; i < n; i++) {
     switch (dt) {
-    case IR_DT_F32: ((float *)x->stage)[i] = f[i]; break;
-    case IR_DT_F16: ((uint16_t *)x->stage)[i] = rt_ref_f32_to_f16(f[i]); break;
-    case IR_DT_BF16: ((uint16_t *)x->stage)[i] = rt_ref_f32_to_bf16(f[i]); break;
-    case IR_DT_I8: ((int8_t *)x->stage)[i] = (int8_t)(isnan(f[i]) ? 0 : fmaxf(-128, fminf(127, rintf(f[i])))); break;
-    case IR_DT_I64: ((int64_t *)x->stage)[i] = q[i]; break;
+    case IR_DT_F32: ((float *)dst)[i] = f[i]; break;
+    case IR_DT_F16: ((uint16_t *)dst)[i] = rt_ref_f32_to_f16(f[i]); break;
+    case IR_DT_BF16: ((uint16_t *)dst)[i] = rt_ref_f32_to_bf16(f[i]); break;
+    case IR_DT_I8: ((int8_t *)dst)[i] = (int8_t)(isnan(f[i]) ? 0 : fmaxf(-128, fminf(127, rintf(f[i])))); break;
+    case IR_DT_I64: ((int64_t *)dst)[i] = q[i]; break;
     case IR_DT_I32:
     case IR_DT_U8:
       if (dt == IR_DT_I32 ? q[i] < INT32_MIN || q[i] > INT32_MAX : q[i] < 0 || q[i] > 255)
@@ -760,42 +757,53 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
                             x->g->val[v].name ? x->g->val[v].name : "value", (long long)i, (long long)q[i],
                             ir_dtype_name(dt));
       if (dt == IR_DT_I32)
-        ((int32_t *)x->stage)[i] = (int32_t)q[i];
+        ((int32_t *)dst)[i] = (int32_t)q[i];
       else
-        ((uint8_t *)x->stage)[i] = (uint8_t)q[i];
+        ((uint8_t *)dst)[i] = (uint8_t)q[i];
       break;
     default: return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_write: dtype %s", ir_dtype_name(dt));
     }
   }
-  if ((s = RT_CU(x->api, MemcpyHtoDAsync, (x->addr[v], x->stage, bytes, x->stream), "writing a value", err, errlen)))
-    return s;
-  return RT_CU(x->api, StreamSynchronize, (x->stream), "writing a value", err, errlen);
+  return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) {
-  size_t bytes;
-  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
-  if (s ||
-      (s = RT_CU(x->api, MemcpyDtoHAsync, (x->stage, x->addr[v], bytes, x->stream), "reading a value", err, errlen)) ||
-      (s = RT_CU(x->api, StreamSynchronize, (x->stream), "reading a value", err, errlen)))
-    return s;
+RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, char *err, size_t errlen) {
   int64_t n = x->numel[v];
   float *f = host;
   int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
   for (int64_t i = 0; i < n; i++) {
     switch (dt) {
-    case IR_DT_F32: f[i] = ((float *)x->stage)[i]; break;
-    case IR_DT_F16: f[i] = rt_ref_f16_to_f32(((uint16_t *)x->stage)[i]); break;
-    case IR_DT_BF16: f[i] = rt_ref_bf16_to_f32(((uint16_t *)x->stage)[i]); break;
-    case IR_DT_I8: f[i] = ((int8_t *)x->stage)[i]; break;
-    case IR_DT_I64: q[i] = ((int64_t *)x->stage)[i]; break;
-    case IR_DT_I32: q[i] = ((int32_t *)x->stage)[i]; break;
-    case IR_DT_U8: q[i] = ((uint8_t *)x->stage)[i]; break;
+    case IR_DT_F32: f[i] = ((const float *)src)[i]; break;
+    case IR_DT_F16: f[i] = rt_ref_f16_to_f32(((const uint16_t *)src)[i]); break;
+    case IR_DT_BF16: f[i] = rt_ref_bf16_to_f32(((const uint16_t *)src)[i]); break;
+    case IR_DT_I8: f[i] = ((const int8_t *)src)[i]; break;
+    case IR_DT_I64: q[i] = ((const int64_t *)src)[i]; break;
+    case IR_DT_I32: q[i] = ((const int32_t *)src)[i]; break;
+    case IR_DT_U8: q[i] = ((const uint8_t *)src)[i]; break;
     default: return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_read: dtype %s", ir_dtype_name(dt));
     }
   }
   return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen) {
+  size_t bytes = 0;
+  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
+  if (s || (s = rt_gpu_pack(x, v, host, x->stage, err, errlen))) return s;
+  if ((s = RT_CU(x->api, MemcpyHtoDAsync, (x->addr[v], x->stage, bytes, x->stream), "writing a value", err, errlen)))
+    return s;
+  return RT_CU(x->api, StreamSynchronize, (x->stream), "writing a value", err, errlen);
+}
+
+RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) {
+  size_t bytes = 0;
+  RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
+  if (s ||
+      (s = RT_CU(x->api, MemcpyDtoHAsync, (x->stage, x->addr[v], bytes, x->stream), "reading a value", err, errlen)) ||
+      (s = RT_CU(x->api, StreamSynchronize, (x->stream), "reading a value", err, errlen)))
+    return s;
+  return rt_gpu_unpack(x, v, x->stage, host, err, errlen);
 }
 
 /* Every node's convolution and launches, on the stream. */

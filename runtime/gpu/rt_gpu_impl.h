@@ -71,6 +71,11 @@ const CgMultiRun *rt_gpu_run_at(const RtGpu *x, int node);
  * side nodes on the main stream).  With ev (the profiler), events ev[2k]
  * and ev[2k+1] on st around each of them, k counting on from *k. */
 RtCudaStatus rt_gpu_launch_node(RtGpu *x, int i, CUstream st, CUevent *ev, int *k, char *err, size_t errlen);
+/* Value v's numel elements between the host's form (float, or int64 for
+ * integer dtypes) and its dtype's bytes: the conversions of rt_gpu_write
+ * and rt_gpu_read, for the pipelines that copy without the staging buffer. */
+RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, char *err, size_t errlen);
+RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
 void rt_gpu_nvtx_pop(void);
 

@@ -1,7 +1,9 @@
 /* rt_gpu_input.c - the GPU executor's input pipeline (rt_gpu_input.h gives
  * the contract and the order of copies, conversions and waits).
  *
- * Slot k (0 or 1) is a pinned host buffer, a device buffer and two events:
+ * Slot k (0 or 1) is a pinned host buffer, a device buffer and two events
+ * (the buffers hold the batch's bytes and, 8-byte aligned after them, its
+ * labels in the label value's dtype, copied in the same copy):
  * `copied` recorded on the copy stream after the buffer's copy, `consumed`
  * on the executor's stream after the conversion that read the device
  * buffer.  Slots are filled and fed in turn.  The kernel is compiled once
@@ -36,6 +38,8 @@ struct RtGpuInput {
   uint8_t *host[SLOTS];
   CUdeviceptr dev[SLOTS];
   CUevent copied[SLOTS], consumed[SLOTS];
+  int label_v;                    /* the labels' value (rt_gpu_input_labels), or -1 */
+  size_t label_bytes;             /* of one batch's labels in label_v's dtype, after the image bytes */
   int filling;                    /* slot handed out by rt_gpu_input_buffer and not sent, or -1 */
   int next_fill, next_feed, sent; /* sent: batches sent and not fed */
 };
@@ -110,17 +114,19 @@ RtCudaStatus rt_gpu_input_new(RtGpu *x, int v, const RtRefInput *in, RtGpuInput 
                         (long long)x->numel[v]);
   RtGpuInput *p = calloc(1, sizeof *p);
   if (!p) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_input_new: out of host memory");
-  p->x = x, p->api = x->api, p->v = v, p->in = *in, p->total = total, p->filling = -1;
+  p->x = x, p->api = x->api, p->v = v, p->in = *in, p->total = total, p->filling = -1, p->label_v = -1;
   p->bytes = (size_t)(in->n * in->c * in->h * in->w);
+  /* room for the labels of any integer value of n elements, 8-byte aligned */
+  size_t room = (p->bytes + 7) / 8 * 8 + (size_t)in->n * 8;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (!s) s = make_kernel(p, val->type.dtype, err, errlen);
   if (!s) s = RT_CU(p->api, StreamCreate, (&p->copy, CU_STREAM_NON_BLOCKING), "the input copy stream", err, errlen);
   for (int k = 0; k < SLOTS && !s; k++) {
     void *h = NULL;
     CUdeviceptr d = 0;
-    s = RT_CU(p->api, MemHostAlloc, (&h, p->bytes, 0), "a pinned input batch", err, errlen);
+    s = RT_CU(p->api, MemHostAlloc, (&h, room, 0), "a pinned input batch", err, errlen);
     p->host[k] = s ? NULL : h;
-    if (!s) s = RT_CU(p->api, MemAlloc, (&d, p->bytes), "a device input batch", err, errlen);
+    if (!s) s = RT_CU(p->api, MemAlloc, (&d, room), "a device input batch", err, errlen);
     p->dev[k] = s ? 0 : d;
     if (s || (s = RT_CU(p->api, EventCreate, (&p->copied[k], CU_EVENT_DISABLE_TIMING), "input events", err, errlen)) ||
         (s = RT_CU(p->api, EventCreate, (&p->consumed[k], CU_EVENT_DISABLE_TIMING), "input events", err, errlen)))
@@ -153,6 +159,22 @@ void rt_gpu_input_free(RtGpuInput *p) {
   free(p);
 }
 
+static int is_int(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
+
+/* Where a slot's labels start, after its image bytes. */
+static size_t label_at(const RtGpuInput *p) { return (p->bytes + 7) / 8 * 8; }
+
+RtCudaStatus rt_gpu_input_labels(RtGpuInput *p, int label_v, char *err, size_t errlen) {
+  RtGpu *x = p->x;
+  if (label_v < 0 || label_v >= x->g->nval || !x->addr[label_v] || !is_int(x->g->val[label_v].type.dtype) ||
+      x->numel[label_v] != p->in.n)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_labels: value %d is not an integer input of %lld",
+                        label_v, (long long)p->in.n);
+  p->label_v = label_v;
+  p->label_bytes = (size_t)p->in.n * ir_dtype_size(x->g->val[label_v].type.dtype);
+  return RT_CUDA_OK;
+}
+
 RtCudaStatus rt_gpu_input_buffer(RtGpuInput *p, uint8_t **host, char *err, size_t errlen) {
   if (!p || !host) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_buffer: NULL argument");
   if (p->filling < 0 && p->sent == SLOTS)
@@ -166,16 +188,20 @@ RtCudaStatus rt_gpu_input_buffer(RtGpuInput *p, uint8_t **host, char *err, size_
   return RT_CUDA_OK;
 }
 
-RtCudaStatus rt_gpu_input_send(RtGpuInput *p, char *err, size_t errlen) {
+RtCudaStatus rt_gpu_input_send(RtGpuInput *p, const int64_t *labels, char *err, size_t errlen) {
   if (!p || p->filling < 0)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_send: no buffer taken with rt_gpu_input_buffer");
+  if ((p->label_v >= 0) != (labels != NULL))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_send: labels %s",
+                        labels ? "given to a pipeline without a label value" : "missing");
   int k = p->filling;
-  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  size_t bytes = labels ? label_at(p) + p->label_bytes : p->bytes;
+  RtCudaStatus s = labels ? rt_gpu_pack(p->x, p->label_v, labels, p->host[k] + label_at(p), err, errlen) : RT_CUDA_OK;
+  if (!s) s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
   /* the device buffer's last conversion must be done before it is overwritten */
   if (!s) s = RT_CU(p->api, StreamWaitEvent, (p->copy, p->consumed[k], 0), "ordering an input copy", err, errlen);
   if (!s)
-    s = RT_CU(p->api, MemcpyHtoDAsync, (p->dev[k], p->host[k], p->bytes, p->copy), "copying an input batch", err,
-              errlen);
+    s = RT_CU(p->api, MemcpyHtoDAsync, (p->dev[k], p->host[k], bytes, p->copy), "copying an input batch", err, errlen);
   if (!s) s = RT_CU(p->api, EventRecord, (p->copied[k], p->copy), "copying an input batch", err, errlen);
   if (s) return s;
   p->filling = -1, p->next_fill = (k + 1) % SLOTS, p->sent++;
@@ -196,6 +222,9 @@ RtCudaStatus rt_gpu_input_feed(RtGpuInput *p, char *err, size_t errlen) {
   if (!s)
     s = RT_CU(p->api, LaunchKernel, (p->fn, p->grid, 1, 1, BLOCK, 1, 1, 0, st, args, NULL), "the input kernel", err,
               errlen);
+  if (!s && p->label_v >= 0)
+    s = RT_CU(p->api, MemcpyDtoDAsync, (p->x->addr[p->label_v], src + label_at(p), p->label_bytes, st),
+              "the batch's labels", err, errlen);
   if (!s) s = RT_CU(p->api, EventRecord, (p->consumed[k], st), "the input kernel", err, errlen);
   if (s) return s;
   p->next_feed = (k + 1) % SLOTS, p->sent--;

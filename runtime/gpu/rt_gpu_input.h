@@ -16,6 +16,7 @@
  *   rt_gpu_input_buffer   the next pinned buffer, once free (the host may wait)
  *   rt_gpu_input_send     its copy, queued on the copy stream
  *   rt_gpu_input_feed     the oldest sent batch converted into the input
+ *                         (and its labels into theirs)
  *
  * At most two batches are sent and not yet fed.  The pipeline belongs to
  * one executor and is freed before it.  Errors as rt_cuda.h. */
@@ -45,8 +46,15 @@ void rt_gpu_input_free(RtGpuInput *p); /* takes NULL; waits for its copies */
  * copy that last read it is done.  RT_CUDA_EARG when two batches are
  * already sent and not fed. */
 RtCudaStatus rt_gpu_input_buffer(RtGpuInput *p, uint8_t **host, char *err, size_t errlen);
-/* Queues the copy of the buffer rt_gpu_input_buffer gave. */
-RtCudaStatus rt_gpu_input_send(RtGpuInput *p, char *err, size_t errlen);
+/* The batches' labels travel with their bytes into integer input label_v
+ * (of in->n elements): given to rt_gpu_input_send (int64, converted to
+ * label_v's dtype into the pinned buffer), copied with the bytes, and
+ * written into label_v when the batch is fed.  Without this call the
+ * pipeline carries images only. */
+RtCudaStatus rt_gpu_input_labels(RtGpuInput *p, int label_v, char *err, size_t errlen);
+/* Queues the copy of the buffer rt_gpu_input_buffer gave, with the batch's
+ * in->n labels (NULL for a pipeline without a label value). */
+RtCudaStatus rt_gpu_input_send(RtGpuInput *p, const int64_t *labels, char *err, size_t errlen);
 /* Converts the oldest sent batch into the input, on the executor's stream
  * after its copy.  RT_CUDA_EARG when no batch is sent. */
 RtCudaStatus rt_gpu_input_feed(RtGpuInput *p, char *err, size_t errlen);

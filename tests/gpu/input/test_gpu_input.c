@@ -178,7 +178,7 @@ static void check_gpu(int ci, uint64_t *seed) {
     if (sent < NBATCH && sent - fed < 2) {
       if (!(s = rt_gpu_input_buffer(p, &host, err, sizeof err))) {
         memcpy(host, kept[sent], bytes);
-        s = rt_gpu_input_send(p, err, sizeof err);
+        s = rt_gpu_input_send(p, NULL, err, sizeof err);
       }
       CHECK(!s, "config %d: sending batch %d: %s", ci, sent, err);
       sent++;
