@@ -56,9 +56,9 @@ typedef struct RtLoaderItem {
   RtItemKind kind;
   const uint8_t *data; /* JPEG: the file's bytes; RGB: h rows of w * 3 bytes */
   size_t len;
-  int w, h;          /* JPEG: the size its header gives; RGB: the picture's */
-  RtAugWindow win;   /* the transform, in (w, h)'s pixels */
-  const char *name;  /* the file, for messages */
+  int w, h;         /* JPEG: the size its header gives; RGB: the picture's */
+  RtAugWindow win;  /* the transform, in (w, h)'s pixels */
+  const char *name; /* the file, for messages */
 } RtLoaderItem;
 
 typedef struct RtLoaderConfig {
@@ -69,15 +69,15 @@ typedef struct RtLoaderConfig {
   int train;         /* 1: shuffled, augmented, full batches; 0: evaluation */
   RtAugKind augment; /* training transform (RT_AUG_AUTO: by input size) */
   uint64_t seed;
-  int workers; /* threads (0: the processors online, at most 8) */
+  int workers; /* threads (0: every processor online) */
   int depth;   /* batch buffers (0: 3; at least 2) */
   RtLoaderDecode decode;
 } RtLoaderConfig;
 
 typedef struct RtLoaderBatch {
-  const uint8_t *images; /* RT_LOADER_DECODE: n * 3 * H * W bytes, NCHW */
+  const uint8_t *images;     /* RT_LOADER_DECODE: n * 3 * H * W bytes, NCHW */
   const RtLoaderItem *items; /* RT_LOADER_DEFER: n items (valid as images are) */
-  const int64_t *labels; /* n */
+  const int64_t *labels;     /* n */
   int64_t n;
 } RtLoaderBatch;
 
