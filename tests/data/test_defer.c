@@ -119,6 +119,11 @@ static int64_t run(const RtFolder *set, RtLoaderDecode mode, int train, RtAugKin
   return n;
 }
 
+/* Field by field: a struct's padding is not its value. */
+static int same_win(const RtAugWindow *a, const RtAugWindow *b) {
+  return a->x0 == b->x0 && a->y0 == b->y0 && a->cw == b->cw && a->ch == b->ch && a->flip == b->flip;
+}
+
 static void free_recs(Rec *r, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(r[i].data);
 }
@@ -157,7 +162,7 @@ static void check_mode(const RtFolder *set, int train, RtAugKind aug) {
   for (int64_t p = 0; p < n1 && p < n3 && p < nd; p++) {
     const Rec *a = &one[p], *b = &three[p];
     same += a->it.kind == b->it.kind && a->it.len == b->it.len && a->it.w == b->it.w && a->it.h == b->it.h &&
-            !memcmp(&a->it.win, &b->it.win, sizeof a->it.win) && a->label == b->label && a->data && b->data &&
+            same_win(&a->it.win, &b->it.win) && a->label == b->label && a->data && b->data &&
             !memcmp(a->data, b->data, a->it.len) && !strcmp(a->it.name, b->it.name);
     const File *f = file_of(a->it.name);
     if (!f) continue;
@@ -173,7 +178,7 @@ static void check_mode(const RtFolder *set, int train, RtAugKind aug) {
     RtAugWindow w;
     rt_augment_window(aug, train, train ? rt_augment_seed(SEED, e, pos) : 0, f->w, f->h, HW, HW, &w);
     if (want_rgb) w = rt_augment_window_scaled(&w, f->w, f->h, sw, sh);
-    windows += !memcmp(&w, &a->it.win, sizeof w);
+    windows += same_win(&w, &a->it.win);
     decoded += apply_item(a, train, aug, img) == 0 && !memcmp(img, dec[p].img, sizeof img) && a->label == dec[p].label;
   }
   CHECK(same == want, "%s: 1 and 3 threads give the same items in %d of %lld", rt_augment_name(aug), same,
