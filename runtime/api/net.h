@@ -264,7 +264,7 @@ typedef struct NetTrainConfig {
    * evenly over the classes) */
   const char *train_dir, *test_dir; /* ROOT/<class>/<image>.jpg; test_dir may be NULL: no evaluation */
   const char *augment;              /* "auto" (NULL), "rrc", "pad_crop", "flip" or "none" (rt_augment.h) */
-  int workers;                      /* decoding threads (0: the processors online, at most 8) */
+  int workers;                      /* decoding threads (0: every processor online) */
   float mean3[3], std3[3];          /* per-channel normalization (RGB) of x/255; std3 all 0: the scalar
                                      * mean/std when given, else ImageNet's for folder data */
   int64_t accum_steps;              /* gradient accumulation: each step (optimizer update) runs this many batches

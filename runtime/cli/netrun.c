@@ -63,7 +63,7 @@ static void usage(FILE *f) {
              "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
              "                       or a Fashion-MNIST IDX folder with\n"
              "                       {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default " DEFAULT_DATA ")\n"
-             "  --workers N          ImageFolder data: decoding threads (default: the processors, at most 8)\n"
+             "  --workers N          ImageFolder data: decoding threads (default: every processor online)\n"
              "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
              "                       rrc, pad_crop, flip or none\n"
              "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"

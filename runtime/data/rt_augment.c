@@ -1,10 +1,13 @@
 /* rt_augment.c - crops, resizes and flips from an RGB picture into u8 CHW.
  *
- * Every transform is one call of sample(): the picture region (x0, y0,
- * cw, ch) in source pixels -- fractional for the centre crop -- resized
- * to HxW with bilinear weights, optionally mirrored.  pad_crop is a
- * resize to HxW (often the identity) then an integer shift with zero
- * fill.  The random numbers come from splitmix64 seeded per image, so a
+ * Every transform of large inputs is one window (rt_augment_window) and
+ * one call of rt_augment_apply: the picture region (x0, y0, cw, ch) in
+ * source pixels -- fractional for the centre crop -- resized to HxW with
+ * bilinear weights, optionally mirrored.  The window is drawn on the
+ * picture's size in the file and mapped onto the picture as decoded
+ * (DCT-scaled, rt_augment_window_scaled), so a decoder that works at full
+ * size crops the same region.  pad_crop is a resize to HxW (often the
+ * identity) then an integer shift with zero fill.  The random numbers come from splitmix64 seeded per image, so a
  * transform depends only on (seed, epoch, position), never on which
  * thread ran it. */
 #include "rt_augment.h"
@@ -61,11 +64,18 @@ uint64_t rt_augment_seed(uint64_t seed, int64_t epoch, int64_t position) {
   return next(&s);
 }
 
-/* Bilinear resize of region (x0, y0, cw, ch) of src to HxW into CHW dst. */
-static void sample(const RtImage *src, double x0, double y0, double cw, double ch, int H, int W, int flip,
-                   uint8_t *dst) {
+/* The source coordinate of output pixel i of n along one axis: the window
+ * starts at o and is len long, in a picture of `size` pixels; pixel
+ * centres, clamped to the picture. */
+static double coord(double o, double len, int n, int i, int size) {
+  double f = o + (i + 0.5) * (len / n) - 0.5;
+  if (f < 0) f = 0;
+  if (f > size - 1) f = size - 1;
+  return f;
+}
+
+void rt_augment_apply(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst) {
   size_t plane = (size_t)H * (size_t)W;
-  double sx = cw / W, sy = ch / H;
   int *xi = malloc(sizeof(int) * 2 * (size_t)W);
   float *xf = malloc(sizeof(float) * (size_t)W);
   if (!xi || !xf) {
@@ -75,24 +85,20 @@ static void sample(const RtImage *src, double x0, double y0, double cw, double c
     return;
   }
   for (int x = 0; x < W; x++) {
-    double fx = x0 + (x + 0.5) * sx - 0.5;
-    if (fx < 0) fx = 0;
-    if (fx > src->w - 1) fx = src->w - 1;
+    double fx = coord(win->x0, win->cw, W, x, src->w);
     int a = (int)fx;
     xi[2 * x] = a, xi[2 * x + 1] = a + 1 < src->w ? a + 1 : a;
     xf[x] = (float)(fx - a);
   }
   for (int y = 0; y < H; y++) {
-    double fy = y0 + (y + 0.5) * sy - 0.5;
-    if (fy < 0) fy = 0;
-    if (fy > src->h - 1) fy = src->h - 1;
+    double fy = coord(win->y0, win->ch, H, y, src->h);
     int a = (int)fy, b = a + 1 < src->h ? a + 1 : a;
     float wy = (float)(fy - a);
     const uint8_t *r0 = src->px + (size_t)a * (size_t)src->w * 3, *r1 = src->px + (size_t)b * (size_t)src->w * 3;
     for (int x = 0; x < W; x++) {
       int l = xi[2 * x] * 3, r = xi[2 * x + 1] * 3;
       float wx = xf[x];
-      size_t at = (size_t)y * (size_t)W + (size_t)(flip ? W - 1 - x : x);
+      size_t at = (size_t)y * (size_t)W + (size_t)(win->flip ? W - 1 - x : x);
       for (int c = 0; c < 3; c++) {
         float top = r0[l + c] + wx * (float)(r0[r + c] - r0[l + c]);
         float bot = r1[l + c] + wx * (float)(r1[r + c] - r1[l + c]);
@@ -103,12 +109,106 @@ static void sample(const RtImage *src, double x0, double y0, double cw, double c
   free(xi), free(xf);
 }
 
+void rt_augment_footprint(const RtAugWindow *win, int w, int h, int H, int W, int box[4]) {
+  /* coord() rises with the output index: the first and last samples bound
+   * every one, and each reads its pixel and the next */
+  int x0 = (int)coord(win->x0, win->cw, W, 0, w), x1 = (int)coord(win->x0, win->cw, W, W - 1, w) + 1;
+  int y0 = (int)coord(win->y0, win->ch, H, 0, h), y1 = (int)coord(win->y0, win->ch, H, H - 1, h) + 1;
+  box[0] = x0, box[1] = y0, box[2] = x1 < w ? x1 : w - 1, box[3] = y1 < h ? y1 : h - 1;
+}
+
+/* Resize(H*256/224) + CenterCrop(HxW) of a w x h picture, in its pixels. */
+static RtAugWindow centre(int w, int h, int H, int W) {
+  double shorter = w < h ? w : h;
+  double scale = (double)(H * 256 / 224) / shorter; /* resized pixels per source pixel */
+  double cw = W / scale, ch = H / scale;
+  return (RtAugWindow){(w - cw) / 2, (h - ch) / 2, cw, ch, 0};
+}
+
+/* torchvision's RandomResizedCrop.get_params on a w x h picture: ten tries
+ * at a random area and ratio, then the whole picture's centre at the
+ * nearest allowed ratio.  The region is whole pixels. */
+static RtAugWindow rrc_region(int pw, int ph, uint64_t *rng) {
+  double area = (double)pw * ph, lo = log(3.0 / 4.0), hi = log(4.0 / 3.0);
+  for (int t = 0; t < 10; t++) {
+    double target = area * (0.08 + 0.92 * uniform(rng));
+    double ratio = exp(lo + (hi - lo) * uniform(rng));
+    int w = (int)lround(sqrt(target * ratio)), h = (int)lround(sqrt(target / ratio));
+    if (w > 0 && h > 0 && w <= pw && h <= ph) {
+      int x0 = (int)(next(rng) % (uint64_t)(pw - w + 1));
+      int y0 = (int)(next(rng) % (uint64_t)(ph - h + 1));
+      return (RtAugWindow){x0, y0, w, h, 0};
+    }
+  }
+  double in_ratio = (double)pw / ph;
+  int w = pw, h = ph;
+  if (in_ratio < 3.0 / 4.0)
+    h = (int)lround(w / (3.0 / 4.0));
+  else if (in_ratio > 4.0 / 3.0)
+    w = (int)lround(h * (4.0 / 3.0));
+  return (RtAugWindow){(pw - w) / 2, (ph - h) / 2, w, h, 0};
+}
+
+/* The window of a transform that is one, at any input size: rrc always,
+ * flip and none and evaluation only for large inputs.  -1 otherwise. */
+static int window(RtAugKind kind, int train, uint64_t seed, int w, int h, int H, int W, RtAugWindow *win) {
+  uint64_t rng = seed;
+  int large = H >= LARGE && W >= LARGE;
+  if (!train) {
+    if (!large) return -1;
+    *win = centre(w, h, H, W);
+    return 0;
+  }
+  switch (rt_augment_resolve(kind, H, W)) {
+  case RT_AUG_RRC:
+    *win = rrc_region(w, h, &rng);
+    win->flip = (int)(next(&rng) & 1);
+    return 0;
+  case RT_AUG_FLIP:
+    if (!large) return -1;
+    *win = centre(w, h, H, W);
+    win->flip = (int)(next(&rng) & 1);
+    return 0;
+  case RT_AUG_NONE:
+    if (!large) return -1;
+    *win = centre(w, h, H, W);
+    return 0;
+  default: return -1;
+  }
+}
+
+int rt_augment_window(RtAugKind kind, int train, uint64_t seed, int w, int h, int H, int W, RtAugWindow *win) {
+  if (H < LARGE || W < LARGE || w < 1 || h < 1) return -1;
+  return window(kind, train, seed, w, h, H, W, win);
+}
+
+/* libjpeg's DCT scaling by 1/d makes ceil(w / d) pixels, each covering d
+ * pixels of the full picture (the last one partly outside it): the exact
+ * map is 1/d, not sw / w.  Other sizes are a plain resize. */
+RtAugWindow rt_augment_window_scaled(const RtAugWindow *win, int w, int h, int sw, int sh) {
+  double fx = (double)sw / w, fy = (double)sh / h;
+  for (int d = 1; d <= 8; d *= 2)
+    if ((w + d - 1) / d == sw && (h + d - 1) / d == sh) {
+      fx = fy = 1.0 / d;
+      break;
+    }
+  return (RtAugWindow){win->x0 * fx, win->y0 * fy, win->cw * fx, win->ch * fy, win->flip};
+}
+
+/* A window drawn on the picture's size in the file, applied to it as
+ * decoded (perhaps DCT-scaled). */
+static int full_w(const RtImage *src) { return src->full_w > 0 ? src->full_w : src->w; }
+static int full_h(const RtImage *src) { return src->full_h > 0 ? src->full_h : src->h; }
+
+static void apply_full(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst) {
+  RtAugWindow s = rt_augment_window_scaled(win, full_w(src), full_h(src), src->w, src->h);
+  rt_augment_apply(src, &s, H, W, dst);
+}
+
 void rt_augment_eval(const RtImage *src, int H, int W, uint8_t *dst) {
-  if (H >= LARGE && W >= LARGE) {
-    double shorter = src->w < src->h ? src->w : src->h;
-    double scale = (double)(H * 256 / 224) / shorter; /* resized pixels per source pixel */
-    double cw = W / scale, ch = H / scale;
-    sample(src, (src->w - cw) / 2, (src->h - ch) / 2, cw, ch, H, W, 0, dst);
+  RtAugWindow win;
+  if (window(RT_AUG_NONE, 0, 0, full_w(src), full_h(src), H, W, &win) == 0) {
+    apply_full(src, &win, H, W, dst);
     return;
   }
   if (src->w == W && src->h == H) {
@@ -117,31 +217,7 @@ void rt_augment_eval(const RtImage *src, int H, int W, uint8_t *dst) {
       for (int c = 0; c < 3; c++) dst[c * plane + p] = src->px[p * 3 + (size_t)c];
     return;
   }
-  sample(src, 0, 0, src->w, src->h, H, W, 0, dst);
-}
-
-/* torchvision's RandomResizedCrop.get_params: ten tries at a random area
- * and ratio, then the whole picture's centre at the nearest allowed ratio. */
-static void rrc_region(const RtImage *src, uint64_t *rng, int *x0, int *y0, int *cw, int *ch) {
-  double area = (double)src->w * src->h, lo = log(3.0 / 4.0), hi = log(4.0 / 3.0);
-  for (int t = 0; t < 10; t++) {
-    double target = area * (0.08 + 0.92 * uniform(rng));
-    double ratio = exp(lo + (hi - lo) * uniform(rng));
-    int w = (int)lround(sqrt(target * ratio)), h = (int)lround(sqrt(target / ratio));
-    if (w > 0 && h > 0 && w <= src->w && h <= src->h) {
-      *x0 = (int)(next(rng) % (uint64_t)(src->w - w + 1));
-      *y0 = (int)(next(rng) % (uint64_t)(src->h - h + 1));
-      *cw = w, *ch = h;
-      return;
-    }
-  }
-  double in_ratio = (double)src->w / src->h;
-  int w = src->w, h = src->h;
-  if (in_ratio < 3.0 / 4.0)
-    h = (int)lround(w / (3.0 / 4.0));
-  else if (in_ratio > 4.0 / 3.0)
-    w = (int)lround(h * (4.0 / 3.0));
-  *cw = w, *ch = h, *x0 = (src->w - w) / 2, *y0 = (src->h - h) / 2;
+  rt_augment_apply(src, &(RtAugWindow){0, 0, src->w, src->h, 0}, H, W, dst);
 }
 
 static void pad_crop(uint8_t *img, int H, int W, int dx, int dy, int flip) {
@@ -161,15 +237,13 @@ static void pad_crop(uint8_t *img, int H, int W, int dx, int dy, int flip) {
 }
 
 void rt_augment_train(const RtImage *src, RtAugKind kind, uint64_t seed, int H, int W, uint8_t *dst) {
-  uint64_t rng = seed;
-  switch (rt_augment_resolve(kind, H, W)) {
-  case RT_AUG_RRC: {
-    int x0, y0, cw, ch;
-    rrc_region(src, &rng, &x0, &y0, &cw, &ch);
-    int flip = (int)(next(&rng) & 1);
-    sample(src, x0, y0, cw, ch, H, W, flip, dst);
+  RtAugWindow win;
+  if (window(kind, 1, seed, full_w(src), full_h(src), H, W, &win) == 0) {
+    apply_full(src, &win, H, W, dst);
     return;
   }
+  uint64_t rng = seed;
+  switch (rt_augment_resolve(kind, H, W)) {
   case RT_AUG_PAD_CROP: {
     rt_augment_eval(src, H, W, dst);
     int dx = (int)(next(&rng) % (2 * PAD + 1)) - PAD, dy = (int)(next(&rng) % (2 * PAD + 1)) - PAD;

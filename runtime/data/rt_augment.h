@@ -64,6 +64,10 @@ int rt_augment_window(RtAugKind kind, int train, uint64_t seed, int w, int h, in
 RtAugWindow rt_augment_window_scaled(const RtAugWindow *win, int w, int h, int sw, int sh);
 /* The window applied: u8 CHW [3, H, W] into dst. */
 void rt_augment_apply(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst);
+/* The pixels rt_augment_apply reads of a w x h picture: columns box[0] to
+ * box[2] and rows box[1] to box[3], inclusive (a partial decode needs no
+ * more). */
+void rt_augment_footprint(const RtAugWindow *win, int w, int h, int H, int W, int box[4]);
 
 void rt_augment_train(const RtImage *src, RtAugKind kind, uint64_t seed, int H, int W, uint8_t *dst);
 void rt_augment_eval(const RtImage *src, int H, int W, uint8_t *dst);

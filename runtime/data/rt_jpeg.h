@@ -33,6 +33,22 @@ RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, 
 /* Decodes n bytes; name is used in messages. */
 RtJpegStatus rt_jpeg_decode_mem(const uint8_t *buf, size_t n, const char *name, int min_short, RtImage *out, char *err,
                                 size_t errmax);
+/* A partial decode for a transform that reads only part of the picture:
+ * box is columns box[0]..box[2] and rows box[1]..box[3] (inclusive) of the
+ * picture as decoded at min_short (rt_jpeg_scaled_size).  *out has the
+ * whole decoded size, but only the box is written (the rest is undefined);
+ * within the box the pixels equal a full decode's. */
+RtJpegStatus rt_jpeg_decode_part(const uint8_t *buf, size_t n, const char *name, int min_short, const int box[4],
+                                 RtImage *out, char *err, size_t errmax);
+/* The size a decode at min_short gives a w x h picture. */
+void rt_jpeg_scaled_size(int w, int h, int min_short, int *sw, int *sh);
+/* The header alone (no pixels decoded): the size in the file, and whether
+ * a baseline GPU decoder can take it (*gpu_ok: not progressive, not
+ * arithmetic-coded, 3-component YCbCr or 1-component grey, and complete:
+ * its data end with the EOI marker).  CMYK files and broken headers are
+ * errors, as in a decode. */
+RtJpegStatus rt_jpeg_header(const uint8_t *buf, size_t n, const char *name, int *w, int *h, int *gpu_ok, char *err,
+                            size_t errmax);
 void rt_image_free(RtImage *im); /* takes NULL; leaves *im zeroed */
 
 #endif

@@ -9,9 +9,20 @@
  * length.  rt_loader_start first waits until no worker holds a position,
  * so an epoch's permutation never changes under a worker.
  *
+ * A worker of DECODE mode with a one-window transform reads the file into
+ * its own buffer, parses the header, draws the window on the header's
+ * size and decodes only the rows and columns the window reads
+ * (rt_jpeg_decode_part); other transforms decode the whole picture.  In
+ * DEFER mode a worker reads the file into the buffer of its place in the
+ * slot, parses the header and draws the window there; a file the GPU
+ * decoder cannot take is decoded in full (at the transform's DCT scale)
+ * and its pixels replace its bytes in that buffer.
+ *
  * Memory: depth * batch * 3 * H * W bytes of images (ImageNet at batch
- * 256, depth 3: 116 MB), one byte per image for the unreadable mark, and
- * 8 bytes per image for the permutation. */
+ * 256, depth 3: 116 MB) in DECODE mode, or in DEFER mode depth * batch
+ * buffers each as large as the largest file (or fallback picture) it held;
+ * one byte per image for the unreadable mark, and 8 bytes per image for
+ * the permutation. */
 #include "rt_loader.h"
 
 #include <pthread.h>
@@ -25,7 +36,10 @@
 enum { KEEP_NAMES = 3, MSG = 512 };
 
 typedef struct Slot {
-  uint8_t *images;
+  uint8_t *images;     /* DECODE: batch * S bytes */
+  RtLoaderItem *items; /* DEFER: batch items */
+  uint8_t **bytes;     /* DEFER: per item, its file's bytes or its RGB pixels */
+  size_t *cap;         /* DEFER: their sizes */
   int64_t *labels;
   uint8_t *ok; /* evaluation: the image at i was read */
   int64_t done;
@@ -34,12 +48,15 @@ typedef struct Slot {
 typedef struct Worker {
   RtLoader *l;
   pthread_t th;
+  uint8_t *buf; /* DECODE, one-window transforms: the file being decoded */
+  size_t cap;
 } Worker;
 
 struct RtLoader {
   RtLoaderConfig c;
   RtAugKind aug;
   int min_short;
+  int window; /* the transform is one window (rt_augment_window) */
   int64_t n, S, nbatch;
   int64_t *items; /* n indices into the set */
   int64_t *order; /* training: the epoch's permutation of 0..n-1 */
@@ -69,17 +86,99 @@ static int64_t batch_len(const RtLoader *l, int64_t b) {
   return left < l->c.batch ? left : l->c.batch;
 }
 
-/* Decodes item i (an index into items) into dst; records a failure. */
-static int read_item(RtLoader *l, int64_t i, int64_t pos, uint8_t *dst, int64_t *label) {
+/* Reads the file at path into *buf (grown as needed): its length, or -1
+ * with a message. */
+static int64_t read_file(const char *path, uint8_t **buf, size_t *cap, char *msg) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return snprintf(msg, MSG, "%s: cannot open", path), -1;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return snprintf(msg, MSG, "%s: cannot read", path), -1;
+  }
+  if ((size_t)n > *cap || !*buf) {
+    uint8_t *b = realloc(*buf, (size_t)n + 1);
+    if (!b) {
+      fclose(f);
+      return snprintf(msg, MSG, "%s: out of memory for %ld bytes", path, n), -1;
+    }
+    *buf = b, *cap = (size_t)n;
+  }
+  size_t got = fread(*buf, 1, (size_t)n, f);
+  fclose(f);
+  if (got != (size_t)n) return snprintf(msg, MSG, "%s: cannot read", path), -1;
+  return n;
+}
+
+/* The transform's window for position pos of a w x h picture. */
+static RtAugWindow window_of(const RtLoader *l, int64_t pos, int w, int h) {
+  RtAugWindow win = {0};
+  uint64_t seed = l->c.train ? rt_augment_seed(l->c.seed, l->epoch, pos) : 0;
+  rt_augment_window(l->aug, l->c.train, seed, w, h, l->c.H, l->c.W, &win);
+  return win;
+}
+
+/* DECODE: the picture at path, transformed for position pos, into dst.
+ * One-window transforms read the header, draw the window and decode only
+ * the rows and columns it reads (rt_jpeg_decode_part). */
+static int decode_item(RtLoader *l, Worker *wk, const char *path, int64_t pos, uint8_t *dst, char *msg) {
+  RtImage im;
+  if (!l->window) {
+    if (rt_jpeg_decode_file(path, l->min_short, &im, msg, MSG) != RT_JPEG_OK) return -1;
+    if (l->c.train)
+      rt_augment_train(&im, l->aug, rt_augment_seed(l->c.seed, l->epoch, pos), l->c.H, l->c.W, dst);
+    else
+      rt_augment_eval(&im, l->c.H, l->c.W, dst);
+    rt_image_free(&im);
+    return 0;
+  }
+  int64_t n = read_file(path, &wk->buf, &wk->cap, msg);
+  int w, h, gpu_ok, sw, sh, box[4];
+  if (n < 0 || rt_jpeg_header(wk->buf, (size_t)n, path, &w, &h, &gpu_ok, msg, MSG) != RT_JPEG_OK) return -1;
+  RtAugWindow win = window_of(l, pos, w, h);
+  rt_jpeg_scaled_size(w, h, l->min_short, &sw, &sh);
+  RtAugWindow s = rt_augment_window_scaled(&win, w, h, sw, sh);
+  rt_augment_footprint(&s, sw, sh, l->c.H, l->c.W, box);
+  if (rt_jpeg_decode_part(wk->buf, (size_t)n, path, l->min_short, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
+  rt_augment_apply(&im, &s, l->c.H, l->c.W, dst);
+  rt_image_free(&im);
+  return 0;
+}
+
+/* DEFER: item k of slot s for the picture at path: its bytes and window,
+ * or, for a file the GPU decoder cannot take, its pixels decoded here. */
+static int defer_item(RtLoader *l, Slot *s, int64_t k, const char *path, int64_t pos, char *msg) {
+  int64_t n = read_file(path, &s->bytes[k], &s->cap[k], msg);
+  int w, h, gpu_ok;
+  if (n < 0 || rt_jpeg_header(s->bytes[k], (size_t)n, path, &w, &h, &gpu_ok, msg, MSG) != RT_JPEG_OK) return -1;
+  RtAugWindow win = window_of(l, pos, w, h);
+  if (gpu_ok) {
+    s->items[k] = (RtLoaderItem){RT_ITEM_JPEG, s->bytes[k], (size_t)n, w, h, win, path};
+    return 0;
+  }
+  RtImage im;
+  if (rt_jpeg_decode_mem(s->bytes[k], (size_t)n, path, l->min_short, &im, msg, MSG) != RT_JPEG_OK) return -1;
+  /* the pixels take the file's place in the slot */
+  free(s->bytes[k]);
+  s->bytes[k] = im.px, s->cap[k] = (size_t)im.w * (size_t)im.h * 3;
+  s->items[k] = (RtLoaderItem){
+      RT_ITEM_RGB, s->bytes[k], s->cap[k], im.w, im.h, rt_augment_window_scaled(&win, w, h, im.w, im.h), path};
+  return 0;
+}
+
+/* Makes item i (an index into items) at place k of slot s for position
+ * pos; records a failure. */
+static int read_item(RtLoader *l, Worker *wk, int64_t i, int64_t pos, Slot *s, int64_t k) {
   pthread_mutex_lock(&l->mu);
   int known_bad = l->bad[i];
   pthread_mutex_unlock(&l->mu);
   if (known_bad) return -1;
   const RtFolder *set = l->c.set;
   int64_t at = l->items[i];
-  RtImage im;
   char msg[MSG];
-  if (rt_jpeg_decode_file(set->paths[at], l->min_short, &im, msg, sizeof msg) != RT_JPEG_OK) {
+  int r = l->c.decode == RT_LOADER_DEFER ? defer_item(l, s, k, set->paths[at], pos, msg)
+                                         : decode_item(l, wk, set->paths[at], pos, s->images + k * l->S, msg);
+  if (r) {
     pthread_mutex_lock(&l->mu);
     if (!l->bad[i]) {
       l->bad[i] = 1;
@@ -89,26 +188,20 @@ static int read_item(RtLoader *l, int64_t i, int64_t pos, uint8_t *dst, int64_t 
     pthread_mutex_unlock(&l->mu);
     return -1;
   }
-  if (l->c.train)
-    rt_augment_train(&im, l->aug, rt_augment_seed(l->c.seed, l->epoch, pos), l->c.H, l->c.W, dst);
-  else
-    rt_augment_eval(&im, l->c.H, l->c.W, dst);
-  rt_image_free(&im);
-  *label = set->labels[at];
+  s->labels[k] = set->labels[at];
   return 0;
 }
 
 /* Fills position p of the epoch (outside the lock). */
-static void fill(RtLoader *l, int64_t p) {
+static void fill(RtLoader *l, Worker *wk, int64_t p) {
   Slot *s = &l->ring[(p / l->c.batch) % l->c.depth];
   int64_t k = p % l->c.batch;
-  uint8_t *dst = s->images + k * l->S;
   if (!l->c.train) {
-    s->ok[k] = read_item(l, p, p, dst, &s->labels[k]) == 0;
+    s->ok[k] = read_item(l, wk, p, p, s, k) == 0;
     return;
   }
   for (int64_t t = 0; t < l->n; t++)
-    if (read_item(l, l->order[(p + t) % l->n], p, dst, &s->labels[k]) == 0) return;
+    if (read_item(l, wk, l->order[(p + t) % l->n], p, s, k) == 0) return;
   pthread_mutex_lock(&l->mu);
   if (!l->fatal)
     snprintf(l->fatal_msg, sizeof l->fatal_msg, "none of the %lld images can be read (%s)", (long long)l->n,
@@ -122,7 +215,8 @@ static int can_take(const RtLoader *l) {
 }
 
 static void *work(void *arg) {
-  RtLoader *l = ((Worker *)arg)->l;
+  Worker *wk = arg;
+  RtLoader *l = wk->l;
   pthread_mutex_lock(&l->mu);
   for (;;) {
     while (!l->quit && !can_take(l)) pthread_cond_wait(&l->work, &l->mu);
@@ -130,7 +224,7 @@ static void *work(void *arg) {
     int64_t p = l->next_pos++;
     l->busy++;
     pthread_mutex_unlock(&l->mu);
-    fill(l, p);
+    fill(l, wk, p);
     pthread_mutex_lock(&l->mu);
     l->busy--;
     int64_t b = p / l->c.batch;
@@ -144,14 +238,25 @@ static void *work(void *arg) {
 
 static int default_workers(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+  return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
 RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err, size_t errmax) {
   *out = NULL;
-  if (!c->set || c->batch < 1 || c->H < 1 || c->W < 1 || c->workers < 0 || c->limit < 0 || c->depth < 0) {
+  if (!c->set || c->batch < 1 || c->H < 1 || c->W < 1 || c->workers < 0 || c->limit < 0 || c->depth < 0 ||
+      (c->decode != RT_LOADER_DECODE && c->decode != RT_LOADER_DEFER)) {
     snprintf(err, errmax, "loader: bad configuration (set %s, batch %lld, %dx%d, %d workers)",
              c->set ? "given" : "missing", (long long)c->batch, c->H, c->W, c->workers);
+    return RT_LOADER_ERR_ARG;
+  }
+  RtAugKind aug = rt_augment_resolve(c->augment, c->H, c->W);
+  RtAugWindow probe;
+  int window = rt_augment_window(aug, c->train, 0, 256, 256, c->H, c->W, &probe) == 0;
+  if (c->decode == RT_LOADER_DEFER && !window) {
+    snprintf(err, errmax,
+             "loader: deferred decoding needs a transform that is one window (inputs of 64 pixels and more, not "
+             "pad_crop): %dx%d with %s",
+             c->H, c->W, c->train ? rt_augment_name(aug) : "the evaluation transform");
     return RT_LOADER_ERR_ARG;
   }
   RtLoader *l = calloc(1, sizeof *l);
@@ -160,7 +265,8 @@ RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err,
   if (!l->c.depth) l->c.depth = 3;
   if (l->c.depth < 2) l->c.depth = 2;
   l->nworkers = c->workers ? c->workers : default_workers();
-  l->aug = rt_augment_resolve(c->augment, c->H, c->W);
+  l->aug = aug;
+  l->window = window;
   l->min_short = rt_augment_min_short(l->aug, c->train, c->H, c->W);
   l->n = c->limit > 0 && c->limit < c->set->n ? c->limit : c->set->n;
   l->S = 3 * (int64_t)c->H * c->W;
@@ -178,10 +284,17 @@ RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err,
   int ok = l->items && (l->order || !c->train) && l->bad && l->ring && l->workers;
   for (int i = 0; ok && i < l->c.depth; i++) {
     Slot *s = &l->ring[i];
-    s->images = malloc((size_t)(c->batch * l->S));
-    s->labels = malloc(sizeof *s->labels * (size_t)c->batch);
-    s->ok = malloc((size_t)c->batch);
-    ok = s->images && s->labels && s->ok;
+    size_t B = (size_t)c->batch;
+    if (c->decode == RT_LOADER_DEFER) {
+      s->items = calloc(B, sizeof *s->items);
+      s->bytes = calloc(B, sizeof *s->bytes);
+      s->cap = calloc(B, sizeof *s->cap);
+    } else {
+      s->images = malloc(B * (size_t)l->S);
+    }
+    s->labels = malloc(sizeof *s->labels * B);
+    s->ok = malloc(B);
+    ok = (s->images || (s->items && s->bytes && s->cap)) && s->labels && s->ok;
   }
   if (!ok) {
     snprintf(err, errmax, "loader: out of memory for %d batches of %lld images", l->c.depth, (long long)c->batch);
@@ -223,7 +336,12 @@ void rt_loader_free(RtLoader *l) {
     pthread_cond_destroy(&l->ready);
     pthread_cond_destroy(&l->idle);
   }
-  for (int i = 0; l->ring && i < l->c.depth; i++) free(l->ring[i].images), free(l->ring[i].labels), free(l->ring[i].ok);
+  for (int i = 0; l->ring && i < l->c.depth; i++) {
+    Slot *s = &l->ring[i];
+    for (int64_t k = 0; s->bytes && k < l->c.batch; k++) free(s->bytes[k]);
+    free(s->images), free(s->items), free(s->bytes), free(s->cap), free(s->labels), free(s->ok);
+  }
+  for (int i = 0; l->workers && i < l->nworkers; i++) free(l->workers[i].buf);
   free(l->ring), free(l->workers), free(l->items), free(l->order), free(l->bad);
   free(l);
 }
@@ -285,11 +403,15 @@ int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax) {
     n = 0;
     for (int64_t i = 0; i < len; i++) {
       if (!s->ok[i]) continue;
-      if (n != i) memcpy(s->images + n * l->S, s->images + i * l->S, (size_t)l->S), s->labels[n] = s->labels[i];
+      if (n != i) {
+        if (s->images) memcpy(s->images + n * l->S, s->images + i * l->S, (size_t)l->S);
+        if (s->items) s->items[n] = s->items[i];
+        s->labels[n] = s->labels[i];
+      }
       n++;
     }
   }
-  *b = (RtLoaderBatch){.images = s->images, .labels = s->labels, .n = n};
+  *b = (RtLoaderBatch){.images = s->images, .items = s->items, .labels = s->labels, .n = n};
   return 1;
 }
 

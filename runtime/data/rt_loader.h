@@ -69,7 +69,7 @@ typedef struct RtLoaderConfig {
   int train;         /* 1: shuffled, augmented, full batches; 0: evaluation */
   RtAugKind augment; /* training transform (RT_AUG_AUTO: by input size) */
   uint64_t seed;
-  int workers; /* threads (0: the processors online, at most 8) */
+  int workers; /* threads (0: every processor online) */
   int depth;   /* batch buffers (0: 3; at least 2) */
   RtLoaderDecode decode;
 } RtLoaderConfig;
