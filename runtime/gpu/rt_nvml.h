@@ -11,10 +11,10 @@
 typedef struct RtNvml RtNvml;
 
 typedef struct RtNvmlSample {
-  double power_w;    /* board power draw; < 0 when unknown */
-  int sm_clock_mhz;  /* < 0 when unknown */
-  int temp_c;        /* GPU core temperature; < 0 when unknown */
-  int have_ecc;      /* ECC enabled and its counters readable */
+  double power_w;                           /* board power draw; < 0 when unknown */
+  int sm_clock_mhz;                         /* < 0 when unknown */
+  int temp_c;                               /* GPU core temperature; < 0 when unknown */
+  int have_ecc;                             /* ECC enabled and its counters readable */
   long long ecc_corrected, ecc_uncorrected; /* volatile counts since the driver loaded */
 } RtNvmlSample;
 
