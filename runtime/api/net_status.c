@@ -125,7 +125,8 @@ NetStatus net_status_of_cuda(RtCudaStatus s) {
   switch (s) {
   case RT_CUDA_OK: return NET_OK;
   case RT_CUDA_ENODRIVER:
-  case RT_CUDA_ENODEVICE: return NET_ERR_NO_GPU;
+  case RT_CUDA_ENODEVICE:
+  case RT_CUDA_ENOLIB: return NET_ERR_NO_GPU;
   case RT_CUDA_EARG: return NET_ERR_ARG;
   case RT_CUDA_ENOMEM: return NET_ERR_NOMEM;
   case RT_CUDA_ECALL:

@@ -42,7 +42,8 @@ typedef enum RtCudaStatus {
   RT_CUDA_ECALL,     /* a driver call failed (the message names it) */
   RT_CUDA_EARG,      /* a caller's argument is invalid */
   RT_CUDA_ENOMEM,    /* host memory ran out */
-  RT_CUDA_EDEVMEM    /* device memory ran out (the message says how much was asked and free) */
+  RT_CUDA_EDEVMEM,   /* device memory ran out (the message says how much was asked and free) */
+  RT_CUDA_ENOLIB     /* an optional CUDA library (nvJPEG) missing, or an entry point of it (the message says which) */
 } RtCudaStatus;
 
 /* The driver entry points netc uses, named after the driver's functions

@@ -25,6 +25,11 @@ typedef enum RtNvjpegBackend {
   RT_NVJPEG_GPU_HYBRID, /* Huffman on the CPU, the rest on the SMs */
 } RtNvjpegBackend;
 
+/* Loads libnvjpeg.so.13 (else libnvjpeg.so) and resolves every entry
+ * point the decoder uses, once per process; needs no GPU.  RT_CUDA_ENOLIB
+ * with the dlopen message, or the missing symbol, when it cannot. */
+RtCudaStatus rt_nvjpeg_load(char *err, size_t errlen);
+
 /* A decoder for batches of up to max_batch images, on the current context. */
 RtCudaStatus rt_nvjpeg_new(int max_batch, RtNvjpegBackend want, RtNvjpeg **out, char *err, size_t errlen);
 void rt_nvjpeg_free(RtNvjpeg *j); /* takes NULL */
