@@ -289,7 +289,7 @@ int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax) {
       n++;
     }
   }
-  *b = (RtLoaderBatch){s->images, s->labels, n};
+  *b = (RtLoaderBatch){.images = s->images, .labels = s->labels, .n = n};
   return 1;
 }
 
