@@ -1,6 +1,6 @@
 /* rt_nvjpeg.c - nvJPEG loaded with dlopen (rt_nvjpeg.h gives the contract).
  *
- * The library (libnvjpeg.so.13, else libnvjpeg.so) and its function table
+ * The library (libnvjpeg.so.13, else libnvjpeg.so or the toolkit's) and its function table
  * are loaded once per process under pthread_once and read-only afterwards;
  * a decoder (RtNvjpeg) holds one nvJPEG handle and the states of one of two
  * paths:
@@ -167,9 +167,11 @@ static int load_table(void *lib, const char *libname, NjApi *a) {
   return 1;
 }
 
-/* libnvjpeg.so.13, then libnvjpeg.so; the message quotes the first dlopen error. */
+/* libnvjpeg.so.13, libnvjpeg.so, then the toolkit's own copy (as NVRTC's
+ * loader does: /usr/local/cuda/lib64 is often not on the loader's path);
+ * the message quotes the first dlopen error. */
 static void load_once(void) {
-  static const char *const NAMES[] = {"libnvjpeg.so.13", "libnvjpeg.so"};
+  static const char *const NAMES[] = {"libnvjpeg.so.13", "libnvjpeg.so", "/usr/local/cuda/lib64/libnvjpeg.so.13"};
   void *lib = NULL;
   const char *libname = NULL;
   char first[384] = "";
@@ -180,7 +182,7 @@ static void load_once(void) {
   }
   if (!lib) {
     snprintf(loaded.why, sizeof loaded.why,
-             "%s (nvJPEG is part of the CUDA toolkit's libraries; libnvjpeg.so was not found either)",
+             "%s (nvJPEG is part of the CUDA toolkit's libraries; libnvjpeg.so and /usr/local/cuda/lib64 tried too)",
              *first ? first : "libnvjpeg.so.13: not found");
     loaded.status = RT_CUDA_ENOLIB;
     return;
@@ -391,7 +393,7 @@ RtCudaStatus rt_nvjpeg_new(int max_batch, RtNvjpegBackend want, RtNvjpeg **out, 
   return RT_CUDA_OK;
 }
 
-/* Parses image i into j->js; 0 when it is an RGB or grey JPEG nvJPEG can read. */
+/* Parses one image into j->js; 1 when it is an RGB or grey JPEG nvJPEG can read. */
 static int parse_ok(RtNvjpeg *j, const uint8_t *data, size_t len) {
   unsigned int nc = 0;
   if (!data || !len || j->nj->JpegStreamParse(j->h, data, len, 0, 0, j->js) != NVJPEG_STATUS_SUCCESS) return 0;
@@ -442,10 +444,11 @@ static RtCudaStatus decode_hardware(RtNvjpeg *j, int n, const uint8_t *const *da
     return nj_check(s, __LINE__, "nvjpegDecodeBatched(h, state, data, len, dst, stream)", "a batch of JPEG images", err,
                     errlen);
   /* An image that parsed is still bad (its entropy-coded data, say): find it
-   * by decoding one at a time, so that the others are not lost. */
+   * by decoding one at a time, so that the others are not lost.  The bad
+   * one's buffer may hold what the failed batch wrote before it stopped. */
   for (int b = 0; b < nb; b++) {
     int i = j->bidx[b];
-    /* entry 0 carries the one image; for b > 0 it is done with already */
+    /* entry 0 carries the one image (for b > 0, entry 0's own image is done) */
     j->bdata[0] = j->bdata[b], j->blen[0] = j->blen[b], j->bdst[0] = j->bdst[b];
     s = batch_call(j, 1, stream);
     if (s == NVJPEG_STATUS_SUCCESS) continue;

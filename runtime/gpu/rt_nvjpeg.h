@@ -22,7 +22,7 @@ typedef struct RtNvjpeg RtNvjpeg;
 typedef enum RtNvjpegBackend {
   RT_NVJPEG_AUTO = 0,   /* the hardware engines where present, else the GPU hybrid */
   RT_NVJPEG_HARDWARE,   /* the JPEG engines, batched */
-  RT_NVJPEG_GPU_HYBRID, /* Huffman on the CPU, the rest on the SMs */
+  RT_NVJPEG_GPU_HYBRID, /* Huffman on the GPU (on the CPU for what that refuses), the rest on the SMs */
 } RtNvjpegBackend;
 
 /* Loads libnvjpeg.so.13 (else libnvjpeg.so) and resolves every entry
@@ -40,8 +40,9 @@ const char *rt_nvjpeg_backend_name(RtNvjpegBackend b); /* "hardware", "gpu-hybri
  * data[i] (host memory) into dst[i], a device buffer of at least h rows of
  * pitch[i] >= w * 3 bytes, where w x h is the size in its header.  On
  * return the host may reuse data; the pixels are ready in stream order.
- * failed[i] = 1 for an image the decoder refused (dst[i] untouched); the
- * status is an error only when the decoder itself failed. */
+ * failed[i] = 1 for an image the decoder refused (dst[i] untouched, unless
+ * it parsed but broke off a hardware batch already under way); the status
+ * is an error only when the decoder itself failed. */
 RtCudaStatus rt_nvjpeg_decode(RtNvjpeg *j, int n, const uint8_t *const *data, const size_t *len, uint8_t *const *dst,
                               const size_t *pitch, CUstream stream, uint8_t *failed, char *err, size_t errlen);
 
