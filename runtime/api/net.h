@@ -193,6 +193,15 @@ typedef enum NetDataKind {
   NET_DATA_FOLDER,        /* ImageFolder JPEG trees train_dir/<class>/<image>.jpg (docs/data.md) */
 } NetDataKind;
 
+/* What the GPU says while it trains, through NVML (libnvidia-ml.so.1,
+ * loaded at run time): -1 in every field it cannot tell (no NVML, the CPU
+ * executor, ECC off). */
+typedef struct NetGpuWatch {
+  double power_w;
+  int sm_clock_mhz, temp_c;
+  long long ecc_corrected, ecc_uncorrected; /* volatile counts since the driver loaded */
+} NetGpuWatch;
+
 typedef struct NetStepInfo {
   int64_t step, steps_total; /* 1-based step just run, and how many the run has */
   int64_t epoch, epochs;     /* 0-based epoch, and how many */
@@ -200,6 +209,14 @@ typedef struct NetStepInfo {
   double images_per_s; /* over the run so far */
   double elapsed_s;
   double data_wait_s; /* of the run so far: time the loop waited for batches */
+  /* the input pipeline next to the step: who decodes ("nvJPEG hardware",
+   * "cpu", "memory" for data held in memory), the images/s it can make and
+   * the images/s the steps run at when they do not wait for it, and which
+   * of the two bounds the run (1: the input) */
+  const char *decoder;
+  double input_images_per_s, step_images_per_s;
+  int input_bound;
+  NetGpuWatch gpu; /* sampled for this call */
 } NetStepInfo;
 
 typedef struct NetEpochInfo {
@@ -221,9 +238,11 @@ typedef struct NetTrainResult {
   double loss_first, loss_last; /* mean of the first and last min(10, steps) steps */
   double test_accuracy;         /* after the last epoch (-1: none) */
   double train_seconds, images_per_s;
-  double test_top5;         /* after the last epoch (-1: none) */
-  double data_wait_seconds; /* of train_seconds, waiting for batches */
-  int64_t unreadable;       /* NET_DATA_FOLDER: images skipped as unreadable */
+  double test_top5;               /* after the last epoch (-1: none) */
+  double data_wait_seconds;       /* of train_seconds, waiting for batches */
+  int64_t unreadable;             /* NET_DATA_FOLDER: images skipped as unreadable */
+  char decoder[64];               /* NetStepInfo.decoder */
+  NetGpuWatch gpu_start, gpu_end; /* before the first step and after the last */
 } NetTrainResult;
 
 /* Callbacks return non-zero to stop the run (net_train then returns NET_STOPPED). */
@@ -271,6 +290,12 @@ typedef struct NetTrainConfig {
                                      * forward and backward and updates once with their mean gradient; steps,
                                      * epochs, the schedule and checkpoints count updates (0: 1; docs/training.md) */
   NetWarnFn on_warning;             /* may be NULL: the warnings are not shown */
+  const char *decoder;              /* NET_DATA_FOLDER: who decodes the training JPEGs -- "gpu" (nvJPEG: the
+                                     * JPEG engines where the GPU has them, else its hybrid decoder; crop,
+                                     * resize and flip on the GPU), "cpu" (libjpeg-turbo on the worker
+                                     * threads), or "auto" (NULL): the GPU's JPEG engines when the model runs
+                                     * on a GPU that has them and the input is 64 pixels or more with a
+                                     * transform other than pad_crop, else the CPU (docs/data.md) */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch

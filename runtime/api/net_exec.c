@@ -27,8 +27,9 @@ struct NetExec {
   const NetExecBackend *be;
   void *self; /* the backend's executor */
   const IrGraph *g;
-  int accum, accum_i;           /* accumulation: micro-steps per update (1: off), and those run of this update */
-  int feeding, feed_v, label_v; /* a pipeline feeds inputs feed_v and label_v (-1: none) */
+  int accum, accum_i; /* accumulation: micro-steps per update (1: off), and those run of this update */
+  int feeding;        /* a pipeline feeds inputs feed_v and label_v (-1: none): 1 of bytes, 2 the GPU decoder */
+  int feed_v, label_v;
   /* net_exec_post/fetch without the backend's own: values read at once */
   uint8_t mail[NET_EXEC_MAIL_SLOTS][NET_EXEC_MAIL_BYTES];
   size_t mail_len[NET_EXEC_MAIL_SLOTS]; /* bytes of the value's host form */
@@ -144,18 +145,58 @@ NetStatus net_exec_input_start(NetExec *x, int v, int label_v, const RtRefInput 
 }
 
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len) {
-  if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
+  if (x->feeding != 1) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
   return x->be->input_buffer(x->self, host, err, len);
 }
 
 NetStatus net_exec_input_send(NetExec *x, const int64_t *labels, char *err, size_t len) {
-  if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
+  if (x->feeding != 1) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
   return x->be->input_send(x->self, labels, err, len);
 }
 
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len) {
   if (!x->feeding) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: not started");
   return x->be->input_feed(x->self, err, len);
+}
+
+NetStatus net_exec_input_start_jpeg(NetExec *x, int v, int label_v, const RtRefInput *in, int backend, char *err,
+                                    size_t len) {
+  net_exec_input_stop(x);
+  if (!x->be->jpeg_start)
+    return net_status_errf(NET_ERR_NO_GPU, err, len, "the GPU decoder needs the GPU executor (this one is the %s's)",
+                           x->be->name);
+  if (!rt_ref_input_ok(in) || in->c != 3 || v < 0 || net_exec_numel(x, v) != in->n * in->dc * in->h * in->w ||
+      (label_v >= 0 && net_exec_numel(x, label_v) != in->n))
+    return net_status_errf(
+        NET_ERR_ARG, err, len,
+        "input pipeline: value %d does not hold a batch of RGB images of %lldx%lld (or %d its labels)", v,
+        in ? (long long)in->h : 0, in ? (long long)in->w : 0, label_v);
+  NetStatus s = x->be->jpeg_start(x->self, v, label_v, in, backend, err, len);
+  if (s) return s;
+  x->feeding = 2, x->feed_v = v, x->label_v = label_v;
+  return NET_OK;
+}
+
+NetStatus net_exec_input_send_items(NetExec *x, const RtLoaderItem *items, int n, const int64_t *labels, char *err,
+                                    size_t len) {
+  if (x->feeding != 2) return net_status_errf(NET_ERR_ARG, err, len, "input pipeline: the GPU decoder is not started");
+  return x->be->jpeg_send(x->self, items, n, labels, err, len);
+}
+
+void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
+                            double *rate) {
+  int64_t hd = 0, f = 0;
+  double r = 0;
+  if (name && cap) name[0] = 0;
+  if (x && x->feeding == 2) x->be->jpeg_info(x->self, name, cap, &hd, &f, &r);
+  if (host_decoded) *host_decoded = hd;
+  if (failed) *failed = f;
+  if (rate) *rate = r;
+}
+
+void net_exec_watch(NetExec *x, NetGpuWatch *w) {
+  *w = (NetGpuWatch){-1, -1, -1, -1, -1};
+  if (x && x->be->watch) x->be->watch(x->self, w);
 }
 
 /* --- per-step values without waiting --------------------------------------- */

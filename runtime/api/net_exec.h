@@ -26,6 +26,7 @@
 #include "ir.h"
 #include "opts.h"
 #include "net.h"
+#include "rt_loader.h"
 #include "rt_model.h"
 #include "rt_ref_input.h"
 
@@ -84,6 +85,26 @@ void net_exec_input_stop(NetExec *x);
 NetStatus net_exec_input_buffer(NetExec *x, uint8_t **host, char *err, size_t len);
 NetStatus net_exec_input_send(NetExec *x, const int64_t *labels, char *err, size_t len);
 NetStatus net_exec_input_feed(NetExec *x, char *err, size_t len);
+
+/* The GPU decoder in place of the bytes (rt_gpu_jpeg.h): batches of the
+ * loader's items (RT_LOADER_DEFER) decoded by nvJPEG with `backend`
+ * (rt_nvjpeg.h's RtNvjpegBackend: 0 auto, 1 hardware, 2 GPU hybrid) and
+ * transformed on the device into input v (in.c = 3), their labels into
+ * label_v; fed with net_exec_input_feed.  A JPEG nvJPEG refuses is decoded
+ * on the host.  NET_ERR_NO_GPU on the CPU executor or without nvJPEG. */
+NetStatus net_exec_input_start_jpeg(NetExec *x, int v, int label_v, const RtRefInput *in, int backend, char *err,
+                                    size_t len);
+NetStatus net_exec_input_send_items(NetExec *x, const RtLoaderItem *items, int n, const int64_t *labels, char *err,
+                                    size_t len);
+/* Which decoder feeds x ("nvJPEG hardware", "nvJPEG GPU hybrid"), "" for bytes;
+ * images the decoder left to the host, images nobody could decode, and
+ * the images/s it can make (rt_gpu_jpeg_rate); any out may be NULL. */
+void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
+                            double *rate);
+
+/* The device's power, clock, temperature and ECC counts (NVML, opened on
+ * first use); every field -1 where unknown (always on the CPU). */
+void net_exec_watch(NetExec *x, NetGpuWatch *w);
 
 /* Per-step values without waiting for the device (on the GPU rt_gpu_mail.h:
  * pinned slots, copies in stream order; on the CPU plain writes and reads):
@@ -145,6 +166,11 @@ typedef struct NetExecBackend {
   NetStatus (*input_buffer)(void *self, uint8_t **host, char *err, size_t len);
   NetStatus (*input_send)(void *self, const int64_t *labels, char *err, size_t len);
   NetStatus (*input_feed)(void *self, char *err, size_t len);
+  /* the GPU decoder (net_exec_input_start_jpeg ...); NULL: none */
+  NetStatus (*jpeg_start)(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err, size_t len);
+  NetStatus (*jpeg_send)(void *self, const RtLoaderItem *items, int n, const int64_t *labels, char *err, size_t len);
+  void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed, double *rate);
+  void (*watch)(void *self, NetGpuWatch *w); /* NULL: nothing known */
   /* net_exec_post/fetch/fetched; NULL: net_exec.c writes and reads at once */
   NetStatus (*post)(void *self, int v, const void *host, char *err, size_t len);
   NetStatus (*fetch)(void *self, int v, int64_t *ticket, char *err, size_t len);

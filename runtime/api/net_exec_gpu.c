@@ -13,6 +13,9 @@
 #include "net_status.h"
 #include "rt_gpu.h"
 #include "rt_gpu_input.h"
+#include "rt_gpu_jpeg.h"
+#include "rt_jpeg.h"
+#include "rt_nvml.h"
 #include "rt_gpu_mail.h"
 
 typedef struct Gpu {
@@ -21,6 +24,9 @@ typedef struct Gpu {
   RtGpuInput *feed;
   RtGpuAccum *acc;
   RtGpuMail *mail; /* net_exec_post/fetch, made on first use */
+  RtGpuJpeg *jpeg; /* the GPU decoder, in place of feed */
+  RtNvml *nvml;    /* net_exec_watch's, opened on first use */
+  int nvml_tried;
 } Gpu;
 
 static void gpu_free(void *self);
@@ -58,7 +64,9 @@ static void gpu_free(void *self) {
   Gpu *x = self;
   if (!x) return;
   rt_gpu_input_free(x->feed);
+  rt_gpu_jpeg_free(x->jpeg);
   rt_gpu_mail_free(x->mail);
+  rt_nvml_close(x->nvml);
   rt_gpu_accum_free(x->acc);
   rt_gpu_free(x->dev);
   free(x);
@@ -130,7 +138,8 @@ static NetStatus gpu_input_start(void *self, int v, int label_v, const RtRefInpu
 static void gpu_input_stop(void *self) {
   Gpu *x = self;
   rt_gpu_input_free(x->feed);
-  x->feed = NULL;
+  rt_gpu_jpeg_free(x->jpeg);
+  x->feed = NULL, x->jpeg = NULL;
 }
 
 static NetStatus gpu_input_buffer(void *self, uint8_t **host, char *err, size_t len) {
@@ -142,7 +151,73 @@ static NetStatus gpu_input_send(void *self, const int64_t *labels, char *err, si
 }
 
 static NetStatus gpu_input_feed(void *self, char *err, size_t len) {
-  return net_status_of_cuda(rt_gpu_input_feed(((Gpu *)self)->feed, err, len));
+  Gpu *x = self;
+  return net_status_of_cuda(x->jpeg ? rt_gpu_jpeg_feed(x->jpeg, err, len) : rt_gpu_input_feed(x->feed, err, len));
+}
+
+/* A JPEG nvJPEG refused, decoded by libjpeg at its full size. */
+static int decode_on_host(void *user, const uint8_t *data, size_t n, const char *name, uint8_t **rgb, int *w, int *h,
+                          char *err, size_t errlen) {
+  (void)user;
+  RtImage im = {0};
+  if (rt_jpeg_decode_mem(data, n, name ? name : "image", 0, &im, err, errlen)) return -1;
+  *rgb = im.px, *w = im.w, *h = im.h;
+  return 0;
+}
+
+static NetStatus gpu_jpeg_start(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err,
+                                size_t len) {
+  Gpu *x = self;
+  RtGpuJpegConfig c = {
+      .v = v, .label_v = label_v, .in = *in, .backend = (RtNvjpegBackend)backend, .fallback = decode_on_host};
+  return net_status_of_cuda(rt_gpu_jpeg_new(x->dev, &c, &x->jpeg, err, len));
+}
+
+static NetStatus gpu_jpeg_send(void *self, const RtLoaderItem *items, int n, const int64_t *labels, char *err,
+                               size_t len) {
+  Gpu *x = self;
+  RtGpuJpegItem *it = malloc(sizeof *it * (size_t)(n > 0 ? n : 1));
+  if (!it) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory for %d items", n);
+  for (int i = 0; i < n; i++) {
+    const RtLoaderItem *s = &items[i];
+    it[i] = (RtGpuJpegItem){.rgb = s->kind == RT_ITEM_RGB,
+                            .data = s->data,
+                            .len = s->len,
+                            .w = s->w,
+                            .h = s->h,
+                            .x0 = s->win.x0,
+                            .y0 = s->win.y0,
+                            .cw = s->win.cw,
+                            .ch = s->win.ch,
+                            .flip = s->win.flip,
+                            .name = s->name};
+  }
+  NetStatus s = net_status_of_cuda(rt_gpu_jpeg_send(x->jpeg, it, n, labels, err, len));
+  free(it);
+  return s;
+}
+
+static void gpu_jpeg_info(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
+                          double *rate) {
+  const Gpu *x = self;
+  if (name && cap) snprintf(name, cap, "nvJPEG %s", rt_nvjpeg_backend_name(rt_gpu_jpeg_backend(x->jpeg)));
+  rt_gpu_jpeg_failures(x->jpeg, host_decoded, failed, NULL, 0);
+  *rate = rt_gpu_jpeg_rate(x->jpeg);
+}
+
+/* NVML on the executor's device (found by its PCI bus id); a machine
+ * without NVML leaves every field unknown. */
+static void gpu_watch(void *self, NetGpuWatch *w) {
+  Gpu *x = self;
+  if (!x->nvml_tried) {
+    char bus[64], why[256];
+    x->nvml_tried = 1;
+    if (!rt_gpu_pci_bus_id(x->dev, bus, sizeof bus)) rt_nvml_open(bus, &x->nvml, why, sizeof why);
+  }
+  RtNvmlSample s;
+  if (!x->nvml || rt_nvml_sample(x->nvml, &s)) return;
+  w->power_w = s.power_w, w->sm_clock_mhz = s.sm_clock_mhz, w->temp_c = s.temp_c;
+  if (s.have_ecc) w->ecc_corrected = s.ecc_corrected, w->ecc_uncorrected = s.ecc_uncorrected;
 }
 
 /* The mail ring, made on the first post or fetch. */
@@ -189,6 +264,10 @@ const NetExecBackend net_exec_gpu = {
     .input_buffer = gpu_input_buffer,
     .input_send = gpu_input_send,
     .input_feed = gpu_input_feed,
+    .jpeg_start = gpu_jpeg_start,
+    .jpeg_send = gpu_jpeg_send,
+    .jpeg_info = gpu_jpeg_info,
+    .watch = gpu_watch,
     .post = gpu_post,
     .fetch = gpu_fetch,
     .fetched = gpu_fetched,

@@ -52,6 +52,8 @@ typedef struct Data {
   uint8_t *owned; /* synthetic bytes */
   RtFolder ftrain, ftest;
   RtLoader *ltrain, *ltest; /* NET_DATA_FOLDER (ltest NULL without a test set) */
+  int defer;                /* ltrain's items go to the GPU decoder (net_exec_input_start_jpeg) */
+  char decoder[64];         /* who decodes the training images, for the progress line */
 } Data;
 
 static double now_s(void) {
@@ -100,7 +102,66 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
   return NET_ERR_DATA;
 }
 
-/* Scans the ImageFolder trees and starts their loaders. */
+/* Per-channel x * scale[c] + shift[c] for bytes x: the caller's mean3/std3,
+ * else the scalar mean/std, else the data kind's default. */
+static void normalization(const NetTrainConfig *c, float scale[3], float shift[3]) {
+  for (int k = 0; k < 3; k++) {
+    float mean, std;
+    if (c->std3[0] > 0)
+      mean = c->mean3[k], std = c->std3[k];
+    else if (c->std > 0)
+      mean = c->mean, std = c->std;
+    else if (c->data == NET_DATA_FOLDER)
+      mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
+    else if (c->data == NET_DATA_IDX)
+      mean = FMNIST_MEAN, std = FMNIST_STD;
+    else
+      mean = 0.5f, std = 0.5f;
+    scale[k] = 1.0f / (255.0f * std), shift[k] = -mean / std;
+  }
+}
+
+/* The conversion of n NCHW byte images into io's input (rt_ref_input.h):
+ * channel c normalized with entry min(c, 2) (a one-channel model takes the
+ * first). */
+static RtRefInput input_of(const NetIo *io, int64_t n, const float scale[3], const float shift[3]) {
+  RtRefInput in = {.n = n, .c = io->c, .h = io->h, .w = io->w, .dc = io->c, .dst_nhwc = io->nhwc};
+  memcpy(in.scale, scale, sizeof in.scale);
+  memcpy(in.shift, shift, sizeof in.shift);
+  return in;
+}
+
+/* Who decodes the training set (NetTrainConfig.decoder): the GPU decoder
+ * is started here, on the training executor, when it is asked for or auto
+ * finds the JPEG engines; otherwise the loader's threads decode. */
+static NetStatus choose_decoder(NetModel *m, const NetTrainConfig *c, RtAugKind aug, Data *d) {
+  const char *want = c->decoder ? c->decoder : "auto";
+  int gpu = strcmp(want, "gpu") == 0, cpu = strcmp(want, "cpu") == 0;
+  if (!gpu && !cpu && strcmp(want, "auto") != 0)
+    return net_fail(NET_ERR_ARG, "net_train: decoder '%s' is not auto, gpu or cpu", want);
+  int H = (int)m->it.h, W = (int)m->it.w;
+  RtAugKind k = rt_augment_resolve(aug, H, W);
+  const char *why = !m->gpu                ? "the model runs on the CPU"
+                    : H < 64 || W < 64     ? "inputs under 64 pixels are decoded by the CPU"
+                    : k == RT_AUG_PAD_CROP ? "the pad_crop transform runs on the CPU"
+                                           : NULL;
+  snprintf(d->decoder, sizeof d->decoder, "cpu");
+  if (cpu || (why && !gpu)) return NET_OK;
+  if (why) return net_fail(NET_ERR_ARG, "net_train: --decoder gpu: %s", why);
+  float scale[3], shift[3];
+  normalization(c, scale, shift);
+  RtRefInput in = input_of(&m->it, m->batch, scale, shift);
+  char msg[NET_ERRMAX];
+  /* auto takes the JPEG engines only; gpu also the hybrid backend */
+  NetStatus s = net_exec_input_start_jpeg(m->xt, m->it.image, m->it.label, &in, gpu ? 0 : 1, msg, sizeof msg);
+  if (s && gpu) return net_fail(s, "net_train: --decoder gpu: %s", msg);
+  if (s) return NET_OK;
+  d->defer = 1;
+  net_exec_input_decoder(m->xt, d->decoder, sizeof d->decoder, NULL, NULL, NULL);
+  return NET_OK;
+}
+
+/* Scans the ImageFolder trees, chooses the decoder and starts the loaders. */
 static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   RtAugKind aug;
   if (!c->train_dir) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_FOLDER without train_dir");
@@ -118,7 +179,10 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
     if (d->ftest.nclass != d->ftrain.nclass || strcmp(d->ftest.classes[k], d->ftrain.classes[k]))
       return net_fail(NET_ERR_DATA, "%s: its %d class folders are not the %d of %s (class %d: '%s' there)", c->test_dir,
                       d->ftest.nclass, d->ftrain.nclass, c->train_dir, k, d->ftrain.classes[k]);
+  NetStatus s = choose_decoder(m, c, aug, d);
+  if (s) return s;
   RtLoaderConfig lc = {.set = &d->ftrain,
+                       .decode = d->defer ? RT_LOADER_DEFER : RT_LOADER_DECODE,
                        .limit = c->train_limit,
                        .batch = m->batch,
                        .H = (int)m->it.h,
@@ -130,12 +194,13 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
   if (ls) return net_failed(net_status_of_loader(ls));
   if (!c->test_dir) return NET_OK;
-  lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0;
+  lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0, lc.decode = RT_LOADER_DECODE;
   ls = rt_loader_new(&lc, &d->ltest, err, NET_ERRMAX);
   return net_failed(net_status_of_loader(ls));
 }
 
 static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
+  snprintf(d->decoder, sizeof d->decoder, "memory");
   switch (c->data) {
   case NET_DATA_FOLDER: return load_folder(m, c, d);
   case NET_DATA_SYNTHETIC: {
@@ -174,35 +239,6 @@ static NetStatus check_labels(const NetModel *m, const Set *s, const char *which
   return NET_OK;
 }
 
-/* Per-channel x * scale[c] + shift[c] for bytes x: the caller's mean3/std3,
- * else the scalar mean/std, else the data kind's default. */
-static void normalization(const NetTrainConfig *c, float scale[3], float shift[3]) {
-  for (int k = 0; k < 3; k++) {
-    float mean, std;
-    if (c->std3[0] > 0)
-      mean = c->mean3[k], std = c->std3[k];
-    else if (c->std > 0)
-      mean = c->mean, std = c->std;
-    else if (c->data == NET_DATA_FOLDER)
-      mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
-    else if (c->data == NET_DATA_IDX)
-      mean = FMNIST_MEAN, std = FMNIST_STD;
-    else
-      mean = 0.5f, std = 0.5f;
-    scale[k] = 1.0f / (255.0f * std), shift[k] = -mean / std;
-  }
-}
-
-/* The conversion of n NCHW byte images into io's input (rt_ref_input.h):
- * channel c normalized with entry min(c, 2) (a one-channel model takes the
- * first). */
-static RtRefInput input_of(const NetIo *io, int64_t n, const float scale[3], const float shift[3]) {
-  RtRefInput in = {.n = n, .c = io->c, .h = io->h, .w = io->w, .dc = io->c, .dst_nhwc = io->nhwc};
-  memcpy(in.scale, scale, sizeof in.scale);
-  memcpy(in.shift, shift, sizeof in.shift);
-  return in;
-}
-
 /* The training batches go through the executor's input pipeline
  * (net_exec.h), their labels with them: batch b + 1 is staged -- drawn
  * from the loader or the shuffled set into a free (pinned, on the GPU)
@@ -217,8 +253,16 @@ typedef struct Feed {
 static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int64_t b, double *wait) {
   int64_t B = m->batch, S = m->sample, *lab = f->lab;
   double w0 = now_s();
+  NetStatus s;
+  if (d->defer) { /* the GPU decoder: the loader's items and their labels */
+    RtLoaderBatch lb;
+    if (rt_loader_next(d->ltrain, &lb, net_err_buf(), NET_ERRMAX) != 1) return net_failed(NET_ERR_DATA);
+    s = net_exec_input_send_items(m->xt, lb.items, (int)lb.n, lb.labels, net_err_buf(), NET_ERRMAX);
+    *wait += now_s() - w0; /* the decoder's host work is the loop's time spent on input */
+    return net_failed(s);
+  }
   uint8_t *buf;
-  NetStatus s = net_exec_input_buffer(m->xt, &buf, net_err_buf(), NET_ERRMAX);
+  s = net_exec_input_buffer(m->xt, &buf, net_err_buf(), NET_ERRMAX);
   if (s) return net_failed(s);
   if (d->ltrain) {
     RtLoaderBatch lb;
@@ -319,6 +363,7 @@ typedef struct Run {
   int64_t started;                 /* the epoch the training loader runs (-1: none) */
   double head[10], tail[10];       /* the losses of this call's first ten and (a ring) last ten steps */
   double t_start, t_run, wait_run; /* the call's start; seconds training and waiting for data so far */
+  int64_t staged;                  /* batches staged by this call */
   char bad[1024];                  /* the first unreadable image */
 } Run;
 
@@ -434,7 +479,9 @@ static NetStatus resume(Run *r) {
 static NetStatus start_input(Run *r) {
   NetModel *m = r->m;
   RtRefInput in = input_of(&m->it, m->batch, r->scale, r->shift);
-  NetStatus s = net_failed(net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX));
+  NetStatus s = r->d->defer
+                    ? NET_OK /* the GPU decoder, started with the loader */
+                    : net_failed(net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX));
   if (!s && r->K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)r->K, net_err_buf(), NET_ERRMAX));
   return s;
 }
@@ -487,6 +534,7 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   char *err = net_err_buf();
   NetStatus s;
   if (b == first && (s = stage(m, r->d, &r->fq, r->order, b, wait))) return s;
+  r->staged += b == first;
   s = net_exec_input_feed(m->xt, err, NET_ERRMAX);
   if (!s) s = net_exec_post(m->xt, m->it.lr, &lrf, err, NET_ERRMAX);
   if (!s && m->it.scale >= 0) s = net_exec_post(m->xt, m->it.scale, &scale, err, NET_ERRMAX);
@@ -497,8 +545,9 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   p->live = 1, p->b = b, p->lr = lr;
   if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total)
     rt_loader_start(r->d->ltrain, r->started = e + 1);
-  if (b + 1 < nb && (t + 1 < r->total || (b + 1) % r->K)) return stage(m, r->d, &r->fq, r->order, b + 1, wait);
-  return NET_OK;
+  if (b + 1 >= nb || (t + 1 >= r->total && (b + 1) % r->K == 0)) return NET_OK;
+  r->staged++;
+  return stage(m, r->d, &r->fq, r->order, b + 1, wait);
 }
 
 /* A finished step's loss (the mean of its K batches') into the run's and
@@ -514,12 +563,25 @@ static void record_step(Run *r, Epoch *ep, float loss, double lr) {
   r->t++, ep->info.steps++;
 }
 
+/* The images/s the input pipeline can make: data in memory are gathered
+ * by the loop itself, so its rate is the batches staged over the time
+ * staging took. */
+static double input_capacity(const Run *r, double wait) {
+  if (!r->d->ltrain) return wait > 0 ? (double)(r->staged * r->m->batch) / wait : 0;
+  double rate = rt_loader_rate(r->d->ltrain), dec = 0;
+  if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, &dec);
+  return dec > 0 && dec < rate ? dec : rate;
+}
+
 /* on_step, every log_every steps and at the last. */
 static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
   const NetTrainConfig *c = r->c;
-  int64_t t = r->t;
-  double el = now_s() - r->t_start;
-  if (!c->on_step || (t % (c->log_every > 0 ? c->log_every : 1) != 0 && t != r->total)) return NET_OK;
+  int64_t t = r->t, images = (t - r->t_first) * r->K * r->m->batch;
+  double el = now_s() - r->t_start, ran = r->t_run + now_s() - ep->t0;
+  double wait = r->wait_run + ep->info.data_wait_seconds;
+  if (!c->on_step || (t % r->log_every != 0 && t != r->total)) return NET_OK;
+  double step_rate = ran - wait > 0 ? (double)images / (ran - wait) : 0;
+  double input_rate = input_capacity(r, wait);
   NetStepInfo si = {.step = t,
                     .steps_total = r->total,
                     .epoch = ep->info.epoch,
@@ -528,7 +590,12 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
                     .lr = lr,
                     .images_per_s = (double)((t - r->t_first) * r->K * r->m->batch) / (r->t_run + now_s() - ep->t0),
                     .elapsed_s = el,
-                    .data_wait_s = r->wait_run + ep->info.data_wait_seconds};
+                    .data_wait_s = wait,
+                    .decoder = r->d->decoder,
+                    .input_images_per_s = input_rate,
+                    .step_images_per_s = step_rate,
+                    .input_bound = input_rate > 0 && input_rate < step_rate};
+  net_exec_watch(r->m->xt, &si.gpu);
   if (c->on_step(&si, c->user)) return net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
   return NET_OK;
 }
@@ -684,6 +751,8 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     return s;
   }
   res->test_accuracy = res->test_top5 = -1;
+  snprintf(res->decoder, sizeof res->decoder, "%s", d->decoder);
+  net_exec_watch(m->xt, &res->gpu_start);
   for (int64_t e = 0; e < r.epochs && r.t < r.total && !s; e++) {
     Epoch ep;
     begin_epoch(&r, e, &ep);
@@ -693,6 +762,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     if (!s) s = evaluate_epoch(&r, &ep);
     if (!s) s = log_epoch(&r, &ep);
   }
+  net_exec_watch(m->xt, &res->gpu_end);
   s = last_checkpoint(&r, s);
   if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free_order(&r);

@@ -3,7 +3,7 @@
  *   netrun train MODEL [--device auto|cpu|gpu] [--data DIR | --synthetic]
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
- *                [--test-images N] [--seed N] [--workers N] [--augment KIND]
+ *                [--test-images N] [--seed N] [--workers N] [--augment KIND] [--decoder D]
  *                [--accum K]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
@@ -63,7 +63,10 @@ static void usage(FILE *f) {
              "  --data DIR           an ImageFolder data set: DIR/train/<class>/*.jpg and DIR/test/ (or DIR/val/),\n"
              "                       or a Fashion-MNIST IDX folder with\n"
              "                       {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (default " DEFAULT_DATA ")\n"
-             "  --workers N          ImageFolder data: decoding threads (default: every processor online)\n"
+             "  --workers N          ImageFolder data: reading and decoding threads (default: every processor)\n"
+             "  --decoder D          ImageFolder data: who decodes the training JPEGs: gpu (nvJPEG; crop, resize\n"
+             "                       and flip on the GPU), cpu (libjpeg-turbo on the workers) or auto (default:\n"
+             "                       the GPU's JPEG engines where it has them, else the CPU)\n"
              "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
              "                       rrc, pad_crop, flip or none\n"
              "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
@@ -110,7 +113,7 @@ typedef struct Opts {
   const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot,
       *resume;
   long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
-  const char *augment;
+  const char *augment, *decoder;
   double lr, loss_scale;
   int synthetic, inference, tune;
   float mean3[3], std3[3];
@@ -154,6 +157,7 @@ static int parse_rgb(const char *opt, const char *s, int positive, float out[3])
 
 static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
 static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"};
+static const char *const DECODERS[] = {"auto", "gpu", "cpu"};
 
 /* Parses argv (argv[0] is the command) with the options `allowed` lists by
  * their short codes.  0, 1 for --help (printed), or an exit status. */
@@ -183,6 +187,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"tune", no_argument, NULL, 'u'},
       {"workers", required_argument, NULL, 'W'},
       {"augment", required_argument, NULL, 'A'},
+      {"decoder", required_argument, NULL, 'J'},
       {"plot", required_argument, NULL, 'P'},
       {"resume", required_argument, NULL, 'R'},
       {"mean", required_argument, NULL, 'M'},
@@ -266,6 +271,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       if (netrun_opt_word("--augment", optarg, AUGMENTS, 5)) return EXIT_USAGE;
       o->augment = optarg;
       break;
+    case 'J':
+      if (netrun_opt_word("--decoder", optarg, DECODERS, 3)) return EXIT_USAGE;
+      o->decoder = optarg;
+      break;
     case 'h': usage(stdout); return 1;
     default: return netrun_opt_bad(c, argv, NULL);
     }
@@ -308,19 +317,47 @@ static void on_warning(const char *message, void *user) {
   fprintf(stderr, "netrun: warning: %s\n", message);
 }
 
+/* The GPU's numbers that NVML gave as JSON members, each after ", ". */
+static const char *watch_members(const NetGpuWatch *w, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  if (w->power_w >= 0) n += (size_t)snprintf(buf + n, cap - n, ", \"power_w\": %.1f", w->power_w);
+  if (w->sm_clock_mhz >= 0 && n < cap)
+    n += (size_t)snprintf(buf + n, cap - n, ", \"sm_clock_mhz\": %d", w->sm_clock_mhz);
+  if (w->temp_c >= 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, ", \"temp_c\": %d", w->temp_c);
+  if (w->ecc_corrected >= 0 && n < cap)
+    snprintf(buf + n, cap - n, ", \"ecc_corrected\": %lld, \"ecc_uncorrected\": %lld", w->ecc_corrected,
+             w->ecc_uncorrected);
+  return buf;
+}
+
 static int on_step(const NetStepInfo *s, void *user) {
   Progress *p = user;
-  if (p->log)
+  if (p->log) {
     fprintf(p->log,
             "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f, "
-            "\"data_wait_s\": %.4g}\n",
-            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s);
+            "\"data_wait_s\": %.4g, \"decoder\": \"%s\", \"input_images_per_s\": %.1f, \"step_images_per_s\": %.1f, "
+            "\"bound\": \"%s\"",
+            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s,
+            s->decoder ? s->decoder : "", s->input_images_per_s, s->step_images_per_s,
+            s->input_bound ? "input" : "step");
+    char w[256];
+    fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
+  }
   if (s->step % p->every == 0 || s->step == s->steps_total) {
     double eta = s->images_per_s > 0 ? s->elapsed_s * (double)(s->steps_total - s->step) / (double)s->step : 0;
     double wait = s->elapsed_s > 0 ? 100 * s->data_wait_s / s->elapsed_s : 0;
-    printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %.0f s  data wait %.0f%%\n",
+    printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %.0f s  data wait %.0f%%",
            (long long)s->step, (long long)s->steps_total, (long long)s->epoch + 1, (long long)s->epochs, s->loss, s->lr,
            s->images_per_s, eta, wait);
+    if (s->decoder) printf("  input %s", s->decoder);
+    if (s->input_images_per_s > 0) printf(" %.0f/s", s->input_images_per_s);
+    if (s->step_images_per_s > 0)
+      printf(", step %.0f/s: %s-bound", s->step_images_per_s, s->input_bound ? "input" : "step");
+    if (s->gpu.power_w >= 0) printf("  %.0f W", s->gpu.power_w);
+    if (s->gpu.sm_clock_mhz >= 0) printf(" %d MHz", s->gpu.sm_clock_mhz);
+    if (s->gpu.temp_c >= 0) printf(" %d C", s->gpu.temp_c);
+    printf("\n");
     fflush(stdout);
   }
   return 0;
@@ -370,7 +407,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAuPRMZa", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJuPRMZa", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -390,8 +427,9 @@ static int cmd_train(int argc, char **argv) {
   }
   char train_dir[4096], test_dir[4096];
   int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
-  if ((o.workers || o.augment) && !folder) {
-    fprintf(stderr, "netrun: error: --workers and --augment need an ImageFolder --data DIR (DIR/train, DIR/test)\n");
+  if ((o.workers || o.augment || o.decoder) && !folder) {
+    fprintf(stderr,
+            "netrun: error: --workers, --augment and --decoder need an ImageFolder --data DIR (DIR/train, DIR/test)\n");
     return EXIT_USAGE;
   }
   NetModel *m = load(&o, o.batch, 0, 0);
@@ -411,6 +449,7 @@ static int cmd_train(int argc, char **argv) {
                       .test_dir = test_dir,
                       .workers = (int)o.workers,
                       .augment = o.augment,
+                      .decoder = o.decoder,
                       .idx_dir = o.data ? o.data : DEFAULT_DATA,
                       .train_limit = o.ntrain,
                       .test_limit = o.ntest,
@@ -449,7 +488,14 @@ static int cmd_train(int argc, char **argv) {
            100 * r.test_accuracy);
   else
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
-  if (p.log) fclose(p.log);
+  if (p.log) { /* the run's record: the decoder and the GPU's numbers at start and end (ECC counts among them) */
+    fprintf(p.log, "{\"run\": \"%s\", \"steps\": %lld, \"images_per_s\": %.1f, \"decoder\": \"%s\"",
+            s == NET_OK ? "done" : "stopped", (long long)r.steps, r.images_per_s, r.decoder);
+    char w0[256], w1[256];
+    const char *a = watch_members(&r.gpu_start, w0, sizeof w0), *b = watch_members(&r.gpu_end, w1, sizeof w1);
+    fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
+    fclose(p.log);
+  }
   int plot_failed = 0;
   if (o.plot && r.steps > 0) {
     char err[1024];

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_jpeg.h"
@@ -67,6 +68,8 @@ struct RtLoader {
   pthread_cond_t work, ready, idle;
   int inited, started, quit, holding, busy;
   int64_t epoch, total, next_pos, consumed;
+  double busy_s;  /* seconds the threads spent filling positions, summed */
+  int64_t filled; /* positions filled */
   uint8_t *bad;
   int64_t nbad;
   char first[KEEP_NAMES][MSG];
@@ -210,6 +213,12 @@ static void fill(RtLoader *l, Worker *wk, int64_t p) {
   pthread_mutex_unlock(&l->mu);
 }
 
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int can_take(const RtLoader *l) {
   return l->started && !l->fatal && l->next_pos < l->total && l->next_pos / l->c.batch < l->consumed + l->c.depth;
 }
@@ -224,9 +233,12 @@ static void *work(void *arg) {
     int64_t p = l->next_pos++;
     l->busy++;
     pthread_mutex_unlock(&l->mu);
+    double t0 = seconds();
     fill(l, wk, p);
+    double took = seconds() - t0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
+    l->busy_s += took, l->filled++;
     int64_t b = p / l->c.batch;
     Slot *s = &l->ring[b % l->c.depth];
     if (++s->done == batch_len(l, b) || l->fatal) pthread_cond_broadcast(&l->ready);
@@ -429,4 +441,11 @@ int64_t rt_loader_unreadable(RtLoader *l, char *names, size_t cap) {
   }
   pthread_mutex_unlock(&l->mu);
   return n;
+}
+
+double rt_loader_rate(RtLoader *l) {
+  pthread_mutex_lock(&l->mu);
+  double rate = l->busy_s > 0 ? (double)l->filled * l->nworkers / l->busy_s : 0;
+  pthread_mutex_unlock(&l->mu);
+  return rate;
 }

@@ -96,6 +96,12 @@ void rt_loader_start(RtLoader *l, int64_t epoch);
  * with a message (no readable image, or rt_loader_start never called). */
 int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax);
 
+/* The images/s the threads can make: images filled so far over the
+ * seconds they took, times the threads (0 before the first).  The time a
+ * thread waits for a free buffer is not counted, so this is what the
+ * loader could deliver to a consumer that never keeps it waiting. */
+double rt_loader_rate(RtLoader *l);
+
 /* Distinct unreadable images met so far; names (may be NULL) gets the
  * first few messages, "; "-separated. */
 int64_t rt_loader_unreadable(RtLoader *l, char *names, size_t cap);

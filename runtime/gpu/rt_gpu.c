@@ -738,6 +738,10 @@ static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, 
   return rt_cuda_ctx_bind(x->ctx, err, errlen);
 }
 
+int rt_gpu_pci_bus_id(const RtGpu *x, char *id, size_t len) {
+  return x->api->DeviceGetPCIBusId(id, (int)len, rt_cuda_ctx_device(x->ctx)) == CUDA_SUCCESS ? 0 : -1;
+}
+
 RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, char *err, size_t errlen) {
   int64_t n = x->numel[v];
   const float *f = host;

@@ -76,6 +76,8 @@ RtCudaStatus rt_gpu_time(RtGpu *x, int steps, double *ms, char *err, size_t errl
  * The default cache is $XDG_CACHE_HOME/netc, else ~/.cache/netc. */
 RtCudaStatus rt_gpu_precompile(const IrGraph *g, int64_t batch, const CgDevice *dev, const char *cache_dir, char *err,
                                size_t errlen);
+/* The device's PCI bus id ("0000:17:00.0"): 0, or -1. */
+int rt_gpu_pci_bus_id(const RtGpu *x, char *id, size_t len);
 /* Bytes of device memory the executor holds (arena, parameters, scratch). */
 size_t rt_gpu_device_bytes(const RtGpu *x);
 /* The same in parts: the activation arena, the parameters and state, and

@@ -1,0 +1,418 @@
+/* rt_gpu_jpeg.c - the GPU decoder's input pipeline (rt_gpu_jpeg.h gives
+ * the contract and the order of decodes, conversions and waits).
+ *
+ * Slot k (0 or 1) holds one batch: its pictures in one device buffer
+ * (grown when a batch needs more; picture i at an offset of its own, rows
+ * of its pitch), a pinned and a device table of the batch's items (the
+ * kernel's netc_jpeg_item, with the labels 8-byte aligned after them), a
+ * pinned buffer for the pictures decoded on the host, and two events:
+ * `copied` on the decode stream after the batch's decode and copies,
+ * `consumed` on the executor's stream after the kernel that read them.
+ * The host waits for `consumed` before it reuses a slot, so every buffer
+ * of the slot is free then; it may also grow them.  The kernel is compiled
+ * once per pipeline as a program of its own (common.cu + input_jpeg.cu),
+ * outside the step, like rt_gpu_input's. */
+#include "rt_gpu_jpeg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cg_nvrtc.h"
+#include "cg_templates.h"
+#include "rt_gpu_impl.h"
+#include "rt_gpu_prog.h"
+
+enum { SLOTS = 2, BLOCK = 256, PITCH_ALIGN = 128, MSG = 512 };
+
+/* The kernel's netc_jpeg_item. */
+typedef struct Item {
+  uint64_t src;
+  int32_t w, h, pitch, flip;
+  double x0, y0, sx, sy;
+} Item;
+
+typedef struct Norm {
+  float scale[3], shift[3];
+} Norm;
+
+typedef struct Slot {
+  CUdeviceptr pics, table;
+  size_t pics_cap;
+  uint8_t *table_host; /* pinned: in.n items, then the labels */
+  uint8_t *rgb;        /* pinned: the host-decoded pictures of the batch */
+  size_t rgb_cap;
+  CUevent copied, consumed;
+  CUevent t0, t1; /* timing: around the batch's decode and copies */
+  int n;
+} Slot;
+
+struct RtGpuJpeg {
+  RtGpu *x;
+  const RtCudaApi *api;
+  RtGpuJpegConfig c;
+  RtNvjpeg *dec;
+  RtCudaModule *mod;
+  CUfunction fn;
+  unsigned grid;
+  CUstream stream;   /* decodes and copies */
+  CUdeviceptr black; /* one black pixel: the picture of an image nobody could decode */
+  Slot slot[SLOTS];
+  size_t table_bytes, label_at, label_bytes;
+  int next_fill, next_feed, sent;
+  /* per batch, reused: the JPEG items' arguments to rt_nvjpeg_decode */
+  const uint8_t **jdata;
+  size_t *jlen, *jpitch;
+  uint8_t **jdst, *jfailed;
+  int *jitem;
+  int64_t host_decoded, failed;
+  int64_t decoded;       /* images of batches whose decode time is counted */
+  double gpu_ms, host_s; /* their decode time on the stream; the host's time in rt_gpu_jpeg_send */
+  char first_failure[MSG];
+};
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *storage_type(IrDtype dt) {
+  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : dt == IR_DT_BF16 ? "netc_bf16" : NULL;
+}
+
+static int is_int(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
+
+RtCudaStatus rt_gpu_jpeg_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
+                                size_t errlen) {
+  *src = NULL;
+  if (!rt_ref_input_ok(in) || in->c != 3 || !storage_type(dt))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg: an input of %s, or not 3 channels of pictures",
+                        ir_dtype_name(dt));
+  const char *text = cg_templates_text("input_jpeg.cu"), *common = cg_templates_text("common.cu");
+  if (!text || !common) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg: input_jpeg.cu is not embedded");
+  snprintf(name, namelen, "k_input_jpeg_%s_%s", ir_dtype_name(dt), in->dst_nhwc ? "nhwc" : "nchw");
+  char v[4][32];
+  const int64_t num[4] = {in->dc, in->h, in->w, in->dst_nhwc != 0};
+  for (int i = 0; i < 4; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
+  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_DC", v[0]}, {"NETC_H", v[1]},
+                        {"NETC_W", v[2]},           {"NETC_DST_LAST", v[3]}};
+  size_t lc = strlen(common), lt = strlen(text);
+  char *joined = malloc(lc + lt + 2);
+  if (!joined) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg: out of host memory");
+  memcpy(joined, common, lc);
+  joined[lc] = '\n';
+  memcpy(joined + lc + 1, text, lt + 1);
+  CgStatus s = cg_nvrtc_instantiate("codegen_templates/input_jpeg.cu", joined, d, (int)(sizeof d / sizeof d[0]), src,
+                                    err, errlen);
+  free(joined);
+  return rt_gpu_status_of_cg(s);
+}
+
+static RtCudaStatus make_kernel(RtGpuJpeg *p, IrDtype dt, char *err, size_t errlen) {
+  CUdevice dev = rt_cuda_ctx_device(p->x->ctx);
+  int sms = 0;
+  RtCudaStatus s;
+  if ((s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                 "the decoder kernel's grid", err, errlen)))
+    return s;
+  char name[64], *src = NULL;
+  if ((s = rt_gpu_jpeg_source(&p->c.in, dt, &src, name, sizeof name, err, errlen))) return s;
+  s = rt_gpu_prog_module(p->x->ctx, src, name, "input", p->x->cache_dir, "the decoder's crop kernel", &p->mod, err,
+                         errlen);
+  free(src);
+  if (!s) s = rt_cuda_module_function(p->mod, name, &p->fn, err, errlen);
+  int64_t blocks = (p->c.in.n * p->c.in.h * p->c.in.w + BLOCK - 1) / BLOCK, cap = sms > 0 ? (int64_t)sms * 16 : 4096;
+  p->grid = (unsigned)(blocks < cap ? blocks : cap);
+  return s;
+}
+
+/* The checks of rt_gpu_jpeg_new: an image input of the batch's size, labels of its length. */
+static RtCudaStatus check_config(const RtGpu *x, const RtGpuJpegConfig *c, char *err, size_t errlen) {
+  const RtRefInput *in = &c->in;
+  if (c->v < 0 || c->v >= x->g->nval || !rt_ref_input_ok(in) || in->c != 3)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: no image input, or not 3 channels");
+  const IrValue *val = &x->g->val[c->v];
+  if (val->kind != IR_VAL_INPUT || !storage_type(val->type.dtype) || !x->addr[c->v] ||
+      x->numel[c->v] != in->n * in->dc * in->h * in->w)
+    return rt_cuda_fail(
+        RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: value '%s' is not a float input of %lldx%lldx%lldx%lld",
+        val->name ? val->name : "?", (long long)in->n, (long long)in->dc, (long long)in->h, (long long)in->w);
+  if (c->label_v >= 0 && (c->label_v >= x->g->nval || !x->addr[c->label_v] ||
+                          !is_int(x->g->val[c->label_v].type.dtype) || x->numel[c->label_v] != in->n))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: value %d is not an integer input of %lld",
+                        c->label_v, (long long)in->n);
+  return RT_CUDA_OK;
+}
+
+static RtCudaStatus make_slots(RtGpuJpeg *p, char *err, size_t errlen) {
+  const RtCudaApi *a = p->api;
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int k = 0; k < SLOTS && !s; k++) {
+    Slot *sl = &p->slot[k];
+    void *h = NULL;
+    s = RT_CU(a, MemHostAlloc, (&h, p->table_bytes, 0), "the decoder's item table", err, errlen);
+    sl->table_host = h;
+    if (!s) s = RT_CU(a, MemAlloc, (&sl->table, p->table_bytes), "the decoder's item table", err, errlen);
+    if (!s) s = RT_CU(a, EventCreate, (&sl->copied, CU_EVENT_DISABLE_TIMING), "decoder events", err, errlen);
+    if (!s) s = RT_CU(a, EventCreate, (&sl->consumed, CU_EVENT_DISABLE_TIMING), "decoder events", err, errlen);
+    if (!s) s = RT_CU(a, EventCreate, (&sl->t0, CU_EVENT_DEFAULT), "decoder events", err, errlen);
+    if (!s) s = RT_CU(a, EventCreate, (&sl->t1, CU_EVENT_DEFAULT), "decoder events", err, errlen);
+  }
+  return s;
+}
+
+RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out, char *err, size_t errlen) {
+  if (!out || !x || !c) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: NULL argument");
+  *out = NULL;
+  RtCudaStatus s = check_config(x, c, err, errlen);
+  if (s) return s;
+  RtGpuJpeg *p = calloc(1, sizeof *p);
+  int64_t n = c->in.n;
+  if (p) {
+    p->jdata = calloc((size_t)n, sizeof *p->jdata), p->jlen = calloc((size_t)n, sizeof *p->jlen);
+    p->jpitch = calloc((size_t)n, sizeof *p->jpitch), p->jdst = calloc((size_t)n, sizeof *p->jdst);
+    p->jfailed = calloc((size_t)n, 1), p->jitem = calloc((size_t)n, sizeof *p->jitem);
+  }
+  if (!p || !p->jdata || !p->jlen || !p->jpitch || !p->jdst || !p->jfailed || !p->jitem) {
+    rt_gpu_jpeg_free(p);
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_new: out of host memory");
+  }
+  p->x = x, p->api = x->api, p->c = *c;
+  p->label_at = (sizeof(Item) * (size_t)n + 7) / 8 * 8;
+  p->label_bytes = c->label_v >= 0 ? (size_t)n * ir_dtype_size(x->g->val[c->label_v].type.dtype) : 0;
+  p->table_bytes = p->label_at + p->label_bytes;
+  s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (!s) s = make_kernel(p, x->g->val[c->v].type.dtype, err, errlen);
+  if (!s) s = rt_nvjpeg_new((int)n, c->backend, &p->dec, err, errlen);
+  if (!s) s = RT_CU(p->api, StreamCreate, (&p->stream, CU_STREAM_NON_BLOCKING), "the decode stream", err, errlen);
+  if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
+  if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);
+  if (!s) s = make_slots(p, err, errlen);
+  if (s) {
+    rt_gpu_jpeg_free(p);
+    return s;
+  }
+  *out = p;
+  return RT_CUDA_OK;
+}
+
+void rt_gpu_jpeg_free(RtGpuJpeg *p) {
+  if (!p) return;
+  const RtCudaApi *a = p->api;
+  if (a) {
+    rt_cuda_ctx_bind(p->x->ctx, NULL, 0);
+    if (p->stream) a->StreamSynchronize(p->stream);
+    a->StreamSynchronize(p->x->stream);
+    for (int k = 0; k < SLOTS; k++) {
+      Slot *sl = &p->slot[k];
+      if (sl->copied) a->EventDestroy(sl->copied);
+      if (sl->consumed) a->EventDestroy(sl->consumed);
+      if (sl->t0) a->EventDestroy(sl->t0);
+      if (sl->t1) a->EventDestroy(sl->t1);
+      if (sl->pics) a->MemFree(sl->pics);
+      if (sl->table) a->MemFree(sl->table);
+      if (sl->table_host) a->MemFreeHost(sl->table_host);
+      if (sl->rgb) a->MemFreeHost(sl->rgb);
+    }
+    if (p->black) a->MemFree(p->black);
+    rt_nvjpeg_free(p->dec);
+    if (p->stream) a->StreamDestroy(p->stream);
+    rt_cuda_module_free(p->mod);
+  }
+  free(p->jdata), free(p->jlen), free(p->jpitch), free(p->jdst), free(p->jfailed), free(p->jitem);
+  free(p);
+}
+
+RtNvjpegBackend rt_gpu_jpeg_backend(const RtGpuJpeg *p) { return rt_nvjpeg_backend(p->dec); }
+
+void rt_gpu_jpeg_failures(const RtGpuJpeg *p, int64_t *host_decoded, int64_t *failed, char *msg, size_t cap) {
+  if (host_decoded) *host_decoded = p->host_decoded;
+  if (failed) *failed = p->failed;
+  if (msg && cap) snprintf(msg, cap, "%s", p->first_failure);
+}
+
+double rt_gpu_jpeg_rate(const RtGpuJpeg *p) {
+  double gpu_s = p->gpu_ms / 1000, busy = gpu_s > p->host_s ? gpu_s : p->host_s;
+  return busy > 0 && p->decoded ? (double)p->decoded / busy : 0;
+}
+
+static size_t pitch_of(int w) { return ((size_t)w * 3 + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN; }
+
+/* Grows a slot's device pictures (or pinned host pictures) to `need`
+ * bytes; the slot is idle (its `consumed` was waited for). */
+static RtCudaStatus grow_pics(RtGpuJpeg *p, Slot *sl, size_t need, char *err, size_t errlen) {
+  if (need <= sl->pics_cap) return RT_CUDA_OK;
+  if (sl->pics) p->api->MemFree(sl->pics), sl->pics = 0, sl->pics_cap = 0;
+  size_t cap = need + need / 4;
+  RtCudaStatus s = RT_CU(p->api, MemAlloc, (&sl->pics, cap), "the decoded pictures of a batch", err, errlen);
+  if (!s) sl->pics_cap = cap;
+  return s;
+}
+
+static RtCudaStatus grow_rgb(RtGpuJpeg *p, Slot *sl, size_t need, char *err, size_t errlen) {
+  if (need <= sl->rgb_cap) return RT_CUDA_OK;
+  if (sl->rgb) p->api->MemFreeHost(sl->rgb), sl->rgb = NULL, sl->rgb_cap = 0;
+  size_t cap = need + need / 4;
+  void *h = NULL;
+  RtCudaStatus s = RT_CU(p->api, MemHostAlloc, (&h, cap, 0), "pinned pictures decoded on the host", err, errlen);
+  if (!s) sl->rgb = h, sl->rgb_cap = cap;
+  return s;
+}
+
+static void note_failure(RtGpuJpeg *p, const char *msg) {
+  p->failed++;
+  if (!p->first_failure[0]) snprintf(p->first_failure, sizeof p->first_failure, "%s", msg);
+}
+
+/* Item i's entry: its picture at src (w x h, pitch bytes a row) and its window. */
+static void set_item(Item *t, const RtGpuJpegItem *it, uint64_t src, int w, int h, size_t pitch, int H, int W) {
+  double fx = it->w > 0 ? (double)w / it->w : 1, fy = it->h > 0 ? (double)h / it->h : 1;
+  *t = (Item){.src = src, .w = w, .h = h, .pitch = (int32_t)pitch, .flip = it->flip != 0};
+  t->x0 = it->x0 * fx, t->y0 = it->y0 * fy;
+  t->sx = it->cw * fx / W, t->sy = it->ch * fy / H;
+}
+
+/* The host-side pictures of the batch -- RGB items and the JPEGs nvJPEG
+ * refused, decoded by the fallback -- into the slot's pinned buffer and on
+ * to their device places. */
+static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *items, int n, const size_t *at,
+                                  Item *table, char *err, size_t errlen) {
+  int H = (int)p->c.in.h, W = (int)p->c.in.w;
+  uint8_t **dec = calloc((size_t)n, sizeof *dec);
+  int *dw = calloc((size_t)n, sizeof *dw), *dh = calloc((size_t)n, sizeof *dh);
+  RtCudaStatus s = dec && dw && dh ? RT_CUDA_OK : rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "out of host memory");
+  size_t need = 0;
+  for (int i = 0; i < n && !s; i++) {
+    const RtGpuJpegItem *it = &items[i];
+    int refused = !it->rgb && p->jfailed[i];
+    if (!it->rgb && !refused) continue;
+    char msg[MSG] = "";
+    if (it->rgb) {
+      dw[i] = it->w, dh[i] = it->h;
+    } else if (!p->c.fallback ||
+               p->c.fallback(p->c.user, it->data, it->len, it->name, &dec[i], &dw[i], &dh[i], msg, sizeof msg) != 0 ||
+               (size_t)dw[i] * dh[i] * 3 > (size_t)it->h * pitch_of(it->w)) {
+      if (!msg[0]) snprintf(msg, sizeof msg, "%s: neither nvJPEG nor the CPU decoder reads it", it->name);
+      note_failure(p, msg);
+      free(dec[i]), dec[i] = NULL, dw[i] = -1;
+      continue;
+    } else {
+      p->host_decoded++;
+    }
+    need += (size_t)dw[i] * dh[i] * 3;
+  }
+  if (!s && need) s = grow_rgb(p, sl, need, err, errlen);
+  size_t off = 0;
+  for (int i = 0; i < n && !s; i++) {
+    const RtGpuJpegItem *it = &items[i];
+    if (dw[i] < 0) {
+      set_item(&table[i], it, p->black, 1, 1, 3, H, W);
+      continue;
+    }
+    if (!dw[i]) continue;
+    size_t bytes = (size_t)dw[i] * dh[i] * 3;
+    memcpy(sl->rgb + off, it->rgb ? it->data : dec[i], bytes);
+    s = RT_CU(p->api, MemcpyHtoDAsync, (sl->pics + at[i], sl->rgb + off, bytes, p->stream),
+              "copying a picture decoded on the host", err, errlen);
+    set_item(&table[i], it, sl->pics + at[i], dw[i], dh[i], (size_t)dw[i] * 3, H, W);
+    off += bytes;
+  }
+  for (int i = 0; dec && i < n; i++) free(dec[i]);
+  free(dec), free(dw), free(dh);
+  return s;
+}
+
+RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, const int64_t *labels, char *err,
+                              size_t errlen) {
+  if (!p || (!items && n) || n < 0 || n > p->c.in.n)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: %d items for a batch of %lld", n,
+                        p ? (long long)p->c.in.n : 0LL);
+  if ((p->c.label_v >= 0) != (labels != NULL))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: labels %s",
+                        labels ? "given to a pipeline without a label value" : "missing");
+  if (p->sent == SLOTS)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: both batches are sent and not fed");
+  int k = p->next_fill, H = (int)p->c.in.h, W = (int)p->c.in.w;
+  Slot *sl = &p->slot[k];
+  const RtCudaApi *a = p->api;
+  double h0 = seconds();
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  if (!s) s = RT_CU(a, EventSynchronize, (sl->consumed), "waiting for a free decoder slot", err, errlen);
+  float ms = 0;
+  if (!s && sl->n && a->EventElapsedTime(&ms, sl->t0, sl->t1) == CUDA_SUCCESS) p->gpu_ms += ms, p->decoded += sl->n;
+  h0 = seconds(); /* the host's own work starts here, after the wait for the slot */
+  if (!s) s = RT_CU(a, EventRecord, (sl->t0, p->stream), "timing a decode", err, errlen);
+  /* every picture's place in the slot: at the size its header gives */
+  size_t *at = calloc((size_t)(n ? n : 1), sizeof *at), total = 0;
+  if (!s && !at) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_send: out of host memory");
+  for (int i = 0; i < n && !s; i++) {
+    if (items[i].w < 1 || items[i].h < 1 || !items[i].data)
+      s = rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: item %d (%s) has no picture of %dx%d", i,
+                       items[i].name ? items[i].name : "?", items[i].w, items[i].h);
+    at[i] = total, total += (size_t)items[i].h * pitch_of(items[i].w);
+  }
+  if (!s) s = grow_pics(p, sl, total ? total : 1, err, errlen);
+  Item *table = (Item *)sl->table_host;
+  int nj = 0;
+  for (int i = 0; i < n && !s; i++) {
+    p->jfailed[i] = 0;
+    if (items[i].rgb) continue;
+    p->jitem[nj] = i, p->jdata[nj] = items[i].data, p->jlen[nj] = items[i].len;
+    p->jdst[nj] = (uint8_t *)(uintptr_t)(sl->pics + at[i]), p->jpitch[nj] = pitch_of(items[i].w);
+    set_item(&table[i], &items[i], sl->pics + at[i], items[i].w, items[i].h, pitch_of(items[i].w), H, W);
+    nj++;
+  }
+  if (!s && nj) {
+    uint8_t *flags = calloc((size_t)nj, 1);
+    if (!flags) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_send: out of host memory");
+    if (!s) s = rt_nvjpeg_decode(p->dec, nj, p->jdata, p->jlen, p->jdst, p->jpitch, p->stream, flags, err, errlen);
+    for (int j = 0; j < nj && !s; j++) p->jfailed[p->jitem[j]] = flags[j];
+    free(flags);
+  }
+  if (!s) s = host_pictures(p, sl, items, n, at, table, err, errlen);
+  free(at);
+  if (!s && labels) s = rt_gpu_pack(p->x, p->c.label_v, labels, sl->table_host + p->label_at, err, errlen);
+  if (!s)
+    s = RT_CU(a, MemcpyHtoDAsync, (sl->table, sl->table_host, p->table_bytes, p->stream), "the decoder's item table",
+              err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->t1, p->stream), "timing a decode", err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->copied, p->stream), "the decoder's item table", err, errlen);
+  if (s) return s;
+  sl->n = n;
+  p->host_s += seconds() - h0;
+  p->next_fill = (k + 1) % SLOTS, p->sent++;
+  return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen) {
+  if (!p || p->sent == 0) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_feed: no batch was sent");
+  int k = p->next_feed;
+  Slot *sl = &p->slot[k];
+  const RtCudaApi *a = p->api;
+  Norm norm;
+  memcpy(norm.scale, p->c.in.scale, sizeof norm.scale);
+  memcpy(norm.shift, p->c.in.shift, sizeof norm.shift);
+  CUdeviceptr table = sl->table, dst = p->x->addr[p->c.v];
+  int n = sl->n;
+  void *args[] = {&table, &dst, &norm, &n};
+  CUstream st = p->x->stream;
+  const RtRefInput *in = &p->c.in;
+  size_t per = (size_t)(in->dc * in->h * in->w) * ir_dtype_size(p->x->g->val[p->c.v].type.dtype);
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  if (!s) s = RT_CU(a, StreamWaitEvent, (st, sl->copied, 0), "waiting for a decoded batch", err, errlen);
+  if (!s && n)
+    s = RT_CU(a, LaunchKernel, (p->fn, p->grid, 1, 1, BLOCK, 1, 1, 0, st, args, NULL), "the decoder's crop kernel", err,
+              errlen);
+  if (!s && n < in->n)
+    s = RT_CU(a, MemsetD8Async, (dst + per * (size_t)n, 0, per * (size_t)(in->n - n), st), "a short batch's rest", err,
+              errlen);
+  if (!s && p->c.label_v >= 0)
+    s = RT_CU(a, MemcpyDtoDAsync, (p->x->addr[p->c.label_v], table + p->label_at, p->label_bytes, st),
+              "the batch's labels", err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->consumed, st), "the decoder's crop kernel", err, errlen);
+  if (s) return s;
+  p->next_feed = (k + 1) % SLOTS, p->sent--;
+  return RT_CUDA_OK;
+}

@@ -1,0 +1,82 @@
+/* rt_gpu_jpeg.h - the GPU decoder's input pipeline: batches of JPEG files
+ * decoded by nvJPEG (rt_nvjpeg.h) into pictures in device memory, then
+ * cropped, resized, flipped, normalized, padded and laid out into the
+ * step's image input by one generated kernel (codegen_templates/
+ * input_jpeg.cu), with the batch's labels beside them.
+ *
+ * It has the order of rt_gpu_input.h with decoding in place of the copy:
+ * a batch is decoded (and its item table and labels copied) on a stream of
+ * the pipeline's own, and fed -- the crop kernel and the labels' copy --
+ * on the executor's stream right before the step, which waits for the
+ * decode by event.  So with batch i + 1 sent before step i is launched,
+ * the JPEG engines decode it during step i.  Two slots of pictures; at
+ * most two batches sent and not fed.
+ *
+ * An item is a JPEG file's bytes, or pictures already decoded on the CPU
+ * (RGB, h rows of w * 3 bytes), with its transform as one window
+ * (rt_augment.h's RtAugWindow: the region x0, y0, cw, ch of the w x h
+ * picture and a flip).  A JPEG nvJPEG refuses is given to the fallback,
+ * which decodes it on the host; one the fallback refuses too becomes a
+ * black picture and is counted (rt_gpu_jpeg_failures).  Errors as
+ * rt_cuda.h. */
+#ifndef NETC_RT_GPU_JPEG_H
+#define NETC_RT_GPU_JPEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt_gpu.h"
+#include "rt_nvjpeg.h"
+#include "rt_ref_input.h"
+
+typedef struct RtGpuJpeg RtGpuJpeg;
+
+typedef struct RtGpuJpegItem {
+  int rgb;             /* 0: data is a JPEG file; 1: RGB pixels */
+  const uint8_t *data; /* host memory, needed only until rt_gpu_jpeg_send returns */
+  size_t len;
+  int w, h;              /* JPEG: the size its header gives; RGB: the picture's */
+  double x0, y0, cw, ch; /* the window, in (w, h)'s pixels */
+  int flip;
+  const char *name; /* for messages */
+} RtGpuJpegItem;
+
+/* Decodes a JPEG nvJPEG refused: 0 with *rgb (malloc'd, w * h * 3 bytes
+ * at the header's size), or -1 with a message in err. */
+typedef int (*RtGpuJpegFallback)(void *user, const uint8_t *data, size_t len, const char *name, uint8_t **rgb, int *w,
+                                 int *h, char *err, size_t errlen);
+
+typedef struct RtGpuJpegConfig {
+  int v;         /* the image input: f32, f16 or bf16 of in.n * in.dc * in.h * in.w */
+  int label_v;   /* the labels' integer input of in.n, or -1 */
+  RtRefInput in; /* n, dc, h, w, dst_nhwc, scale and shift (c = 3; the source is the pictures) */
+  RtNvjpegBackend backend;
+  RtGpuJpegFallback fallback; /* NULL: refused images are black and counted */
+  void *user;
+} RtGpuJpegConfig;
+
+/* The kernel's source for in (sizes and layout baked in) writing dtype dt,
+ * and its name, e.g. "k_input_jpeg_f16_nhwc"; no GPU is needed. */
+RtCudaStatus rt_gpu_jpeg_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
+                                size_t errlen);
+RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out, char *err, size_t errlen);
+void rt_gpu_jpeg_free(RtGpuJpeg *p); /* takes NULL; waits for its work */
+RtNvjpegBackend rt_gpu_jpeg_backend(const RtGpuJpeg *p);
+/* Decodes n <= in.n items (fewer: the rest of the input is zeros) with
+ * their labels (NULL without a label value) into the next slot, once the
+ * step that read that slot two batches ago is done. */
+RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, const int64_t *labels, char *err,
+                              size_t errlen);
+/* The oldest sent batch into the input (and its labels into theirs). */
+RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
+/* Images decoded on the host because nvJPEG refused them, and images
+ * neither could decode (black); msg (may be NULL) gets the first failure. */
+/* Images/s the decoder can make: the images of the batches timed so far
+ * over the longer of their decode time on the GPU (events around each
+ * batch's decode and copies) and the host's time in rt_gpu_jpeg_send
+ * (parsing, Huffman stages of the hybrid backend, launches); 0 before a
+ * batch is timed. */
+double rt_gpu_jpeg_rate(const RtGpuJpeg *p);
+void rt_gpu_jpeg_failures(const RtGpuJpeg *p, int64_t *host_decoded, int64_t *failed, char *msg, size_t cap);
+
+#endif

@@ -1,0 +1,219 @@
+/* test_exec_jpeg.c - the GPU decoder's pipeline as net_train uses it
+ * (net_exec_input_start_jpeg, net_exec_input_send_items, feed): a batch
+ * of JPEG files -- baseline 4:2:0 and 4:4:4, grey, progressive (which the
+ * JPEG engines refuse: decoded on the host), one already decoded on the
+ * CPU (an RGB item) and one corrupt file -- each with its own window and
+ * flip, into an f32 NCHW input and an NHWC input padded to 4 channels.
+ * Every picture is compared with the CPU's path for the same window:
+ * libjpeg's full decode, rt_augment_apply, rt_ref_input_u8.  Pixels
+ * differ only by the decoders' IDCTs: the largest difference in levels is
+ * printed and bounded (BOUND); host-decoded items must match exactly; the
+ * corrupt file is black and counted; labels arrive with the batch; a short
+ * batch leaves zeros after it.  On the CPU executor the decoder is refused
+ * with a message.  `test_exec_jpeg` runs the CPU checks, `--gpu` the GPU
+ * ones (77 without a GPU or nvJPEG). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "check.h"
+#include "data/jpegtest.h"
+#include "net_exec.h"
+#include "rt_augment.h"
+#include "rt_jpeg.h"
+
+enum { N = 6, H = 48, W = 40, BOUND = 6 };
+
+typedef struct Pic {
+  const char *name;
+  uint8_t *bytes; /* the file, or RGB pixels for the RGB item */
+  size_t len;
+  int w, h, rgb;
+  RtAugWindow win;
+} Pic;
+
+static uint8_t *picture(int w, int h, int comps, int seed) {
+  uint8_t *px = malloc((size_t)w * h * comps);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < comps; c++)
+        px[((size_t)y * w + x) * comps + c] =
+            (uint8_t)(128 + 90 * sin(0.07 * x * (c + 1) + 0.05 * y + seed) + 30 * cos(0.11 * y * (2 - c % 2)));
+  return px;
+}
+
+static uint8_t *file_bytes(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = malloc((size_t)n);
+  *len = b && fread(b, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
+  fclose(f);
+  return b;
+}
+
+/* Picture k: a JPEG written as asked (comps 1 or 3, sub 4:2:0, prog). */
+static void make_jpeg(Pic *p, const char *name, int w, int h, int comps, int sub, int prog, int seed) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/netc_test_exec_jpeg_%d.jpg", seed);
+  uint8_t *px = picture(w, h, comps, seed);
+  CHECK(jt_write_as(path, px, w, h, comps, 92, sub, prog, 0) == 0, "%s: written", name);
+  free(px);
+  p->name = name, p->bytes = file_bytes(path, &p->len), p->w = w, p->h = h;
+  remove(path);
+}
+
+static void make_pics(Pic *p) {
+  make_jpeg(&p[0], "baseline 4:2:0", 117, 93, 3, 1, 0, 1);
+  make_jpeg(&p[1], "baseline 4:4:4", 64, 80, 3, 0, 0, 2);
+  make_jpeg(&p[2], "grey", 75, 61, 1, 0, 0, 3);
+  make_jpeg(&p[3], "progressive", 90, 70, 3, 1, 1, 4);
+  p[4] = (Pic){.name = "rgb item", .bytes = picture(55, 66, 3, 5), .len = 55 * 66 * 3, .w = 55, .h = 66, .rgb = 1};
+  make_jpeg(&p[5], "corrupt", 80, 60, 3, 1, 0, 6);
+  memset(p[5].bytes + 2, 0x5a, p[5].len - 4); /* the markers' bodies destroyed, header size kept below */
+  const RtAugWindow win[N] = {{10, 7, 80.5, 70, 1}, {0, 0, 64, 80, 0},  {3.25, 2, 60, 50, 1},
+                              {5, 5, 70, 60, 0},    {-2, 4, 60, 40, 1}, {0, 0, 80, 60, 0}};
+  for (int i = 0; i < N; i++) p[i].win = win[i];
+}
+
+/* The CPU path's floats of picture p: libjpeg, the window, the conversion. */
+static int cpu_path(const Pic *p, const RtRefInput *in, float *out) {
+  RtImage im = {0};
+  char err[256];
+  if (p->rgb)
+    im = (RtImage){.px = p->bytes, .w = p->w, .h = p->h, .full_w = p->w, .full_h = p->h};
+  else if (rt_jpeg_decode_mem(p->bytes, p->len, p->name, 0, &im, err, sizeof err))
+    return -1;
+  uint8_t u8[3 * H * W];
+  rt_augment_apply(&im, &p->win, H, W, u8);
+  RtRefInput one = *in;
+  one.n = 1;
+  rt_ref_input_u8(&one, u8, out);
+  if (!p->rgb) rt_image_free(&im);
+  return 0;
+}
+
+static void run_gpu(int nhwc) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = ir_graph_new(&a, "jpeg_input");
+  int dc = nhwc ? 4 : 3;
+  IrType t = {.dtype = IR_DT_F32, .layout = nhwc ? IR_LAYOUT_NHWC : IR_LAYOUT_NCHW, .rank = 4};
+  const int64_t dims[2][4] = {{IR_DIM_N, 3, H, W}, {IR_DIM_N, H, W, 4}};
+  memcpy(t.dim, dims[nhwc], sizeof t.dim);
+  IrType tl = {.dtype = IR_DT_I32, .layout = IR_LAYOUT_ROW, .rank = 1, .dim = {IR_DIM_N}};
+  int v = ir_value_add(g, IR_VAL_INPUT, t, "image"), lab = ir_value_add(g, IR_VAL_INPUT, tl, "label");
+  size_t per = (size_t)dc * H * W;
+  g->val[v].offset = 0, g->val[lab].offset = (int64_t)(N * per * 4 + 255) / 256 * 256;
+  g->plan_bytes = g->val[lab].offset + 256, g->plan_batch = N;
+  char err[4096];
+  NetExec *x = NULL;
+  NetStatus s = net_exec_new(1, NULL, g, N, &x, err, sizeof err);
+  CHECK(!s, "executor: %s", err);
+  RtRefInput in = {.n = N,
+                   .c = 3,
+                   .h = H,
+                   .w = W,
+                   .dc = dc,
+                   .dst_nhwc = nhwc,
+                   .scale = {0.02f, 0.03f, 0.04f},
+                   .shift = {-1.0f, -0.5f, 0.25f}};
+  if (!s && (s = net_exec_input_start_jpeg(x, v, lab, &in, 0, err, sizeof err))) {
+    if (strstr(err, "libnvjpeg")) printf("skipped: %s\n", err);
+    CHECK(strstr(err, "libnvjpeg") != NULL, "start: %s", err);
+  }
+  Pic p[N];
+  make_pics(p);
+  RtLoaderItem it[N];
+  for (int i = 0; i < N; i++)
+    it[i] = (RtLoaderItem){.kind = p[i].rgb ? RT_ITEM_RGB : RT_ITEM_JPEG,
+                           .data = p[i].bytes,
+                           .len = p[i].len,
+                           .w = p[i].w,
+                           .h = p[i].h,
+                           .win = p[i].win,
+                           .name = p[i].name};
+  const int64_t labels[N] = {5, 0, 3, 1, 4, 2}, labels2[N] = {1, 1, 1, 0, 0, 0};
+  float *got = malloc(sizeof(float) * N * per), *want = malloc(sizeof(float) * per);
+  char dec[64] = "";
+  for (int round = 0; !s && round < 2; round++) {
+    /* round 1: the first two pictures only (a short batch) */
+    int n = round ? 2 : N;
+    s = net_exec_input_send_items(x, it, n, round ? labels2 : labels, err, sizeof err);
+    CHECK(!s, "send: %s", err);
+    if (!s) s = net_exec_input_feed(x, err, sizeof err);
+    if (!s) s = net_exec_read(x, v, got, err, sizeof err);
+    CHECK(!s, "feed and read: %s", err);
+    int64_t gl[N];
+    if (!s && !net_exec_read(x, lab, gl, err, sizeof err))
+      for (int i = 0; i < N; i++)
+        CHECK(gl[i] == (round ? labels2 : labels)[i], "round %d: label %d is %lld", round, i, (long long)gl[i]);
+    for (int i = 0; i < n && !s; i++) {
+      const float *gi = got + (size_t)i * per;
+      int corrupt = i == 5, ok = cpu_path(&p[i], &in, want) == 0;
+      CHECK(ok != corrupt, "%s: libjpeg %s it", p[i].name, ok ? "reads" : "refuses");
+      double worst = 0;
+      for (size_t k = 0; k < per; k++) {
+        int c = nhwc ? (int)(k % 4) : (int)(k / (H * W));
+        if (c == 3) {
+          CHECK(gi[k] == 0, "%s: padded channel %zu is %g", p[i].name, k, gi[k]);
+          continue;
+        }
+        size_t j = nhwc ? (size_t)c * H * W + k / 4 : k; /* the CPU path is NCHW */
+        float w = corrupt ? in.shift[c] : want[j];
+        double levels = fabs((double)gi[k] - w) / in.scale[c];
+        if (levels > worst) worst = levels;
+      }
+      int exact = p[i].rgb || i == 3 || corrupt; /* host-decoded (progressive: when refused) or black */
+      printf("%s %s: largest difference %.2f levels\n", nhwc ? "nhwc" : "nchw", p[i].name, worst);
+      CHECK(worst <= (exact && i != 3 ? 0.01 : BOUND), "%s: %.2f levels from the CPU's path", p[i].name, worst);
+    }
+    for (size_t k = (size_t)n * per; round && k < N * per; k++)
+      CHECK(got[k] == 0, "short batch: element %zu after it is %g", k, got[k]);
+  }
+  int64_t host = 0, failed = 0;
+  net_exec_input_decoder(x, dec, sizeof dec, &host, &failed, NULL);
+  printf("decoder %s: %lld decoded on the host, %lld failed\n", dec, (long long)host, (long long)failed);
+  CHECK(s || failed == 1, "the corrupt file is counted once per batch it was in: %lld", (long long)failed);
+  for (int i = 0; i < N; i++) free(p[i].bytes);
+  free(got), free(want);
+  net_exec_free(x);
+  arena_free(&a);
+}
+
+static void run_cpu(void) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = ir_graph_new(&a, "jpeg_input");
+  IrType t = {.dtype = IR_DT_F32, .layout = IR_LAYOUT_NCHW, .rank = 4, .dim = {IR_DIM_N, 3, H, W}};
+  int v = ir_value_add(g, IR_VAL_INPUT, t, "image");
+  char err[1024] = "";
+  NetExec *x = NULL;
+  NetStatus s = net_exec_new(0, NULL, g, N, &x, err, sizeof err);
+  CHECK(!s, "cpu executor: %s", err);
+  RtRefInput in = {.n = N, .c = 3, .h = H, .w = W, .dc = 3, .scale = {1, 1, 1}};
+  if (!s)
+    CHECK(net_exec_input_start_jpeg(x, v, -1, &in, 0, err, sizeof err) == NET_ERR_NO_GPU && strstr(err, "GPU executor"),
+          "the CPU executor refuses the GPU decoder: %s", err);
+  RtLoaderItem one = {0};
+  CHECK(net_exec_input_send_items(x, &one, 1, NULL, err, sizeof err) == NET_ERR_ARG, "items need a started decoder");
+  net_exec_free(x);
+  arena_free(&a);
+}
+
+int main(int argc, char **argv) {
+  int gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+  char why[512] = "";
+  if (!gpu) {
+    run_cpu();
+    return check_report();
+  }
+  if (!net_exec_gpu_present(why, sizeof why)) return check_skip(why);
+  run_gpu(0);
+  run_gpu(1);
+  return check_report();
+}
