@@ -31,8 +31,9 @@ struct netc_input_norm {
 
 /* One picture of the batch, as rt_gpu_jpeg.c's Item lays it out. */
 struct netc_jpeg_item {
-  unsigned long long src; /* h rows of pitch bytes, RGB interleaved */
+  unsigned long long src; /* RGB interleaved rows of pitch bytes: the part of the picture from (bx, by) on */
   int w, h, pitch, flip;
+  int bx, by;
   double x0, y0, sx, sy; /* the window's origin and source pixels per output pixel */
 };
 
@@ -56,13 +57,14 @@ NETC_KERNEL_NAME(const netc_jpeg_item *__restrict__ items, ty_t *__restrict__ y,
     const int xa = (int)fx, ya = (int)fy;
     const int xb = xa + 1 < it.w ? xa + 1 : xa, yb = ya + 1 < it.h ? ya + 1 : ya;
     const float wx = (float)(fx - xa), wy = (float)(fy - ya);
-    const unsigned char *r0 = (const unsigned char *)it.src + (long long)ya * it.pitch;
-    const unsigned char *r1 = (const unsigned char *)it.src + (long long)yb * it.pitch;
+    const unsigned char *r0 = (const unsigned char *)it.src + (long long)(ya - it.by) * it.pitch;
+    const unsigned char *r1 = (const unsigned char *)it.src + (long long)(yb - it.by) * it.pitch;
+    const int ca = (xa - it.bx) * 3, cb = (xb - it.bx) * 3;
     for (int c = 0; c < DC; c++) {
       float v = 0.0f;
       if (c < 3) {
-        const float top = netc_lerp((float)r0[xa * 3 + c], (float)r0[xb * 3 + c], wx);
-        const float bot = netc_lerp((float)r1[xa * 3 + c], (float)r1[xb * 3 + c], wx);
+        const float top = netc_lerp((float)r0[ca + c], (float)r0[cb + c], wx);
+        const float bot = netc_lerp((float)r1[ca + c], (float)r1[cb + c], wx);
         const unsigned char u8 = (unsigned char)__fadd_rn(netc_lerp(top, bot, wy), 0.5f);
         v = __fadd_rn(__fmul_rn((float)u8, norm.scale[c]), norm.shift[c]);
       }

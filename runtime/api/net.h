@@ -296,6 +296,9 @@ typedef struct NetTrainConfig {
                                      * threads), or "auto" (NULL): the GPU's JPEG engines when the model runs
                                      * on a GPU that has them and the input is 64 pixels or more with a
                                      * transform other than pad_crop, else the CPU (docs/data.md) */
+  int cpu_share;                    /* with the GPU decoder: the percentage of the training images the worker
+                                     * threads decode themselves beside it (1..100), -1 for none, 0 (default):
+                                     * balanced each epoch from the rates measured in the one before */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch

@@ -199,6 +199,11 @@ void net_exec_watch(NetExec *x, NetGpuWatch *w) {
   if (x && x->be->watch) x->be->watch(x->self, w);
 }
 
+void net_exec_step_time(const NetExec *x, double *seconds, int64_t *steps) {
+  *seconds = 0, *steps = 0;
+  if (x && x->be->step_time) x->be->step_time(x->self, seconds, steps);
+}
+
 /* --- per-step values without waiting --------------------------------------- */
 
 /* Value v's host form (float, or int64 for integer dtypes) fits a slot. */

@@ -190,7 +190,11 @@ static NetStatus gpu_jpeg_send(void *self, const RtLoaderItem *items, int n, con
                             .cw = s->win.cw,
                             .ch = s->win.ch,
                             .flip = s->win.flip,
-                            .name = s->name};
+                            .name = s->name,
+                            .bx = s->bx,
+                            .by = s->by,
+                            .bw = s->bw,
+                            .bh = s->bh};
   }
   NetStatus s = net_status_of_cuda(rt_gpu_jpeg_send(x->jpeg, it, n, labels, err, len));
   free(it);
@@ -218,6 +222,12 @@ static void gpu_watch(void *self, NetGpuWatch *w) {
   if (!x->nvml || rt_nvml_sample(x->nvml, &s)) return;
   w->power_w = s.power_w, w->sm_clock_mhz = s.sm_clock_mhz, w->temp_c = s.temp_c;
   if (s.have_ecc) w->ecc_corrected = s.ecc_corrected, w->ecc_uncorrected = s.ecc_uncorrected;
+}
+
+static void gpu_step_time(const void *self, double *seconds, int64_t *steps) {
+  double ms = 0;
+  rt_gpu_step_time(((const Gpu *)self)->dev, &ms, steps);
+  *seconds = ms / 1000;
 }
 
 /* The mail ring, made on the first post or fetch. */
@@ -268,6 +278,7 @@ const NetExecBackend net_exec_gpu = {
     .jpeg_send = gpu_jpeg_send,
     .jpeg_info = gpu_jpeg_info,
     .watch = gpu_watch,
+    .step_time = gpu_step_time,
     .post = gpu_post,
     .fetch = gpu_fetch,
     .fetched = gpu_fetched,

@@ -53,6 +53,7 @@ typedef struct Data {
   RtFolder ftrain, ftest;
   RtLoader *ltrain, *ltest; /* NET_DATA_FOLDER (ltest NULL without a test set) */
   int defer;                /* ltrain's items go to the GPU decoder (net_exec_input_start_jpeg) */
+  char gpu_decoder[48];     /* its name */
   char decoder[64];         /* who decodes the training images, for the progress line */
 } Data;
 
@@ -157,8 +158,20 @@ static NetStatus choose_decoder(NetModel *m, const NetTrainConfig *c, RtAugKind 
   if (s && gpu) return net_fail(s, "net_train: --decoder gpu: %s", msg);
   if (s) return NET_OK;
   d->defer = 1;
-  net_exec_input_decoder(m->xt, d->decoder, sizeof d->decoder, NULL, NULL, NULL);
+  net_exec_input_decoder(m->xt, d->gpu_decoder, sizeof d->gpu_decoder, NULL, NULL, NULL);
   return NET_OK;
+}
+
+/* The decoder's name for the progress line: "cpu", or the GPU's and the
+ * threads' share beside it ("nvJPEG hardware + cpu 40%"). */
+static void name_decoder(Data *d) {
+  int share = d->defer ? rt_loader_cpu_share(d->ltrain) : 0;
+  if (!d->defer)
+    snprintf(d->decoder, sizeof d->decoder, "cpu");
+  else if (share)
+    snprintf(d->decoder, sizeof d->decoder, "%s + cpu %d%%", d->gpu_decoder, share);
+  else
+    snprintf(d->decoder, sizeof d->decoder, "%s", d->gpu_decoder);
 }
 
 /* Scans the ImageFolder trees, chooses the decoder and starts the loaders. */
@@ -183,6 +196,10 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
   if (s) return s;
   RtLoaderConfig lc = {.set = &d->ftrain,
                        .decode = d->defer ? RT_LOADER_DEFER : RT_LOADER_DECODE,
+                       .cpu_share = !d->defer          ? 0
+                                    : c->cpu_share > 0 ? c->cpu_share
+                                    : c->cpu_share < 0 ? 0
+                                                       : 50,
                        .limit = c->train_limit,
                        .batch = m->batch,
                        .H = (int)m->it.h,
@@ -193,6 +210,9 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
                        .workers = c->workers};
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
   if (ls) return net_failed(net_status_of_loader(ls));
+  if (c->cpu_share < -1 || c->cpu_share > 100)
+    return net_fail(NET_ERR_ARG, "net_train: cpu_share %d (a percentage 1..100, -1: none, 0: balanced)", c->cpu_share);
+  name_decoder(d);
   if (!c->test_dir) return NET_OK;
   lc.set = &d->ftest, lc.limit = c->test_limit, lc.train = 0, lc.decode = RT_LOADER_DECODE;
   ls = rt_loader_new(&lc, &d->ltest, err, NET_ERRMAX);
@@ -511,6 +531,28 @@ static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
   return s;
 }
 
+/* With the GPU decoder and a balanced share: the share for the next epoch
+ * that makes the most images/s of the rates measured so far -- the GPU
+ * decoder's g (its images), the threads' c for images they decode and h
+ * for files they hand on: the threads make 1 / ((1 - s) / h + s / c), the
+ * GPU g / (1 - s), the pipeline the lesser. */
+static void balance(Run *r) {
+  Data *d = r->d;
+  if (!d->defer || r->c->cpu_share != 0) return;
+  double g = 0, h = 0, c = 0;
+  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, &g);
+  rt_loader_rates(d->ltrain, &h, &c);
+  if (!(g > 0) || !(h > 0) || !(c > 0)) return; /* not measured yet: keep the share */
+  int best = 0;
+  double most = 0;
+  for (int p = 0; p <= 100; p++) {
+    double s = p / 100.0, threads = 1 / ((1 - s) / h + s / c), gpu = p < 100 ? g / (1 - s) : 1e30;
+    double rate = threads < gpu ? threads : gpu;
+    if (rate > most) most = rate, best = p;
+  }
+  rt_loader_set_cpu_share(d->ltrain, best);
+}
+
 /* A launched micro-step whose loss is not read yet. */
 typedef struct Pending {
   int live;
@@ -543,8 +585,11 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   if (s) return net_failed(s);
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
-  if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total)
+  if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total) {
+    balance(r);
     rt_loader_start(r->d->ltrain, r->started = e + 1);
+    name_decoder(r->d);
+  }
   if (b + 1 >= nb || (t + 1 >= r->total && (b + 1) % r->K == 0)) return NET_OK;
   r->staged++;
   return stage(m, r->d, &r->fq, r->order, b + 1, wait);
@@ -580,7 +625,13 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
   double el = now_s() - r->t_start, ran = r->t_run + now_s() - ep->t0;
   double wait = r->wait_run + ep->info.data_wait_seconds;
   if (!c->on_step || (t % r->log_every != 0 && t != r->total)) return NET_OK;
-  double step_rate = ran - wait > 0 ? (double)images / (ran - wait) : 0;
+  /* the step's own rate: the device's time in its steps, else the loop's time less its waits */
+  double dev_s = 0;
+  int64_t dev_steps = 0;
+  net_exec_step_time(r->m->xt, &dev_s, &dev_steps);
+  double step_rate = dev_steps > 0 && dev_s > 0 ? (double)(dev_steps * r->m->batch) / dev_s
+                     : ran - wait > 0           ? (double)images / (ran - wait)
+                                                : 0;
   double input_rate = input_capacity(r, wait);
   NetStepInfo si = {.step = t,
                     .steps_total = r->total,

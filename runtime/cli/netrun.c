@@ -67,6 +67,8 @@ static void usage(FILE *f) {
              "  --decoder D          ImageFolder data: who decodes the training JPEGs: gpu (nvJPEG; crop, resize\n"
              "                       and flip on the GPU), cpu (libjpeg-turbo on the workers) or auto (default:\n"
              "                       the GPU's JPEG engines where it has them, else the CPU)\n"
+             "  --cpu-share P        with the GPU decoder: the percentage of images the workers decode beside it\n"
+             "                       (0: none; default: balanced each epoch from the rates of the one before)\n"
              "  --augment KIND       ImageFolder data: auto (default: rrc from 64 pixels up, else pad_crop),\n"
              "                       rrc, pad_crop, flip or none\n"
              "  --synthetic          seeded synthetic images instead (learnable: class = brightness)\n"
@@ -113,6 +115,7 @@ typedef struct Opts {
   const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot,
       *resume;
   long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
+  long long cpu_share; /* --cpu-share P as P + 1 (0: not given) */
   const char *augment, *decoder;
   double lr, loss_scale;
   int synthetic, inference, tune;
@@ -188,6 +191,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"workers", required_argument, NULL, 'W'},
       {"augment", required_argument, NULL, 'A'},
       {"decoder", required_argument, NULL, 'J'},
+      {"cpu-share", required_argument, NULL, 'Q'},
       {"plot", required_argument, NULL, 'P'},
       {"resume", required_argument, NULL, 'R'},
       {"mean", required_argument, NULL, 'M'},
@@ -270,6 +274,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'A':
       if (netrun_opt_word("--augment", optarg, AUGMENTS, 5)) return EXIT_USAGE;
       o->augment = optarg;
+      break;
+    case 'Q':
+      if (netrun_opt_int("--cpu-share", optarg, 0, 100, &o->cpu_share)) return EXIT_USAGE;
+      o->cpu_share++;
       break;
     case 'J':
       if (netrun_opt_word("--decoder", optarg, DECODERS, 3)) return EXIT_USAGE;
@@ -407,7 +415,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJuPRMZa", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZa", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -427,7 +435,7 @@ static int cmd_train(int argc, char **argv) {
   }
   char train_dir[4096], test_dir[4096];
   int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
-  if ((o.workers || o.augment || o.decoder) && !folder) {
+  if ((o.workers || o.augment || o.decoder || o.cpu_share) && !folder) {
     fprintf(stderr,
             "netrun: error: --workers, --augment and --decoder need an ImageFolder --data DIR (DIR/train, DIR/test)\n");
     return EXIT_USAGE;
@@ -450,6 +458,9 @@ static int cmd_train(int argc, char **argv) {
                       .workers = (int)o.workers,
                       .augment = o.augment,
                       .decoder = o.decoder,
+                      .cpu_share = o.cpu_share == 1  ? -1
+                                   : o.cpu_share > 1 ? (int)o.cpu_share - 1
+                                                     : 0,
                       .idx_dir = o.data ? o.data : DEFAULT_DATA,
                       .train_limit = o.ntrain,
                       .test_limit = o.ntest,

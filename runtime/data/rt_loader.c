@@ -68,8 +68,11 @@ struct RtLoader {
   pthread_cond_t work, ready, idle;
   int inited, started, quit, holding, busy;
   int64_t epoch, total, next_pos, consumed;
-  double busy_s;  /* seconds the threads spent filling positions, summed */
-  int64_t filled; /* positions filled */
+  double busy_s;       /* seconds the threads spent filling positions, summed */
+  int64_t filled;      /* positions filled */
+  double busy_kind[2]; /* the same per item kind (RT_ITEM_JPEG, RT_ITEM_RGB) */
+  int64_t filled_kind[2];
+  int share, share_next; /* cpu_share: this epoch's, and from the next start */
   uint8_t *bad;
   int64_t nbad;
   char first[KEEP_NAMES][MSG];
@@ -148,15 +151,47 @@ static int decode_item(RtLoader *l, Worker *wk, const char *path, int64_t pos, u
   return 0;
 }
 
+/* Is position pos one of the cpu_share percent decoded here?  Evenly
+ * spread: pos is when the running share passes a whole image at it. */
+static int decoded_here(const RtLoader *l, int64_t pos) { return (pos + 1) * l->share / 100 != pos * l->share / 100; }
+
+/* DEFER, a position decoded here: only the part its window reads, at the
+ * transform's DCT scale, into the slot as an RGB item with its box. */
+static int share_item(RtLoader *l, Slot *s, int64_t k, const char *path, int64_t n, int w, int h, RtAugWindow win,
+                      char *msg) {
+  int sw, sh, box[4];
+  rt_jpeg_scaled_size(w, h, l->min_short, &sw, &sh);
+  RtAugWindow sc = rt_augment_window_scaled(&win, w, h, sw, sh);
+  rt_augment_footprint(&sc, sw, sh, l->c.H, l->c.W, box);
+  RtImage im;
+  if (rt_jpeg_decode_part(s->bytes[k], (size_t)n, path, l->min_short, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
+  int bw = box[2] - box[0] + 1, bh = box[3] - box[1] + 1;
+  size_t row = (size_t)bw * 3, need = row * (size_t)bh;
+  uint8_t *px = malloc(need ? need : 1);
+  if (!px) {
+    rt_image_free(&im);
+    return snprintf(msg, MSG, "%s: out of memory for %zu bytes", path, need), -1;
+  }
+  for (int y = 0; y < bh; y++)
+    memcpy(px + (size_t)y * row, im.px + ((size_t)(box[1] + y) * (size_t)im.w + (size_t)box[0]) * 3, row);
+  rt_image_free(&im);
+  free(s->bytes[k]);
+  s->bytes[k] = px, s->cap[k] = need;
+  s->items[k] = (RtLoaderItem){RT_ITEM_RGB, px, need, sw, sh, sc, path, box[0], box[1], bw, bh};
+  return 0;
+}
+
 /* DEFER: item k of slot s for the picture at path: its bytes and window,
- * or, for a file the GPU decoder cannot take, its pixels decoded here. */
+ * or, for a file the GPU decoder cannot take or a position of the CPU's
+ * share, its pixels decoded here. */
 static int defer_item(RtLoader *l, Slot *s, int64_t k, const char *path, int64_t pos, char *msg) {
   int64_t n = read_file(path, &s->bytes[k], &s->cap[k], msg);
   int w, h, gpu_ok;
   if (n < 0 || rt_jpeg_header(s->bytes[k], (size_t)n, path, &w, &h, &gpu_ok, msg, MSG) != RT_JPEG_OK) return -1;
   RtAugWindow win = window_of(l, pos, w, h);
+  if (gpu_ok && decoded_here(l, pos)) return share_item(l, s, k, path, n, w, h, win, msg);
   if (gpu_ok) {
-    s->items[k] = (RtLoaderItem){RT_ITEM_JPEG, s->bytes[k], (size_t)n, w, h, win, path};
+    s->items[k] = (RtLoaderItem){RT_ITEM_JPEG, s->bytes[k], (size_t)n, w, h, win, path, 0, 0, 0, 0};
     return 0;
   }
   RtImage im;
@@ -164,8 +199,9 @@ static int defer_item(RtLoader *l, Slot *s, int64_t k, const char *path, int64_t
   /* the pixels take the file's place in the slot */
   free(s->bytes[k]);
   s->bytes[k] = im.px, s->cap[k] = (size_t)im.w * (size_t)im.h * 3;
-  s->items[k] = (RtLoaderItem){
-      RT_ITEM_RGB, s->bytes[k], s->cap[k], im.w, im.h, rt_augment_window_scaled(&win, w, h, im.w, im.h), path};
+  s->items[k] =
+      (RtLoaderItem){RT_ITEM_RGB, s->bytes[k], s->cap[k], im.w, im.h, rt_augment_window_scaled(&win, w, h, im.w, im.h),
+                     path,        0,           0,         im.w, im.h};
   return 0;
 }
 
@@ -239,6 +275,10 @@ static void *work(void *arg) {
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->busy_s += took, l->filled++;
+    if (l->c.decode == RT_LOADER_DEFER) { /* which kind of work it was */
+      int rgb = l->ring[(p / l->c.batch) % l->c.depth].items[p % l->c.batch].kind == RT_ITEM_RGB;
+      l->busy_kind[rgb] += took, l->filled_kind[rgb]++;
+    }
     int64_t b = p / l->c.batch;
     Slot *s = &l->ring[b % l->c.depth];
     if (++s->done == batch_len(l, b) || l->fatal) pthread_cond_broadcast(&l->ready);
@@ -274,6 +314,7 @@ RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err,
   RtLoader *l = calloc(1, sizeof *l);
   if (!l) return snprintf(err, errmax, "loader: out of memory"), RT_LOADER_ERR_NOMEM;
   l->c = *c;
+  l->share = l->share_next = c->cpu_share < 0 ? 0 : c->cpu_share > 100 ? 100 : c->cpu_share;
   if (!l->c.depth) l->c.depth = 3;
   if (l->c.depth < 2) l->c.depth = 2;
   l->nworkers = c->workers ? c->workers : default_workers();
@@ -366,7 +407,7 @@ void rt_loader_start(RtLoader *l, int64_t epoch) {
   pthread_mutex_lock(&l->mu);
   l->started = 0;
   while (l->busy) pthread_cond_wait(&l->idle, &l->mu);
-  l->epoch = epoch, l->holding = 0, l->consumed = 0, l->next_pos = 0;
+  l->epoch = epoch, l->holding = 0, l->consumed = 0, l->next_pos = 0, l->share = l->share_next;
   for (int i = 0; i < l->c.depth; i++) l->ring[i].done = 0;
   if (l->c.train) {
     uint64_t r = l->c.seed * 0x2545f4914f6cdd1dull ^ (uint64_t)epoch * 0x9e3779b97f4a7c15ull;
@@ -441,6 +482,28 @@ int64_t rt_loader_unreadable(RtLoader *l, char *names, size_t cap) {
   }
   pthread_mutex_unlock(&l->mu);
   return n;
+}
+
+void rt_loader_rates(RtLoader *l, double *handed_on, double *decoded) {
+  pthread_mutex_lock(&l->mu);
+  double r[2];
+  for (int k = 0; k < 2; k++)
+    r[k] = l->busy_kind[k] > 0 ? (double)l->filled_kind[k] * l->nworkers / l->busy_kind[k] : 0;
+  pthread_mutex_unlock(&l->mu);
+  *handed_on = r[0], *decoded = r[1];
+}
+
+void rt_loader_set_cpu_share(RtLoader *l, int percent) {
+  pthread_mutex_lock(&l->mu);
+  l->share_next = percent < 0 ? 0 : percent > 100 ? 100 : percent;
+  pthread_mutex_unlock(&l->mu);
+}
+
+int rt_loader_cpu_share(RtLoader *l) {
+  pthread_mutex_lock(&l->mu);
+  int s = l->share;
+  pthread_mutex_unlock(&l->mu);
+  return s;
 }
 
 double rt_loader_rate(RtLoader *l) {

@@ -54,11 +54,13 @@ typedef enum RtItemKind { RT_ITEM_JPEG = 0, RT_ITEM_RGB } RtItemKind;
 
 typedef struct RtLoaderItem {
   RtItemKind kind;
-  const uint8_t *data; /* JPEG: the file's bytes; RGB: h rows of w * 3 bytes */
+  const uint8_t *data; /* JPEG: the file's bytes; RGB: the box's bh rows of bw * 3 bytes */
   size_t len;
-  int w, h;         /* JPEG: the size its header gives; RGB: the picture's */
-  RtAugWindow win;  /* the transform, in (w, h)'s pixels */
-  const char *name; /* the file, for messages */
+  int w, h;           /* JPEG: the size its header gives; RGB: the picture's */
+  RtAugWindow win;    /* the transform, in (w, h)'s pixels */
+  const char *name;   /* the file, for messages */
+  int bx, by, bw, bh; /* RGB: the part of the w x h picture data holds -- all the
+                       * window reads (0, 0, w, h: the whole picture) */
 } RtLoaderItem;
 
 typedef struct RtLoaderConfig {
@@ -72,6 +74,12 @@ typedef struct RtLoaderConfig {
   int workers; /* threads (0: every processor online) */
   int depth;   /* batch buffers (0: 3; at least 2) */
   RtLoaderDecode decode;
+  /* RT_LOADER_DEFER: the percentage of each epoch's positions decoded here
+   * anyway, spread evenly over it, so that the threads share the work of a
+   * GPU decoder that cannot keep up alone: decoded with DCT scaling and
+   * only the part the window reads (RT_ITEM_RGB with its box), the same
+   * bytes RT_LOADER_DECODE makes of them.  0..100. */
+  int cpu_share;
 } RtLoaderConfig;
 
 typedef struct RtLoaderBatch {
@@ -101,6 +109,13 @@ int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax);
  * thread waits for a free buffer is not counted, so this is what the
  * loader could deliver to a consumer that never keeps it waiting. */
 double rt_loader_rate(RtLoader *l);
+/* The same per kind of work: images/s for files read and handed on
+ * (RT_ITEM_JPEG) and for files decoded here (RT_ITEM_RGB); 0 for a kind
+ * not met yet. */
+void rt_loader_rates(RtLoader *l, double *handed_on, double *decoded);
+/* cpu_share from the next rt_loader_start on (0..100, clamped). */
+void rt_loader_set_cpu_share(RtLoader *l, int percent);
+int rt_loader_cpu_share(RtLoader *l);
 
 /* Distinct unreadable images met so far; names (may be NULL) gets the
  * first few messages, "; "-separated. */

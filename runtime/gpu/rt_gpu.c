@@ -663,6 +663,9 @@ void rt_gpu_free(RtGpu *x) {
     rt_cuda_ctx_bind(x->ctx, NULL, 0);
     x->api->StreamSynchronize(x->stream);
     if (x->exec) x->api->GraphExecDestroy(x->exec);
+    for (int e = 0; e < 2; e++)
+      for (int k = 0; k < 4; k++)
+        if (x->clock_ev[e][k]) x->api->EventDestroy(x->clock_ev[e][k]);
     if (x->side_stream) {
       x->api->StreamSynchronize(x->side_stream);
       x->api->StreamDestroy(x->side_stream);
@@ -901,12 +904,33 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
   return s;
 }
 
+/* The step clock's place for the next run, its last pair read into the
+ * sums; 0 when the events cannot be made (the clock then stays still). */
+static CUevent *clock_place(RtGpu *x) {
+  int k = (int)(x->clock_runs % 4);
+  const RtCudaApi *a = x->api;
+  for (int e = 0; e < 2; e++)
+    if (!x->clock_ev[e][k] && a->EventCreate(&x->clock_ev[e][k], CU_EVENT_DEFAULT) != CUDA_SUCCESS) return NULL;
+  float ms = 0;
+  if (x->clock_runs >= 4 && a->EventSynchronize(x->clock_ev[1][k]) == CUDA_SUCCESS &&
+      a->EventElapsedTime(&ms, x->clock_ev[0][k], x->clock_ev[1][k]) == CUDA_SUCCESS)
+    x->clock_ms += ms, x->clock_steps++;
+  return &x->clock_ev[0][k];
+}
+
+void rt_gpu_step_time(const RtGpu *x, double *ms, int64_t *steps) { *ms = x->clock_ms, *steps = x->clock_steps; }
+
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
   if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s) return s;
-  if (x->exec) return RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
-  return launch_all(x, err, errlen);
+  if (!x->exec) return launch_all(x, err, errlen);
+  CUevent *ev = clock_place(x);
+  int k = (int)(x->clock_runs % 4);
+  if (ev) x->api->EventRecord(x->clock_ev[0][k], x->stream);
+  s = RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
+  if (ev && !s && x->api->EventRecord(x->clock_ev[1][k], x->stream) == CUDA_SUCCESS) x->clock_runs++;
+  return s;
 }
 
 RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {

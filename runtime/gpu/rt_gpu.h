@@ -58,6 +58,9 @@ RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t e
 RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen);
 /* One training (or inference) step: launches every node, or replays the graph once captured. */
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
+/* The GPU's time in the captured step's replays so far (events around
+ * each replay, read a few replays later), and how many are counted. */
+void rt_gpu_step_time(const RtGpu *x, double *ms, int64_t *steps);
 /* Records the step once as a CUDA graph that rt_gpu_run replays from then
  * on (unless the cuda_graph option is off).  The switches that change what
  * the executor does (CUDA graphs, cuDNN's fusions, the side stream, ...)

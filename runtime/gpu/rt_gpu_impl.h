@@ -59,6 +59,11 @@ struct RtGpu {
   CUdeviceptr side_scratch, side_workspace;
   CUevent *fork_ev, *done_ev;
   RtBranchPlan branch;
+  /* the step clock (rt_gpu_step_time): events around the last CLOCK runs,
+   * each pair read when its place comes round again */
+  CUevent clock_ev[2][4];
+  int64_t clock_runs, clock_steps;
+  double clock_ms;
 };
 
 /* The usable multi-tensor run whose head is node (launched there), else NULL. */

@@ -30,6 +30,7 @@ enum { SLOTS = 2, BLOCK = 256, PITCH_ALIGN = 128, MSG = 512 };
 typedef struct Item {
   uint64_t src;
   int32_t w, h, pitch, flip;
+  int32_t bx, by;
   double x0, y0, sx, sy;
 } Item;
 
@@ -266,10 +267,12 @@ static void note_failure(RtGpuJpeg *p, const char *msg) {
   if (!p->first_failure[0]) snprintf(p->first_failure, sizeof p->first_failure, "%s", msg);
 }
 
-/* Item i's entry: its picture at src (w x h, pitch bytes a row) and its window. */
-static void set_item(Item *t, const RtGpuJpegItem *it, uint64_t src, int w, int h, size_t pitch, int H, int W) {
+/* Item i's entry: its picture of w x h at src (pitch bytes a row; from
+ * (bx, by) on when it holds a part) and its window. */
+static void set_item(Item *t, const RtGpuJpegItem *it, uint64_t src, int w, int h, size_t pitch, int bx, int by, int H,
+                     int W) {
   double fx = it->w > 0 ? (double)w / it->w : 1, fy = it->h > 0 ? (double)h / it->h : 1;
-  *t = (Item){.src = src, .w = w, .h = h, .pitch = (int32_t)pitch, .flip = it->flip != 0};
+  *t = (Item){.src = src, .w = w, .h = h, .pitch = (int32_t)pitch, .flip = it->flip != 0, .bx = bx, .by = by};
   t->x0 = it->x0 * fx, t->y0 = it->y0 * fy;
   t->sx = it->cw * fx / W, t->sy = it->ch * fy / H;
 }
@@ -290,7 +293,7 @@ static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *i
     if (!it->rgb && !refused) continue;
     char msg[MSG] = "";
     if (it->rgb) {
-      dw[i] = it->w, dh[i] = it->h;
+      dw[i] = it->bw, dh[i] = it->bh;
     } else if (!p->c.fallback ||
                p->c.fallback(p->c.user, it->data, it->len, it->name, &dec[i], &dw[i], &dh[i], msg, sizeof msg) != 0 ||
                (size_t)dw[i] * dh[i] * 3 > (size_t)it->h * pitch_of(it->w)) {
@@ -308,7 +311,7 @@ static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *i
   for (int i = 0; i < n && !s; i++) {
     const RtGpuJpegItem *it = &items[i];
     if (dw[i] < 0) {
-      set_item(&table[i], it, p->black, 1, 1, 3, H, W);
+      set_item(&table[i], it, p->black, 1, 1, 3, 0, 0, H, W);
       continue;
     }
     if (!dw[i]) continue;
@@ -316,7 +319,10 @@ static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *i
     memcpy(sl->rgb + off, it->rgb ? it->data : dec[i], bytes);
     s = RT_CU(p->api, MemcpyHtoDAsync, (sl->pics + at[i], sl->rgb + off, bytes, p->stream),
               "copying a picture decoded on the host", err, errlen);
-    set_item(&table[i], it, sl->pics + at[i], dw[i], dh[i], (size_t)dw[i] * 3, H, W);
+    if (it->rgb) /* a part of the picture: the window stays in the picture's pixels */
+      set_item(&table[i], it, sl->pics + at[i], it->w, it->h, (size_t)dw[i] * 3, it->bx, it->by, H, W);
+    else
+      set_item(&table[i], it, sl->pics + at[i], dw[i], dh[i], (size_t)dw[i] * 3, 0, 0, H, W);
     off += bytes;
   }
   for (int i = 0; dec && i < n; i++) free(dec[i]);
@@ -348,9 +354,12 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
   size_t *at = calloc((size_t)(n ? n : 1), sizeof *at), total = 0;
   if (!s && !at) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_send: out of host memory");
   for (int i = 0; i < n && !s; i++) {
-    if (items[i].w < 1 || items[i].h < 1 || !items[i].data)
-      s = rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: item %d (%s) has no picture of %dx%d", i,
-                       items[i].name ? items[i].name : "?", items[i].w, items[i].h);
+    const RtGpuJpegItem *it = &items[i];
+    int box_ok = !it->rgb || (it->bw > 0 && it->bh > 0 && it->bx >= 0 && it->by >= 0 && it->bx + it->bw <= it->w &&
+                              it->by + it->bh <= it->h && it->len >= (size_t)it->bw * it->bh * 3);
+    if (it->w < 1 || it->h < 1 || !it->data || !box_ok)
+      s = rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: item %d (%s) has no picture of %dx%d%s", i,
+                       it->name ? it->name : "?", it->w, it->h, box_ok ? "" : " (or its part is not in it)");
     at[i] = total, total += (size_t)items[i].h * pitch_of(items[i].w);
   }
   if (!s) s = grow_pics(p, sl, total ? total : 1, err, errlen);
@@ -361,7 +370,7 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
     if (items[i].rgb) continue;
     p->jitem[nj] = i, p->jdata[nj] = items[i].data, p->jlen[nj] = items[i].len;
     p->jdst[nj] = (uint8_t *)(uintptr_t)(sl->pics + at[i]), p->jpitch[nj] = pitch_of(items[i].w);
-    set_item(&table[i], &items[i], sl->pics + at[i], items[i].w, items[i].h, pitch_of(items[i].w), H, W);
+    set_item(&table[i], &items[i], sl->pics + at[i], items[i].w, items[i].h, pitch_of(items[i].w), 0, 0, H, W);
     nj++;
   }
   if (!s && nj) {

@@ -32,13 +32,15 @@
 typedef struct RtGpuJpeg RtGpuJpeg;
 
 typedef struct RtGpuJpegItem {
-  int rgb;             /* 0: data is a JPEG file; 1: RGB pixels */
+  int rgb;             /* 0: data is a JPEG file; 1: RGB pixels of the box below */
   const uint8_t *data; /* host memory, needed only until rt_gpu_jpeg_send returns */
   size_t len;
   int w, h;              /* JPEG: the size its header gives; RGB: the picture's */
   double x0, y0, cw, ch; /* the window, in (w, h)'s pixels */
   int flip;
-  const char *name; /* for messages */
+  const char *name;   /* for messages */
+  int bx, by, bw, bh; /* RGB: data hold columns bx..bx+bw-1, rows by..by+bh-1 of the w x h picture (bw * 3 bytes a
+                       * row), all the window reads */
 } RtGpuJpegItem;
 
 /* Decodes a JPEG nvJPEG refused: 0 with *rgb (malloc'd, w * h * 3 bytes

@@ -79,6 +79,8 @@ typedef struct Rec {
   int64_t label;
 } Rec;
 
+static int share; /* RtLoaderConfig.cpu_share of run's loaders */
+
 /* Every position of `epochs` epochs (training) or one pass (evaluation). */
 static int64_t run(const RtFolder *set, RtLoaderDecode mode, int train, RtAugKind aug, int workers, int epochs,
                    Rec *out, int64_t cap) {
@@ -90,7 +92,8 @@ static int64_t run(const RtFolder *set, RtLoaderDecode mode, int train, RtAugKin
                       .augment = aug,
                       .seed = SEED,
                       .workers = workers,
-                      .decode = mode};
+                      .decode = mode,
+                      .cpu_share = share};
   RtLoader *l = NULL;
   char err[1024];
   CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
@@ -132,9 +135,18 @@ static void free_recs(Rec *r, int64_t n) {
  * for JPEG items: the same bytes as the DECODE mode need the same DCT
  * scale, so decode at the transform's min_short and map the window). */
 static int apply_item(const Rec *r, int train, RtAugKind aug, uint8_t *dst) {
-  if (r->it.kind == RT_ITEM_RGB) {
-    RtImage im = {(uint8_t *)r->data, r->it.w, r->it.h, r->it.w, r->it.h};
-    rt_augment_apply(&im, &r->it.win, HW, HW, dst);
+  if (r->it.kind == RT_ITEM_RGB) { /* its part put back in place in a picture of its size */
+    const RtLoaderItem *it = &r->it;
+    uint8_t *px = calloc((size_t)it->w * (size_t)it->h, 3);
+    if (!px || it->bx < 0 || it->by < 0 || it->bx + it->bw > it->w || it->by + it->bh > it->h ||
+        it->len != (size_t)it->bw * (size_t)it->bh * 3)
+      return free(px), -1;
+    for (int y = 0; y < it->bh; y++)
+      memcpy(px + ((size_t)(it->by + y) * (size_t)it->w + (size_t)it->bx) * 3, r->data + (size_t)y * it->bw * 3,
+             (size_t)it->bw * 3);
+    RtImage im = {px, it->w, it->h, it->w, it->h};
+    rt_augment_apply(&im, &it->win, HW, HW, dst);
+    free(px);
     return 0;
   }
   RtImage im;
@@ -191,6 +203,49 @@ static void check_mode(const RtFolder *set, int train, RtAugKind aug) {
   CHECK(decoded == want, "%s: %d of %lld items give the DECODE mode's bytes", rt_augment_name(aug), decoded,
         (long long)want);
   free_recs(one, n1), free_recs(three, n3);
+}
+
+/* cpu_share: that percentage of the positions a GPU decoder could take
+ * decoded here instead, evenly spread, each an RGB item of the part its
+ * window reads that applies to the DECODE mode's bytes; the same items
+ * from 1 and 3 threads; set_cpu_share takes effect at the next start. */
+static void check_share(const RtFolder *set) {
+  static Rec half[64], dec[64], three[64];
+  share = 50;
+  int64_t n = run(set, RT_LOADER_DEFER, 1, RT_AUG_RRC, 1, EPOCHS, half, 64);
+  int64_t n3 = run(set, RT_LOADER_DEFER, 1, RT_AUG_RRC, 3, EPOCHS, three, 64);
+  share = 0;
+  int64_t nd = run(set, RT_LOADER_DECODE, 1, RT_AUG_RRC, 2, EPOCHS, dec, 64);
+  int parts = 0, whole = 0, bytes = 0, same = 0, jpeg_ok = 0;
+  uint8_t img[3 * HW * HW];
+  for (int64_t p = 0; p < n && p < nd && p < n3; p++) {
+    const File *f = file_of(half[p].it.name);
+    if (!f || f->prog || f->rgb) continue; /* those are RGB items at any share */
+    jpeg_ok++;
+    if (half[p].it.kind == RT_ITEM_RGB) {
+      parts++;
+      whole += half[p].it.bw == half[p].it.w && half[p].it.bh == half[p].it.h;
+      bytes += apply_item(&half[p], 1, RT_AUG_RRC, img) == 0 && !memcmp(img, dec[p].img, sizeof img);
+    }
+    same += half[p].it.kind == three[p].it.kind && half[p].it.len == three[p].it.len &&
+            !memcmp(half[p].data, three[p].data, half[p].it.len);
+  }
+  CHECK(parts > jpeg_ok / 4 && parts < 3 * jpeg_ok / 4, "cpu_share 50: %d of %d baseline files decoded here", parts,
+        jpeg_ok);
+  CHECK(whole < parts, "cpu_share: %d of %d parts are whole pictures (a crop reads less)", whole, parts);
+  CHECK(bytes == parts, "cpu_share: %d of %d parts give the DECODE mode's bytes", bytes, parts);
+  CHECK(same == jpeg_ok, "cpu_share: 1 and 3 threads agree on %d of %d", same, jpeg_ok);
+  free_recs(half, n), free_recs(three, n3);
+  RtLoaderConfig c = {.set = set, .batch = B, .H = HW, .W = HW, .train = 1, .seed = SEED, .decode = RT_LOADER_DEFER};
+  RtLoader *l = NULL;
+  char err[512];
+  if (rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK) {
+    rt_loader_set_cpu_share(l, 130);
+    CHECK(rt_loader_cpu_share(l) == 0, "set_cpu_share waits for the next start");
+    rt_loader_start(l, 0);
+    CHECK(rt_loader_cpu_share(l) == 100, "set_cpu_share clamps to 100: %d", rt_loader_cpu_share(l));
+  }
+  rt_loader_free(l);
 }
 
 static void test_refused(const RtFolder *set) {
@@ -274,6 +329,7 @@ int main(int argc, char **argv) {
     check_mode(&set, 1, RT_AUG_RRC);
     check_mode(&set, 1, RT_AUG_FLIP);
     check_mode(&set, 0, RT_AUG_AUTO);
+    check_share(&set);
     test_refused(&set);
   }
   rt_folder_free(&set);

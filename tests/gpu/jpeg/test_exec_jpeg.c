@@ -2,7 +2,8 @@
  * (net_exec_input_start_jpeg, net_exec_input_send_items, feed): a batch
  * of JPEG files -- baseline 4:2:0 and 4:4:4, grey, progressive (which the
  * JPEG engines refuse: decoded on the host), one already decoded on the
- * CPU (an RGB item) and one corrupt file -- each with its own window and
+ * CPU (an RGB item carrying only the part of its picture the window
+ * reads) and one corrupt file -- each with its own window and
  * flip, into an f32 NCHW input and an NHWC input padded to 4 channels.
  * Every picture is compared with the CPU's path for the same window:
  * libjpeg's full decode, rt_augment_apply, rt_ref_input_u8.  Pixels
@@ -32,6 +33,8 @@ typedef struct Pic {
   size_t len;
   int w, h, rgb;
   RtAugWindow win;
+  int box[4];    /* the RGB item: the part of the picture it carries (x, y, w, h) */
+  uint8_t *part; /* its bytes */
 } Pic;
 
 static uint8_t *picture(int w, int h, int comps, int seed) {
@@ -72,11 +75,19 @@ static void make_pics(Pic *p) {
   make_jpeg(&p[1], "baseline 4:4:4", 64, 80, 3, 0, 0, 2);
   make_jpeg(&p[2], "grey", 75, 61, 1, 0, 0, 3);
   make_jpeg(&p[3], "progressive", 90, 70, 3, 1, 1, 4);
-  p[4] = (Pic){.name = "rgb item", .bytes = picture(55, 66, 3, 5), .len = 55 * 66 * 3, .w = 55, .h = 66, .rgb = 1};
+  p[4] = (Pic){.name = "rgb item",
+               .bytes = picture(55, 66, 3, 5),
+               .len = 55 * 66 * 3,
+               .w = 55,
+               .h = 66,
+               .rgb = 1,
+               .box = {5, 10, 45, 50}};
+  p[4].part = malloc(45 * 50 * 3);
+  for (int y = 0; y < 50; y++) memcpy(p[4].part + y * 45 * 3, p[4].bytes + ((y + 10) * 55 + 5) * 3, 45 * 3);
   make_jpeg(&p[5], "corrupt", 80, 60, 3, 1, 0, 6);
   memset(p[5].bytes + 2, 0x5a, p[5].len - 4); /* the markers' bodies destroyed, header size kept below */
   const RtAugWindow win[N] = {{10, 7, 80.5, 70, 1}, {0, 0, 64, 80, 0},  {3.25, 2, 60, 50, 1},
-                              {5, 5, 70, 60, 0},    {-2, 4, 60, 40, 1}, {0, 0, 80, 60, 0}};
+                              {5, 5, 70, 60, 0},    {8, 12, 30, 35, 1}, {0, 0, 80, 60, 0}};
   for (int i = 0; i < N; i++) p[i].win = win[i];
 }
 
@@ -127,16 +138,21 @@ static void run_gpu(int nhwc) {
     CHECK(strstr(err, "libnvjpeg") != NULL, "start: %s", err);
   }
   Pic p[N];
+  memset(p, 0, sizeof p);
   make_pics(p);
   RtLoaderItem it[N];
   for (int i = 0; i < N; i++)
     it[i] = (RtLoaderItem){.kind = p[i].rgb ? RT_ITEM_RGB : RT_ITEM_JPEG,
-                           .data = p[i].bytes,
-                           .len = p[i].len,
+                           .data = p[i].rgb ? p[i].part : p[i].bytes,
+                           .len = p[i].rgb ? 45 * 50 * 3 : p[i].len,
                            .w = p[i].w,
                            .h = p[i].h,
                            .win = p[i].win,
-                           .name = p[i].name};
+                           .name = p[i].name,
+                           .bx = p[i].box[0],
+                           .by = p[i].box[1],
+                           .bw = p[i].box[2],
+                           .bh = p[i].box[3]};
   const int64_t labels[N] = {5, 0, 3, 1, 4, 2}, labels2[N] = {1, 1, 1, 0, 0, 0};
   float *got = malloc(sizeof(float) * N * per), *want = malloc(sizeof(float) * per);
   char dec[64] = "";
@@ -163,8 +179,7 @@ static void run_gpu(int nhwc) {
           CHECK(gi[k] == 0, "%s: padded channel %zu is %g", p[i].name, k, gi[k]);
           continue;
         }
-        size_t j = nhwc ? (size_t)c * H * W + k / 4 : k; /* the CPU path is NCHW */
-        float w = corrupt ? in.shift[c] : want[j];
+        float w = corrupt ? in.shift[c] : want[k]; /* the CPU path in the same layout */
         double levels = fabs((double)gi[k] - w) / in.scale[c];
         if (levels > worst) worst = levels;
       }
@@ -179,7 +194,7 @@ static void run_gpu(int nhwc) {
   net_exec_input_decoder(x, dec, sizeof dec, &host, &failed, NULL);
   printf("decoder %s: %lld decoded on the host, %lld failed\n", dec, (long long)host, (long long)failed);
   CHECK(s || failed == 1, "the corrupt file is counted once per batch it was in: %lld", (long long)failed);
-  for (int i = 0; i < N; i++) free(p[i].bytes);
+  for (int i = 0; i < N; i++) free(p[i].bytes), free(p[i].part);
   free(got), free(want);
   net_exec_free(x);
   arena_free(&a);
