@@ -217,6 +217,9 @@ typedef struct NetStepInfo {
   double input_images_per_s, step_images_per_s;
   int input_bound;
   NetGpuWatch gpu; /* sampled for this call */
+  /* the GPU decoder's two sides: images/s of its decode time on the GPU
+   * and of the host's time feeding it (0 without it) */
+  double decode_gpu_images_per_s, decode_host_images_per_s;
 } NetStepInfo;
 
 typedef struct NetEpochInfo {

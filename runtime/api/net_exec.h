@@ -98,9 +98,10 @@ NetStatus net_exec_input_send_items(NetExec *x, const RtLoaderItem *items, int n
                                     size_t len);
 /* Which decoder feeds x ("nvJPEG hardware", "nvJPEG GPU hybrid"), "" for bytes;
  * images the decoder left to the host, images nobody could decode, and
- * the images/s it can make (rt_gpu_jpeg_rate); any out may be NULL. */
+ * the images/s it can make (rt_gpu_jpeg_rate) and of that its GPU's and
+ * its host's sides (rt_gpu_jpeg_rates) in rate[0..2]; any out may be NULL. */
 void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
-                            double *rate);
+                            double rate[3]);
 
 /* The device's power, clock, temperature and ECC counts (NVML, opened on
  * first use); every field -1 where unknown (always on the CPU). */
@@ -172,7 +173,7 @@ typedef struct NetExecBackend {
   /* the GPU decoder (net_exec_input_start_jpeg ...); NULL: none */
   NetStatus (*jpeg_start)(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err, size_t len);
   NetStatus (*jpeg_send)(void *self, const RtLoaderItem *items, int n, const int64_t *labels, char *err, size_t len);
-  void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed, double *rate);
+  void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed, double rate[3]);
   void (*watch)(void *self, NetGpuWatch *w);                            /* NULL: nothing known */
   void (*step_time)(const void *self, double *seconds, int64_t *steps); /* NULL: not measured */
   /* net_exec_post/fetch/fetched; NULL: net_exec.c writes and reads at once */

@@ -168,8 +168,12 @@ static int decode_on_host(void *user, const uint8_t *data, size_t n, const char 
 static NetStatus gpu_jpeg_start(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err,
                                 size_t len) {
   Gpu *x = self;
-  RtGpuJpegConfig c = {
-      .v = v, .label_v = label_v, .in = *in, .backend = (RtNvjpegBackend)backend, .fallback = decode_on_host};
+  RtGpuJpegConfig c = {.v = v,
+                       .label_v = label_v,
+                       .in = *in,
+                       .backend = (RtNvjpegBackend)backend,
+                       .fallback = decode_on_host,
+                       .prechecked = 1}; /* the loader read every header (RT_LOADER_DEFER) */
   return net_status_of_cuda(rt_gpu_jpeg_new(x->dev, &c, &x->jpeg, err, len));
 }
 
@@ -202,11 +206,12 @@ static NetStatus gpu_jpeg_send(void *self, const RtLoaderItem *items, int n, con
 }
 
 static void gpu_jpeg_info(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
-                          double *rate) {
+                          double rate[3]) {
   const Gpu *x = self;
   if (name && cap) snprintf(name, cap, "nvJPEG %s", rt_nvjpeg_backend_name(rt_gpu_jpeg_backend(x->jpeg)));
   rt_gpu_jpeg_failures(x->jpeg, host_decoded, failed, NULL, 0);
-  *rate = rt_gpu_jpeg_rate(x->jpeg);
+  rate[0] = rt_gpu_jpeg_rate(x->jpeg);
+  rt_gpu_jpeg_rates(x->jpeg, &rate[1], &rate[2]);
 }
 
 /* NVML on the executor's device (found by its PCI bus id); a machine

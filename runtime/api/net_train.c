@@ -539,14 +539,14 @@ static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
 static void balance(Run *r) {
   Data *d = r->d;
   if (!d->defer || r->c->cpu_share != 0) return;
-  double g = 0, h = 0, c = 0;
-  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, &g);
+  double g[3] = {0, 0, 0}, h = 0, c = 0;
+  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, g);
   rt_loader_rates(d->ltrain, &h, &c);
-  if (!(g > 0) || !(h > 0) || !(c > 0)) return; /* not measured yet: keep the share */
+  if (!(g[0] > 0) || !(h > 0) || !(c > 0)) return; /* not measured yet: keep the share */
   int best = 0;
   double most = 0;
   for (int p = 0; p <= 100; p++) {
-    double s = p / 100.0, threads = 1 / ((1 - s) / h + s / c), gpu = p < 100 ? g / (1 - s) : 1e30;
+    double s = p / 100.0, threads = 1 / ((1 - s) / h + s / c), gpu = p < 100 ? g[0] / (1 - s) : 1e30;
     double rate = threads < gpu ? threads : gpu;
     if (rate > most) most = rate, best = p;
   }
@@ -613,9 +613,9 @@ static void record_step(Run *r, Epoch *ep, float loss, double lr) {
  * staging took. */
 static double input_capacity(const Run *r, double wait) {
   if (!r->d->ltrain) return wait > 0 ? (double)(r->staged * r->m->batch) / wait : 0;
-  double rate = rt_loader_rate(r->d->ltrain), dec = 0;
-  if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, &dec);
-  return dec > 0 && dec < rate ? dec : rate;
+  double rate = rt_loader_rate(r->d->ltrain), dec[3] = {0, 0, 0};
+  if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
+  return dec[0] > 0 && dec[0] < rate ? dec[0] : rate;
 }
 
 /* on_step, every log_every steps and at the last. */
@@ -646,6 +646,9 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
                     .input_images_per_s = input_rate,
                     .step_images_per_s = step_rate,
                     .input_bound = input_rate > 0 && input_rate < step_rate};
+  double dec[3] = {0, 0, 0};
+  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
+  si.decode_gpu_images_per_s = dec[1], si.decode_host_images_per_s = dec[2];
   net_exec_watch(r->m->xt, &si.gpu);
   if (c->on_step(&si, c->user)) return net_fail(NET_STOPPED, "stopped by the caller after step %lld", (long long)t);
   return NET_OK;

@@ -349,6 +349,9 @@ static int on_step(const NetStepInfo *s, void *user) {
             (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s,
             s->decoder ? s->decoder : "", s->input_images_per_s, s->step_images_per_s,
             s->input_bound ? "input" : "step");
+    if (s->decode_gpu_images_per_s > 0)
+      fprintf(p->log, ", \"decode_gpu_images_per_s\": %.1f, \"decode_host_images_per_s\": %.1f",
+              s->decode_gpu_images_per_s, s->decode_host_images_per_s);
     char w[256];
     fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
   }

@@ -70,6 +70,7 @@ struct RtGpuJpeg {
   int64_t host_decoded, failed;
   int64_t decoded;       /* images of batches whose decode time is counted */
   double gpu_ms, host_s; /* their decode time on the stream; the host's time in rt_gpu_jpeg_send */
+  int64_t host_n;        /* images sent */
   char first_failure[MSG];
 };
 
@@ -187,6 +188,7 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
   s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (!s) s = make_kernel(p, x->g->val[c->v].type.dtype, err, errlen);
   if (!s) s = rt_nvjpeg_new((int)n, c->backend, &p->dec, err, errlen);
+  if (!s) rt_nvjpeg_set_prechecked(p->dec, c->prechecked);
   if (!s) s = RT_CU(p->api, StreamCreate, (&p->stream, CU_STREAM_NON_BLOCKING), "the decode stream", err, errlen);
   if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
   if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);
@@ -234,9 +236,15 @@ void rt_gpu_jpeg_failures(const RtGpuJpeg *p, int64_t *host_decoded, int64_t *fa
   if (msg && cap) snprintf(msg, cap, "%s", p->first_failure);
 }
 
+void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host) {
+  *gpu = p->gpu_ms > 0 ? (double)p->decoded / (p->gpu_ms / 1000) : 0;
+  *host = p->host_s > 0 ? (double)p->host_n / p->host_s : 0;
+}
+
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p) {
-  double gpu_s = p->gpu_ms / 1000, busy = gpu_s > p->host_s ? gpu_s : p->host_s;
-  return busy > 0 && p->decoded ? (double)p->decoded / busy : 0;
+  double gpu, host;
+  rt_gpu_jpeg_rates(p, &gpu, &host);
+  return gpu > 0 && host > 0 ? (gpu < host ? gpu : host) : 0;
 }
 
 static size_t pitch_of(int w) { return ((size_t)w * 3 + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN; }
@@ -390,7 +398,7 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
   if (!s) s = RT_CU(a, EventRecord, (sl->copied, p->stream), "the decoder's item table", err, errlen);
   if (s) return s;
   sl->n = n;
-  p->host_s += seconds() - h0;
+  p->host_s += seconds() - h0, p->host_n += n;
   p->next_fill = (k + 1) % SLOTS, p->sent++;
   return RT_CUDA_OK;
 }

@@ -54,6 +54,7 @@ typedef struct RtGpuJpegConfig {
   RtRefInput in; /* n, dc, h, w, dst_nhwc, scale and shift (c = 3; the source is the pictures) */
   RtNvjpegBackend backend;
   RtGpuJpegFallback fallback; /* NULL: refused images are black and counted */
+  int prechecked;             /* every JPEG's header was read (rt_nvjpeg_set_prechecked) */
   void *user;
 } RtGpuJpegConfig;
 
@@ -79,6 +80,8 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
  * (parsing, Huffman stages of the hybrid backend, launches); 0 before a
  * batch is timed. */
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p);
+/* The two sides of it: images/s of the GPU's decode time and of the host's. */
+void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host);
 void rt_gpu_jpeg_failures(const RtGpuJpeg *p, int64_t *host_decoded, int64_t *failed, char *msg, size_t cap);
 
 #endif

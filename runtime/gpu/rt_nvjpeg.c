@@ -245,6 +245,8 @@ static int image_fault(nvjpegStatus_t s) {
          s == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED;
 }
 
+enum { STATES = 4 };
+
 struct RtNvjpeg {
   const NjApi *nj;
   const RtCudaApi *cu;
@@ -252,9 +254,14 @@ struct RtNvjpeg {
   int max_batch;
   nvjpegHandle_t h;
   nvjpegJpegStream_t js; /* parses each image before it is decoded */
-  /* hardware: the batched state, the batch size it was initialized for (0: none) */
-  nvjpegJpegState_t bstate;
-  int batch_init;
+  /* hardware: batched states, each initialized for one batch size (0:
+   * none), so that batches of a few sizes in turn (a share decoded on the
+   * CPU varies by an image or two) do not initialize one every call; the
+   * least recently used is initialized again for a new size */
+  nvjpegJpegState_t bstate[STATES];
+  int binit[STATES];
+  int64_t bused[STATES], calls;
+  int prechecked;              /* rt_nvjpeg_set_prechecked: no parse before the batch */
   const unsigned char **bdata; /* max_batch entries each: the images the batch takes */
   size_t *blen;
   nvjpegImage_t *bdst;
@@ -290,10 +297,13 @@ static void release(RtNvjpeg *j) {
   }
   if (j->devbuf) a->BufferDeviceDestroy(j->devbuf);
   if (j->params) a->DecodeParamsDestroy(j->params);
-  if (j->bstate) a->JpegStateDestroy(j->bstate);
+  for (int k = 0; k < STATES; k++) {
+    if (j->bstate[k]) a->JpegStateDestroy(j->bstate[k]);
+    j->bstate[k] = NULL, j->binit[k] = 0;
+  }
   if (j->js) a->JpegStreamDestroy(j->js);
   if (j->h) a->Destroy(j->h);
-  j->devbuf = NULL, j->params = NULL, j->bstate = NULL, j->js = NULL, j->h = NULL, j->batch_init = 0;
+  j->devbuf = NULL, j->params = NULL, j->js = NULL, j->h = NULL;
 }
 
 void rt_nvjpeg_free(RtNvjpeg *j) {
@@ -321,10 +331,11 @@ static RtCudaStatus make_hardware(RtNvjpeg *j, char *err, size_t errlen) {
   if ((s = nj_check(create_handle(j, NVJPEG_BACKEND_HARDWARE), __LINE__, "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE)",
                     "the hardware JPEG decoder", err, errlen)) ||
       (s = NJ(j, JpegStreamCreate, (j->h, &j->js), "hardware decoder")) ||
-      (s = NJ(j, JpegStateCreate, (j->h, &j->bstate), "hardware decoder")) ||
-      (s = NJ(j, DecodeBatchedInitialize, (j->h, j->bstate, j->max_batch, 1, NVJPEG_OUTPUT_RGBI), "hardware decoder")))
+      (s = NJ(j, JpegStateCreate, (j->h, &j->bstate[0]), "hardware decoder")) ||
+      (s = NJ(j, DecodeBatchedInitialize, (j->h, j->bstate[0], j->max_batch, 1, NVJPEG_OUTPUT_RGBI),
+              "hardware decoder")))
     return s;
-  j->batch_init = j->max_batch;
+  j->binit[0] = j->max_batch;
   return RT_CUDA_OK;
 }
 
@@ -412,15 +423,24 @@ static nvjpegImage_t image_of(uint8_t *dst, size_t pitch) {
  * state re-initialized first when nb is not the size it was made for. */
 static nvjpegStatus_t batch_call(RtNvjpeg *j, int nb, CUstream stream) {
   nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
-  if (j->batch_init != nb) {
-    j->batch_init = 0;
-    s = j->nj->DecodeBatchedInitialize(j->h, j->bstate, nb, 1, NVJPEG_OUTPUT_RGBI);
+  int k = 0;
+  for (int i = 0; i < STATES; i++)
+    if (j->binit[i] == nb || (j->binit[k] != nb && j->bused[i] < j->bused[k])) k = i;
+  if (!j->bstate[k] && (s = j->nj->JpegStateCreate(j->h, &j->bstate[k])) != NVJPEG_STATUS_SUCCESS) return s;
+  if (j->binit[k] != nb) {
+    j->binit[k] = 0;
+    s = j->nj->DecodeBatchedInitialize(j->h, j->bstate[k], nb, 1, NVJPEG_OUTPUT_RGBI);
     if (s != NVJPEG_STATUS_SUCCESS) return s;
-    j->batch_init = nb;
+    j->binit[k] = nb;
   }
-  s = j->nj->DecodeBatched(j->h, j->bstate, j->bdata, j->blen, j->bdst, stream);
-  if (s != NVJPEG_STATUS_SUCCESS) j->batch_init = 0; /* a failed batch needs a new initialization */
+  j->bused[k] = ++j->calls;
+  s = j->nj->DecodeBatched(j->h, j->bstate[k], j->bdata, j->blen, j->bdst, stream);
+  if (s != NVJPEG_STATUS_SUCCESS) j->binit[k] = 0; /* a failed batch needs a new initialization */
   return s;
+}
+
+void rt_nvjpeg_set_prechecked(RtNvjpeg *j, int on) {
+  if (j) j->prechecked = on != 0;
 }
 
 static RtCudaStatus decode_hardware(RtNvjpeg *j, int n, const uint8_t *const *data, const size_t *len,
@@ -429,8 +449,9 @@ static RtCudaStatus decode_hardware(RtNvjpeg *j, int n, const uint8_t *const *da
   int nb = 0;
   for (int i = 0; i < n; i++) {
     int sup = 1;
-    if (!parse_ok(j, data[i], len[i]) || j->nj->DecodeBatchedSupported(j->h, j->js, &sup) != NVJPEG_STATUS_SUCCESS ||
-        sup != 0) {
+    if (!data[i] || !len[i] ||
+        (!j->prechecked && (!parse_ok(j, data[i], len[i]) ||
+                            j->nj->DecodeBatchedSupported(j->h, j->js, &sup) != NVJPEG_STATUS_SUCCESS || sup != 0))) {
       failed[i] = 1; /* is_supported: 0 means the engines take it */
       continue;
     }

@@ -43,6 +43,12 @@ const char *rt_nvjpeg_backend_name(RtNvjpegBackend b); /* "hardware", "gpu-hybri
  * failed[i] = 1 for an image the decoder refused (dst[i] untouched, unless
  * it parsed but broke off a hardware batch already under way); the status
  * is an error only when the decoder itself failed. */
+/* The caller has read every image's header (rt_jpeg_header's gpu_ok:
+ * baseline, 1 or 3 components, complete): the hardware path then skips
+ * its own parse and support check of each image before the batch -- an
+ * image the engines still refuse breaks the batch, which is decoded again
+ * one image at a time to find it. */
+void rt_nvjpeg_set_prechecked(RtNvjpeg *j, int on);
 RtCudaStatus rt_nvjpeg_decode(RtNvjpeg *j, int n, const uint8_t *const *data, const size_t *len, uint8_t *const *dst,
                               const size_t *pitch, CUstream stream, uint8_t *failed, char *err, size_t errlen);
 
