@@ -53,6 +53,8 @@ typedef struct Data {
   RtFolder ftrain, ftest;
   RtLoader *ltrain, *ltest; /* NET_DATA_FOLDER (ltest NULL without a test set) */
   int defer;                /* ltrain's items go to the GPU decoder (net_exec_input_start_jpeg) */
+  int auto_decoder;         /* the decoder was auto's choice: the CPU may take over after the first epoch */
+  RtLoaderConfig lc;        /* ltrain's */
   char gpu_decoder[48];     /* its name */
   char decoder[64];         /* who decodes the training images, for the progress line */
 } Data;
@@ -208,6 +210,8 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
                        .augment = aug,
                        .seed = c->seed,
                        .workers = c->workers};
+  d->lc = lc;
+  d->auto_decoder = d->defer && (!c->decoder || strcmp(c->decoder, "auto") == 0);
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
   if (ls) return net_failed(net_status_of_loader(ls));
   if (c->cpu_share < -1 || c->cpu_share > 100)
@@ -531,6 +535,52 @@ static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
   return s;
 }
 
+/* The images/s the input pipeline can make: data in memory are gathered
+ * by the loop itself, so its rate is the batches staged over the time
+ * staging took; folder data, the lesser of the loader threads' rate
+ * (rt_loader_rate) and, with it, the GPU decoder's (all its items). */
+static double input_capacity(const Run *r, double wait) {
+  if (!r->d->ltrain) return wait > 0 ? (double)(r->staged * r->m->batch) / wait : 0;
+  double rate = rt_loader_rate(r->d->ltrain), dec[3] = {0, 0, 0};
+  if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
+  return dec[0] > 0 && dec[0] < rate ? dec[0] : rate;
+}
+
+/* auto's second look, after the first epoch with the GPU decoder: when
+ * the threads alone would decode faster than the GPU decoder and they did
+ * together (the threads' measured rate for the images they decoded, which
+ * DECODE mode's resizing lowers a little, against the pipeline's), the run
+ * goes on with the CPU decoder: a loader of DECODE mode and the byte
+ * pipeline in place of the GPU's.  Said once through on_warning. */
+static NetStatus choose_again(Run *r) {
+  Data *d = r->d;
+  if (!d->auto_decoder) return NET_OK;
+  d->auto_decoder = 0; /* one look */
+  double h = 0, c = 0, both = input_capacity(r, 0);
+  rt_loader_rates(d->ltrain, &h, &c);
+  if (!(c > both) || !(both > 0)) return NET_OK;
+  NetModel *m = r->m;
+  RtLoaderConfig lc = d->lc;
+  lc.decode = RT_LOADER_DECODE, lc.cpu_share = 0;
+  rt_loader_free(d->ltrain);
+  d->ltrain = NULL, d->defer = 0;
+  RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, net_err_buf(), NET_ERRMAX);
+  if (ls) return net_failed(net_status_of_loader(ls));
+  RtRefInput in = input_of(&m->it, m->batch, r->scale, r->shift);
+  NetStatus s = net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX);
+  if (s) return net_failed(s);
+  name_decoder(d);
+  if (r->c->on_warning) {
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "decoder auto: the worker threads (%.0f images/s) are faster here than %s with them (%.0f): decoding "
+             "on the CPU from epoch %lld on",
+             c, d->gpu_decoder, both, (long long)r->started + 2);
+    r->c->on_warning(msg, r->c->user);
+  }
+  return NET_OK;
+}
+
 /* With the GPU decoder and a balanced share: the share for the next epoch
  * that makes the most images/s of the rates measured so far -- the GPU
  * decoder's g (its images), the threads' c for images they decode and h
@@ -586,6 +636,7 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
   if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total) {
+    if ((s = choose_again(r))) return s;
     balance(r);
     rt_loader_start(r->d->ltrain, r->started = e + 1);
     name_decoder(r->d);
@@ -606,16 +657,6 @@ static void record_step(Run *r, Epoch *ep, float loss, double lr) {
   ep->info.lr_last = lr;
   ep->sum += loss;
   r->t++, ep->info.steps++;
-}
-
-/* The images/s the input pipeline can make: data in memory are gathered
- * by the loop itself, so its rate is the batches staged over the time
- * staging took. */
-static double input_capacity(const Run *r, double wait) {
-  if (!r->d->ltrain) return wait > 0 ? (double)(r->staged * r->m->batch) / wait : 0;
-  double rate = rt_loader_rate(r->d->ltrain), dec[3] = {0, 0, 0};
-  if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
-  return dec[0] > 0 && dec[0] < rate ? dec[0] : rate;
 }
 
 /* on_step, every log_every steps and at the last. */
