@@ -22,7 +22,7 @@
 #include "cg_nvrtc.h"
 #include "rt_gpu_prog.h"
 
-enum { SLOTS = 2, BLOCK = 256, MAX_GRID = 4096 };
+enum { SLOTS = 2, BLOCK = 256 };
 
 struct RtGpuInput {
   RtGpu *x;
@@ -49,54 +49,32 @@ typedef struct Norm {
   float scale[3], shift[3];
 } Norm;
 
-static const char *storage_type(IrDtype dt) {
-  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : dt == IR_DT_BF16 ? "netc_bf16" : NULL;
-}
-
 RtCudaStatus rt_gpu_input_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
                                  size_t errlen) {
   *src = NULL;
-  if (!rt_ref_input_ok(in) || !storage_type(dt))
+  if (!rt_ref_input_ok(in) || !rt_gpu_storage_type(dt))
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: an input of %s, or dims that do not add up",
                         ir_dtype_name(dt));
-  const char *text = cg_templates_text("input_u8.cu"), *common = cg_templates_text("common.cu");
-  if (!text || !common) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input: input_u8.cu is not embedded");
   snprintf(name, namelen, "k_input_u8_%s_%s", ir_dtype_name(dt), in->dst_nhwc ? "nhwc" : "nchw");
   char v[7][32];
   const int64_t num[7] = {in->n, in->c, in->dc, in->h, in->w, in->src_nhwc != 0, in->dst_nhwc != 0};
   for (int i = 0; i < 7; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
-  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)},
+  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", rt_gpu_storage_type(dt)},
                         {"NETC_N", v[0]},           {"NETC_C", v[1]},
                         {"NETC_DC", v[2]},          {"NETC_H", v[3]},
                         {"NETC_W", v[4]},           {"NETC_SRC_LAST", v[5]},
                         {"NETC_DST_LAST", v[6]}};
-  size_t lc = strlen(common), lt = strlen(text);
-  char *joined = malloc(lc + lt + 2);
-  if (!joined) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_input: out of host memory");
-  memcpy(joined, common, lc);
-  joined[lc] = '\n';
-  memcpy(joined + lc + 1, text, lt + 1);
-  CgStatus s =
-      cg_nvrtc_instantiate("codegen_templates/input_u8.cu", joined, d, (int)(sizeof d / sizeof d[0]), src, err, errlen);
-  free(joined);
-  return rt_gpu_status_of_cg(s);
+  return rt_gpu_prog_template("input_u8.cu", d, (int)(sizeof d / sizeof d[0]), src, err, errlen);
 }
 
 /* The kernel compiled for x's device and loaded. */
 static RtCudaStatus make_kernel(RtGpuInput *p, IrDtype dt, char *err, size_t errlen) {
-  CUdevice dev = rt_cuda_ctx_device(p->x->ctx);
-  int sms = 0;
-  RtCudaStatus s;
-  if ((s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-                 "the input kernel's grid", err, errlen)))
-    return s;
   char name[64], *src = NULL;
-  if ((s = rt_gpu_input_source(&p->in, dt, &src, name, sizeof name, err, errlen))) return s;
-  s = rt_gpu_prog_module(p->x->ctx, src, name, "input", p->x->cache_dir, "the input kernel", &p->mod, err, errlen);
+  RtCudaStatus s = rt_gpu_input_source(&p->in, dt, &src, name, sizeof name, err, errlen);
+  if (!s)
+    s = rt_gpu_prog_kernel(p->x->ctx, src, name, "input", p->x->cache_dir, "the input kernel", p->total, BLOCK, &p->mod,
+                           &p->fn, &p->grid, err, errlen);
   free(src);
-  if (!s) s = rt_cuda_module_function(p->mod, name, &p->fn, err, errlen);
-  int64_t blocks = (p->total + BLOCK - 1) / BLOCK, cap = sms > 0 ? (int64_t)sms * 16 : MAX_GRID;
-  p->grid = (unsigned)(blocks < cap ? blocks : cap);
   return s;
 }
 
@@ -107,7 +85,7 @@ RtCudaStatus rt_gpu_input_new(RtGpu *x, int v, const RtRefInput *in, RtGpuInput 
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_new: no executor, value or batch description");
   const IrValue *val = &x->g->val[v];
   int64_t total = in->n * in->dc * in->h * in->w;
-  if (val->kind != IR_VAL_INPUT || !storage_type(val->type.dtype) || x->numel[v] != total || !x->addr[v])
+  if (val->kind != IR_VAL_INPUT || !rt_gpu_storage_type(val->type.dtype) || x->numel[v] != total || !x->addr[v])
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
                         "rt_gpu_input_new: value '%s' is not a float input of %lld elements in the arena (%s, %lld)",
                         val->name ? val->name : "?", (long long)total, ir_dtype_name(val->type.dtype),
@@ -159,15 +137,13 @@ void rt_gpu_input_free(RtGpuInput *p) {
   free(p);
 }
 
-static int is_int(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
-
 /* Where a slot's labels start, after its image bytes. */
 static size_t label_at(const RtGpuInput *p) { return (p->bytes + 7) / 8 * 8; }
 
 RtCudaStatus rt_gpu_input_labels(RtGpuInput *p, int label_v, char *err, size_t errlen) {
   RtGpu *x = p->x;
-  if (label_v < 0 || label_v >= x->g->nval || !x->addr[label_v] || !is_int(x->g->val[label_v].type.dtype) ||
-      x->numel[label_v] != p->in.n)
+  if (label_v < 0 || label_v >= x->g->nval || !x->addr[label_v] ||
+      !rt_gpu_dtype_is_int(x->g->val[label_v].type.dtype) || x->numel[label_v] != p->in.n)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_input_labels: value %d is not an integer input of %lld",
                         label_v, (long long)p->in.n);
   p->label_v = label_v;

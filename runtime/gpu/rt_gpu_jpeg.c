@@ -80,53 +80,29 @@ static double seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *storage_type(IrDtype dt) {
-  return dt == IR_DT_F32 ? "float" : dt == IR_DT_F16 ? "netc_f16" : dt == IR_DT_BF16 ? "netc_bf16" : NULL;
-}
-
-static int is_int(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
-
 RtCudaStatus rt_gpu_jpeg_source(const RtRefInput *in, IrDtype dt, char **src, char *name, size_t namelen, char *err,
                                 size_t errlen) {
   *src = NULL;
-  if (!rt_ref_input_ok(in) || in->c != 3 || !storage_type(dt))
+  if (!rt_ref_input_ok(in) || in->c != 3 || !rt_gpu_storage_type(dt))
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg: an input of %s, or not 3 channels of pictures",
                         ir_dtype_name(dt));
-  const char *text = cg_templates_text("input_jpeg.cu"), *common = cg_templates_text("common.cu");
-  if (!text || !common) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg: input_jpeg.cu is not embedded");
   snprintf(name, namelen, "k_input_jpeg_%s_%s", ir_dtype_name(dt), in->dst_nhwc ? "nhwc" : "nchw");
   char v[4][32];
   const int64_t num[4] = {in->dc, in->h, in->w, in->dst_nhwc != 0};
   for (int i = 0; i < 4; i++) snprintf(v[i], sizeof v[i], "%lld", (long long)num[i]);
-  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", storage_type(dt)}, {"NETC_DC", v[0]}, {"NETC_H", v[1]},
+  const CgDefine d[] = {{"NETC_KERNEL_NAME", name}, {"NETC_TY", rt_gpu_storage_type(dt)},
+                        {"NETC_DC", v[0]},          {"NETC_H", v[1]},
                         {"NETC_W", v[2]},           {"NETC_DST_LAST", v[3]}};
-  size_t lc = strlen(common), lt = strlen(text);
-  char *joined = malloc(lc + lt + 2);
-  if (!joined) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg: out of host memory");
-  memcpy(joined, common, lc);
-  joined[lc] = '\n';
-  memcpy(joined + lc + 1, text, lt + 1);
-  CgStatus s = cg_nvrtc_instantiate("codegen_templates/input_jpeg.cu", joined, d, (int)(sizeof d / sizeof d[0]), src,
-                                    err, errlen);
-  free(joined);
-  return rt_gpu_status_of_cg(s);
+  return rt_gpu_prog_template("input_jpeg.cu", d, (int)(sizeof d / sizeof d[0]), src, err, errlen);
 }
 
 static RtCudaStatus make_kernel(RtGpuJpeg *p, IrDtype dt, char *err, size_t errlen) {
-  CUdevice dev = rt_cuda_ctx_device(p->x->ctx);
-  int sms = 0;
-  RtCudaStatus s;
-  if ((s = RT_CU(p->api, DeviceGetAttribute, (&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-                 "the decoder kernel's grid", err, errlen)))
-    return s;
   char name[64], *src = NULL;
-  if ((s = rt_gpu_jpeg_source(&p->c.in, dt, &src, name, sizeof name, err, errlen))) return s;
-  s = rt_gpu_prog_module(p->x->ctx, src, name, "input", p->x->cache_dir, "the decoder's crop kernel", &p->mod, err,
-                         errlen);
+  RtCudaStatus s = rt_gpu_jpeg_source(&p->c.in, dt, &src, name, sizeof name, err, errlen);
+  if (!s)
+    s = rt_gpu_prog_kernel(p->x->ctx, src, name, "input", p->x->cache_dir, "the decoder's crop kernel",
+                           p->c.in.n * p->c.in.h * p->c.in.w, BLOCK, &p->mod, &p->fn, &p->grid, err, errlen);
   free(src);
-  if (!s) s = rt_cuda_module_function(p->mod, name, &p->fn, err, errlen);
-  int64_t blocks = (p->c.in.n * p->c.in.h * p->c.in.w + BLOCK - 1) / BLOCK, cap = sms > 0 ? (int64_t)sms * 16 : 4096;
-  p->grid = (unsigned)(blocks < cap ? blocks : cap);
   return s;
 }
 
@@ -136,13 +112,13 @@ static RtCudaStatus check_config(const RtGpu *x, const RtGpuJpegConfig *c, char 
   if (c->v < 0 || c->v >= x->g->nval || !rt_ref_input_ok(in) || in->c != 3)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: no image input, or not 3 channels");
   const IrValue *val = &x->g->val[c->v];
-  if (val->kind != IR_VAL_INPUT || !storage_type(val->type.dtype) || !x->addr[c->v] ||
+  if (val->kind != IR_VAL_INPUT || !rt_gpu_storage_type(val->type.dtype) || !x->addr[c->v] ||
       x->numel[c->v] != in->n * in->dc * in->h * in->w)
     return rt_cuda_fail(
         RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: value '%s' is not a float input of %lldx%lldx%lldx%lld",
         val->name ? val->name : "?", (long long)in->n, (long long)in->dc, (long long)in->h, (long long)in->w);
   if (c->label_v >= 0 && (c->label_v >= x->g->nval || !x->addr[c->label_v] ||
-                          !is_int(x->g->val[c->label_v].type.dtype) || x->numel[c->label_v] != in->n))
+                          !rt_gpu_dtype_is_int(x->g->val[c->label_v].type.dtype) || x->numel[c->label_v] != in->n))
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: value %d is not an integer input of %lld",
                         c->label_v, (long long)in->n);
   return RT_CUDA_OK;

@@ -8,7 +8,9 @@
 
 #include <stddef.h>
 
+#include "cg_nvrtc.h"
 #include "cg_prog.h"
+#include "ir.h"
 #include "rt_cuda.h"
 
 /* The executor's status for a code generator's: CG_ENOLIB (no NVRTC) is
@@ -28,6 +30,20 @@ RtCudaStatus rt_gpu_prog_function(const CgProg *p, RtCudaModule *const mod[CG_MA
  * loaded as *mod; what says what it is for in messages. */
 RtCudaStatus rt_gpu_prog_module(RtCudaCtx *ctx, const char *source, const char *name, const char *kind,
                                 const char *cache_dir, const char *what, RtCudaModule **mod, char *err, size_t errlen);
+/* One of codegen_templates/ (file, e.g. "input_u8.cu") after common.cu,
+ * instantiated with the nd defines d: *src malloc'd.  No GPU needed. */
+RtCudaStatus rt_gpu_prog_template(const char *file, const CgDefine *d, int nd, char **src, char *err, size_t errlen);
+/* A kernel of the executor's own: source compiled and loaded as
+ * rt_gpu_prog_module does, *fn its function `name`, and *grid the blocks of
+ * `block` threads for `total` threads, at most 16 per multiprocessor (a
+ * grid-stride loop does the rest). */
+RtCudaStatus rt_gpu_prog_kernel(RtCudaCtx *ctx, const char *source, const char *name, const char *kind,
+                                const char *cache_dir, const char *what, int64_t total, int block, RtCudaModule **mod,
+                                CUfunction *fn, unsigned *grid, char *err, size_t errlen);
+/* The storage type a template names for a float dtype ("float",
+ * "netc_f16", "netc_bf16"; NULL for others), and whether dt is an integer. */
+const char *rt_gpu_storage_type(IrDtype dt);
+int rt_gpu_dtype_is_int(IrDtype dt);
 /* Unloads the modules (each may be NULL) and leaves mod[] empty. */
 void rt_gpu_prog_unload(RtCudaModule *mod[CG_MAX_PART]);
 

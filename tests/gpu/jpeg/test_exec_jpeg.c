@@ -22,7 +22,9 @@
 #include "check.h"
 #include "data/jpegtest.h"
 #include "net_exec.h"
+#include "cg_nvrtc.h"
 #include "rt_augment.h"
+#include "rt_gpu_jpeg.h"
 #include "rt_jpeg.h"
 
 enum { N = 6, H = 48, W = 40, BOUND = 6 };
@@ -200,6 +202,39 @@ static void run_gpu(int nhwc) {
   arena_free(&a);
 }
 
+/* The crop kernel's source for f32/f16/bf16, NCHW and NHWC padded to 4,
+ * compiles with NVRTC (no GPU needed; skipped without NVRTC); 1 channel
+ * of pictures and an integer input are refused. */
+static void check_sources(void) {
+  char err[8192];
+  int major, minor;
+  if (cg_nvrtc_version(&major, &minor, err, sizeof err)) {
+    printf("NVRTC not loadable, the crop kernel not compiled: %s\n", err);
+    return;
+  }
+  const IrDtype dts[3] = {IR_DT_F32, IR_DT_F16, IR_DT_BF16};
+  for (int i = 0; i < 6; i++) {
+    RtRefInput in = {.n = N, .c = 3, .h = H, .w = W, .dc = i % 2 ? 4 : 3, .dst_nhwc = i % 2, .scale = {1, 1, 1}};
+    char *src = NULL, name[64];
+    RtCudaStatus s = rt_gpu_jpeg_source(&in, dts[i / 2], &src, name, sizeof name, err, sizeof err);
+    CHECK(!s, "source %d: %s", i, err);
+    CgNvrtcOut out = {0};
+    if (!s)
+      CHECK(!cg_nvrtc_compile(src, name, "sm_90", CG_NVRTC_CUBIN, NULL, 0, &out, err, sizeof err),
+            "%s does not compile: %s", name, err);
+    cg_nvrtc_out_free(&out);
+    free(src);
+  }
+  RtRefInput grey = {.n = N, .c = 1, .h = H, .w = W, .dc = 1, .scale = {1, 1, 1}};
+  char *src = NULL, name[64];
+  CHECK(rt_gpu_jpeg_source(&grey, IR_DT_F32, &src, name, sizeof name, err, sizeof err) == RT_CUDA_EARG,
+        "one channel of pictures is refused");
+  grey.c = 3, grey.dc = 3;
+  CHECK(rt_gpu_jpeg_source(&grey, IR_DT_I32, &src, name, sizeof name, err, sizeof err) == RT_CUDA_EARG,
+        "an integer input is refused");
+  free(src);
+}
+
 static void run_cpu(void) {
   Arena a;
   arena_init(&a);
@@ -225,6 +260,7 @@ int main(int argc, char **argv) {
   char why[512] = "";
   if (!gpu) {
     run_cpu();
+    check_sources();
     return check_report();
   }
   if (!net_exec_gpu_present(why, sizeof why)) return check_skip(why);
