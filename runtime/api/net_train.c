@@ -525,8 +525,11 @@ static void begin_epoch(Run *r, int64_t e, Epoch *ep) {
 static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
   RtLoader *l = r->d->ltrain;
   if (!l) return NET_OK;
-  if (r->started != e) rt_loader_start(l, e);
-  r->started = e;
+  if (r->started != e) { /* past the seen batches without making them */
+    rt_loader_start_at(l, e, seen);
+    r->started = e;
+    return NET_OK;
+  }
   NetStatus s = NET_OK;
   for (int64_t b = 0; b < seen && !s; b++) {
     RtLoaderBatch lb;
@@ -546,13 +549,17 @@ static double input_capacity(const Run *r, double wait) {
   return dec[0] > 0 && dec[0] < rate ? dec[0] : rate;
 }
 
-/* auto's second look, after the first epoch with the GPU decoder: when
- * the threads alone would decode faster than the GPU decoder and they did
- * together (the threads' measured rate for the images they decoded, which
- * DECODE mode's resizing lowers a little, against the pipeline's), the run
- * goes on with the CPU decoder: a loader of DECODE mode and the byte
- * pipeline in place of the GPU's.  Said once through on_warning. */
-static NetStatus choose_again(Run *r) {
+/* auto's second look, LOOK_AT batches into the first epoch with the GPU
+ * decoder (or at its end, when it is shorter): when the threads alone
+ * would decode faster than the GPU decoder and they did together (the
+ * threads' measured rate for the images they decoded, which DECODE mode's
+ * resizing lowers a little, against the pipeline's), the run goes on with
+ * the CPU decoder from batch `next` of epoch e (0: the caller starts the
+ * epoch): a loader of DECODE mode and the byte pipeline in place of the
+ * GPU's.  Said once through on_warning. */
+enum { LOOK_AT = 12 };
+
+static NetStatus choose_again(Run *r, int64_t e, int64_t next) {
   Data *d = r->d;
   if (!d->auto_decoder) return NET_OK;
   d->auto_decoder = 0; /* one look */
@@ -566,6 +573,7 @@ static NetStatus choose_again(Run *r) {
   d->ltrain = NULL, d->defer = 0;
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, net_err_buf(), NET_ERRMAX);
   if (ls) return net_failed(net_status_of_loader(ls));
+  if (next > 0) rt_loader_start_at(d->ltrain, e, next), r->started = e;
   RtRefInput in = input_of(&m->it, m->batch, r->scale, r->shift);
   NetStatus s = net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX);
   if (s) return net_failed(s);
@@ -574,8 +582,8 @@ static NetStatus choose_again(Run *r) {
     char msg[256];
     snprintf(msg, sizeof msg,
              "decoder auto: the worker threads (%.0f images/s) are faster here than %s with them (%.0f): decoding "
-             "on the CPU from epoch %lld on",
-             c, d->gpu_decoder, both, (long long)r->started + 2);
+             "on the CPU from batch %lld of epoch %lld on",
+             c, d->gpu_decoder, both, (long long)next + 1, (long long)e + 1);
     r->c->on_warning(msg, r->c->user);
   }
   return NET_OK;
@@ -635,8 +643,9 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   if (s) return net_failed(s);
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
+  if (r->d->auto_decoder && b + 1 == LOOK_AT && b + 1 < nb && (s = choose_again(r, e, b + 1))) return s;
   if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total) {
-    if ((s = choose_again(r))) return s;
+    if ((s = choose_again(r, e + 1, 0))) return s;
     balance(r);
     rt_loader_start(r->d->ltrain, r->started = e + 1);
     name_decoder(r->d);

@@ -403,11 +403,13 @@ int64_t rt_loader_size(const RtLoader *l) { return l->n; }
 int64_t rt_loader_batches(const RtLoader *l) { return l->nbatch; }
 int rt_loader_workers(const RtLoader *l) { return l->nworkers; }
 
-void rt_loader_start(RtLoader *l, int64_t epoch) {
+void rt_loader_start(RtLoader *l, int64_t epoch) { rt_loader_start_at(l, epoch, 0); }
+
+void rt_loader_start_at(RtLoader *l, int64_t epoch, int64_t first) {
   pthread_mutex_lock(&l->mu);
   l->started = 0;
   while (l->busy) pthread_cond_wait(&l->idle, &l->mu);
-  l->epoch = epoch, l->holding = 0, l->consumed = 0, l->next_pos = 0, l->share = l->share_next;
+  l->epoch = epoch, l->holding = 0, l->share = l->share_next;
   for (int i = 0; i < l->c.depth; i++) l->ring[i].done = 0;
   if (l->c.train) {
     uint64_t r = l->c.seed * 0x2545f4914f6cdd1dull ^ (uint64_t)epoch * 0x9e3779b97f4a7c15ull;
@@ -420,6 +422,8 @@ void rt_loader_start(RtLoader *l, int64_t epoch) {
   } else {
     l->total = l->n;
   }
+  l->consumed = first < 0 ? 0 : first > l->nbatch ? l->nbatch : first;
+  l->next_pos = l->consumed * l->c.batch < l->total ? l->consumed * l->c.batch : l->total;
   l->started = 1;
   pthread_cond_broadcast(&l->work);
   pthread_mutex_unlock(&l->mu);

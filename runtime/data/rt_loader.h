@@ -100,6 +100,10 @@ int rt_loader_workers(const RtLoader *l);
 /* Begins epoch `epoch` (threads start filling at once); drops what is left
  * of the previous one. */
 void rt_loader_start(RtLoader *l, int64_t epoch);
+/* The same from batch `first` of the epoch on: the batches before it are
+ * not made (a resumed run, or a loader that takes over from another one);
+ * the ones after are those a start at 0 gives. */
+void rt_loader_start_at(RtLoader *l, int64_t epoch, int64_t first);
 /* The next batch of the epoch: 1 and *b, 0 at the end of the epoch, or -1
  * with a message (no readable image, or rt_loader_start never called). */
 int rt_loader_next(RtLoader *l, RtLoaderBatch *b, char *err, size_t errmax);

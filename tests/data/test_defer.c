@@ -248,6 +248,50 @@ static void check_share(const RtFolder *set) {
   rt_loader_free(l);
 }
 
+/* rt_loader_start_at(e, k): the batches k.. of epoch e a start at 0
+ * gives, in both modes, training and evaluation; k past the end is an
+ * empty epoch. */
+static void check_start_at(const RtFolder *set) {
+  for (int mode = 0; mode < 2; mode++)
+    for (int train = 0; train < 2; train++) {
+      RtLoaderConfig c = {.set = set,
+                          .batch = B,
+                          .H = HW,
+                          .W = HW,
+                          .train = train,
+                          .seed = SEED,
+                          .workers = 2,
+                          .decode = mode ? RT_LOADER_DEFER : RT_LOADER_DECODE};
+      RtLoader *full = NULL, *part = NULL;
+      char err[512];
+      if (rt_loader_new(&c, &full, err, sizeof err) || rt_loader_new(&c, &part, err, sizeof err)) {
+        CHECK(0, "start_at: loaders: %s", err);
+        rt_loader_free(full), rt_loader_free(part);
+        continue;
+      }
+      rt_loader_start(full, 1);
+      rt_loader_start_at(part, 1, 2);
+      RtLoaderBatch a, b;
+      int64_t k = 0, same = 0, compared = 0;
+      while (rt_loader_next(full, &a, err, sizeof err) == 1) {
+        if (k++ < 2) continue;
+        CHECK(rt_loader_next(part, &b, err, sizeof err) == 1, "start_at: batch %lld missing", (long long)k - 1);
+        compared++;
+        int ok = a.n == b.n && !memcmp(a.labels, b.labels, sizeof *a.labels * (size_t)a.n);
+        for (int64_t i = 0; ok && i < a.n; i++)
+          ok = mode ? a.items[i].len == b.items[i].len && !memcmp(a.items[i].data, b.items[i].data, a.items[i].len)
+                    : !memcmp(a.images + i * 3 * HW * HW, b.images + i * 3 * HW * HW, 3 * HW * HW);
+        same += ok;
+      }
+      CHECK(rt_loader_next(part, &b, err, sizeof err) == 0, "start_at: no batch after the epoch's last");
+      CHECK(compared > 0 && same == compared, "start_at (%s, %s): %lld of %lld batches as a start at 0 gives",
+            mode ? "defer" : "decode", train ? "training" : "evaluation", (long long)same, (long long)compared);
+      rt_loader_start_at(part, 0, 1000);
+      CHECK(rt_loader_next(part, &b, err, sizeof err) == 0, "start_at past the end: an empty epoch");
+      rt_loader_free(full), rt_loader_free(part);
+    }
+}
+
 static void test_refused(const RtFolder *set) {
   char err[1024];
   RtLoader *l = NULL;
@@ -330,6 +374,7 @@ int main(int argc, char **argv) {
     check_mode(&set, 1, RT_AUG_FLIP);
     check_mode(&set, 0, RT_AUG_AUTO);
     check_share(&set);
+    check_start_at(&set);
     test_refused(&set);
   }
   rt_folder_free(&set);
