@@ -867,6 +867,11 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     if (!s) s = log_epoch(&r, &ep);
   }
   net_exec_watch(m->xt, &res->gpu_end);
+  /* the scale the last step's gradients carry (net_step_save divides by it) */
+  float scale = r.loss_scale;
+  if (m->stepped && (m->it.scale >= 0 || (m->it.scale_state >= 0 &&
+                                          !net_exec_read(m->xt, m->it.scale_state, &scale, net_err_buf(), NET_ERRMAX))))
+    m->last_scale = scale;
   s = last_checkpoint(&r, s);
   if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free_order(&r);
