@@ -439,8 +439,8 @@ static int cmd_train(int argc, char **argv) {
   char train_dir[4096], test_dir[4096];
   int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
   if ((o.workers || o.augment || o.decoder || o.cpu_share) && !folder) {
-    fprintf(stderr,
-            "netrun: error: --workers, --augment and --decoder need an ImageFolder --data DIR (DIR/train, DIR/test)\n");
+    fprintf(stderr, "netrun: error: --workers, --augment, --decoder and --cpu-share need an ImageFolder --data DIR "
+                    "(DIR/train, DIR/test)\n");
     return EXIT_USAGE;
   }
   NetModel *m = load(&o, o.batch, 0, 0);

@@ -13,6 +13,8 @@ expect 2 "--augment must be auto, rrc" "$netrun" train "$model" --data "$data" -
 expect 2 "need an ImageFolder" "$netrun" train "$model" --data "$work" --workers 2
 expect 2 "--decoder must be auto, gpu" "$netrun" train "$model" --data "$data" --decoder nvjpeg
 expect 2 "need an ImageFolder" "$netrun" train "$model" --data "$work" --decoder cpu
+expect 2 "--cpu-share must be an integer in 0..100" "$netrun" train "$model" --data "$data" --cpu-share 101
+expect 2 "need an ImageFolder" "$netrun" train "$model" --data "$work" --cpu-share 20
 expect 1 "decoder gpu: the model runs on the CPU" "$netrun" train "$model" --device cpu --data "$data" --decoder gpu
 printf 'not a jpeg' > "$data/train/cat/zz_broken.jpg"
 out=$(timeout 300 "$netrun" train "$model" --device cpu --data "$data" --batch 16 --epochs 2 --workers 2 \
