@@ -286,3 +286,22 @@ NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st) 
   *st = got;
   return NET_OK;
 }
+
+NetStatus net_checkpoint_info(const char *path, NetTrainState *st) {
+  if (!path || !st) return net_fail(NET_ERR_ARG, "net_checkpoint_info: %s is NULL", !path ? "path" : "the state");
+  RtStFile *f = NULL;
+  char err[RT_ST_ERRMAX];
+  RtStStatus os = rt_st_open(path, &f, err, sizeof err);
+  if (os) return net_fail(net_status_of_st(os), "%s", err);
+  NetTrainState got = {0};
+  NetStatus s = NET_OK;
+  if (rt_st_meta_get(f, KEY_VERSION))
+    s = read_position(f, path, &got);
+  else if (has_position_key(f))
+    s = net_fail(NET_ERR_WEIGHTS, "%s: checkpoint lacks its format version ('%s' in __metadata__)", path, KEY_VERSION);
+  else
+    got.from_weights = 1;
+  rt_st_close(f);
+  if (!s) *st = got;
+  return s;
+}
