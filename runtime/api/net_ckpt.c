@@ -12,7 +12,9 @@
  * parameter and state names with their file shapes) and batch match, every
  * tensor is there (net_weights_load alone would let optimizer state be
  * absent); only then does net_weights_load, itself all or nothing, copy
- * the tensors in.  Keys and their meaning: docs/training.md. */
+ * the tensors in.  net_checkpoint_info reads the position alone, for no
+ * model (netrun export's num_batches_tracked).  Keys and their meaning:
+ * docs/training.md. */
 #include "net_impl.h"
 
 #include <errno.h>
