@@ -8,6 +8,9 @@ num_batches_tracked, which netc reads and ignores); `netrun export` writes it
 back out; the export is read with st_io (no safetensors package needed) and
 must load into a fresh torchvision model with strict=True, every tensor
 equal to the original and num_batches_tracked the count netrun was given.
+Then a ResNet-18 checkpoint from `netrun train --accum 2` (2 steps): strict
+loading refuses the checkpoint itself, takes its export, with the
+checkpoint's tensors and num_batches_tracked 4.
 
 Usage: export_strict.py --netrun NETRUN --root SOURCE_DIR [--work DIR]
 Exit status: 0 passed, 1 failed, 77 skipped (no torch or torchvision).
@@ -87,6 +90,43 @@ def check(torch, torchvision, netrun, root, work, arch, model):
     return True
 
 
+def check_checkpoint(torch, torchvision, netrun, root, work):
+    """A checkpoint of two accumulated ResNet-18 steps (2 x 2 batches): its
+    optimizer state and missing counters make strict=True refuse it; its
+    export loads, num_batches_tracked 4 (steps times accumulation)."""
+    ck = os.path.join(work, "resnet18_ckpt.safetensors")
+    out = os.path.join(work, "resnet18_netc.safetensors")
+    cmds = [[netrun, "train", os.path.join(root, "models/resnet18.net"), "--device", "cpu", "--synthetic",
+             "--steps", "2", "--accum", "2", "--batch", "2", "--train-images", "8", "--test-images", "2",
+             "--checkpoint", ck],
+            [netrun, "export", os.path.join(root, "models/resnet18.net"), "--weights", ck, "--out", out]]
+    for cmd in cmds:
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"FAIL resnet18: {' '.join(cmd)} exited {run.returncode}:\n{run.stderr}")
+            return False
+    ckpt = {k: from_st(torch, *v) for k, v in st_io.read(ck).items()}
+    try:
+        torchvision.models.resnet18(weights=None).load_state_dict(ckpt, strict=True)
+        print("FAIL resnet18: strict=True took the checkpoint itself (optimizer state, no counters)")
+        return False
+    except RuntimeError:
+        pass
+    model = torchvision.models.resnet18(weights=None)
+    try:
+        model.load_state_dict({k: from_st(torch, *v) for k, v in st_io.read(out).items()}, strict=True)
+    except RuntimeError as e:
+        print(f"FAIL resnet18: load_state_dict(strict=True) of the export: {e}")
+        return False
+    bad = [k for k, v in model.state_dict().items()
+           if not torch.equal(v, torch.full_like(v, 4) if k.endswith("num_batches_tracked") else ckpt[k])]
+    if bad:
+        print(f"FAIL resnet18: {len(bad)} tensors differ from the checkpoint's, first {bad[:3]}")
+        return False
+    print("resnet18: a checkpoint's export loads with strict=True (num_batches_tracked 4); the checkpoint does not")
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--netrun", required=True)
@@ -101,7 +141,8 @@ def main():
         return 77
     work = a.work or tempfile.mkdtemp(prefix="netc_export_")
     os.makedirs(work, exist_ok=True)
-    ok = all([check(torch, torchvision, a.netrun, a.root, work, arch, model) for arch, model in MODELS])
+    ok = all([check(torch, torchvision, a.netrun, a.root, work, arch, model) for arch, model in MODELS] +
+             [check_checkpoint(torch, torchvision, a.netrun, a.root, work)])
     return 0 if ok else 1
 
 
