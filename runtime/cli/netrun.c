@@ -4,7 +4,7 @@
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
  *                [--test-images N] [--seed N] [--workers N] [--augment KIND] [--decoder D]
- *                [--accum K]
+ *                [--accum K] [--export OUT]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
@@ -89,6 +89,8 @@ static void usage(FILE *f) {
              "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
              "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
              "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
+             "  --export OUT         at the end, write the trained weights as a PyTorch state_dict (as\n"
+             "                       `netrun export` does: torchvision's keys, no optimizer state)\n"
              "  --mean R,G,B, --std R,G,B  per-channel normalization of x/255 (default: ImageNet's for\n"
              "                       ImageFolder data, Fashion-MNIST's for IDX; given together)\n"
              "\n"
@@ -123,7 +125,7 @@ static void usage(FILE *f) {
 
 typedef struct Opts {
   const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot,
-      *resume;
+      *resume, *export_to;
   long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
   long long cpu_share;       /* --cpu-share P as P + 1 (0: not given) */
   long long batches_tracked; /* --batches-tracked N as N + 1 (0: not given) */
@@ -209,6 +211,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"std", required_argument, NULL, 'Z'},
       {"accum", required_argument, NULL, 'a'},
       {"batches-tracked", required_argument, NULL, 'G'},
+      {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -280,6 +283,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       o->std_set = 1;
       break;
     case 'R': o->resume = optarg; break;
+    case 'X': o->export_to = optarg; break;
     case 'a':
       if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE;
       break;
@@ -434,7 +438,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZa", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaX", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -526,6 +530,16 @@ static int cmd_train(int argc, char **argv) {
     fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
     fclose(p.log);
   }
+  int export_failed = 0;
+  if (s == NET_OK && o.export_to) {
+    /* every step of the run, a resumed one's earlier steps included, ran o.accum batches */
+    int64_t batches = r.steps * (o.accum > 1 ? o.accum : 1);
+    if ((export_failed = net_weights_export(m, o.export_to, batches) != NET_OK))
+      fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    else
+      printf("netrun: exported the trained weights (num_batches_tracked %lld) to %s\n", (long long)batches,
+             o.export_to);
+  }
   int plot_failed = 0;
   if (o.plot && r.steps > 0) {
     char err[1024];
@@ -535,7 +549,7 @@ static int cmd_train(int argc, char **argv) {
       printf("netrun: plot -> %s\n", o.plot);
   }
   net_free(m);
-  return s == NET_OK && !plot_failed ? 0 : EXIT_FAIL;
+  return s == NET_OK && !plot_failed && !export_failed ? 0 : EXIT_FAIL;
 }
 
 /* --- step and infer ------------------------------------------------------ */

@@ -96,6 +96,17 @@ expect 1 "missing.safetensors" "$netrun" export "$src/models/smallcnn.net" --wei
   --out "$work/x.safetensors"
 expect 1 "missing 'layer1.0.conv1.weight'" "$netrun" export "$src/models/resnet20.net" --weights "$work/ck.safetensors" \
   --out "$work/x.safetensors"
+# train --export: the same bytes as exporting the run's checkpoint (3 steps of 2 batches: 6 tracked)
+expect 0 "exported the trained weights \(num_batches_tracked 6\)" "$netrun" train "$src/models/smallcnn.net" \
+  --device cpu --synthetic --batch 8 --steps 3 --accum 2 --train-images 64 --test-images 8 \
+  --checkpoint "$work/ck_acc.safetensors" --export "$work/trained.safetensors"
+expect 0 "num_batches_tracked 6\) to" "$netrun" export "$src/models/smallcnn.net" \
+  --weights "$work/ck_acc.safetensors" --out "$work/trained2.safetensors"
+if cmp -s "$work/trained.safetensors" "$work/trained2.safetensors"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: train --export and export of its checkpoint differ"
+fi
 expect 1 "cannot open '$work/missing.net'" "$netrun" train "$work/missing.net"
 printf 'network n {\n  input x : f32[4]\n  a = relu(y)\n}\n' >"$work/bad.net"
 expect 1 "bad.net:3:12: error: undefined name 'y'" "$netrun" train "$work/bad.net"
