@@ -115,8 +115,17 @@ int64_t net_image_numel(const NetModel *m, int64_t chw[3]);
  * absent (they keep their values); any other missing, extra or mis-shaped
  * tensor is an error and nothing is changed. */
 NetStatus net_weights_load(NetModel *m, const char *path);
-/* Writes every parameter and state (F32); the file is replaced atomically. */
+/* Writes every parameter and state (F32), optimizer state (momentum
+ * buffers, the dynamic loss scale) included: net_weights_load (or a
+ * checkpoint) puts all of it back.  The file is replaced atomically. */
 NetStatus net_weights_save(NetModel *m, const char *path);
+/* Writes a PyTorch state_dict, exactly the keys torchvision's model has:
+ * every parameter and running statistic (F32, filters KCRS), and for every
+ * batch norm `<bn>.num_batches_tracked` (I64 scalar, = batches_tracked,
+ * >= 0: the training batches it saw), no optimizer state.
+ * load_state_dict(..., strict=True) takes it; so does net_weights_load.
+ * Replaced atomically (docs/training.md, "Exporting to PyTorch"). */
+NetStatus net_weights_export(NetModel *m, const char *path, int64_t batches_tracked);
 
 /* --- checkpoints (docs/training.md) --------------------------------------- */
 
@@ -147,6 +156,11 @@ NetStatus net_checkpoint_save(NetModel *m, const char *path, const NetTrainState
  * leave m unchanged; a plain weights file is one too unless
  * st->allow_weights. */
 NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st);
+/* Reads only the position of the checkpoint at path into *st, for no
+ * model (model_name, model_hash and batch are the file's); a plain weights
+ * file gives a zero position with from_weights set.  A file that is not
+ * safetensors, or a malformed position, is an error. */
+NetStatus net_checkpoint_info(const char *path, NetTrainState *st);
 
 /* --- one step, inference ------------------------------------------------ */
 

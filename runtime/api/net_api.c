@@ -385,3 +385,16 @@ NetStatus net_weights_save(NetModel *m, const char *path) {
   if (!m || !path) return net_fail(NET_ERR_ARG, "net_weights_save: %s is NULL", m ? "path" : "the model");
   return net_weights_save_meta(m, path, NULL, NULL);
 }
+
+NetStatus net_weights_export(NetModel *m, const char *path, int64_t batches_tracked) {
+  if (!m || !path) return net_fail(NET_ERR_ARG, "net_weights_export: %s is NULL", m ? "path" : "the model");
+  if (batches_tracked < 0)
+    return net_fail(NET_ERR_ARG, "net_weights_export: batches_tracked %lld is negative", (long long)batches_tracked);
+  WeightsIo io = {NULL};
+  NetStatus s = shadow_new(m, 1, &io.sh);
+  if (!s)
+    s = net_status_of_weights(
+        rt_weights_export(m->gt ? m->gt : m->gi, path, shadow_buf, &io, batches_tracked, net_err_buf(), NET_ERRMAX));
+  shadow_free(m, io.sh);
+  return s;
+}

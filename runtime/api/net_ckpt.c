@@ -12,7 +12,9 @@
  * parameter and state names with their file shapes) and batch match, every
  * tensor is there (net_weights_load alone would let optimizer state be
  * absent); only then does net_weights_load, itself all or nothing, copy
- * the tensors in.  Keys and their meaning: docs/training.md. */
+ * the tensors in.  net_checkpoint_info reads the position alone, for no
+ * model (netrun export's num_batches_tracked).  Keys and their meaning:
+ * docs/training.md. */
 #include "net_impl.h"
 
 #include <errno.h>
@@ -285,4 +287,23 @@ NetStatus net_checkpoint_load(NetModel *m, const char *path, NetTrainState *st) 
   got.allow_weights = st->allow_weights;
   *st = got;
   return NET_OK;
+}
+
+NetStatus net_checkpoint_info(const char *path, NetTrainState *st) {
+  if (!path || !st) return net_fail(NET_ERR_ARG, "net_checkpoint_info: %s is NULL", !path ? "path" : "the state");
+  RtStFile *f = NULL;
+  char err[RT_ST_ERRMAX];
+  RtStStatus os = rt_st_open(path, &f, err, sizeof err);
+  if (os) return net_fail(net_status_of_st(os), "%s", err);
+  NetTrainState got = {0};
+  NetStatus s = NET_OK;
+  if (rt_st_meta_get(f, KEY_VERSION))
+    s = read_position(f, path, &got);
+  else if (has_position_key(f))
+    s = net_fail(NET_ERR_WEIGHTS, "%s: checkpoint lacks its format version ('%s' in __metadata__)", path, KEY_VERSION);
+  else
+    got.from_weights = 1;
+  rt_st_close(f);
+  if (!s) *st = got;
+  return s;
 }

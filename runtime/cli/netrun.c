@@ -4,11 +4,12 @@
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
  *                [--test-images N] [--seed N] [--workers N] [--augment KIND] [--decoder D]
- *                [--accum K]
+ *                [--accum K] [--export OUT]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
  *   netrun bench MODEL [--batch N] [--inference] [--steps N] [--device ...]
+ *   netrun export MODEL --weights IN --out OUT [--batches-tracked N]
  *   netrun --version
  *
  * MODEL is a model.so from `netc -o` or a .net file (compiled in-process).
@@ -43,6 +44,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: netrun train MODEL [options]\n"
              "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
              "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
+             "       netrun export MODEL --weights IN --out OUT [options]\n"
              "       netrun bench MODEL [options]\n"
              "       netrun profile MODEL [options]   (netrun profile --help)\n"
              "       netrun plot LOG.jsonl OUT.png\n"
@@ -87,6 +89,8 @@ static void usage(FILE *f) {
              "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
              "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
              "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
+             "  --export OUT         at the end, write the trained weights as a PyTorch state_dict (as\n"
+             "                       `netrun export` does: torchvision's keys, no optimizer state)\n"
              "  --mean R,G,B, --std R,G,B  per-channel normalization of x/255 (default: ImageNet's for\n"
              "                       ImageFolder data, Fashion-MNIST's for IDX; given together)\n"
              "\n"
@@ -107,15 +111,24 @@ static void usage(FILE *f) {
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
              "\n"
+             "export: the weights in IN (a --checkpoint file or a weights file) as a PyTorch state_dict in OUT:\n"
+             "exactly the keys of torchvision's model (every parameter and running statistic, f32, filters\n"
+             "KCRS, and `<bn>.num_batches_tracked` i64 for every batch norm), no momentum or loss scale, so\n"
+             "that model.load_state_dict(safetensors.torch.load_file(OUT), strict=True) takes it.  The model\n"
+             "is loaded on the CPU unless --device says otherwise.\n"
+             "  --batches-tracked N  num_batches_tracked (default: the batches a checkpoint's run trained,\n"
+             "                       its steps times its accumulation; 0 for a weights file)\n"
+             "\n"
              "bench: images/s of the training step (or --inference) on synthetic inputs held on the device:\n"
              "the step captured, 3 warm-up replays, --steps N timed (default 20); prints the peak device memory.\n");
 }
 
 typedef struct Opts {
   const char *model, *device, *data, *log, *checkpoint, *weights, *inputs, *out, *precision, *cache, *curve, *plot,
-      *resume;
+      *resume, *export_to;
   long long epochs, steps, batch, every, ntrain, ntest, seed, workers, accum;
-  long long cpu_share; /* --cpu-share P as P + 1 (0: not given) */
+  long long cpu_share;       /* --cpu-share P as P + 1 (0: not given) */
+  long long batches_tracked; /* --batches-tracked N as N + 1 (0: not given) */
   const char *augment, *decoder;
   double lr, loss_scale;
   int synthetic, inference, tune;
@@ -197,6 +210,8 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"mean", required_argument, NULL, 'M'},
       {"std", required_argument, NULL, 'Z'},
       {"accum", required_argument, NULL, 'a'},
+      {"batches-tracked", required_argument, NULL, 'G'},
+      {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -268,6 +283,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       o->std_set = 1;
       break;
     case 'R': o->resume = optarg; break;
+    case 'X': o->export_to = optarg; break;
     case 'a':
       if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE;
       break;
@@ -278,6 +294,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'Q':
       if (netrun_opt_int("--cpu-share", optarg, 0, 100, &o->cpu_share)) return EXIT_USAGE;
       o->cpu_share++;
+      break;
+    case 'G':
+      if (netrun_opt_int("--batches-tracked", optarg, 0, 1LL << 62, &o->batches_tracked)) return EXIT_USAGE;
+      o->batches_tracked++;
       break;
     case 'J':
       if (netrun_opt_word("--decoder", optarg, DECODERS, 3)) return EXIT_USAGE;
@@ -418,7 +438,7 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZa", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaX", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -510,6 +530,16 @@ static int cmd_train(int argc, char **argv) {
     fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
     fclose(p.log);
   }
+  int export_failed = 0;
+  if (s == NET_OK && o.export_to) {
+    /* every step of the run, a resumed one's earlier steps included, ran o.accum batches */
+    int64_t batches = r.steps * (o.accum > 1 ? o.accum : 1);
+    if ((export_failed = net_weights_export(m, o.export_to, batches) != NET_OK))
+      fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    else
+      printf("netrun: exported the trained weights (num_batches_tracked %lld) to %s\n", (long long)batches,
+             o.export_to);
+  }
   int plot_failed = 0;
   if (o.plot && r.steps > 0) {
     char err[1024];
@@ -519,7 +549,7 @@ static int cmd_train(int argc, char **argv) {
       printf("netrun: plot -> %s\n", o.plot);
   }
   net_free(m);
-  return s == NET_OK && !plot_failed ? 0 : EXIT_FAIL;
+  return s == NET_OK && !plot_failed && !export_failed ? 0 : EXIT_FAIL;
 }
 
 /* --- step and infer ------------------------------------------------------ */
@@ -690,6 +720,40 @@ done:
   return status;
 }
 
+/* --- export ------------------------------------------------------------- */
+
+/* IN's weights as a strict PyTorch state_dict in OUT.  num_batches_tracked
+ * is what PyTorch would count: one per training-mode forward pass, so a
+ * checkpoint's steps times its accumulation. */
+static int cmd_export(int argc, char **argv) {
+  Opts o = {.seed = 1, .device = "cpu"};
+  int rc = parse(argc, argv, "DKwopG", &o);
+  if (rc) return rc == 1 ? 0 : rc;
+  if (!o.weights || !o.out) {
+    fprintf(stderr, "netrun: error: export takes one MODEL and --weights and --out\n");
+    return EXIT_USAGE;
+  }
+  NetTrainState st = {0};
+  if (net_checkpoint_info(o.weights, &st)) {
+    fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    return EXIT_FAIL;
+  }
+  int64_t batches = st.step * (st.accum_steps > 1 ? st.accum_steps : 1);
+  if (o.batches_tracked) batches = o.batches_tracked - 1;
+  NetModel *m = load(&o, 1, 1, 0);
+  if (!m) return EXIT_FAIL;
+  int status = EXIT_FAIL;
+  if (net_weights_load(m, o.weights) || net_weights_export(m, o.out, batches))
+    fprintf(stderr, "netrun: error: %s\n", net_last_error());
+  else {
+    printf("netrun: exported %s of %s (%s, num_batches_tracked %lld) to %s\n", o.weights, o.model,
+           st.from_weights ? "weights" : "checkpoint", (long long)batches, o.out);
+    status = 0;
+  }
+  net_free(m);
+  return status;
+}
+
 /* --- info --------------------------------------------------------------- */
 
 /* Exit 0 when `--device auto` would take the GPU, else 1 with the reason. */
@@ -746,13 +810,9 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int, char **);
-  } CMDS[] = {{"train", cmd_train},
-              {"step", cmd_step},
-              {"infer", cmd_infer},
-              {"bench", cmd_bench},
-              {"profile", netrun_profile_main},
-              {"plot", netrun_plot_main},
-              {"info", cmd_info}};
+  } CMDS[] = {{"train", cmd_train},       {"step", cmd_step},   {"infer", cmd_infer},
+              {"export", cmd_export},     {"bench", cmd_bench}, {"profile", netrun_profile_main},
+              {"plot", netrun_plot_main}, {"info", cmd_info}};
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);

@@ -240,15 +240,44 @@ RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t,
   return RT_WEIGHTS_OK;
 }
 
-RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user, char *err,
-                                size_t errlen) {
-  return rt_weights_save_meta(g, path, buf, user, NULL, NULL, err, errlen);
+/* What a save writes: everything (weights files, checkpoints), or a
+ * PyTorch state_dict (no optimizer state; num_batches_tracked added). */
+typedef struct SaveKind {
+  int state_dict;
+  int64_t batches_tracked;
+} SaveKind;
+
+static const char RUNNING_MEAN[] = ".running_mean";
+
+/* "<bn>.num_batches_tracked", an I64 scalar, for the batch norm whose
+ * running mean is called mean_name. */
+static RtWeightsStatus add_batches_tracked(RtStWriter *w, const char *mean_name, int64_t batches, char *err,
+                                           size_t errlen) {
+  size_t stem = strlen(mean_name) - (sizeof RUNNING_MEAN - 1);
+  char *name = malloc(stem + sizeof NUM_BATCHES_TRACKED);
+  if (!name) {
+    rt_errf(err, errlen, "out of memory");
+    return RT_WEIGHTS_ERR_NOMEM;
+  }
+  memcpy(name, mean_name, stem);
+  memcpy(name + stem, NUM_BATCHES_TRACKED, sizeof NUM_BATCHES_TRACKED);
+  RtStStatus s = rt_st_writer_add(w, name, RT_ST_I64, 0, NULL, &batches, sizeof batches, RT_ST_COPY);
+  free(name);
+  if (s != RT_ST_OK) {
+    rt_errf(err, errlen, "%s", rt_st_writer_error(w));
+    return s == RT_ST_ERR_NOMEM ? RT_WEIGHTS_ERR_NOMEM : RT_WEIGHTS_ERR_GRAPH;
+  }
+  return RT_WEIGHTS_OK;
 }
 
-RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
-                                     RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen) {
+static RtWeightsStatus save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user, RtWeightsMetaFn meta,
+                            void *meta_user, SaveKind kind, char *err, size_t errlen) {
   RtWeightsStatus st = check_graph(g, err, errlen);
   if (st != RT_WEIGHTS_OK) return st;
+  if (kind.batches_tracked < 0) {
+    rt_errf(err, errlen, "num_batches_tracked %lld is negative", (long long)kind.batches_tracked);
+    return RT_WEIGHTS_ERR_GRAPH;
+  }
   RtStWriter *w = rt_st_writer_new();
   if (!w) {
     rt_errf(err, errlen, "out of memory");
@@ -256,7 +285,7 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
   }
   for (int v = 0; v < g->nval && st == RT_WEIGHTS_OK; v++) {
     const IrValue *val = &g->val[v];
-    if (!is_weight(val)) continue;
+    if (!is_weight(val) || (kind.state_dict && is_optimizer_state(val->name))) continue;
     const float *src = buf(user, v);
     if (!src) {
       rt_errf(err, errlen, "no storage for '%s'", val->name);
@@ -264,6 +293,8 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
     } else {
       st = rt_weights_add(w, val->name, &val->type, 1, src, 1.0f, err, errlen);
     }
+    if (st == RT_WEIGHTS_OK && kind.state_dict && val->kind == IR_VAL_STATE && ends_with(val->name, RUNNING_MEAN))
+      st = add_batches_tracked(w, val->name, kind.batches_tracked, err, errlen);
   }
   if (st == RT_WEIGHTS_OK) {
     rt_st_writer_set_meta(w, "format", "pt");
@@ -277,6 +308,21 @@ RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeigh
   }
   rt_st_writer_free(w);
   return st;
+}
+
+RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user, char *err,
+                                size_t errlen) {
+  return rt_weights_save_meta(g, path, buf, user, NULL, NULL, err, errlen);
+}
+
+RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+                                     RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen) {
+  return save(g, path, buf, user, meta, meta_user, (SaveKind){0, 0}, err, errlen);
+}
+
+RtWeightsStatus rt_weights_export(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+                                  int64_t batches_tracked, char *err, size_t errlen) {
+  return save(g, path, buf, user, NULL, NULL, (SaveKind){1, batches_tracked}, err, errlen);
 }
 
 static float *cpu_buf(void *user, int v) {

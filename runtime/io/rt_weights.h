@@ -16,6 +16,13 @@
  * norm's step counters, which netc does not keep) are ignored, not extra.
  * Saving goes through rt_st_writer, which replaces the file atomically.
  *
+ * Two kinds of file are written.  rt_weights_save writes every PARAM and
+ * STATE, optimizer state included (for checkpoints: a run resumes from it).
+ * rt_weights_export writes a PyTorch state_dict, exactly the keys
+ * torchvision's model has: no optimizer state, and for every batch norm
+ * (a STATE "<bn>.running_mean") "<bn>.num_batches_tracked", an I64 scalar,
+ * so that load_state_dict(..., strict=True) takes it.
+ *
  * The value storage belongs to whoever runs the graph: the caller gives a
  * function returning value v's buffer, ir_type_numel(type, 1) floats in the
  * value's memory order (the CPU executor's layout; rt_weights_*_cpu wrap
@@ -60,6 +67,12 @@ RtWeightsStatus rt_weights_save(const IrGraph *g, const char *path, RtWeightsBuf
 typedef int (*RtWeightsMetaFn)(RtStWriter *w, void *meta_user);
 RtWeightsStatus rt_weights_save_meta(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
                                      RtWeightsMetaFn meta, void *meta_user, char *err, size_t errlen);
+
+/* Writes g's PyTorch state_dict (see above): every PARAM and STATE but
+ * the optimizer's, and "<bn>.num_batches_tracked" = batches_tracked (>= 0)
+ * beside every "<bn>.running_mean". */
+RtWeightsStatus rt_weights_export(const IrGraph *g, const char *path, RtWeightsBufFn buf, void *user,
+                                  int64_t batches_tracked, char *err, size_t errlen);
 
 /* The same for the CPU executor x made from g. */
 RtWeightsStatus rt_weights_load_cpu(RtCpu *x, const IrGraph *g, const char *path, unsigned flags, char *err,

@@ -1,6 +1,7 @@
 /* test_weights.c - runtime/rt_weights.c: round trips through safetensors
  * (KRSC in memory, KCRS in the file), F16/BF16 files, every mismatch named
- * in the message, and a whole compiled model through the CPU executor. */
+ * in the message, a whole compiled model through the CPU executor, and
+ * rt_weights_export's PyTorch state_dict. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,12 +263,67 @@ static void test_model(const char *dir) {
   arena_free(&a);
 }
 
+/* rt_weights_export: a PyTorch state_dict.  The toy graph's momentum buffer
+ * is left out, bn.num_batches_tracked (I64 []) is added beside
+ * bn.running_mean, the filter is KCRS, and the file loads back (its counter
+ * ignored, the momentum buffer optional) to the same values. */
+static void test_export(const char *dir) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = make_graph(&a, IR_LAYOUT_KRSC);
+  Bufs src, dst;
+  bufs_alloc(&src, g, 1.5f);
+  bufs_alloc(&dst, g, 0);
+  char path[1200], full[1200], err[RT_WEIGHTS_ERRMAX] = "";
+  snprintf(path, sizeof path, "%s/export.safetensors", dir);
+  snprintf(full, sizeof full, "%s/full.safetensors", dir);
+  CHECK(rt_weights_export(g, path, bufs_get, &src, 42, err, sizeof err) == RT_WEIGHTS_OK, "export: %s", err);
+  CHECK(rt_weights_save(g, full, bufs_get, &src, err, sizeof err) == RT_WEIGHTS_OK, "save: %s", err);
+  RtStFile *f = NULL, *ff = NULL;
+  CHECK(rt_st_open(path, &f, err, sizeof err) == RT_ST_OK, "%s", err);
+  CHECK(rt_st_open(full, &ff, err, sizeof err) == RT_ST_OK, "%s", err);
+  if (f && ff) {
+    CHECK(rt_st_count(f) == 4,
+          "export has %zu tensors, want conv.weight, bn.weight, bn.running_mean, "
+          "bn.num_batches_tracked",
+          rt_st_count(f));
+    CHECK(!rt_st_find(f, "conv.weight.momentum_buffer"), "export carries the momentum buffer");
+    CHECK(rt_st_find(ff, "conv.weight.momentum_buffer") && !rt_st_find(ff, "bn.num_batches_tracked"),
+          "the full save lost the momentum buffer or gained a counter");
+    const RtStTensor *n = rt_st_find(f, "bn.num_batches_tracked");
+    int64_t v = -1;
+    if (n && n->dtype == RT_ST_I64 && n->ndim == 0 && n->nbytes == 8) memcpy(&v, n->data, 8);
+    CHECK(v == 42, "bn.num_batches_tracked missing, not I64 [] or not 42 (%lld)", (long long)v);
+    const RtStTensor *w = rt_st_find(f, "conv.weight"), *wf = rt_st_find(ff, "conv.weight");
+    CHECK(w && wf && w->ndim == 4 && w->shape[1] == C && w->nbytes == wf->nbytes &&
+              memcmp(w->data, wf->data, w->nbytes) == 0,
+          "conv.weight is not the full save's KCRS tensor");
+  }
+  rt_st_close(f);
+  rt_st_close(ff);
+  CHECK(rt_weights_load(g, path, RT_WEIGHTS_OPTIM_OPTIONAL, bufs_get, &dst, err, sizeof err) == RT_WEIGHTS_OK,
+        "load the export: %s", err);
+  for (int v = 0; v < 3; v++)
+    CHECK(memcmp(src.v[v], dst.v[v], (size_t)ir_type_numel(&g->val[v].type, 1) * sizeof(float)) == 0,
+          "value %d differs after export and load", v);
+  CHECK(rt_weights_load(g, path, 0, bufs_get, &dst, err, sizeof err) == RT_WEIGHTS_ERR_MISMATCH &&
+            strstr(err, "missing 'conv.weight.momentum_buffer'"),
+        "a strict load of an export must ask for the momentum buffer: %s", err);
+  CHECK(rt_weights_export(g, path, bufs_get, &src, -1, err, sizeof err) == RT_WEIGHTS_ERR_GRAPH &&
+            strstr(err, "negative"),
+        "a negative counter: %s", err);
+  bufs_free(&src);
+  bufs_free(&dst);
+  arena_free(&a);
+}
+
 int main(void) {
   char dir[1024];
   if (!tmpdir_make(dir, sizeof dir, "weights")) return check_skip("no temporary directory");
   test_roundtrip(dir);
   test_files(dir);
   test_model(dir);
+  test_export(dir);
   tmpdir_remove(dir);
   return check_report();
 }

@@ -58,6 +58,55 @@ expect 1 "does not fit the model's input" "$netrun" infer "$src/models/resnet20.
   --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
 expect 1 "missing.safetensors" "$netrun" infer "$src/models/smallcnn.net" --device cpu \
   --weights "$work/missing.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+# export: the checkpoint as a strict PyTorch state_dict (12 steps: num_batches_tracked 12), the same logits
+expect 0 "num_batches_tracked 12\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
+  --out "$work/export.safetensors"
+expect 0 "logits of 4 images" "$netrun" infer "$src/models/smallcnn.net" --device cpu \
+  --weights "$work/export.safetensors" --inputs "$work/batch.safetensors" --out "$work/logits_export.safetensors"
+if cmp -s "$work/logits.safetensors" "$work/logits_export.safetensors"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: the exported weights give other logits than the checkpoint"
+fi
+python3 - "$work/export.safetensors" <<'PY' && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: export keys"; }
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+h.pop("__metadata__", None)
+bad = [k for k in h if k.endswith(".momentum_buffer") or k.startswith("loss_scale")]
+assert not bad, f"optimizer state in the export: {bad}"
+means = [k[: -len(".running_mean")] for k in h if k.endswith(".running_mean")]
+assert means, "no batch norm"
+for bn in means:
+    t = h[bn + ".num_batches_tracked"]
+    a, b = t["data_offsets"]
+    assert t["dtype"] == "I64" and t["shape"] == [], t
+    assert struct.unpack("<q", raw[8 + n + a:8 + n + b]) == (12,), bn
+PY
+expect 0 "num_batches_tracked 3\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
+  --out "$work/export3.safetensors" --batches-tracked 3
+expect 0 "\(weights, num_batches_tracked 0\)" "$netrun" export "$src/models/smallcnn.net" \
+  --weights "$work/export.safetensors" --out "$work/export0.safetensors"
+expect 2 "export takes one MODEL and --weights and --out" "$netrun" export "$src/models/smallcnn.net" \
+  --weights "$work/ck.safetensors"
+expect 2 "--batches-tracked must be" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
+  --out "$work/x.safetensors" --batches-tracked -1
+expect 1 "missing.safetensors" "$netrun" export "$src/models/smallcnn.net" --weights "$work/missing.safetensors" \
+  --out "$work/x.safetensors"
+expect 1 "missing 'layer1.0.conv1.weight'" "$netrun" export "$src/models/resnet20.net" --weights "$work/ck.safetensors" \
+  --out "$work/x.safetensors"
+# train --export: the same bytes as exporting the run's checkpoint (3 steps of 2 batches: 6 tracked)
+expect 0 "exported the trained weights \(num_batches_tracked 6\)" "$netrun" train "$src/models/smallcnn.net" \
+  --device cpu --synthetic --batch 8 --steps 3 --accum 2 --train-images 64 --test-images 8 \
+  --checkpoint "$work/ck_acc.safetensors" --export "$work/trained.safetensors"
+expect 0 "num_batches_tracked 6\) to" "$netrun" export "$src/models/smallcnn.net" \
+  --weights "$work/ck_acc.safetensors" --out "$work/trained2.safetensors"
+if cmp -s "$work/trained.safetensors" "$work/trained2.safetensors"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: train --export and export of its checkpoint differ"
+fi
 expect 1 "cannot open '$work/missing.net'" "$netrun" train "$work/missing.net"
 printf 'network n {\n  input x : f32[4]\n  a = relu(y)\n}\n' >"$work/bad.net"
 expect 1 "bad.net:3:12: error: undefined name 'y'" "$netrun" train "$work/bad.net"
