@@ -15,12 +15,18 @@
  * compiled with $CC (else `cc`) -shared -fPIC.  Both the C file and the
  * library are written beside the output under temporary names; the library
  * is renamed into place only when cc succeeded, and the C file is always
- * removed.  Nothing here needs the CUDA toolkit: without NVRTC at run
+ * removed.  Before the rename the library is sealed (cg_model_seal): the
+ * blob's place in the file and a SHA-256 of the whole file are appended, so
+ * the runtime can refuse any changed byte before it reads anything else.
+ * Nothing here needs the CUDA toolkit: without NVRTC at run
  * time the model carries sources only. */
+#define _GNU_SOURCE /* memmem: the blob in the linked library */
 #include "cg_model.h"
 
 #include <errno.h>
+#include <nettle/sha2.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -186,12 +192,14 @@ static void put_u64(unsigned char *p, uint64_t v) {
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* The blob of cg_model.h (malloc'd), or NULL when out of memory. */
-int cg_model_section_is_text(int i) { return i < CG_MODEL_TRAIN_CUBIN || i == CG_MODEL_OPTS; }
+int cg_model_section_is_text(int i) { return i < CG_MODEL_TRAIN_CUBIN || i >= CG_MODEL_OPTS; }
 
-static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, const char *opts, size_t *size) {
+static unsigned char *make_blob(const Part parts[2], int64_t batch, const char *arch, const char *opts,
+                                const char *build, size_t *size) {
   const void *data[CG_MODEL_NSECTION] = {parts[0].ir, parts[1].ir};
   size_t len[CG_MODEL_NSECTION] = {parts[0].ir_len, parts[1].ir_len};
   data[CG_MODEL_OPTS] = opts, len[CG_MODEL_OPTS] = strlen(opts);
+  data[CG_MODEL_BUILD] = build, len[CG_MODEL_BUILD] = strlen(build);
   int any_cubin = 0;
   for (int i = 0; i < 2; i++)
     for (int k = 0; k < parts[i].nprog; k++) {
@@ -296,10 +304,47 @@ static int run_cc(const char *c_path, const char *so_path, Diag *d) {
   return 0;
 }
 
+void cg_model_digest(const void *data, size_t n, unsigned char out[CG_MODEL_DIGEST]) {
+  struct sha256_ctx c;
+  sha256_init(&c);
+  sha256_update(&c, n, data);
+  sha256_digest(&c, CG_MODEL_DIGEST, out);
+}
+
+int cg_model_seal(const char *path, const unsigned char *blob, size_t n, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r+b");
+  if (!f) return snprintf(err, errlen, "cannot open '%s' to seal it: %s", path, strerror(errno)), -1;
+  unsigned char *buf = NULL;
+  long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  int rc = -1;
+  if (size > 0 && (buf = malloc((size_t)size + CG_MODEL_SEAL)) && fseek(f, 0, SEEK_SET) == 0 &&
+      fread(buf, 1, (size_t)size, f) == (size_t)size) {
+    const unsigned char *at = n ? memmem(buf, (size_t)size, blob, n) : NULL;
+    if (!at) {
+      snprintf(err, errlen, "sealing '%s': its %zu-byte blob is not in the file", path, n);
+    } else {
+      unsigned char *seal = buf + size;
+      memset(seal, 0, CG_MODEL_SEAL);
+      memcpy(seal, CG_MODEL_SEAL_MAGIC, 8);
+      put_u64(seal + 8, (uint64_t)(at - buf));
+      put_u64(seal + 16, n);
+      cg_model_digest(buf, (size_t)size + CG_MODEL_SEAL - CG_MODEL_DIGEST, seal + CG_MODEL_SEAL - CG_MODEL_DIGEST);
+      rc = fseek(f, 0, SEEK_END) == 0 && fwrite(seal, 1, CG_MODEL_SEAL, f) == CG_MODEL_SEAL ? 0 : -1;
+      if (rc) snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+    }
+  } else {
+    snprintf(err, errlen, "cannot read '%s' to seal it: %s", path,
+             buf || size <= 0 ? strerror(errno) : "out of memory");
+  }
+  free(buf);
+  if (fclose(f) != 0 && !rc) rc = -1, snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+  return rc;
+}
+
 static int write_so(const char *out, const char *net, const Part parts[2], int64_t batch, const char *arch,
-                    const char *opts, Diag *d) {
+                    const char *opts, const char *build, Diag *d) {
   size_t n = 0;
-  unsigned char *blob = make_blob(parts, batch, arch, opts, &n);
+  unsigned char *blob = make_blob(parts, batch, arch, opts, build, &n);
   if (!blob) {
     diag_error(d, NOLOC, "out of memory writing '%s'", out);
     return -1;
@@ -308,9 +353,14 @@ static int write_so(const char *out, const char *net, const Part parts[2], int64
   snprintf(c_path, sizeof c_path, "%s.%ld.tmp.c", out, (long)getpid());
   snprintf(so_path, sizeof so_path, "%s.%ld.tmp", out, (long)getpid());
   int rc = write_c(c_path, out, net, blob, n, d);
-  free(blob);
   if (!rc) rc = run_cc(c_path, so_path, d);
   remove(c_path);
+  char err[4400];
+  if (!rc && cg_model_seal(so_path, blob, n, err, sizeof err)) {
+    diag_error(d, NOLOC, "%s", err);
+    rc = -1;
+  }
+  free(blob);
   if (!rc && rename(so_path, out) != 0) {
     diag_error(d, NOLOC, "cannot write '%s': %s", out, strerror(errno));
     rc = -1;
@@ -352,7 +402,12 @@ int cg_model_write(const char *path, const PassCtx *cx, const CgModelOpts *o) {
   if (!rc && o->out) {
     char key[256]; /* the switches the programs above were emitted under: o->opts, else the defaults */
     opts_code_key(cg_device_opts(&(CgDevice){.opts = o->opts}), key, sizeof key);
-    rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, key, d);
+    char build[1024]; /* netc's version and the options both graphs were compiled with */
+    snprintf(build, sizeof build, "netc %s\nsource %s\narch %s\nbatch %lld\nprecision %s\nint8 %s\ncode %s\n",
+             NETC_VERSION, path, t.arch, (long long)g[0]->plan_batch,
+             cx->precision_set ? ir_dtype_name(cx->precision) : "the network's",
+             cx->int8_layers ? cx->int8_layers : "-", key);
+    rc = write_so(o->out, path, parts, g[0]->plan_batch, t.arch, key, build, d);
   }
   for (int i = 0; i < 2; i++) {
     free(parts[i].ir);

@@ -22,13 +22,27 @@
  *
  * A section of size 0 is absent.  A graph with n programs has CUDA
  * sections 0..n-1 and no others; its cubin k, when present, is program k's.
- * The text sections (IR, CUDA source) are followed by a NUL byte not
- * counted in their size; every section starts at a multiple of 64 bytes.
- * Version 1 had one program (and one cubin) per graph; version 2 had no
- * CG_MODEL_OPTS section. */
+ * The text sections (IR, CUDA source, options, build) are followed by a NUL
+ * byte not counted in their size; every section starts at a multiple of 64
+ * bytes.  Version 1 had one program (and one cubin) per graph; version 2 had
+ * no CG_MODEL_OPTS section; version 3 no CG_MODEL_BUILD section and no seal.
+ *
+ * The seal (version 4): after linking, netc appends CG_MODEL_SEAL bytes to
+ * the library (the dynamic loader ignores bytes past the last segment):
+ *
+ *   0   "NETCSEAL"
+ *   8   u64 file offset of the blob (the bytes of the netc_model symbol)
+ *   16  u64 blob size
+ *   24  u64 0 (reserved)
+ *   32  SHA-256 of every byte of the file before these 32
+ *
+ * The runtime never dlopens a model: it reads the file, checks the seal's
+ * digest over the whole file, then reads the blob at the sealed offset as
+ * data (runtime/io/rt_model.c).  Nothing in the library ever runs. */
 #ifndef NETC_CG_MODEL_H
 #define NETC_CG_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cg_prog.h"
@@ -38,7 +52,10 @@
 #define CG_MODEL_SYMBOL      "netc_model"
 #define CG_MODEL_SIZE_SYMBOL "netc_model_size"
 
-enum { CG_MODEL_VERSION = 3, CG_MODEL_ARCH_LEN = 16 };
+enum { CG_MODEL_VERSION = 4, CG_MODEL_ARCH_LEN = 16 };
+
+#define CG_MODEL_SEAL_MAGIC "NETCSEAL"
+enum { CG_MODEL_SEAL = 64, CG_MODEL_DIGEST = 32 };
 
 typedef enum CgModelSection {
   CG_MODEL_TRAIN_IR, /* ir_print of the training graph, locations included */
@@ -48,6 +65,7 @@ typedef enum CgModelSection {
   CG_MODEL_TRAIN_CUBIN = CG_MODEL_INFER_CU + CG_MAX_PART, /* + k: program k compiled for arch */
   CG_MODEL_INFER_CUBIN = CG_MODEL_TRAIN_CUBIN + CG_MAX_PART,
   CG_MODEL_OPTS = CG_MODEL_INFER_CUBIN + CG_MAX_PART, /* the code switches it was generated under (opts_code_key) */
+  CG_MODEL_BUILD, /* "netc VERSION\n" and the compile options, one "key value" line each */
   CG_MODEL_NSECTION
 } CgModelSection;
 
@@ -75,6 +93,13 @@ typedef struct CgModelOpts {
 
 /* Whether model section i holds text (IR, CUDA C, the options) rather than a cubin. */
 int cg_model_section_is_text(int i);
+
+/* The SHA-256 of n bytes (nettle), as the seal records it. */
+void cg_model_digest(const void *data, size_t n, unsigned char out[CG_MODEL_DIGEST]);
+
+/* Appends the seal to the library at path, whose blob is the n bytes at
+ * blob (found in the file: its first occurrence).  0, or -1 with a message. */
+int cg_model_seal(const char *path, const unsigned char *blob, size_t n, char *err, size_t errlen);
 
 /* Compiles `path` for training and for inference with cx's options (its
  * inference, print_after and dump_dir are overridden) and writes what o

@@ -1,36 +1,43 @@
 /* rt_model.c - opens a model.so written by `netc -o` (rt_model.h gives the
  * contract, compiler/codegen/cg_model.h the blob's format).
  *
- * The library is loaded RTLD_NOW | RTLD_LOCAL, so two models in one process
- * never see each other's symbols.  Nothing in it is trusted: the blob must
- * lie inside the symbol the library defines (its ELF size, from dladdr1),
- * start with the magic and this runtime's format version, and keep every
- * section inside it; text sections must end in their NUL and cubins start
- * with an ELF header.  The two IR texts are read with ir_read and checked
- * with ir_verify into the caller's arena, so the graphs outlive the
- * library; the program pointers point into the library and live until
- * rt_model_close.  Before dlopen, the file's ELF header, program headers
- * and section header table must lie inside the file: the loader maps
- * segments without that check, and touching a page past the end of a
- * truncated file is a SIGBUS, not an error.  A path ending in ".net" is compiled in-process with
+ * The library is never dlopened: nothing in it runs (no constructor, no
+ * relocation), whatever its bytes.  The file is read whole into memory
+ * (read(), so a file that shrinks is a short read, not SIGBUS), and must
+ * end in netc's seal (cg_model.h) whose SHA-256 matches every byte before
+ * it: a flipped, truncated or appended-to file is refused before any of it
+ * is parsed.  Only then is the blob, at the offset the seal records, read
+ * as data.  Even so nothing in the blob is trusted (a seal can be forged):
+ * it must start with the magic and this runtime's format version and keep
+ * every section inside it; text sections must end in their NUL and cubins
+ * start with an ELF header.  The two IR texts are read with ir_read and
+ * checked with ir_verify into the caller's arena, so the graphs outlive the
+ * model; the program pointers point into the file's bytes, which live until
+ * rt_model_close.  A file without a seal is an older model (refused with
+ * its format version and "recompile it") or a damaged one.  A path ending
+ * in ".net" is compiled in-process with
  * netc's defaults instead (no programs: the executor generates them). */
-#define _GNU_SOURCE /* dladdr1: the size of the blob's symbol */
+#define _GNU_SOURCE /* memmem: an unsealed file's format version */
 #include "rt_model.h"
 
-#include <dlfcn.h>
 #include <elf.h>
-#include <link.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cg_model.h"
 #include "compile.h"
 #include "rt_err.h"
 
 _Static_assert(CG_MAX_PART == CG_MAX_PART, "a model holds as many programs as the executor makes");
+
+/* Bigger than any model netc writes (16 cubins of 16 MiB a graph) */
+#define MODEL_MAX_BYTES (1ull << 30)
 
 static uint64_t get_u64(const unsigned char *p) {
   uint64_t v = 0;
@@ -143,62 +150,94 @@ static int ends_with(const char *s, const char *tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-/* The ELF file at path is whole: headers and every loaded segment inside it. */
-static int check_elf_file(const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0; /* dlopen says why */
+/* The whole file at path, malloc'd into *data (*n bytes), read with read():
+ * no mapping, so a file that shrinks meanwhile is a short read, not SIGBUS. */
+static int read_model_file(const char *path, unsigned char **data, size_t *n, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  Elf64_Ehdr eh;
   int rc = 0;
-  if (fstat(fileno(f), &st) != 0 || fread(&eh, sizeof eh, 1, f) != 1 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64) {
-    fclose(f);
-    return 0; /* not a 64-bit ELF: dlopen refuses it with its own message */
+  if (fstat(fd, &st) != 0)
+    rc = rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    rc = rt_errf(err, errlen, "%s: not a regular file", path);
+  else if ((uint64_t)st.st_size > MODEL_MAX_BYTES)
+    rc = rt_errf(err, errlen, "%s: %lld bytes, more than a model may have (%llu)", path, (long long)st.st_size,
+                 (unsigned long long)MODEL_MAX_BYTES);
+  /* 64-aligned, as the blob's sections are in the file: cubins are handed to the driver as they lie */
+  else if (!(*data = aligned_alloc(64, ((size_t)st.st_size + 64) / 64 * 64)))
+    rc = rt_errf(err, errlen, "%s: out of memory reading %lld bytes", path, (long long)st.st_size);
+  size_t got = 0;
+  while (!rc && got <= (size_t)st.st_size) {
+    ssize_t r = read(fd, *data + got, (size_t)st.st_size + 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rc = rt_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    if (r <= 0) break;
+    got += (size_t)r;
   }
-  uint64_t size = (uint64_t)st.st_size;
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
-      (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > size - eh.e_phoff ||
-      (eh.e_shnum && (eh.e_shoff > size || (uint64_t)eh.e_shnum * eh.e_shentsize > size - eh.e_shoff)))
-    rc = rt_errf(err, errlen, "%s: truncated or corrupt library (ELF headers past its %llu bytes)", path,
-                 (unsigned long long)size);
-  for (int i = 0; !rc && i < eh.e_phnum; i++) {
-    Elf64_Phdr ph;
-    if (fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof ph), SEEK_SET) != 0 || fread(&ph, sizeof ph, 1, f) != 1)
-      rc = rt_errf(err, errlen, "%s: cannot read its program headers", path);
-    else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
-      rc = rt_errf(err, errlen, "%s: truncated library (a segment ends at byte %llu of %llu)", path,
-                   (unsigned long long)(ph.p_offset + ph.p_filesz), (unsigned long long)size);
-  }
-  fclose(f);
+  if (!rc && got != (size_t)st.st_size)
+    rc = rt_errf(err, errlen, "%s: changed while being read (%zu of %lld bytes)", path, got, (long long)st.st_size);
+  close(fd);
+  *n = got;
   return rc;
 }
 
-static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t errlen) {
-  char local[4200];
-  /* a bare name would be searched for on the library path, not here */
-  snprintf(local, sizeof local, "%s%s", strchr(path, '/') ? "" : "./", path);
-  if (check_elf_file(local, err, errlen)) return -1;
-  dlerror();
-  m->dl = dlopen(local, RTLD_NOW | RTLD_LOCAL);
-  if (!m->dl) {
-    const char *why = dlerror();
-    return rt_errf(err, errlen, "%s: cannot load: %s", path, why ? why : "unknown error");
+/* A file without a valid seal: an older model (say which version) or a damaged one. */
+static int unsealed(const char *path, const unsigned char *f, size_t n, char *err, size_t errlen) {
+  const unsigned char *b = memmem(f, n, CG_MODEL_MAGIC, 8);
+  if (b && (size_t)(b - f) + 16 <= n && get_u32(b + 8) != CG_MODEL_VERSION) {
+    uint32_t version = get_u32(b + 8);
+    return rt_errf(err, errlen,
+                   "%s: model format version %u, but this runtime reads version %d (the model was written by %s "
+                   "netc): recompile it with this netc (netc FILE.net -o %s)",
+                   path, version, CG_MODEL_VERSION, version < CG_MODEL_VERSION ? "an older" : "a newer", path);
   }
-  const unsigned char *b = dlsym(m->dl, CG_MODEL_SYMBOL);
-  const unsigned long long *size = dlsym(m->dl, CG_MODEL_SIZE_SYMBOL);
-  if (!b || !size)
-    return rt_errf(err, errlen, "%s: not a netc model (no %s symbol; models are written by netc FILE.net -o %s)", path,
-                   !b ? CG_MODEL_SYMBOL : CG_MODEL_SIZE_SYMBOL, path);
-  Dl_info info;
-  const ElfW(Sym) *sym = NULL;
-  if (!dladdr1(b, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || sym->st_size < *size)
-    return rt_errf(err, errlen, "%s: corrupt model (%s says %llu bytes but the symbol holds %llu)", path,
-                   CG_MODEL_SIZE_SYMBOL, *size, sym ? (unsigned long long)sym->st_size : 0ull);
+  return rt_errf(err, errlen,
+                 "%s: not a netc model, or a damaged one (no netc seal at its end: truncated, appended to, or not "
+                 "written by netc FILE.net -o %s)",
+                 path, path);
+}
+
+/* The file's bytes are exactly what netc sealed; *blob and *size: the blob in them. */
+static int check_seal(const char *path, const unsigned char *f, size_t n, const unsigned char **blob, uint64_t *size,
+                      char *err, size_t errlen) {
+  if (n < SELFMAG || memcmp(f, ELFMAG, SELFMAG) != 0)
+    return rt_errf(err, errlen,
+                   "%s: not a netc model (not an ELF shared library; models are written by netc "
+                   "FILE.net -o %s)",
+                   path, path);
+  const unsigned char *seal = f + n - CG_MODEL_SEAL;
+  if (n < CG_MODEL_SEAL + sizeof(Elf64_Ehdr) || memcmp(seal, CG_MODEL_SEAL_MAGIC, 8) != 0)
+    return unsealed(path, f, n, err, errlen);
+  unsigned char digest[CG_MODEL_DIGEST];
+  cg_model_digest(f, n - CG_MODEL_DIGEST, digest);
+  if (memcmp(digest, seal + CG_MODEL_SEAL - CG_MODEL_DIGEST, CG_MODEL_DIGEST) != 0)
+    return rt_errf(err, errlen,
+                   "%s: damaged model (its SHA-256 differs from the digest netc sealed it with: the file changed "
+                   "after netc wrote it): recompile it with netc FILE.net -o %s",
+                   path, path);
+  uint64_t off = get_u64(seal + 8), len = get_u64(seal + 16), body = n - CG_MODEL_SEAL;
+  if (off > body || len > body - off)
+    return rt_errf(err, errlen, "%s: corrupt model (the seal puts a %llu-byte blob at %llu of %llu bytes)", path,
+                   (unsigned long long)len, (unsigned long long)off, (unsigned long long)body);
+  *blob = f + off, *size = len;
+  return 0;
+}
+
+static int open_so(const char *path, Arena *a, RtModel *m, char *err, size_t errlen) {
+  unsigned char *f = NULL;
+  size_t n = 0;
+  int rc = read_model_file(path, &f, &n, err, errlen);
+  m->file = f; /* the programs point into it; rt_model_close frees it */
+  const unsigned char *b = NULL;
+  uint64_t size = 0;
+  if (rc || check_seal(path, f, n, &b, &size, err, errlen)) return -1;
   uint64_t off[CG_MODEL_NSECTION], len[CG_MODEL_NSECTION];
-  if (check_blob(path, b, *size, off, len, err, errlen)) return -1;
+  if (check_blob(path, b, size, off, len, err, errlen)) return -1;
   m->batch = (int64_t)get_u64(b + 16);
   snprintf(m->arch, sizeof m->arch, "%s", (const char *)b + 24);
   snprintf(m->code_opts, sizeof m->code_opts, "%s", len[CG_MODEL_OPTS] ? (const char *)b + off[CG_MODEL_OPTS] : "");
+  snprintf(m->build, sizeof m->build, "%s", len[CG_MODEL_BUILD] ? (const char *)b + off[CG_MODEL_BUILD] : "");
   if (!(m->train = read_graph(path, "training", (const char *)b + off[CG_MODEL_TRAIN_IR], len[CG_MODEL_TRAIN_IR], a,
                               err, errlen)) ||
       !(m->infer = read_graph(path, "inference", (const char *)b + off[CG_MODEL_INFER_IR], len[CG_MODEL_INFER_IR], a,
@@ -246,8 +285,8 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
 
 void rt_model_close(RtModel *m) {
   if (!m) return;
-  if (m->dl) dlclose(m->dl);
-  m->dl = NULL;
+  free(m->file);
+  m->file = NULL;
   m->train_prog = (CgProgram){0};
   m->infer_prog = (CgProgram){0};
 }

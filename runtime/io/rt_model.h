@@ -10,7 +10,8 @@
  * sm_90), plus the batch size the plans were made for.  netc needs no GPU
  * to write it.
  *
- * rt_model_open() dlopens a model.so (or, for convenience, compiles a .net
+ * rt_model_open() reads a model.so as data, never dlopening it, after
+ * checking the SHA-256 netc sealed it with (or, for convenience, compiles a .net
  * file in-process) and reads both graphs back with ir_read into the
  * caller's arena.  The GPU executor takes an embedded cubin when it matches
  * the GPU and the batch, and JIT-compiles the program with NVRTC otherwise
@@ -31,8 +32,9 @@ typedef struct RtModel {
   int64_t batch;       /* the batch both plans and programs were made for */
   char arch[16];       /* "sm_90", or "" when no cubin is embedded */
   char code_opts[256]; /* the code switches its kernels were generated under (opts_code_key) */
+  char build[512];     /* netc's version and the compile options, "key value" lines (CG_MODEL_BUILD) */
   CgProgram train_prog, infer_prog;
-  void *dl; /* dlopen handle (NULL for an in-process compile) */
+  void *file; /* the model.so's bytes, which the programs point into (NULL for an in-process compile) */
 } RtModel;
 
 /* Opens a model.so (or compiles a .net file with netc's defaults when path
@@ -40,6 +42,6 @@ typedef struct RtModel {
  * file and what is wrong (not a netc model, version mismatch, IR that does
  * not read or verify, ...). */
 int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t errlen);
-void rt_model_close(RtModel *m); /* takes NULL; unloads the library */
+void rt_model_close(RtModel *m); /* takes NULL; frees the file's bytes */
 
 #endif

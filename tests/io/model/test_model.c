@@ -14,13 +14,26 @@
  *     cubins (cg_prog_build_prebuilt) without NVRTC, but not for another
  *     arch.  No GPU is needed.
  *   test_model --open FILE                 rt_model_open(FILE): "ok ..." and 0,
- *     or "error: MESSAGE" on stderr and 1 (for check_errors.sh). */
+ *     or "error: MESSAGE" on stderr and 1 (for check_errors.sh).
+ *   test_model --seal FILE.so              seals a library made by the test (its
+ *     netc_model symbol, found with dlopen: only for the test's own files).
+ *   test_model --fuzz GOOD.so DIR          damages copies of GOOD.so in DIR: every
+ *     byte of the ELF header and program headers (0-0xe8) flipped, 4 KiB and
+ *     single bytes flipped in the middle, every byte of the seal flipped, 150
+ *     random bit flips (fixed seed), truncations, appended bytes; each opened
+ *     in a child process, which must refuse it with a message naming it and
+ *     not die by a signal; the undamaged copy must open. */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "cg_model.h"
 #include "rt_model.h"
 
 #ifdef NETC_HAVE_CUDA
@@ -173,7 +186,9 @@ static int do_write(const char *netc, const char *net, const char *dir, char **o
     return check_report();
   }
   CHECK(strcmp(m.arch, "sm_90") == 0, "arch is sm_90, not '%s'", m.arch);
-  CHECK(m.dl != NULL, "the library stays loaded");
+  CHECK(m.file != NULL, "the file's bytes stay with the model");
+  CHECK(strncmp(m.build, "netc ", 5) == 0 && strstr(m.build, "\narch sm_90\n"),
+        "the build section names netc and the arch: %s", m.build);
   const IrGraph *g[2] = {m.train, m.infer};
   const CgProgram *p[2] = {&m.train_prog, &m.infer_prog};
   const char *what[2] = {"train", "infer"};
@@ -224,9 +239,138 @@ static int do_open(const char *path) {
   return rc ? 1 : 0;
 }
 
+static int do_seal(const char *path) {
+  char local[4200];
+  snprintf(local, sizeof local, "%s%s", strchr(path, '/') ? "" : "./", path);
+  void *dl = dlopen(local, RTLD_NOW | RTLD_LOCAL);
+  const unsigned char *b = dl ? dlsym(dl, CG_MODEL_SYMBOL) : NULL;
+  const unsigned long long *n = dl ? dlsym(dl, CG_MODEL_SIZE_SYMBOL) : NULL;
+  char err[4400] = "no netc_model or netc_model_size symbol";
+  int rc = b && n ? cg_model_seal(path, b, *n, err, sizeof err) : -1;
+  if (rc) fprintf(stderr, "error: %s: %s\n", path, err);
+  if (dl) dlclose(dl);
+  return rc ? 1 : 0;
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  unsigned char *b = NULL;
+  long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (size > 0 && (b = malloc((size_t)size)) &&
+      (fseek(f, 0, SEEK_SET) != 0 || fread(b, 1, (size_t)size, f) != (size_t)size)) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *n = (size_t)size;
+  return b;
+}
+
+/* Writes n bytes of b to path and opens it in a child: 0 when refused with a
+ * message naming path, 1 when it opened, 2 when the child died by a signal. */
+static int open_damaged(const char *path, const unsigned char *b, size_t n, char *msg, size_t msglen) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(b, 1, n, f) != n || fclose(f) != 0) return snprintf(msg, msglen, "cannot write %s", path), 3;
+  int fd[2];
+  if (pipe(fd) != 0) return 3;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    Arena a;
+    arena_init(&a);
+    RtModel m;
+    char err[4096] = "";
+    int rc = rt_model_open(path, &a, &m, err, sizeof err);
+    if (write(fd[1], err, strlen(err)) < 0) _exit(4);
+    rt_model_close(&m);
+    arena_free(&a);
+    _exit(rc ? 0 : 1);
+  }
+  close(fd[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < msglen && (r = read(fd[0], msg + got, msglen - 1 - got)) > 0) got += (size_t)r;
+  msg[got] = 0;
+  close(fd[0]);
+  int st;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return 3;
+  if (WIFSIGNALED(st)) return snprintf(msg, msglen, "signal %d", WTERMSIG(st)), 2;
+  if (WEXITSTATUS(st) == 1) return 1;
+  return WEXITSTATUS(st) == 0 && strncmp(msg, path, strlen(path)) == 0 ? 0 : 3;
+}
+
+static int ncase, nrefused;
+
+static void fuzz_case(const char *path, const unsigned char *b, size_t n, const char *what, long at) {
+  char msg[4096];
+  int r = open_damaged(path, b, n, msg, sizeof msg);
+  ncase++;
+  nrefused += r == 0;
+  CHECK(r == 0, "%s at %ld: %s (%s)", what, at,
+        r == 1   ? "opened"
+        : r == 2 ? "crashed"
+                 : "not refused with a message naming the file",
+        msg);
+}
+
+static int do_fuzz(const char *good, const char *dir) {
+  size_t n = 0;
+  unsigned char *orig = slurp(good, &n), *b = orig ? malloc(n + 4096) : NULL;
+  CHECK(b != NULL && n > 0x1000, "read %s", good);
+  if (!b) return check_report();
+  char path[4200], msg[4096];
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/damaged.so", dir);
+  CHECK(open_damaged(path, orig, n, msg, sizeof msg) == 1, "the undamaged copy opens (%s)", msg);
+  /* flip one byte: every byte of the ELF header and the program headers, the
+   * middle, and the seal */
+  long at[1024];
+  int nat = 0;
+  for (long i = 0; i < 0xe8; i++) at[nat++] = i;
+  for (long i = 0; i < 32; i++) at[nat++] = (long)n / 2 - 16 + i;
+  for (long i = 1; i <= CG_MODEL_SEAL; i++) at[nat++] = (long)n - i;
+  for (int k = 0; k < nat; k++) {
+    memcpy(b, orig, n);
+    b[at[k]] ^= 0xff;
+    fuzz_case(path, b, n, "byte flipped", at[k]);
+  }
+  memcpy(b, orig, n); /* 4 KiB flipped in the middle */
+  for (size_t i = n / 2 - 2048; i < n / 2 + 2048; i++) b[i] ^= 0xff;
+  fuzz_case(path, b, n, "4 KiB flipped", (long)n / 2 - 2048);
+  uint64_t seed = 22; /* 150 random bit flips: a fixed xorshift sequence */
+  for (int k = 0; k < 150; k++) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    long pos = (long)(seed % n);
+    memcpy(b, orig, n);
+    b[pos] ^= (unsigned char)(1u << (seed >> 32) % 8);
+    fuzz_case(path, b, n, "bit flipped", pos);
+  }
+  static const long cuts[] = {0, 1, 4, 63, 64, 0xe8, 4096};
+  for (int k = 0; k < (int)(sizeof cuts / sizeof cuts[0]); k++)
+    fuzz_case(path, orig, (size_t)cuts[k], "truncated to", cuts[k]);
+  for (long c = 1; c <= CG_MODEL_SEAL + 1; c += 9) fuzz_case(path, orig, n - (size_t)c, "truncated by", c);
+  fuzz_case(path, orig, n / 2, "truncated by", (long)(n - n / 2));
+  memcpy(b, orig, n);
+  memset(b + n, 0, 4096);
+  fuzz_case(path, b, n + 1, "appended bytes", 1);
+  fuzz_case(path, b, n + 4096, "appended bytes", 4096);
+  memcpy(b + n, b + n - CG_MODEL_SEAL, CG_MODEL_SEAL); /* the seal twice */
+  fuzz_case(path, b, n + CG_MODEL_SEAL, "seal appended again", CG_MODEL_SEAL);
+  printf("%d of %d damaged copies of %s refused\n", nrefused, ncase, good);
+  remove(path);
+  free(b);
+  free(orig);
+  return check_report();
+}
+
 int main(int argc, char **argv) {
   if (argc >= 5 && strcmp(argv[1], "--write") == 0) return do_write(argv[2], argv[3], argv[4], argv + 5, argc - 5);
   if (argc == 3 && strcmp(argv[1], "--open") == 0) return do_open(argv[2]);
-  fprintf(stderr, "usage: test_model --write NETC FILE.net DIR [NETC-OPTION...] | --open FILE\n");
+  if (argc == 3 && strcmp(argv[1], "--seal") == 0) return do_seal(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "--fuzz") == 0) return do_fuzz(argv[2], argv[3]);
+  fprintf(stderr, "usage: test_model --write NETC FILE.net DIR [NETC-OPTION...] | --open FILE | --seal FILE.so | "
+                  "--fuzz GOOD.so DIR\n");
   return 2;
 }
