@@ -119,12 +119,19 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
   if (header != CG_MODEL_HEADER || n < CG_MODEL_HEADER)
     return rt_errf(err, errlen, "%s: corrupt model (header of %u bytes in a %llu-byte blob)", path, header,
                    (unsigned long long)n);
+  CgModelTarget target;
   if (memchr(b + 24, 0, CG_MODEL_ARCH_LEN) == NULL)
     return rt_errf(err, errlen, "%s: corrupt model (the arch field is not a string)", path);
+  if (b[24] && cg_model_target((const char *)b + 24, &target))
+    return rt_errf(err, errlen, "%s: corrupt model (arch '%s' is none netc writes: %s)", path, (const char *)b + 24,
+                   cg_model_arches());
   for (int i = 0; i < CG_MODEL_NSECTION; i++) {
     uint64_t off = get_u64(b + 40 + 16 * i), len = get_u64(b + 48 + 16 * i);
     int text = cg_model_section_is_text(i);
     sec_off[i] = off, sec_len[i] = len;
+    if (!len && off)
+      return rt_errf(err, errlen, "%s: corrupt model (section %d is absent but has offset %llu)", path, i,
+                     (unsigned long long)off);
     if (!len) continue;
     if (off < CG_MODEL_HEADER || off > n || len > n - off || (text && len == n - off) || (text && b[off + len] != 0) ||
         (!text && (len < 16 || memcmp(b + off, "\177ELF", 4) != 0)))
@@ -139,6 +146,11 @@ static int check_blob(const char *path, const unsigned char *b, uint64_t n, uint
         return rt_errf(err, errlen, "%s: corrupt model (the %s graph's kernel program %d is %s)", path,
                        g ? "inference" : "training", k, sec_len[cu] ? "after a missing one" : "a cubin without source");
     }
+  int any_cubin = 0;
+  for (int i = CG_MODEL_TRAIN_CUBIN; i < CG_MODEL_OPTS; i++) any_cubin |= sec_len[i] != 0;
+  if (any_cubin != (b[24] != 0))
+    return rt_errf(err, errlen, "%s: corrupt model (%s)", path,
+                   any_cubin ? "cubins without an arch" : "an arch but no cubin");
   if (!sec_len[CG_MODEL_TRAIN_IR] || !sec_len[CG_MODEL_INFER_IR])
     return rt_errf(err, errlen, "%s: corrupt model (no IR for the %s graph)", path,
                    sec_len[CG_MODEL_TRAIN_IR] ? "inference" : "training");

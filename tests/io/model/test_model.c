@@ -303,6 +303,12 @@ static int open_damaged(const char *path, const unsigned char *b, size_t n, char
 
 static int ncase, nrefused;
 
+static uint64_t get_le64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
 static void fuzz_case(const char *path, const unsigned char *b, size_t n, const char *what, long at) {
   char msg[4096];
   int r = open_damaged(path, b, n, msg, sizeof msg);
@@ -359,6 +365,24 @@ static int do_fuzz(const char *good, const char *dir) {
   memcpy(b + n, b + n - CG_MODEL_SEAL, CG_MODEL_SEAL); /* the seal twice */
   fuzz_case(path, b, n + CG_MODEL_SEAL, "seal appended again", CG_MODEL_SEAL);
   printf("%d of %d damaged copies of %s refused\n", nrefused, ncase, good);
+  /* a forged seal: bits flipped inside the blob and the file sealed again,
+   * so the blob's own checks are all that stands; refused or (a flip in a
+   * kernel's text or a cubin's body) opened, but never a signal */
+  uint64_t boff = get_le64(orig + n - CG_MODEL_SEAL + 8), blen = get_le64(orig + n - CG_MODEL_SEAL + 16);
+  int nforged = 0, nopened = 0;
+  for (int k = 0; k < 300 && blen; k++) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    /* half of them in the header and section table, where every field matters */
+    long pos = (long)(boff + (k % 2 ? seed % blen : seed % (40 + 16 * CG_MODEL_NSECTION)));
+    memcpy(b, orig, n);
+    b[pos] ^= (unsigned char)(1u << (seed >> 32) % 8);
+    cg_model_digest(b, n - CG_MODEL_DIGEST, b + n - CG_MODEL_DIGEST);
+    int r = open_damaged(path, b, n, msg, sizeof msg);
+    nforged++;
+    nopened += r == 1;
+    CHECK(r == 0 || r == 1, "forged seal, bit flipped at %ld: %s (%s)", pos, r == 2 ? "crashed" : "no message", msg);
+  }
+  printf("%d of %d resealed copies with a flipped blob bit opened\n", nopened, nforged);
   remove(path);
   free(b);
   free(orig);
