@@ -218,9 +218,9 @@ static int check_seal(const char *path, const unsigned char *f, size_t n, const 
                    "%s: not a netc model (not an ELF shared library; models are written by netc "
                    "FILE.net -o %s)",
                    path, path);
-  const unsigned char *seal = f + n - CG_MODEL_SEAL;
-  if (n < CG_MODEL_SEAL + sizeof(Elf64_Ehdr) || memcmp(seal, CG_MODEL_SEAL_MAGIC, 8) != 0)
+  if (n < CG_MODEL_SEAL + sizeof(Elf64_Ehdr) || memcmp(f + n - CG_MODEL_SEAL, CG_MODEL_SEAL_MAGIC, 8) != 0)
     return unsealed(path, f, n, err, errlen);
+  const unsigned char *seal = f + n - CG_MODEL_SEAL;
   unsigned char digest[CG_MODEL_DIGEST];
   cg_model_digest(f, n - CG_MODEL_DIGEST, digest);
   if (memcmp(digest, seal + CG_MODEL_SEAL - CG_MODEL_DIGEST, CG_MODEL_DIGEST) != 0)
