@@ -96,7 +96,7 @@ static void test_write_failures(const char *dir) {
   CHECK(mkdir(sub, 0755) == 0 && file_write(inner, "x", 1), "mkdir %s", sub);
   w = writer_with(4, 2.0f);
   st = rt_st_writer_write(w, sub);
-  check_failed("target is a directory", w, st, sub, "rename failed");
+  check_failed("target is a directory", w, st, sub, "not a regular file (a directory)");
   CHECK(tmpdir_count(sub) == 1, "directory target was touched");
   check_unchanged("target is a directory", dir, target, old, oldlen, 2);
 

@@ -14,7 +14,7 @@ expect 2 "unknown pass 'nope'" "$netc" --print-after=nope "$src/models/mlp.net"
 expect 2 "unknown flag '-fno-nope'" "$netc" -fno-nope "$src/models/mlp.net"
 expect 2 "needs a value" "$netc" "$src/models/mlp.net" --dump-ir
 expect 1 "cannot open '$work/missing.net': No such file" "$netc" "$work/missing.net"
-expect 1 "'$work' is a directory" "$netc" "$work"
+expect 1 "'$work': not a regular file \(a directory\)" "$netc" "$work"
 expect 0 "^graph mlp" "$netc" --print-after=parse "$src/models/mlp.net"
 expect 0 "^params: 101770$" "$netc" --summary "$src/models/mlp.net"
 expect 0 "" "$netc" -fno-dce --dump-ir="$work/dumps" "$src/models/mlp.net"
