@@ -61,26 +61,22 @@ int rt_file_same(const char *a, const char *b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-int rt_file_check_outputs(const char *const *outs, size_t nouts, const char *const *ins, size_t nins, char *err,
-                          size_t errlen) {
-  for (size_t i = 0; i < nouts; i++)
-    for (size_t j = 0; j < nins; j++)
-      if (rt_file_same(outs[i], ins[j]))
-        return rt_errf(err, errlen, "%s: is the same file as the input %s (refusing to overwrite it)", outs[i], ins[j]);
-  for (size_t i = 0; i < nouts; i++)
-    for (size_t j = i + 1; j < nouts; j++)
-      if (rt_file_same(outs[i], outs[j]))
-        return rt_errf(err, errlen, "%s: is the same file as the output %s (give each output its own file)", outs[i],
-                       outs[j]);
-  return 0;
-}
-
-int rt_file_check_writable(const char *path, char *err, size_t errlen) {
+int rt_file_check_writable(const char *path, int replace, char *err, size_t errlen) {
   struct stat sb;
-  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-    return rt_errf(err, errlen, "%s: not a regular file (%s): refusing to replace it", path, rt_file_kind(sb.st_mode));
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  char *real = NULL;
+  if (stat(path, &sb) == 0) {
+    if (!replace)
+      return access(path, W_OK) == 0 ? 0 : rt_errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+      return rt_errf(err, errlen, "%s: not a regular file (%s): refusing to replace it", path,
+                     rt_file_kind(sb.st_mode));
+    /* a symlink's target is what the atomic writer replaces: its directory is the one to write */
+    real = realpath(path, NULL);
+  }
+  const char *p = real ? real : path;
+  const char *slash = strrchr(p, '/');
+  char *dir = slash ? strndup(p, slash == p ? 1 : (size_t)(slash - p)) : strdup(".");
+  free(real);
   if (!dir) return rt_errf(err, errlen, "%s: out of memory", path);
   int rc = 0;
   if (stat(dir, &sb) != 0)

@@ -26,14 +26,13 @@ int rt_file_open_regular(const char *path, struct stat *st, char *err, size_t er
 FILE *rt_file_fopen_regular(const char *path, char *err, size_t errlen);
 /* 1 when both paths name one existing file (same st_dev and st_ino). */
 int rt_file_same(const char *a, const char *b);
-/* Each non-NULL output compared with each non-NULL input: -1 with
- * "OUT: is the same file as the input IN (refusing to overwrite it)" at the
- * first pair that is one file, else 0. */
-int rt_file_check_outputs(const char *const *outs, size_t nouts, const char *const *ins, size_t nins, char *err,
-                          size_t errlen);
-/* 0 when PATH can be created or replaced: its directory exists and is
- * writable, and PATH, if it exists, is a regular file (or a symlink to one);
- * -1 with "PATH: ..." in err otherwise. */
-int rt_file_check_writable(const char *path, char *err, size_t errlen);
+/* 0 when PATH can be written, checked before the work that writes it:
+ * replace (an output written whole to a temporary and renamed over PATH):
+ * PATH, if it exists, is a regular file (or a symlink to one), and its
+ * directory exists and is writable; a stream (a log appended or truncated in
+ * place): PATH, if it exists, is writable (a device such as /dev/stdout is
+ * fine), else its directory exists and is writable.  -1 with "PATH: ..." in
+ * err otherwise. */
+int rt_file_check_writable(const char *path, int replace, char *err, size_t errlen);
 
 #endif
