@@ -685,6 +685,21 @@ static void sync_parent_dir(const char *path) {
   free(dir);
 }
 
+/* The target a dangling symlink names (joined to the link's folder when
+ * relative), malloc'ed; NULL when it cannot be read. */
+static char *link_target(const char *link) {
+  char buf[4096];
+  ssize_t n = readlink(link, buf, sizeof buf - 1);
+  if (n < 0 || (size_t)n >= sizeof buf - 1) return NULL;
+  buf[n] = '\0';
+  const char *slash = strrchr(link, '/');
+  if (buf[0] == '/' || !slash) return strdup(buf);
+  size_t dlen = (size_t)(slash - link) + 1;
+  char *out = malloc(dlen + (size_t)n + 1);
+  if (out) memcpy(out, link, dlen), memcpy(out + dlen, buf, (size_t)n + 1);
+  return out;
+}
+
 RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
   w->err[0] = '\0';
   writer_layout(w);
@@ -703,7 +718,8 @@ RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
   char *real = NULL;
   struct stat lsb;
   if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
-    if (!(real = realpath(path, NULL))) {
+    if (!(real = realpath(path, NULL)) && errno == ENOENT) real = link_target(path);
+    if (!real) {
       int e = errno;
       free(header);
       return fail(w->err, sizeof w->err, RT_ST_ERR_IO, label, "a symlink whose target cannot be resolved: %s",
