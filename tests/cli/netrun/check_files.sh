@@ -36,6 +36,9 @@ expect 1 "$work: not a regular file \(a directory\)" "${step[@]}" --weights "$ck
   --out "$work/o.safetensors"
 expect 1 "fifo: not a regular file \(a FIFO\)" "$netrun" train "$work/fifo" "${run[@]}"
 expect 1 "fifo: not a regular file \(a FIFO\)" "$netrun" train "$model" "${run[@]}" --resume "$work/fifo"
+expect 1 "fifo: cannot open the log: not a regular file \(a FIFO\)" "$netrun" plot "$work/fifo" "$work/p.png"
+echo '{"step": 1, "loss": 1.0}' >"$work/l.jsonl"
+expect 1 "l.jsonl: is the same file as the input" "$netrun" plot "$work/l.jsonl" "$work/l.jsonl"
 # an output that is an input: refused, the input unchanged
 sum=$(cksum <"$ck")
 expect 2 "ck.safetensors: is the same file as the input .*ck.safetensors \(refusing to overwrite it\)" \
