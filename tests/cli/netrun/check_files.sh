@@ -39,6 +39,11 @@ expect 1 "fifo: not a regular file \(a FIFO\)" "$netrun" train "$model" "${run[@
 expect 1 "fifo: cannot open the log: not a regular file \(a FIFO\)" "$netrun" plot "$work/fifo" "$work/p.png"
 echo '{"step": 1, "loss": 1.0}' >"$work/l.jsonl"
 expect 1 "l.jsonl: is the same file as the input" "$netrun" plot "$work/l.jsonl" "$work/l.jsonl"
+expect 1 "/dev/urandom: not a regular file \(a character device\)" "${step[@]}" --weights "$ck" --inputs /dev/urandom \
+  --out "$work/o.safetensors"
+mkdir -p "$work/idx" && mkfifo "$work/idx/train-images-idx3-ubyte"
+expect 1 "train-images-idx3-ubyte: not a regular file \(a FIFO\)" "$netrun" train "$src/models/mlp.net" --device cpu \
+  --data "$work/idx" --steps 1
 # an output that is an input: refused, the input unchanged
 sum=$(cksum <"$ck")
 expect 2 "ck.safetensors: is the same file as the input .*ck.safetensors \(refusing to overwrite it\)" \
@@ -54,6 +59,7 @@ expect 2 "ck.safetensors: is the same file as the input" "$netrun" train "$model
 cp "$model" "$work/m.net"
 expect 2 "m.net: is the same file as the input" "$netrun" train "$work/m.net" "${run[@]}" --log "$work/m.net"
 expect 2 "m.net: is the same file as the input" "$netrun" train "$work/m.net" "${run[@]}" --checkpoint "$work/m.net"
+expect 2 "m.net: is the same file as the input" "$netrun" profile "$work/m.net" --trace "$work/m.net"
 if [ "$sum" = "$(cksum <"$ck")" ] && cmp -s "$model" "$work/m.net"; then
   pass=$((pass + 1))
 else
