@@ -36,6 +36,8 @@ expect 1 "$work: not a regular file \(a directory\)" "${step[@]}" --weights "$ck
   --out "$work/o.safetensors"
 expect 1 "fifo: not a regular file \(a FIFO\)" "$netrun" train "$work/fifo" "${run[@]}"
 expect 1 "fifo: not a regular file \(a FIFO\)" "$netrun" train "$model" "${run[@]}" --resume "$work/fifo"
+mkfifo "$work/model.so"
+expect 1 "model.so: not a regular file \(a FIFO\)" "$netrun" bench "$work/model.so" --device cpu
 expect 1 "fifo: cannot open the log: not a regular file \(a FIFO\)" "$netrun" plot "$work/fifo" "$work/p.png"
 echo '{"step": 1, "loss": 1.0}' >"$work/l.jsonl"
 expect 1 "l.jsonl: is the same file as the input" "$netrun" plot "$work/l.jsonl" "$work/l.jsonl"
