@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rt_file.h"
 #include "rt_idx.h"
 #include "rt_loader.h"
 #include "rt_sched.h"
@@ -896,6 +897,10 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
                       "net_train: channel %d normalization std %g, mean %g (give three positive stds, "
                       "or none)",
                       k, (double)cfg->std3[k], (double)cfg->mean3[k]);
+  /* the checkpoint's place found before training, not after it (rt_file.h) */
+  char why[4608];
+  if (cfg->checkpoint && rt_file_check_writable(cfg->checkpoint, 1, why, sizeof why))
+    return net_fail(NET_ERR_IO, "checkpoint %s", why);
   NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
   memset(res, 0, sizeof *res);
   Data d = {0};
