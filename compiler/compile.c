@@ -2,10 +2,12 @@
 #include "compile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ast.h"
 #include "lower.h"
@@ -16,17 +18,32 @@ char *compile_read_file(const char *path, size_t *len, Diag *d) {
   SrcLoc none = {0};
   struct stat st;
   *len = 0;
-  if (stat(path, &st)) {
+  /* only a regular file, opened without blocking (a FIFO with no writer
+   * returns at once), its kind taken from the descriptor; the runtime's
+   * rt_file_open_regular (runtime/base/rt_file.c) does the same for what
+   * the runtime reads */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0 || fstat(fd, &st)) {
     diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
-  if (S_ISDIR(st.st_mode)) {
-    diag_error(d, none, "'%s' is a directory, not a .net file", path);
+  if (!S_ISREG(st.st_mode)) {
+    diag_error(d, none, "'%s': not a regular file (%s)", path,
+               S_ISDIR(st.st_mode)    ? "a directory"
+               : S_ISFIFO(st.st_mode) ? "a FIFO"
+               : S_ISSOCK(st.st_mode) ? "a socket"
+               : S_ISCHR(st.st_mode)  ? "a character device"
+               : S_ISBLK(st.st_mode)  ? "a block device"
+                                      : "not a file");
+    close(fd);
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
+  int fl = fcntl(fd, F_GETFL);
+  FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
     diag_error(d, none, "cannot open '%s': %s", path, strerror(errno));
+    close(fd);
     return NULL;
   }
   size_t cap = 1 << 16, n = 0;

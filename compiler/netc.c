@@ -85,6 +85,33 @@ static int make_output_dir(const char *what, const char *dir) {
   return -1;
 }
 
+/* 1 when a and b name one existing file (same st_dev and st_ino). */
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* No output may overwrite the input: -o FILE, and each file netc writes in
+ * --dump-ir DIR (NN-pass.ir) or --emit-cuda DIR (train.cu, infer.cu),
+ * compared by inode with the input before any work.  1 after saying which. */
+static int overwrites_input(const char *in, const char *out, const char *dump_dir, const char *cuda_dir) {
+  char path[4096];
+  const char *hit = out && same_file(out, in) ? out : NULL;
+  static const char *const CUDA[] = {"train.cu", "infer.cu"};
+  for (int i = 0; cuda_dir && !hit && i < 2; i++)
+    if (snprintf(path, sizeof path, "%s/%s", cuda_dir, CUDA[i]) < (int)sizeof path && same_file(path, in)) hit = path;
+  int n = 0;
+  const Pass *passes = pipeline_passes(&n);
+  for (int k = 0; dump_dir && !hit && k <= n; k++)
+    for (int i = -1; !hit && i < n; i++)
+      if (snprintf(path, sizeof path, "%s/%02d-%s.ir", dump_dir, k, i < 0 ? "parse" : passes[i].name) <
+              (int)sizeof path &&
+          same_file(path, in))
+        hit = path;
+  if (hit) fprintf(stderr, "netc: error: %s: is the same file as the input %s (refusing to overwrite it)\n", hit, in);
+  return hit != NULL;
+}
+
 int main(int argc, char **argv) {
   static const struct option longopts[] = {
       {"summary", no_argument, NULL, 's'},
@@ -178,6 +205,7 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *path = argv[optind];
+  if (overwrites_input(path, model.out, cx.dump_dir, model.emit_cuda)) return EXIT_USAGE;
   if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
       (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
     return EXIT_INPUT;

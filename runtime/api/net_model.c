@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compile.h"
 #include "pipeline.h"
+#include "rt_file.h"
 #ifdef NET_HAVE_RT_MODEL
 #include "rt_model.h"
 #endif
@@ -68,8 +70,9 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
       return NET_ERR_ARG;
     }
   }
-  FILE *probe = fopen(path, "rb");
-  if (!probe) {
+  /* a regular file, opened without blocking; else the compiler's own reading says why */
+  int probe = rt_file_open_regular(path, NULL, NULL, 0);
+  if (probe < 0) {
     Catch c;
     if (catch_open(&c)) return NET_ERR_NOMEM;
     size_t n;
@@ -77,7 +80,7 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
     catch_close(&c, err, len, "cannot open the model");
     return NET_ERR_IO;
   }
-  fclose(probe);
+  close(probe);
   Catch c;
   if (catch_open(&c)) return NET_ERR_NOMEM;
   if (want_train) out->train = compile_one(a, path, 0, dt, batch, &c);
@@ -101,6 +104,14 @@ NetStatus net_model_open(const char *path, Arena *a, const char *precision, int6
     snprintf(err, len, "%s: the precision is chosen when a model.so is compiled (netc --precision)", path);
     return NET_ERR_ARG;
   }
+  /* a model.so is a regular file, opened without blocking, before dlopen sees it */
+  char why[256];
+  int fd = rt_file_open_regular(path, NULL, why, sizeof why);
+  if (fd < 0) {
+    snprintf(err, len, "%s: %s", path, why);
+    return NET_ERR_IO;
+  }
+  close(fd);
 #ifdef NET_HAVE_RT_MODEL
   RtModel *m = calloc(1, sizeof *m);
   if (!m) return NET_ERR_NOMEM;

@@ -33,7 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "rt_file.h"
 #include "rt_idx.h"
 #include "rt_loader.h"
 #include "rt_sched.h"
@@ -97,9 +99,8 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
   for (int gz = 1; gz >= 0; gz--) {
     snprintf(img, sizeof img, "%s/%s-images-idx3-ubyte%s", dir, prefix, gz ? ".gz" : "");
     snprintf(lab, sizeof lab, "%s/%s-labels-idx1-ubyte%s", dir, prefix, gz ? ".gz" : "");
-    FILE *f = fopen(img, "rb");
-    if (!f && gz) continue;
-    if (f) fclose(f);
+    /* the .gz file when it exists at all (rt_idx_load says what is wrong with it) */
+    if (gz && access(img, F_OK) != 0) continue;
     return net_failed(net_status_of_idx(rt_idx_load(img, lab, set, net_err_buf(), NET_ERRMAX)));
   }
   return NET_ERR_DATA;
@@ -896,6 +897,10 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
                       "net_train: channel %d normalization std %g, mean %g (give three positive stds, "
                       "or none)",
                       k, (double)cfg->std3[k], (double)cfg->mean3[k]);
+  /* the checkpoint's place found before training, not after it (rt_file.h) */
+  char why[4608];
+  if (cfg->checkpoint && rt_file_check_writable(cfg->checkpoint, 1, why, sizeof why))
+    return net_fail(NET_ERR_IO, "checkpoint %s", why);
   NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
   memset(res, 0, sizeof *res);
   Data d = {0};

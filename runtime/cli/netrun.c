@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "net.h"
+#include "netrun_files.h"
 #include "netrun_plot.h"
 #include "netrun_opt.h"
 #include "netrun_profile.h"
@@ -330,6 +331,16 @@ static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep
   return m;
 }
 
+/* Every output of the command against every input, and each output's
+ * directory, before any work (netrun_files.h); data_dir: an IDX --data. */
+static int check_files(const Opts *o, const char *data_dir) {
+  const char *ins[] = {o->model, o->weights, o->inputs, o->resume};
+  const NetrunOutput outs[] = {{o->out, 0, NULL},       {o->checkpoint, 0, o->resume},
+                               {o->export_to, 0, NULL}, {o->plot, 0, NULL},
+                               {o->log, 1, NULL},       {o->curve, 1, NULL}};
+  return netrun_files_check(ins, sizeof ins / sizeof ins[0], data_dir, outs, sizeof outs / sizeof outs[0]);
+}
+
 static const char *where(const NetModel *m) { return strcmp(net_device(m), "gpu") == 0 ? "the GPU" : "the CPU"; }
 
 /* --- train ------------------------------------------------------------- */
@@ -463,6 +474,7 @@ static int cmd_train(int argc, char **argv) {
                     "(DIR/train, DIR/test)\n");
     return EXIT_USAGE;
   }
+  if ((rc = check_files(&o, o.synthetic || folder ? NULL : o.data ? o.data : DEFAULT_DATA))) return rc;
   NetModel *m = load(&o, o.batch, 0, 0);
   if (!m) return EXIT_FAIL;
   Progress p = {NULL, 1, 0};
@@ -522,13 +534,15 @@ static int cmd_train(int argc, char **argv) {
            100 * r.test_accuracy);
   else
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
+  int log_failed = 0;
   if (p.log) { /* the run's record: the decoder and the GPU's numbers at start and end (ECC counts among them) */
     fprintf(p.log, "{\"run\": \"%s\", \"steps\": %lld, \"images_per_s\": %.1f, \"decoder\": \"%s\"",
             s == NET_OK ? "done" : "stopped", (long long)r.steps, r.images_per_s, r.decoder);
     char w0[256], w1[256];
     const char *a = watch_members(&r.gpu_start, w0, sizeof w0), *b = watch_members(&r.gpu_end, w1, sizeof w1);
     fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
-    fclose(p.log);
+    if ((log_failed = ferror(p.log) | fclose(p.log)))
+      fprintf(stderr, "netrun: error: %s: cannot write the log (a write failed: disk full?)\n", o.log);
   }
   int export_failed = 0;
   if (s == NET_OK && o.export_to) {
@@ -549,7 +563,7 @@ static int cmd_train(int argc, char **argv) {
       printf("netrun: plot -> %s\n", o.plot);
   }
   net_free(m);
-  return s == NET_OK && !plot_failed && !export_failed ? 0 : EXIT_FAIL;
+  return s == NET_OK && !plot_failed && !export_failed && !log_failed ? 0 : EXIT_FAIL;
 }
 
 /* --- step and infer ------------------------------------------------------ */
@@ -607,6 +621,7 @@ static int cmd_step(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
+  if ((rc = check_files(&o, NULL))) return rc;
   char err[2048];
   RtStFile *in = NULL;
   if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
@@ -682,6 +697,7 @@ static int cmd_infer(int argc, char **argv) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
     return EXIT_USAGE;
   }
+  if ((rc = check_files(&o, NULL))) return rc;
   char err[2048];
   RtStFile *in = NULL;
   if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
@@ -733,6 +749,7 @@ static int cmd_export(int argc, char **argv) {
     fprintf(stderr, "netrun: error: export takes one MODEL and --weights and --out\n");
     return EXIT_USAGE;
   }
+  if ((rc = check_files(&o, NULL))) return rc;
   NetTrainState st = {0};
   if (net_checkpoint_info(o.weights, &st)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());

@@ -10,6 +10,7 @@
 
 #include "opts.h"
 #include "rt_err.h"
+#include "rt_file.h"
 
 #include <cairo.h>
 #include <cjson/cJSON.h>
@@ -236,8 +237,11 @@ static int take_line(Log *lg, const cJSON *o, const char *path, int line, char *
 }
 
 static int log_read(Log *lg, const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "r");
-  if (!f) return rt_errf(err, errlen, "%s: cannot open the log: %s", path, strerror(errno));
+  char why[128]; /* a regular file only, opened without blocking (rt_file.h) */
+  FILE *f = rt_file_fopen_regular(path, why, sizeof why);
+  if (!f)
+    return rt_errf(err, errlen, "%s: cannot open the log: %s", path,
+                   why + (strncmp(why, "cannot open: ", 13) == 0 ? 13 : 0));
   char *buf = NULL;
   size_t cap = 0;
   ssize_t len;
@@ -504,6 +508,8 @@ static int draw(const Log *lg, const char *log_path, const char *png_path, char 
 int netrun_plot(const char *log_path, const char *png_path, char *err, size_t errlen) {
   if (!log_path || !png_path)
     return rt_errf(err, errlen, "netrun_plot: %s is NULL", log_path ? "png_path" : "log_path");
+  if (rt_file_same(png_path, log_path))
+    return rt_errf(err, errlen, "%s: is the same file as the input %s (refusing to overwrite it)", png_path, log_path);
   Log lg = {0};
   int rc = log_read(&lg, log_path, err, errlen);
   if (!rc) rc = netrun_plot_cairo_ready(err, errlen);

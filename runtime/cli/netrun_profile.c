@@ -9,6 +9,7 @@
  * the header also gives the captured graph's replay time, what a training
  * step really takes. */
 #include "netrun_profile.h"
+#include "netrun_files.h"
 #include "netrun_opt.h"
 
 #include <getopt.h>
@@ -239,6 +240,9 @@ int netrun_profile_main(int argc, char **argv) {
   ProfOpts o = {.reps = 10, .top = DEFAULT_TOP};
   int rc = parse(argc, argv, &o);
   if (rc) return rc == 1 ? 0 : rc;
+  const char *ins[] = {o.model};
+  const NetrunOutput outs[] = {{o.trace, 0, NULL}};
+  if ((rc = netrun_files_check(ins, 1, NULL, outs, 1))) return rc;
   NetLoadOpts lo = {.device = "gpu",
                     .batch = o.batch,
                     .seed = 1,

@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "rt_file.h"
 
 enum { IDX_UBYTE = 0x08, CHUNK = 1 << 20 };
 
@@ -54,9 +57,11 @@ static RtIdxStatus gz_failure(gzFile gz, const char *path, char *err, size_t err
   const char *msg = gzerror(gz, &errnum);
   if (errnum == Z_ERRNO) return fail(err, errcap, RT_IDX_ERR_IO, path, "read failed: %s", strerror(errno));
   if (errnum == Z_MEM_ERROR) return fail(err, errcap, RT_IDX_ERR_NOMEM, path, "out of memory in zlib");
-  /* zlib prefixes its message with the path, which ours already has. */
+  /* zlib prefixes its message with the path (or "<fd:N>" for a descriptor), which ours already has. */
   size_t plen = strlen(path);
   if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0) msg += plen + 2;
+  const char *fdend = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+  if (fdend) msg = fdend + 3;
   return fail(err, errcap, RT_IDX_ERR_IO, path, "corrupt or truncated gzip data (%s)", msg);
 }
 
@@ -66,11 +71,15 @@ static RtIdxStatus load_idx(const char *path, int rank, const char *what, uint32
                             size_t errcap) {
   *out = NULL;
   if (err && errcap) err[0] = '\0';
-  errno = 0;
-  gzFile gz = gzopen(path, "rb");
-  if (!gz)
-    return errno ? fail(err, errcap, RT_IDX_ERR_IO, path, "cannot open: %s", strerror(errno))
-                 : fail(err, errcap, RT_IDX_ERR_NOMEM, path, "out of memory opening");
+  /* a regular file only, opened without blocking (rt_file.h) */
+  char why[128];
+  int fd = rt_file_open_regular(path, NULL, why, sizeof why);
+  if (fd < 0) return fail(err, errcap, RT_IDX_ERR_IO, path, "%s", why);
+  gzFile gz = gzdopen(fd, "rb");
+  if (!gz) {
+    close(fd);
+    return fail(err, errcap, RT_IDX_ERR_NOMEM, path, "out of memory opening");
+  }
   gzbuffer(gz, 1 << 17);
 
   RtIdxStatus st = RT_IDX_OK;

@@ -26,6 +26,8 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "rt_file.h"
+
 typedef struct Fail {
   struct jpeg_error_mgr mgr;
   jmp_buf jump;
@@ -160,9 +162,10 @@ static RtJpegStatus decode_from(FILE *fp, const uint8_t *buf, size_t n, const ch
 
 RtJpegStatus rt_jpeg_decode_file(const char *path, int min_short, RtImage *out, char *err, size_t errmax) {
   memset(out, 0, sizeof *out);
-  FILE *fp = fopen(path, "rb");
+  char why[128];
+  FILE *fp = rt_file_fopen_regular(path, why, sizeof why);
   if (!fp) {
-    snprintf(err, errmax, "%s: cannot open", path);
+    snprintf(err, errmax, "%s: %s", path, why);
     return RT_JPEG_ERR_IO;
   }
   RtJpegStatus s = decode_from(fp, NULL, 0, path, min_short, NULL, out, err, errmax);

@@ -25,13 +25,16 @@
  * the permutation. */
 #include "rt_loader.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "rt_file.h"
 #include "rt_jpeg.h"
 
 enum { KEEP_NAMES = 3, MSG = 512 };
@@ -95,25 +98,31 @@ static int64_t batch_len(const RtLoader *l, int64_t b) {
 /* Reads the file at path into *buf (grown as needed): its length, or -1
  * with a message. */
 static int64_t read_file(const char *path, uint8_t **buf, size_t *cap, char *msg) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return snprintf(msg, MSG, "%s: cannot open", path), -1;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return snprintf(msg, MSG, "%s: cannot read", path), -1;
-  }
-  if ((size_t)n > *cap || !*buf) {
-    uint8_t *b = realloc(*buf, (size_t)n + 1);
+  /* a regular file only, opened without blocking (a FIFO named x.jpg is
+   * reported unreadable, never waited on); its size from fstat bounds the read */
+  struct stat st;
+  char why[128];
+  int fd = rt_file_open_regular(path, &st, why, sizeof why);
+  if (fd < 0) return snprintf(msg, MSG, "%s: %s", path, why), -1;
+  size_t n = (size_t)st.st_size;
+  if (n > *cap || !*buf) {
+    uint8_t *b = realloc(*buf, n + 1);
     if (!b) {
-      fclose(f);
-      return snprintf(msg, MSG, "%s: out of memory for %ld bytes", path, n), -1;
+      close(fd);
+      return snprintf(msg, MSG, "%s: out of memory for %zu bytes", path, n), -1;
     }
-    *buf = b, *cap = (size_t)n;
+    *buf = b, *cap = n;
   }
-  size_t got = fread(*buf, 1, (size_t)n, f);
-  fclose(f);
-  if (got != (size_t)n) return snprintf(msg, MSG, "%s: cannot read", path), -1;
-  return n;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, *buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (got != n) return snprintf(msg, MSG, "%s: cannot read", path), -1;
+  return (int64_t)n;
 }
 
 /* The transform's window for position pos of a w x h picture. */

@@ -33,6 +33,7 @@
 #include "cg_model.h"
 #include "compile.h"
 #include "rt_err.h"
+#include "rt_file.h"
 
 _Static_assert(CG_MAX_PART == CG_MAX_PART, "a model holds as many programs as the executor makes");
 
@@ -277,6 +278,10 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
   if (!out) return rt_errf(err, errlen, "rt_model_open: out is NULL");
   memset(out, 0, sizeof *out);
   if (!path || !a) return rt_errf(err, errlen, "rt_model_open: no path or arena");
+  char why[256]; /* a regular file, opened without blocking, before anything reads it (rt_file.h) */
+  int fd = rt_file_open_regular(path, NULL, why, sizeof why);
+  if (fd < 0) return rt_errf(err, errlen, "%s: %s", path, why);
+  close(fd);
   int rc;
   if (ends_with(path, ".net")) {
     IrGraph *g[2] = {NULL, NULL};

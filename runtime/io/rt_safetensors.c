@@ -28,6 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rt_file.h"
+
 static const struct {
   const char *name;
   size_t size;
@@ -397,22 +399,15 @@ RtStStatus rt_st_open_memory(const void *buf, size_t len, const char *label, RtS
   return RT_ST_OK;
 }
 
-/* Reads fd to its end into a malloc'ed buffer, for what cannot be mapped. */
-static int read_whole(int fd, uint8_t **out, size_t *len) {
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
+/* Reads at most size bytes of fd (its size from fstat: a file that grew
+ * since is read no further) into a malloc'ed buffer, for what cannot be
+ * mapped. */
+static int read_whole(int fd, size_t size, uint8_t **out, size_t *len) {
+  size_t n = 0;
+  uint8_t *buf = malloc(size ? size : 1);
   if (!buf) return ENOMEM;
-  for (;;) {
-    if (n == cap) {
-      uint8_t *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-      if (!nb) {
-        free(buf);
-        return ENOMEM;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    ssize_t r = read(fd, buf + n, cap - n);
+  while (n < size) {
+    ssize_t r = read(fd, buf + n, size - n);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       int e = errno;
@@ -430,24 +425,17 @@ static int read_whole(int fd, uint8_t **out, size_t *len) {
 RtStStatus rt_st_open(const char *path, RtStFile **out, char *err, size_t errcap) {
   *out = NULL;
   if (err && errcap) err[0] = '\0';
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(err, errcap, RT_ST_ERR_IO, path, "cannot open: %s", strerror(errno));
+  /* only a regular file, opened without blocking (rt_file.h): never a FIFO, a device or a directory */
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return fail(err, errcap, RT_ST_ERR_IO, path, "cannot stat: %s", strerror(e));
-  }
-  if (S_ISDIR(sb.st_mode)) {
-    close(fd);
-    return fail(err, errcap, RT_ST_ERR_IO, path, "is a directory");
-  }
+  char why[256];
+  int fd = rt_file_open_regular(path, &sb, why, sizeof why);
+  if (fd < 0) return fail(err, errcap, RT_ST_ERR_IO, path, "%s", why);
   RtStFile *f = calloc(1, sizeof *f);
   if (!f) {
     close(fd);
     return fail(err, errcap, RT_ST_ERR_NOMEM, path, "out of memory");
   }
-  if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
+  if (sb.st_size > 0) {
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m != MAP_FAILED) {
       f->map = m;
@@ -457,7 +445,7 @@ RtStStatus rt_st_open(const char *path, RtStFile **out, char *err, size_t errcap
     }
   }
   if (!f->map) {
-    int e = read_whole(fd, &f->owned, &f->size);
+    int e = read_whole(fd, (size_t)sb.st_size, &f->owned, &f->size);
     if (e != 0) {
       close(fd);
       rt_st_close(f);
@@ -697,6 +685,21 @@ static void sync_parent_dir(const char *path) {
   free(dir);
 }
 
+/* The target a dangling symlink names (joined to the link's folder when
+ * relative), malloc'ed; NULL when it cannot be read. */
+static char *link_target(const char *link) {
+  char buf[4096];
+  ssize_t n = readlink(link, buf, sizeof buf - 1);
+  if (n < 0 || (size_t)n >= sizeof buf - 1) return NULL;
+  buf[n] = '\0';
+  const char *slash = strrchr(link, '/');
+  if (buf[0] == '/' || !slash) return strdup(buf);
+  size_t dlen = (size_t)(slash - link) + 1;
+  char *out = malloc(dlen + (size_t)n + 1);
+  if (out) memcpy(out, link, dlen), memcpy(out + dlen, buf, (size_t)n + 1);
+  return out;
+}
+
 RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
   w->err[0] = '\0';
   writer_layout(w);
@@ -708,11 +711,34 @@ RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
     return fail(w->err, sizeof w->err, RT_ST_ERR_ARG, path, "header of %zu bytes is over the limit of %d", hlen,
                 RT_ST_MAX_HEADER);
   }
+  /* What is replaced: a regular file or nothing.  A symlink is followed, and
+   * its target replaced (the link stays a link); a device node, FIFO or
+   * directory is refused before anything is written. */
+  const char *label = path;
+  char *real = NULL;
+  struct stat lsb;
+  if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
+    if (!(real = realpath(path, NULL)) && errno == ENOENT) real = link_target(path);
+    if (!real) {
+      int e = errno;
+      free(header);
+      return fail(w->err, sizeof w->err, RT_ST_ERR_IO, label, "a symlink whose target cannot be resolved: %s",
+                  strerror(e));
+    }
+    path = real;
+  }
+  if (stat(path, &lsb) == 0 && !S_ISREG(lsb.st_mode)) {
+    free(real);
+    free(header);
+    return fail(w->err, sizeof w->err, RT_ST_ERR_IO, label, "not a regular file (%s): refusing to replace it",
+                rt_file_kind(lsb.st_mode));
+  }
   size_t plen = strlen(path);
   char *tmp = malloc(plen + sizeof ".tmp.XXXXXX");
   if (!tmp) {
+    free(real);
     free(header);
-    return fail(w->err, sizeof w->err, RT_ST_ERR_NOMEM, path, "out of memory");
+    return fail(w->err, sizeof w->err, RT_ST_ERR_NOMEM, label, "out of memory");
   }
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
@@ -720,8 +746,9 @@ RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
   if (fd < 0) {
     int e = errno;
     free(tmp);
+    free(real);
     free(header);
-    return fail(w->err, sizeof w->err, RT_ST_ERR_IO, path, "cannot create a temporary file: %s", strerror(e));
+    return fail(w->err, sizeof w->err, RT_ST_ERR_IO, label, "cannot create a temporary file: %s", strerror(e));
   }
   /* mkstemp makes the file 0600; give it the target's mode, or 0644. */
   struct stat sb;
@@ -744,8 +771,9 @@ RtStStatus rt_st_writer_write(RtStWriter *w, const char *path) {
   else
     sync_parent_dir(path);
   free(tmp);
+  free(real);
   free(header);
   if (e)
-    return fail(w->err, sizeof w->err, RT_ST_ERR_IO, path, "%s failed: %s (file left unchanged)", step, strerror(e));
+    return fail(w->err, sizeof w->err, RT_ST_ERR_IO, label, "%s failed: %s (file left unchanged)", step, strerror(e));
   return RT_ST_OK;
 }

@@ -2,7 +2,8 @@
  * (colours, grey, DCT scaling, CMYK and damaged files), the transforms,
  * ImageFolder scanning and its errors, and the loader (same batches for 1
  * and 4 threads, an evaluation pass that visits each image once, unreadable
- * images skipped).  Usage: data_test_data WORKDIR */
+ * images skipped, a FIFO named x.jpg among them).  Usage: data_test_data WORKDIR */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,7 @@ static void test_folder(void) {
 static void make_ids(void) {
   mk("ids"), mk("ids/k0"), mk("ids/k1"), mk("ids/k2");
   remove(at("ids/k2/junk.jpg")); /* left by an earlier run in this WORKDIR */
+  remove(at("ids/k2/fifo.jpg"));
   for (int i = 0; i < 21; i++) {
     char rel[256];
     snprintf(rel, sizeof rel, "ids/k%d/%02d.jpg", i % 3, i);
@@ -317,7 +319,9 @@ static void test_loader(void) {
   if (o) fwrite(bytes, 1, n / 2, o), fclose(o);
   o = fopen(at("ids/k2/junk.jpg"), "wb");
   if (o) fputs("this is not a picture", o), fclose(o);
-  CHECK(rt_folder_scan(at("ids"), 0, &f, err, sizeof err) == RT_FOLDER_OK && f.n == 22, "%s", err);
+  /* a FIFO named like a picture, with no writer: unreadable ("not a regular file"), never waited on */
+  CHECK(mkfifo(at("ids/k2/fifo.jpg"), 0644) == 0 || errno == EEXIST, "mkfifo");
+  CHECK(rt_folder_scan(at("ids"), 0, &f, err, sizeof err) == RT_FOLDER_OK && f.n == 23, "%s", err);
   RtLoaderConfig tc = {.set = &f, .batch = 4, .H = 16, .W = 16, .train = 1, .seed = 3, .workers = 2};
   CHECK(rt_loader_new(&tc, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
   for (int e = 0; l && e < 3; e++) {
@@ -329,8 +333,9 @@ static void test_loader(void) {
   }
   char names[1024];
   int64_t bad = l ? rt_loader_unreadable(l, names, sizeof names) : 0;
-  CHECK(bad == 2 && strstr(names, "k1/04.jpg: ") && strstr(names, "junk.jpg"), "unreadable %lld: %s", (long long)bad,
-        names);
+  CHECK(bad == 3 && strstr(names, "k1/04.jpg: ") && strstr(names, "junk.jpg") &&
+            strstr(names, "fifo.jpg: not a regular file (a FIFO)"),
+        "unreadable %lld: %s", (long long)bad, names);
   rt_loader_free(l);
   c.set = &f;
   CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
@@ -339,7 +344,7 @@ static void test_loader(void) {
     RtLoaderBatch bt;
     int64_t total = 0;
     while (rt_loader_next(l, &bt, err, sizeof err) == 1) total += bt.n;
-    CHECK(total == 20 && rt_loader_unreadable(l, NULL, 0) == 2, "evaluation read %lld of 22", (long long)total);
+    CHECK(total == 20 && rt_loader_unreadable(l, NULL, 0) == 3, "evaluation read %lld of 23", (long long)total);
   }
   rt_loader_free(l);
   rt_folder_free(&f);

@@ -4,8 +4,9 @@
  * Failures are forced at three stages: the temporary file cannot be made
  * (missing directory; read-only directory, written as nobody when the
  * test runs as root, since root ignores permission bits), the data cannot be written (RLIMIT_FSIZE makes
- * write() fail with EFBIG halfway through), and the rename fails (the
- * target is a directory).  Each time the call reports an I/O error naming
+ * write() fail with EFBIG halfway through), and the target is refused
+ * before anything is written (a directory or a FIFO: only a regular file is
+ * replaced).  Each time the call reports an I/O error naming
  * the target, the old target is byte-for-byte what it was, and no
  * temporary file is left in the directory. */
 #include <errno.h>
@@ -96,9 +97,29 @@ static void test_write_failures(const char *dir) {
   CHECK(mkdir(sub, 0755) == 0 && file_write(inner, "x", 1), "mkdir %s", sub);
   w = writer_with(4, 2.0f);
   st = rt_st_writer_write(w, sub);
-  check_failed("target is a directory", w, st, sub, "rename failed");
+  check_failed("target is a directory", w, st, sub, "not a regular file (a directory)");
   CHECK(tmpdir_count(sub) == 1, "directory target was touched");
   check_unchanged("target is a directory", dir, target, old, oldlen, 2);
+
+  /* A FIFO is not replaced either; a symlink is followed, its target replaced and the link kept. */
+  char fifo[700], link[700], dest[700];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+  st = rt_st_writer_write(w, fifo);
+  check_failed("target is a FIFO", w, st, fifo, "not a regular file (a FIFO)");
+  struct stat fs;
+  CHECK(lstat(fifo, &fs) == 0 && S_ISFIFO(fs.st_mode), "the FIFO was replaced");
+  unlink(fifo);
+  snprintf(link, sizeof link, "%s/link", dir);
+  snprintf(dest, sizeof dest, "%s/dest.safetensors", dir);
+  CHECK(symlink("dest.safetensors", link) == 0, "symlink %s", link);
+  CHECK(rt_st_writer_write(w, link) == RT_ST_OK, "through a dangling symlink: %s", rt_st_writer_error(w));
+  CHECK(lstat(link, &fs) == 0 && S_ISLNK(fs.st_mode), "the symlink was replaced");
+  CHECK(stat(dest, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0, "the target was not written");
+  CHECK(rt_st_writer_write(w, link) == RT_ST_OK, "through a symlink: %s", rt_st_writer_error(w));
+  CHECK(lstat(link, &fs) == 0 && S_ISLNK(fs.st_mode), "the symlink was replaced");
+  unlink(link);
+  unlink(dest);
 
   /* The temporary cannot be made: no such directory. */
   char nodir[700];

@@ -7,6 +7,8 @@
  * and a message containing the path and the expected phrase. */
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "rt_safetensors.h"
@@ -137,7 +139,16 @@ int main(void) {
   CHECK(rt_st_open(path, &f, err, sizeof err) == RT_ST_ERR_IO && f == NULL, "missing file");
   CHECK(strstr(err, path) && strstr(err, "cannot open: No such file"), "missing: %s", err);
   CHECK(rt_st_open(dir, &f, err, sizeof err) == RT_ST_ERR_IO && f == NULL, "directory");
-  CHECK(strstr(err, "is a directory") != NULL, "directory: %s", err);
+  CHECK(strstr(err, "not a regular file (a directory)") != NULL, "directory: %s", err);
+  /* a device and a FIFO with no writer: refused at once, never read or waited on */
+  CHECK(rt_st_open("/dev/zero", &f, err, sizeof err) == RT_ST_ERR_IO && f == NULL, "/dev/zero");
+  CHECK(strstr(err, "/dev/zero: not a regular file (a character device)") != NULL, "/dev/zero: %s", err);
+  char fifo[600];
+  snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+  CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+  CHECK(rt_st_open(fifo, &f, err, sizeof err) == RT_ST_ERR_IO && f == NULL, "FIFO");
+  CHECK(strstr(err, "not a regular file (a FIFO)") != NULL, "FIFO: %s", err);
+  unlink(fifo);
 
   /* A tiny error buffer is filled without overflow; none at all is fine. */
   char tiny[8];

@@ -14,7 +14,20 @@ expect 2 "unknown pass 'nope'" "$netc" --print-after=nope "$src/models/mlp.net"
 expect 2 "unknown flag '-fno-nope'" "$netc" -fno-nope "$src/models/mlp.net"
 expect 2 "needs a value" "$netc" "$src/models/mlp.net" --dump-ir
 expect 1 "cannot open '$work/missing.net': No such file" "$netc" "$work/missing.net"
-expect 1 "'$work' is a directory" "$netc" "$work"
+expect 1 "'$work': not a regular file \(a directory\)" "$netc" "$work"
+# only regular files are read, a FIFO with no writer without blocking; no output overwrites the input
+mkfifo "$work/fifo.net"
+expect 1 "'$work/fifo.net': not a regular file \(a FIFO\)" "$netc" "$work/fifo.net"
+expect 1 "'/dev/zero': not a regular file \(a character device\)" "$netc" /dev/zero
+cp "$src/models/mlp.net" "$work/self.net"
+sum=$(cksum <"$work/self.net")
+expect 2 "self.net: is the same file as the input .*self.net \(refusing to overwrite it\)" "$netc" "$work/self.net" \
+  -o "$work/self.net"
+mkdir -p "$work/cu" && cp "$src/models/mlp.net" "$work/cu/train.cu"
+expect 2 "train.cu: is the same file as the input" "$netc" "$work/cu/train.cu" --emit-cuda="$work/cu"
+mkdir -p "$work/ir" && cp "$src/models/mlp.net" "$work/ir/01-dce.ir"
+expect 2 "01-dce.ir: is the same file as the input" "$netc" "$work/ir/01-dce.ir" --dump-ir="$work/ir"
+if [ "$sum" = "$(cksum <"$work/self.net")" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: -o overwrote the input"; fi
 expect 0 "^graph mlp" "$netc" --print-after=parse "$src/models/mlp.net"
 expect 0 "^params: 101770$" "$netc" --summary "$src/models/mlp.net"
 expect 0 "" "$netc" -fno-dce --dump-ir="$work/dumps" "$src/models/mlp.net"
