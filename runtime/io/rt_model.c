@@ -166,15 +166,12 @@ static int ends_with(const char *s, const char *tail) {
 /* The whole file at path, malloc'd into *data (*n bytes), read with read():
  * no mapping, so a file that shrinks meanwhile is a short read, not SIGBUS. */
 static int read_model_file(const char *path, unsigned char **data, size_t *n, char *err, size_t errlen) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
+  char why[256]; /* a regular file, opened without blocking (rt_file.h) */
+  int fd = rt_file_open_regular(path, &st, why, sizeof why);
+  if (fd < 0) return rt_errf(err, errlen, "%s: %s", path, why);
   int rc = 0;
-  if (fstat(fd, &st) != 0)
-    rc = rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-  else if (!S_ISREG(st.st_mode))
-    rc = rt_errf(err, errlen, "%s: not a regular file", path);
-  else if ((uint64_t)st.st_size > MODEL_MAX_BYTES)
+  if ((uint64_t)st.st_size > MODEL_MAX_BYTES)
     rc = rt_errf(err, errlen, "%s: %lld bytes, more than a model may have (%llu)", path, (long long)st.st_size,
                  (unsigned long long)MODEL_MAX_BYTES);
   /* 64-aligned, as the blob's sections are in the file: cubins are handed to the driver as they lie */
@@ -278,10 +275,6 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
   if (!out) return rt_errf(err, errlen, "rt_model_open: out is NULL");
   memset(out, 0, sizeof *out);
   if (!path || !a) return rt_errf(err, errlen, "rt_model_open: no path or arena");
-  char why[256]; /* a regular file, opened without blocking, before anything reads it (rt_file.h) */
-  int fd = rt_file_open_regular(path, NULL, why, sizeof why);
-  if (fd < 0) return rt_errf(err, errlen, "%s: %s", path, why);
-  close(fd);
   int rc;
   if (ends_with(path, ".net")) {
     IrGraph *g[2] = {NULL, NULL};
