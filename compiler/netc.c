@@ -1,6 +1,7 @@
 /* netc.c - the netc command line; the only place in the compiler that exits.
  *
  *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
+ *   netc FILE.onnx [--train=TRAIN.net] [the same options]
  *
  * A run that asks for no output (no -o, --emit-cuda, --dump-ir, --print-after
  * or --summary) says on stderr what it compiled and that it wrote nothing.
@@ -26,8 +27,9 @@ static void usage(FILE *f) {
   const Pass *passes = pipeline_passes(&n);
   fprintf(f,
           "usage: netc FILE.net [options]\n"
+          "       netc FILE.onnx [--train TRAIN.net] [options]\n"
           "\n"
-          "Compiles a network description: parses it, derives the IR, runs the passes.\n"
+          "Compiles a network description (or an ONNX model): parses it, derives the IR, runs the passes.\n"
           "\n"
           "options:\n"
           "  --summary            print the layer table, the totals 'params: N', 'macs: N' and the memory plan\n"
@@ -41,6 +43,8 @@ static void usage(FILE *f) {
           "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
           "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
           "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
+          "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
+          "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -87,19 +91,13 @@ static int make_output_dir(const char *what, const char *dir) {
 
 int main(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"summary", no_argument, NULL, 's'},
-      {"dump-ir", required_argument, NULL, 'D'},
-      {"print-after", required_argument, NULL, 'P'},
-      {"no-loc", no_argument, NULL, 'L'},
-      {"inference", no_argument, NULL, 'I'},
-      {"precision", required_argument, NULL, 'p'},
-      {"int8", required_argument, NULL, '8'},
-      {"batch", required_argument, NULL, 'b'},
-      {"arch", required_argument, NULL, 'A'},
-      {"emit-cuda", required_argument, NULL, 'E'},
-      {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0},
+      {"summary", no_argument, NULL, 's'},           {"dump-ir", required_argument, NULL, 'D'},
+      {"print-after", required_argument, NULL, 'P'}, {"no-loc", no_argument, NULL, 'L'},
+      {"inference", no_argument, NULL, 'I'},         {"precision", required_argument, NULL, 'p'},
+      {"int8", required_argument, NULL, '8'},        {"batch", required_argument, NULL, 'b'},
+      {"arch", required_argument, NULL, 'A'},        {"emit-cuda", required_argument, NULL, 'E'},
+      {"train", required_argument, NULL, 'T'},       {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0},
   };
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
@@ -154,6 +152,7 @@ int main(int argc, char **argv) {
       break;
     }
     case 'o': model.out = optarg; break;
+    case 'T': cx.train_file = optarg; break;
     case 'E': model.emit_cuda = optarg; break;
     case 'A': {
       CgModelTarget t;
@@ -178,6 +177,10 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *path = argv[optind];
+  if (cx.train_file && !compile_is_onnx(path)) {
+    fprintf(stderr, "netc: error: --train is for .onnx models; '%s' has its own train section\n", path);
+    return EXIT_USAGE;
+  }
   if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
       (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
     return EXIT_INPUT;
@@ -188,7 +191,9 @@ int main(int argc, char **argv) {
   cx.d = &d;
   size_t len = 0;
   char *src = compile_read_file(path, &len, &d);
-  IrGraph *g = src ? compile_source(&arena, &d, path, src, len, NULL) : NULL;
+  IrGraph *g = !src                    ? NULL
+               : compile_is_onnx(path) ? compile_onnx(&arena, &d, path, src, len, cx.train_file, NULL)
+                                       : compile_source(&arena, &d, path, src, len, NULL);
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
