@@ -113,25 +113,31 @@ static OnnxVal *find(Imp *m, const char *name) {
   }
 }
 
-static void rehash(Imp *m, int nslot) {
-  int *slot = arena_alloc(m->a, sizeof(int) * (size_t)nslot);
-  if (!slot) return;
-  memset(slot, 0, sizeof(int) * (size_t)nslot);
-  m->slot = slot;
+/* Room for every name the graph can hold: initializers, inputs, node
+ * outputs and one layer name a node (with its unique-making retries). */
+static int reserve(Imp *m) {
+  const Onnx__GraphProto *gp = m->gp;
+  size_t n = gp->n_initializer + gp->n_input + 4 * gp->n_node + 16;
+  for (size_t i = 0; i < gp->n_node; i++) n += gp->node[i]->n_output;
+  if (n > (size_t)1 << 28) return -1;
+  int nslot = 1024;
+  while ((size_t)nslot < 2 * n + 2) nslot *= 2;
+  m->v = arena_alloc(m->a, sizeof(OnnxVal) * n);
+  m->slot = arena_alloc(m->a, sizeof(int) * (size_t)nslot);
+  if (!m->v || !m->slot) return -1;
+  memset(m->slot, 0, sizeof(int) * (size_t)nslot);
+  m->cap = (int)n;
   m->nslot = nslot;
-  for (int k = 0; k < m->nv; k++) {
-    uint64_t i = hash(m->v[k].name) & (uint64_t)(nslot - 1);
-    while (slot[i]) i = (i + 1) & (uint64_t)(nslot - 1);
-    slot[i] = k + 1;
-  }
+  return 0;
 }
 
-/* The value called name, added (OV_MISSING) when new; NULL when out of memory. */
+/* The value called name, added (OV_MISSING) when new; NULL when out of
+ * memory or past the capacity reserve() gave.  The table never moves, so
+ * a handler's OnnxVal pointers stay valid while it names layers. */
 static OnnxVal *intern(Imp *m, const char *name) {
   OnnxVal *x = find(m, name);
   if (x) return x;
-  if (2 * (m->nv + 1) > m->nslot) rehash(m, m->nslot ? 2 * m->nslot : 1024);
-  if (2 * (m->nv + 1) > m->nslot || !ARENA_RESERVE(m->a, m->v, m->nv, m->cap)) return NULL;
+  if (m->nv >= m->cap || 2 * (m->nv + 1) > m->nslot) return NULL;
   m->v[m->nv] = (OnnxVal){.name = name, .param_node = -1, .producer = -1, .user = -1};
   uint64_t i = hash(name) & (uint64_t)(m->nslot - 1);
   while (m->slot[i]) i = (i + 1) & (uint64_t)(m->nslot - 1);
@@ -164,15 +170,24 @@ static const char *layer_name(Imp *m, const Node *n, const char *weight) {
   if (base) base = ir_name(m, base);
   if (!base || !*base) base = arena_printf(m->a, "%s_%d", n->p->op_type, n->index);
   if (!base) return NULL;
-  /* layer names share the value table, marked and behind a \1 no ONNX name starts with */
+  /* layer names share the value table, marked and behind a \1 no ONNX name
+   * starts with; the base's entry keeps the last suffix handed out (n) */
+  const char *key = arena_printf(m->a, "\1%s", base);
+  OnnxVal *bx = key ? find(m, key) : NULL, *x = NULL;
   const char *name = base;
-  OnnxVal *x;
-  for (int k = 1;; k++) {
-    const char *key = arena_printf(m->a, "\1%s", name);
-    if (!key || !(x = intern(m, key))) return NULL;
-    if (!x->layer) break;
-    if (!(name = arena_printf(m->a, "%s_%d", base, k))) return NULL;
+  if (bx && bx->layer) {
+    for (int k = bx->n + 1;; k++) {
+      name = arena_printf(m->a, "%s_%d", base, k);
+      key = name ? arena_printf(m->a, "\1%s", name) : NULL;
+      if (!key) return NULL;
+      x = find(m, key);
+      if (!x || !x->layer) {
+        bx->n = k;
+        break;
+      }
+    }
   }
+  if (!key || !(x = intern(m, key))) return NULL;
   x->layer = 1;
   return name;
 }
@@ -421,10 +436,13 @@ static OnnxVal *out(Imp *m, const Node *n, size_t i) {
   return i < n->p->n_output && n->p->output[i] && *n->p->output[i] ? find(m, n->p->output[i]) : NULL;
 }
 
+/* Outputs first.. of n must be read by no node (as graph outputs they are
+ * left out: a training-mode export lists BatchNormalization's updated
+ * statistics there, which netc keeps as state itself). */
 static int extra_outputs_unused(Imp *m, const Node *n, size_t first, const char *what) {
   for (size_t i = first; i < n->p->n_output; i++) {
     OnnxVal *x = out(m, n, i);
-    if (x && (x->uses || x->graph_output)) {
+    if (x && x->uses) {
       node_error(m, n, "output %zu '%s' (%s) is read%s; netc computes only the first output", i + 1, x->name, what,
                  x->graph_output ? " as a graph output" : " by another node");
       return -1;
@@ -984,6 +1002,10 @@ static int image_input(Imp *m) {
 static int scan(Imp *m) {
   const Onnx__GraphProto *gp = m->gp;
   int bad = 0;
+  if (reserve(m)) {
+    diag_error(m->d, file_loc(m), "out of memory");
+    return -1;
+  }
   for (size_t i = 0; i < gp->n_initializer; i++) {
     const Onnx__TensorProto *t = gp->initializer[i];
     OnnxVal *x = t->name ? intern(m, t->name) : NULL;
@@ -1051,14 +1073,22 @@ static void lower_nodes(Imp *m) {
 /* The graph's output, the logits [N, classes], gets the loss. */
 static int add_loss(Imp *m) {
   const Onnx__GraphProto *gp = m->gp;
-  if (gp->n_output != 1 || !gp->output[0]->name) {
-    diag_error(m->d, file_loc(m), "the graph has %zu outputs; netc takes one, the logits", gp->n_output);
+  OnnxVal *x = NULL;
+  const char *xname = "";
+  int nout = 0;
+  for (size_t i = 0; i < gp->n_output; i++) {
+    OnnxVal *o = gp->output[i]->name ? find(m, gp->output[i]->name) : NULL;
+    if (o && o->k == OV_MISSING && o->producer >= 0) continue; /* BatchNormalization's statistics */
+    nout++;
+    x = o;
+    xname = gp->output[i]->name ? gp->output[i]->name : "";
+  }
+  if (nout != 1) {
+    diag_error(m->d, file_loc(m), "the graph has %d outputs; netc takes one, the logits", nout);
     return -1;
   }
-  OnnxVal *x = find(m, gp->output[0]->name);
-  if (!x || x->k == OV_BAD) return -1;
-  if (x->k != OV_ACT || m->g->val[x->id].type.rank != 2) {
-    diag_error(m->d, file_loc(m), "the graph's output '%s' must be the logits, [N, classes]", gp->output[0]->name);
+  if (!x || x->k != OV_ACT || m->g->val[x->id].type.rank != 2) {
+    diag_error(m->d, file_loc(m), "the graph's output '%s' must be the logits, [N, classes], made by a node", xname);
     return -1;
   }
   const IrAttr *sm = ir_train_find(m->g, "label_smoothing");
