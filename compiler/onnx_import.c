@@ -43,8 +43,11 @@ enum {
   OPSET_MAX = 22,
   MAX_NODES = 1000000,
   MAX_CONST = IR_MAX_INTS, /* elements of a folded constant */
+  MAX_CHANNELS = 1 << 20,  /* output channels / features of one layer, as lower.c */
+  MAX_WINDOW = 1 << 12,    /* kernel, stride, pad, dilation */
 };
-#define ONNX_N INT64_MIN /* the batch dimension in a folded shape */
+#define MAX_SAMPLE_ELEMS ((int64_t)1 << 34) /* elements of one tensor, per sample (lower.c's limit) */
+#define ONNX_N           INT64_MIN          /* the batch dimension in a folded shape */
 
 typedef enum OvKind { OV_MISSING, OV_ACT, OV_INIT, OV_CONST, OV_FLOATCONST, OV_BAD } OvKind;
 
@@ -464,6 +467,10 @@ static int emit(Imp *m, const Node *n, IrOp op, const char *layer, const int *in
     node_error(m, n, "%s", err);
     return -1;
   }
+  if (ir_type_numel(&t, 1) > MAX_SAMPLE_ELEMS) {
+    node_error(m, n, "the output has %" PRId64 " elements per sample, more than netc supports", ir_type_numel(&t, 1));
+    return -1;
+  }
   SrcLoc loc = {.file = m->path, .line = n->index + 1, .col = 1};
   int id = layer ? ir_node_add(m->g, op, layer, loc, ins, nin, &t, 1) : -1;
   if (id < 0) return -1;
@@ -513,8 +520,9 @@ static int spatial(Imp *m, const Node *n, int64_t *k, int64_t *s, int64_t *p, in
   }
   p[0] = pads[0], p[1] = pads[1];
   for (int i = 0; i < 2; i++)
-    if (s[i] < 1 || dl[i] < 1 || p[i] < 0 || (k && k[i] < 1)) {
-      node_error(m, n, "kernel, strides and dilations must be positive and pads not negative");
+    if (s[i] < 1 || dl[i] < 1 || p[i] < 0 || (k && k[i] < 1) || s[i] > MAX_WINDOW || dl[i] > MAX_WINDOW ||
+        p[i] > MAX_WINDOW || (k && k[i] > MAX_WINDOW)) {
+      node_error(m, n, "kernel, strides and dilations must be in 1..%d and pads in 0..%d", MAX_WINDOW, MAX_WINDOW);
       return -1;
     }
   return 0;
@@ -541,6 +549,10 @@ static int op_conv(Imp *m, const Node *n) {
     return -1;
   }
   int64_t g = attr_int(n, "group", 1), C = type_of(m, x)->dim[1], K = w->init->dims[0];
+  if (K < 1 || K > MAX_CHANNELS) {
+    node_error(m, n, "the weight '%s' has %" PRId64 " output channels; netc takes 1..%d", w->name, K, MAX_CHANNELS);
+    return -1;
+  }
   if (g < 1 || C % g || K % g) {
     node_error(m, n, "group=%" PRId64 " must divide the input channels (%" PRId64 ") and the outputs (%" PRId64 ")", g,
                C, K);
@@ -698,6 +710,10 @@ static int linear(Imp *m, const Node *n, OnnxVal *x, size_t w_in, int transposed
     return -1;
   }
   int64_t F = type_of(m, x)->dim[1], K = transposed ? w->init->dims[1] : w->init->dims[0];
+  if (K < 1 || K > MAX_CHANNELS) {
+    node_error(m, n, "the weight '%s' has %" PRId64 " outputs; netc takes 1..%d", w->name, K, MAX_CHANNELS);
+    return -1;
+  }
   int64_t wd[2] = {K, F};
   const char *layer = layer_name(m, n, w->name);
   int ins[3] = {x->id, param(m, n, w_in, IR_VAL_PARAM, IR_LAYOUT_ROW, wd, 2, transposed, &bad)}, nin = 2;
@@ -974,6 +990,7 @@ static int image_input(Imp *m) {
   int rank = (int)tt->shape->n_dim;
   const Onnx__TensorShapeProto__Dimension *d0 = tt->shape->dim[0];
   if (d0->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) m->batch_dim = d0->dim_value;
+  int64_t elems = 1;
   for (int i = 1; i < rank; i++) {
     const Onnx__TensorShapeProto__Dimension *dd = tt->shape->dim[i];
     if (dd->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || dd->dim_value < 1 ||
@@ -985,12 +1002,19 @@ static int image_input(Imp *m) {
       return -1;
     }
     dim[i] = dd->dim_value;
+    if (dim[i] > MAX_SAMPLE_ELEMS / elems)
+      elems = MAX_SAMPLE_ELEMS + 1; /* past the limit: stop multiplying (no overflow) */
+    else
+      elems *= dim[i];
+  }
+  IrType it = ir_type(IR_DT_F32, rank == 4 ? IR_LAYOUT_NCHW : IR_LAYOUT_ROW, rank, dim);
+  if (elems > MAX_SAMPLE_ELEMS) {
+    diag_error(m->d, file_loc(m), "input '%s' has more elements per sample than netc supports", img->name);
+    return -1;
   }
   const char *name = ir_name(m, img->name);
   OnnxVal *x = intern(m, img->name);
-  int id = name && x ? ir_value_add(m->g, IR_VAL_INPUT,
-                                    ir_type(IR_DT_F32, rank == 4 ? IR_LAYOUT_NCHW : IR_LAYOUT_ROW, rank, dim), name)
-                     : -1;
+  int id = name && x ? ir_value_add(m->g, IR_VAL_INPUT, it, name) : -1;
   if (id < 0) return -1;
   x->k = OV_ACT, x->id = id;
   int64_t ld[1] = {IR_DIM_N};
