@@ -605,6 +605,30 @@ static int op_unary(Imp *m, const Node *n, IrOp op, const char *base) {
 }
 
 static int op_relu(Imp *m, const Node *n) { return op_unary(m, n, IR_OP_RELU, "relu"); }
+
+/* ReduceMean over H and W, keeping them: a global average pool (how some
+ * exporters write adaptive_avg_pool2d(x, 1)).  The axes are an attribute
+ * before opset 18 and an input from it. */
+static int op_reduce_mean(Imp *m, const Node *n) {
+  int bad = 0;
+  OnnxVal *x = act(m, n, 0, 4, &bad);
+  OnnxVal *ax = optional_in(n, 1) ? constant(m, n, 1, &bad) : NULL;
+  if (bad) return -1;
+  const Onnx__AttributeProto *a = attr(n, "axes");
+  int64_t axes[2] = {0, 0};
+  int nax = ax ? ax->n : a ? (int)a->n_ints : 0;
+  for (int i = 0; i < nax && i < 2; i++) {
+    int64_t v = ax ? ax->c[i] : a->ints[i];
+    axes[i] = v < 0 ? v + 4 : v;
+  }
+  int hw = nax == 2 && ((axes[0] == 2 && axes[1] == 3) || (axes[0] == 3 && axes[1] == 2));
+  if (!hw || attr_int(n, "keepdims", 1) != 1 || attr_int(n, "noop_with_empty_axes", 0)) {
+    node_error(m, n, "only ReduceMean over axes 2 and 3 with keepdims=1 (a global average pool) is supported");
+    return -1;
+  }
+  int ins[1] = {x->id};
+  return emit(m, n, IR_OP_GLOBAL_AVGPOOL, layer_name(m, n, NULL), ins, 1, NULL, 0);
+}
 static int op_gap(Imp *m, const Node *n) { return op_unary(m, n, IR_OP_GLOBAL_AVGPOOL, "global_avgpool"); }
 
 static int op_add(Imp *m, const Node *n) {
@@ -924,6 +948,7 @@ static const OpEntry OPS[] = {
     {"MaxPool", op_maxpool, "kernel_shape strides pads dilations ceil_mode storage_order auto_pad"},
     {"AveragePool", op_avgpool, "kernel_shape strides pads dilations ceil_mode count_include_pad auto_pad"},
     {"GlobalAveragePool", op_gap, ""},
+    {"ReduceMean", op_reduce_mean, "axes keepdims noop_with_empty_axes"},
     {"Flatten", op_flatten, "axis"},
     {"Reshape", op_reshape, "allowzero"},
     {"Gemm", op_gemm, "alpha beta transA transB"},

@@ -332,7 +332,8 @@ static void small(int reshape) {
   node("Add", "/fc/Add", "fc.bias,/fc/MatMul_output_0", "logits");
 }
 
-/* resblock.net: a stem and one basic block with a projection shortcut. */
+/* resblock.net: a stem and one basic block with a projection shortcut; the
+ * global average pool written as ReduceMean. */
 static void resblock(void) {
   begin("resblock", "x", 3, 32, 32);
   const char *x = unary("Relu", bn(conv("x", "conv1", 3, 16, 3, 1, 1, 1, 0), "bn1", 16), "relu");
@@ -340,7 +341,11 @@ static void resblock(void) {
   y = bn(conv(y, "block.conv2", 32, 32, 3, 1, 1, 1, 0), "block.bn2", 32);
   const char *s = bn(conv(x, "block.downsample.0", 16, 32, 1, 2, 0, 1, 0), "block.downsample.1", 32);
   y = unary("Relu", add(y, s, "block"), "block/relu_1");
-  y = unary("GlobalAveragePool", y, "avgpool");
+  /* the global pool as ReduceMean over H and W (opset 17: axes an attribute) */
+  Onnx__NodeProto *r = node("ReduceMean", "/avgpool/ReduceMean", y, "/avgpool/ReduceMean_output_0");
+  attr_is(r, "axes", 2, (int64_t[]){-1, -2});
+  attr_i(r, "keepdims", 1);
+  y = "/avgpool/ReduceMean_output_0";
   Onnx__NodeProto *f = node("Flatten", "/Flatten", y, "/Flatten_output_0");
   attr_i(f, "axis", 1);
   gemm("/Flatten_output_0", "fc", 32, 10);
