@@ -409,6 +409,17 @@ static int param(Imp *m, const Node *n, size_t i, IrValueKind kind, IrLayout lay
     *bad = 1;
     return -1;
   }
+  /* the values are not read, but a file whose data does not fill its shape is broken */
+  int64_t numel = 1;
+  for (int k = 0; k < rank; k++)
+    if (__builtin_mul_overflow(numel, want[k], &numel)) numel = INT64_MAX;
+  size_t have = t->has_raw_data ? t->raw_data.len / 4 : t->n_float_data;
+  if ((t->has_raw_data && t->raw_data.len % 4) || ((t->has_raw_data || t->n_float_data) && have != (size_t)numel)) {
+    node_error(m, n, "initializer '%s' holds %zu values; its shape %s needs %" PRId64, x->name, have,
+               dims_str(expect, rank, b2, sizeof b2), numel);
+    *bad = 1;
+    return -1;
+  }
   const char *name = ir_name(m, x->name);
   int id = name ? ir_value_add(m->g, kind, ir_type(IR_DT_F32, layout, rank, want), name) : -1;
   if (id < 0) {
@@ -1059,6 +1070,10 @@ static int scan(Imp *m) {
     const Onnx__TensorProto *t = gp->initializer[i];
     OnnxVal *x = t->name ? intern(m, t->name) : NULL;
     if (!x) continue;
+    if (x->k == OV_INIT) {
+      diag_error(m->d, file_loc(m), "initializer '%s' is given twice", x->name);
+      bad = 1;
+    }
     x->k = OV_INIT;
     x->init = t;
   }

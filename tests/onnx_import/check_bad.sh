@@ -47,6 +47,8 @@ expect ops 1 "node 2 '/relu1/Relu' \(LeakyRelu\): op LeakyRelu is not supported"
   "node 7 '/res/Relu' \(Softmax\): op Softmax is not supported" -- "$models/bad_ops.onnx"
 n=$(grep -c 'error:' "$work/ops.err")
 [ "$n" = 4 ] || { echo "ops: $n errors, want the 4 listed at once"; status=1; }
+expect data 1 "node 0 '/conv1/Conv' \(Conv\): initializer 'conv1.weight' holds 10 values; its shape \[16,1,3,3\] needs 144" \
+  -- "$models/bad_data.onnx"
 expect opset 1 "bad_opset\.onnx: error: opset 99: netc knows ai.onnx opsets" -- "$models/bad_opset.onnx"
 expect reshape 1 "node 19 '/Reshape' \(Reshape\): reshape of f32\[N,32,1,1\] NCHW to \[N,7\]" -- "$models/bad_reshape.onnx"
 expect train_for_net 2 "--train is for .onnx models" -- --train="$src/small.train" "$src/small.net"

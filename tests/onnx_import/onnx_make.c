@@ -406,6 +406,12 @@ static int bad(const char *dir) {
   G->node[7]->op_type = str("Softmax");
   attr_i(G->node[4], "foo", 1);
   st |= finish(dir, "bad_ops", "logits", 10, 17);
+  /* conv1's weight holds 10 floats, not 16x1x3x3 */
+  small(0);
+  G->initializer[0]->has_raw_data = 1;
+  G->initializer[0]->raw_data.len = 40;
+  G->initializer[0]->raw_data.data = al(40);
+  st |= finish(dir, "bad_data", "logits", 10, 17);
   /* an opset netc does not know */
   small(0);
   st |= finish(dir, "bad_opset", "logits", 10, 99);
