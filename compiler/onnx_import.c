@@ -1107,13 +1107,28 @@ static int scan(Imp *m) {
   return bad ? -1 : 0;
 }
 
+/* A node that reads no activation and whose outputs no node reads (a
+ * training-mode export's num_batches_tracked + 1, say): it cannot change
+ * the network, and is left out. */
+static int dead_weight_arithmetic(Imp *m, const Onnx__NodeProto *p) {
+  for (size_t j = 0; j < p->n_output; j++) {
+    OnnxVal *o = p->output[j] && *p->output[j] ? find(m, p->output[j]) : NULL;
+    if (o && o->uses) return 0;
+  }
+  for (size_t j = 0; j < p->n_input; j++) {
+    OnnxVal *x = p->input[j] && *p->input[j] ? find(m, p->input[j]) : NULL;
+    if (!x || (x->k != OV_INIT && x->k != OV_CONST && x->k != OV_FLOATCONST)) return 0;
+  }
+  return 1;
+}
+
 static void lower_nodes(Imp *m) {
   const Onnx__GraphProto *gp = m->gp;
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *p = gp->node[i];
     const char *op = p->op_type ? p->op_type : "";
     Node n = {p, (int)i, arena_printf(m->a, "node %zu '%s' (%s)", i, p->name ? p->name : "", op)};
-    if (!n.what || m->absorbed[i]) continue;
+    if (!n.what || m->absorbed[i] || dead_weight_arithmetic(m, p)) continue;
     const OpEntry *e = NULL;
     int ai_onnx = !p->domain || !*p->domain || strcmp(p->domain, "ai.onnx") == 0;
     for (size_t k = 0; ai_onnx && k < sizeof OPS / sizeof OPS[0]; k++)
@@ -1142,7 +1157,8 @@ static int add_loss(Imp *m) {
   int nout = 0;
   for (size_t i = 0; i < gp->n_output; i++) {
     OnnxVal *o = gp->output[i]->name ? find(m, gp->output[i]->name) : NULL;
-    if (o && o->k == OV_MISSING && o->producer >= 0) continue; /* BatchNormalization's statistics */
+    /* BatchNormalization's statistics, dead weight arithmetic's results */
+    if (o && o->k == OV_MISSING && o->producer >= 0) continue;
     nout++;
     x = o;
     xname = gp->output[i]->name ? gp->output[i]->name : "";

@@ -243,15 +243,30 @@ static const char *conv(const char *x, const char *layer, int64_t c, int64_t k, 
   return y;
 }
 
+/* As a training-mode export writes batch norms: training_mode=1, the
+ * updated statistics as extra outputs (and graph outputs), and
+ * num_batches_tracked + 1 computed and left unused. */
+static int training_export;
+
 static const char *bn(const char *x, const char *layer, int64_t c) {
   const char *y = str("/%s/BatchNormalization_output_0", layer);
   static const char *const suffix[] = {"weight", "bias", "running_mean", "running_var"};
   for (int i = 0; i < 4; i++) INIT(str("%s.%s", layer, suffix[i]), c);
+  const char *outs = training_export ? str("%s,/%s/mean_out,/%s/var_out", y, layer, layer) : y;
   Onnx__NodeProto *n =
       node("BatchNormalization", str("/%s/BatchNormalization", layer),
-           str("%s,%s.weight,%s.bias,%s.running_mean,%s.running_var", x, layer, layer, layer, layer), y);
+           str("%s,%s.weight,%s.bias,%s.running_mean,%s.running_var", x, layer, layer, layer, layer), outs);
   attr_f(n, "epsilon", 1e-5f);
   attr_f(n, "momentum", 0.9f);
+  if (training_export) {
+    attr_i(n, "training_mode", 1);
+    PUSH(G->output, G->n_output, value_info(str("/%s/mean_out", layer), 1, (int64_t[]){c}));
+    PUSH(G->initializer, G->n_initializer,
+         tensor(str("%s.num_batches_tracked", layer), ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0, NULL));
+    const char *one = str("/%s/Constant_output_0", layer);
+    const_ints(one, 0, 1, (int64_t[]){1});
+    node("Add", str("/%s/Add", layer), str("%s.num_batches_tracked,%s", layer, one), str("/%s/Add_output_0", layer));
+  }
   return y;
 }
 
@@ -332,10 +347,12 @@ static void small(int reshape) {
   node("Add", "/fc/Add", "fc.bias,/fc/MatMul_output_0", "logits");
 }
 
-/* resblock.net: a stem and one basic block with a projection shortcut; the
- * global average pool written as ReduceMean. */
+/* resblock.net: a stem and one basic block with a projection shortcut, as
+ * a training-mode export writes it (training_export); the global average
+ * pool written as ReduceMean. */
 static void resblock(void) {
   begin("resblock", "x", 3, 32, 32);
+  training_export = 1;
   const char *x = unary("Relu", bn(conv("x", "conv1", 3, 16, 3, 1, 1, 1, 0), "bn1", 16), "relu");
   const char *y = unary("Relu", bn(conv(x, "block.conv1", 16, 32, 3, 2, 1, 1, 0), "block.bn1", 32), "block/relu");
   y = bn(conv(y, "block.conv2", 32, 32, 3, 1, 1, 1, 0), "block.bn2", 32);
@@ -349,6 +366,7 @@ static void resblock(void) {
   Onnx__NodeProto *f = node("Flatten", "/Flatten", y, "/Flatten_output_0");
   attr_i(f, "axis", 1);
   gemm("/Flatten_output_0", "fc", 32, 10);
+  training_export = 0;
 }
 
 /* torchvision's resnet50 (groups 1, width 64) or resnext50_32x4d. */
