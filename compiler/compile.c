@@ -85,11 +85,11 @@ const char COMPILE_DEFAULT_TRAIN[] = "train {\n"
                                      "}\n";
 
 IrGraph *compile_onnx(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const char *train_file,
-                      PassCtx *cx) {
+                      const char *weights_out, PassCtx *cx) {
   int before = d->nerrors;
   SrcLoc none = {0};
   if (!onnx_import_available()) {
-    onnx_import(a, d, path, bytes, len, NULL); /* says why */
+    onnx_import(a, d, path, bytes, len, NULL, NULL); /* says why */
     return NULL;
   }
   size_t tlen = sizeof COMPILE_DEFAULT_TRAIN - 1;
@@ -104,7 +104,7 @@ IrGraph *compile_onnx(Arena *a, Diag *d, const char *path, const void *bytes, si
     else if (!tf->train)
       diag_error(d, none, "'%s' has no train section (train { batch = ... optimizer = ... })", tpath);
     else
-      g = onnx_import(a, d, path, bytes, len, tf->train);
+      g = onnx_import(a, d, path, bytes, len, tf->train, weights_out);
   }
   diag_set_source(d, NULL, NULL, 0);
   free(tsrc);
@@ -116,7 +116,7 @@ IrGraph *compile_file(Arena *a, Diag *d, const char *path, PassCtx *cx) {
   size_t len;
   char *src = compile_read_file(path, &len, d);
   if (!src) return NULL;
-  IrGraph *g = compile_is_onnx(path) ? compile_onnx(a, d, path, src, len, cx ? cx->train_file : NULL, cx)
+  IrGraph *g = compile_is_onnx(path) ? compile_onnx(a, d, path, src, len, cx ? cx->train_file : NULL, NULL, cx)
                                      : compile_source(a, d, path, src, len, cx);
   diag_set_source(d, NULL, NULL, 0);
   free(src);

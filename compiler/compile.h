@@ -29,10 +29,11 @@ extern const char COMPILE_DEFAULT_TRAIN[];
 
 /* An ONNX model (bytes[0..len-1], named path) to the forward IR, with the
  * train section of the file train_file (a file holding only `train {...}`
- * in the language) or, when NULL, COMPILE_DEFAULT_TRAIN; then, when cx is
- * not NULL, the pipeline.  Returns the graph, or NULL after errors. */
+ * in the language) or, when NULL, COMPILE_DEFAULT_TRAIN; with weights_out,
+ * the initializers' values written there as safetensors (netc
+ * --weights-out); then, when cx is not NULL, the pipeline.  Returns the graph, or NULL after errors. */
 IrGraph *compile_onnx(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const char *train_file,
-                      PassCtx *cx);
+                      const char *weights_out, PassCtx *cx);
 
 /* compile_read_file, then compile_source (or compile_onnx for a .onnx file,
  * with cx's train_file); the source is released (and d detached from it)

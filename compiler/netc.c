@@ -45,6 +45,7 @@ static void usage(FILE *f) {
           "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
           "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
           "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
+          "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -91,17 +92,26 @@ static int make_output_dir(const char *what, const char *dir) {
 
 int main(int argc, char **argv) {
   static const struct option longopts[] = {
-      {"summary", no_argument, NULL, 's'},           {"dump-ir", required_argument, NULL, 'D'},
-      {"print-after", required_argument, NULL, 'P'}, {"no-loc", no_argument, NULL, 'L'},
-      {"inference", no_argument, NULL, 'I'},         {"precision", required_argument, NULL, 'p'},
-      {"int8", required_argument, NULL, '8'},        {"batch", required_argument, NULL, 'b'},
-      {"arch", required_argument, NULL, 'A'},        {"emit-cuda", required_argument, NULL, 'E'},
-      {"train", required_argument, NULL, 'T'},       {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0},
+      {"summary", no_argument, NULL, 's'},
+      {"dump-ir", required_argument, NULL, 'D'},
+      {"print-after", required_argument, NULL, 'P'},
+      {"no-loc", no_argument, NULL, 'L'},
+      {"inference", no_argument, NULL, 'I'},
+      {"precision", required_argument, NULL, 'p'},
+      {"int8", required_argument, NULL, '8'},
+      {"batch", required_argument, NULL, 'b'},
+      {"arch", required_argument, NULL, 'A'},
+      {"emit-cuda", required_argument, NULL, 'E'},
+      {"train", required_argument, NULL, 'T'},
+      {"weights-out", required_argument, NULL, 'W'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
   };
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
   int summary = 0, c;
+  const char *weights_out = NULL;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
@@ -153,6 +163,7 @@ int main(int argc, char **argv) {
     }
     case 'o': model.out = optarg; break;
     case 'T': cx.train_file = optarg; break;
+    case 'W': weights_out = optarg; break;
     case 'E': model.emit_cuda = optarg; break;
     case 'A': {
       CgModelTarget t;
@@ -181,6 +192,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "netc: error: --train is for .onnx models; '%s' has its own train section\n", path);
     return EXIT_USAGE;
   }
+  if (weights_out && !compile_is_onnx(path)) {
+    fprintf(stderr, "netc: error: --weights-out is for .onnx models; '%s' holds no weights\n", path);
+    return EXIT_USAGE;
+  }
   if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
       (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
     return EXIT_INPUT;
@@ -192,7 +207,7 @@ int main(int argc, char **argv) {
   size_t len = 0;
   char *src = compile_read_file(path, &len, &d);
   IrGraph *g = !src                    ? NULL
-               : compile_is_onnx(path) ? compile_onnx(&arena, &d, path, src, len, cx.train_file, NULL)
+               : compile_is_onnx(path) ? compile_onnx(&arena, &d, path, src, len, cx.train_file, weights_out, NULL)
                                        : compile_source(&arena, &d, path, src, len, NULL);
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
@@ -206,7 +221,8 @@ int main(int argc, char **argv) {
   }
   model.opts = &opts;
   if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
-  if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda) {
+  if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda &&
+      !weights_out) {
     int npasses, ran = 0;
     pipeline_passes(&npasses);
     for (int i = 0; i < npasses; i++) ran += !(cx.disabled & (1u << i));

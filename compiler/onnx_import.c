@@ -20,7 +20,8 @@
 
 int onnx_import_available(void) { return 0; }
 
-IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train) {
+IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train,
+                     const char *weights_out) {
   diag_error(d, (SrcLoc){.file = path},
              "this netc was built without ONNX support (it needs protobuf-c, protoc-c "
              "and onnx.proto when it is built: dev/setup.sh installs them)");
@@ -37,6 +38,7 @@ IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, siz
 
 #include "lower.h"
 #include "onnx.pb-c.h"
+#include "onnx_weights.h"
 
 enum {
   OPSET_MIN = 7, /* the ai.onnx opsets netc knows */
@@ -79,6 +81,9 @@ typedef struct Imp {
   int64_t batch_dim; /* the image input's first dim when it is a number, else 0 */
   int *absorbed;     /* node i was lowered with another (an Add into MatMul's linear) */
   int label;         /* the IR input of the labels */
+  OnnxWeight *w;     /* the parameters' and state's values, for --weights-out */
+  int nw, capw;
+  int missing_data; /* initializers without values (external data or none) */
 } Imp;
 
 typedef struct Node {
@@ -427,6 +432,17 @@ static int param(Imp *m, const Node *n, size_t i, IrValueKind kind, IrLayout lay
     return -1;
   }
   x->param_node = n->index;
+  if (ARENA_RESERVE(m->a, m->w, m->nw, m->capw)) {
+    OnnxWeight *ow = &m->w[m->nw++];
+    *ow = (OnnxWeight){.name = name, .rank = rank, .transposed = transposed};
+    memcpy(ow->dim, want, sizeof(int64_t) * (size_t)rank);
+    if (t->has_raw_data)
+      ow->raw = t->raw_data.data;
+    else if (t->n_float_data)
+      ow->f = t->float_data;
+    else
+      m->missing_data++;
+  }
   return id;
 }
 
@@ -1185,7 +1201,23 @@ static int add_loss(Imp *m) {
 
 int onnx_import_available(void) { return 1; }
 
-IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train) {
+/* --weights-out: the values of every parameter and state, once the graph is made. */
+static void write_weights(Imp *m, const char *out) {
+  if (m->missing_data) {
+    for (int i = 0; i < m->nw; i++)
+      if (!m->w[i].f && !m->w[i].raw)
+        diag_error(m->d, file_loc(m),
+                   "--weights-out: initializer '%s' has no values in the file (external data "
+                   "is not read)",
+                   m->w[i].name);
+    return;
+  }
+  char err[512];
+  if (onnx_weights_write(out, m->w, m->nw, err, sizeof err)) diag_error(m->d, file_loc(m), "--weights-out: %s", err);
+}
+
+IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train,
+                     const char *weights_out) {
   int before = d->nerrors;
   Imp m = {.a = a, .d = d, .path = path};
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
@@ -1207,6 +1239,7 @@ IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, siz
       if (lower_train_section(a, d, m.g, train) == 0 && scan(&m) == 0 && image_input(&m) == 0) {
         lower_nodes(&m);
         if (d->nerrors == before) add_loss(&m);
+        if (d->nerrors == before && weights_out) write_weights(&m, weights_out);
       }
     }
   }

@@ -28,8 +28,10 @@
 int onnx_import_available(void);
 
 /* Lowers the ModelProto in bytes[0..len-1] (named path in messages) with
- * the train section train.  Returns the forward graph, or NULL after
- * reporting every error to d. */
-IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train);
+ * the train section train; with weights_out, also writes the initializers'
+ * values there as safetensors (onnx_weights.h).  Returns the forward graph,
+ * or NULL after reporting every error to d. */
+IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train,
+                     const char *weights_out);
 
 #endif

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Arena a;
   arena_init(&a);
   PassCtx cx = {.d = &d, .out = devnull};
-  IrGraph *g = compile_onnx(&a, &d, "fuzz.onnx", data, size, NULL, NULL);
+  IrGraph *g = compile_onnx(&a, &d, "fuzz.onnx", data, size, NULL, NULL, NULL);
   if (g && (g->nnode > MAX_OPS || pipeline_run(&g, &cx))) g = NULL;
   if (g) {
     size_t n1, n2;

@@ -138,9 +138,36 @@ static Onnx__TensorProto *tensor(const char *name, int dtype, int rank, const in
   return t;
 }
 
-/* A float initializer (shape only). */
-static void init(const char *name, int rank, const int64_t *dims) {
-  PUSH(G->initializer, G->n_initializer, tensor(name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims));
+/* with_data: initializers carry values, wval(name, j) for element j, exact
+ * in float (check_weights.py computes the same) */
+static int with_data;
+
+static float wval(const char *name, int64_t j) {
+  unsigned h = 0;
+  for (const char *c = name; *c; c++) h = h * 31 + (unsigned char)*c;
+  float v = (float)((int)((h + (unsigned)j * 7u) % 17u) - 8) / 16.0f;
+  return strstr(name, "running_var") ? (v < 0 ? -v : v) + 0.5f : v; /* variances positive */
+}
+
+static void set_raw(Onnx__TensorProto *t, int64_t j, float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  for (int b = 0; b < 4; b++) t->raw_data.data[4 * j + b] = (uint8_t)(u >> (8 * b));
+}
+
+/* A float initializer: its shape, and with_data its values. */
+static Onnx__TensorProto *init(const char *name, int rank, const int64_t *dims) {
+  Onnx__TensorProto *t = tensor(name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims);
+  PUSH(G->initializer, G->n_initializer, t);
+  if (with_data) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    t->has_raw_data = 1;
+    t->raw_data.len = (size_t)n * 4;
+    t->raw_data.data = al((size_t)n * 4);
+    for (int64_t j = 0; j < n; j++) set_raw(t, j, wval(name, j));
+  }
+  return t;
 }
 #define INIT(name, ...) init(name, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__})
 
@@ -341,7 +368,9 @@ static void small(int reshape) {
   }
   x = view_flat(x);
   node("Identity", "/Identity", x, "/Identity_output_0");
-  INIT("fc.weight_t", 32, 10); /* MatMul's weight is [in, out] */
+  Onnx__TensorProto *wt = INIT("fc.weight_t", 32, 10); /* MatMul's weight is [in, out]: fc.weight transposed */
+  for (int64_t c = 0; with_data && c < 32; c++)
+    for (int64_t o = 0; o < 10; o++) set_raw(wt, c * 10 + o, wval("fc.weight", o * 32 + c));
   INIT("fc.bias", 10);
   node("MatMul", "/fc/MatMul", "/Identity_output_0,fc.weight_t", "/fc/MatMul_output_0");
   node("Add", "/fc/Add", "fc.bias,/fc/MatMul_output_0", "logits");
@@ -453,6 +482,12 @@ int main(int argc, char **argv) {
   st |= finish(dir, "small_reshape", "logits", 10, 13);
   resblock();
   st |= finish(dir, "resblock", "logits", 10, 17);
+  with_data = 1; /* the two small models with values (check_weights.py) */
+  small(0);
+  st |= finish(dir, "small_w", "logits", 10, 17);
+  small(1);
+  st |= finish(dir, "small_reshape_w", "logits", 10, 17);
+  with_data = 0;
   resnet50(1, 64);
   st |= finish(dir, "resnet50", "logits", 1000, 17);
   resnet50(32, 4);
