@@ -1201,6 +1201,26 @@ static int add_loss(Imp *m) {
 
 int onnx_import_available(void) { return 1; }
 
+/* torch.onnx.export in eval mode folds each BatchNorm into its Conv (the
+ * weights then named onnx::Conv_NNN): a different network to train, said
+ * once. */
+static void warn_folded_batchnorm(Imp *m) {
+  int nbn = 0, folded = 0;
+  for (size_t i = 0; i < m->gp->n_node; i++) {
+    const Onnx__NodeProto *p = m->gp->node[i];
+    if (!p->op_type) continue;
+    nbn += strcmp(p->op_type, "BatchNormalization") == 0;
+    folded += strcmp(p->op_type, "Conv") == 0 && p->n_input >= 3 && p->input[1] &&
+              strncmp(p->input[1], "onnx::Conv_", 11) == 0;
+  }
+  if (!nbn && folded)
+    diag_warning(m->d, file_loc(m),
+                 "%d convolution%s weights named onnx::Conv_* and the graph has no BatchNormalization: the "
+                 "model looks exported in eval mode, with its batch norms folded into the convolutions; to train it "
+                 "as defined, export with training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)",
+                 folded, folded == 1 ? " has" : "s have");
+}
+
 /* --weights-out: the values of every parameter and state, once the graph is made. */
 static void write_weights(Imp *m, const char *out) {
   if (m->missing_data) {
@@ -1239,6 +1259,7 @@ IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, siz
       if (lower_train_section(a, d, m.g, train) == 0 && scan(&m) == 0 && image_input(&m) == 0) {
         lower_nodes(&m);
         if (d->nerrors == before) add_loss(&m);
+        if (d->nerrors == before) warn_folded_batchnorm(&m);
         if (d->nerrors == before && weights_out) write_weights(&m, weights_out);
       }
     }

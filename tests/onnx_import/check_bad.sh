@@ -56,6 +56,12 @@ expect train_with_network 1 "holds a network or blocks; a --train file holds onl
   -- --train="$work/net.train" "$models/small.onnx"
 expect train_incomplete 1 "the train section needs 'optimizer'" -- --train="$work/nobatch.train" "$models/small.onnx"
 expect train_missing 1 "cannot open '$work/none.train'" -- --train="$work/none.train" "$models/small.onnx"
+# an eval-mode export (batch norms folded) compiles, with a warning, its
+# onnx::Conv_N weights renamed onnx__Conv_N
+out=$("$netc" --no-loc --print-after=parse "$models/folded.onnx" 2>"$work/folded.err") || { echo "folded: netc failed"; cat "$work/folded.err"; status=1; }
+grep -q "warning: 1 convolution has weights named onnx::Conv_\* and the graph has no BatchNormalization" "$work/folded.err" ||
+  { echo "folded: no warning"; cat "$work/folded.err"; status=1; }
+grep -q "param @onnx__Conv_5 : f32\[8,3,3,3\]" <<<"$out" || { echo "folded: no param onnx__Conv_5"; status=1; }
 # the default train section compiles
 "$netc" --summary "$models/small.onnx" >"$work/default.out" 2>&1 || { echo "default train section: netc failed"; cat "$work/default.out"; status=1; }
 exit $status

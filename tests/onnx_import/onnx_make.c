@@ -398,6 +398,22 @@ static void resblock(void) {
   training_export = 0;
 }
 
+/* As an eval-mode export writes conv + batch norm: folded into one Conv
+ * whose weight and bias the exporter names onnx::Conv_N. */
+static void folded(void) {
+  begin("folded", "input", 3, 16, 16);
+  INIT("onnx::Conv_5", 8, 3, 3, 3);
+  INIT("onnx::Conv_6", 8);
+  Onnx__NodeProto *n = node("Conv", "/conv1/Conv", "input,onnx::Conv_5,onnx::Conv_6", "/conv1/Conv_output_0");
+  pair(n, "kernel_shape", 3, 3);
+  pads(n, 1);
+  const char *x = unary("Relu", "/conv1/Conv_output_0", "relu");
+  x = unary("GlobalAveragePool", x, "avgpool");
+  Onnx__NodeProto *f = node("Flatten", "/Flatten", x, "/Flatten_output_0");
+  attr_i(f, "axis", 1);
+  gemm("/Flatten_output_0", "fc", 8, 10);
+}
+
 /* torchvision's resnet50 (groups 1, width 64) or resnext50_32x4d. */
 static void resnet50(int64_t groups, int64_t width_per_group) {
   begin("resnet50", "input", 3, 224, 224);
@@ -482,6 +498,8 @@ int main(int argc, char **argv) {
   st |= finish(dir, "small_reshape", "logits", 10, 13);
   resblock();
   st |= finish(dir, "resblock", "logits", 10, 17);
+  folded();
+  st |= finish(dir, "folded", "logits", 10, 17);
   with_data = 1; /* the two small models with values (check_weights.py) */
   small(0);
   st |= finish(dir, "small_w", "logits", 10, 17);
