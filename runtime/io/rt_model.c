@@ -12,8 +12,9 @@
  * rt_model_close.  Before dlopen, the file's ELF header, program headers
  * and section header table must lie inside the file: the loader maps
  * segments without that check, and touching a page past the end of a
- * truncated file is a SIGBUS, not an error.  A path ending in ".net" is compiled in-process with
- * netc's defaults instead (no programs: the executor generates them). */
+ * truncated file is a SIGBUS, not an error.  A path ending in ".net" (or ".onnx", with the default
+ * train section: docs/onnx.md) is compiled in-process with netc's defaults instead (no programs:
+ * the executor generates them). */
 #define _GNU_SOURCE /* dladdr1: the size of the blob's symbol */
 #include "rt_model.h"
 
@@ -227,7 +228,7 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
   memset(out, 0, sizeof *out);
   if (!path || !a) return rt_errf(err, errlen, "rt_model_open: no path or arena");
   int rc;
-  if (ends_with(path, ".net")) {
+  if (ends_with(path, ".net") || compile_is_onnx(path)) {
     IrGraph *g[2] = {NULL, NULL};
     rc = compile_net(path, a, g, err, errlen);
     if (!rc && g[0]->plan_batch != g[1]->plan_batch)
