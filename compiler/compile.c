@@ -11,6 +11,7 @@
 
 #include "ast.h"
 #include "lower.h"
+#include "onnx_import.h"
 
 #define MAX_SOURCE_BYTES ((size_t)256 << 20)
 
@@ -90,11 +91,50 @@ IrGraph *compile_source(Arena *a, Diag *d, const char *path, const char *src, si
   return d->nerrors == before ? g : NULL;
 }
 
+int compile_is_onnx(const char *path) {
+  size_t n = strlen(path);
+  return n >= 5 && strcmp(path + n - 5, ".onnx") == 0;
+}
+
+const char COMPILE_DEFAULT_TRAIN[] = "train {\n"
+                                     "  batch     = 64\n"
+                                     "  optimizer = sgd(lr=0.1, momentum=0.9, weight_decay=0.0001)\n"
+                                     "}\n";
+
+IrGraph *compile_onnx(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const char *train_file,
+                      const char *weights_out, PassCtx *cx) {
+  int before = d->nerrors;
+  SrcLoc none = {0};
+  if (!onnx_import_available()) {
+    onnx_import(a, d, path, bytes, len, NULL, NULL); /* says why */
+    return NULL;
+  }
+  size_t tlen = sizeof COMPILE_DEFAULT_TRAIN - 1;
+  char *tsrc = train_file ? compile_read_file(train_file, &tlen, d) : NULL;
+  if (train_file && !tsrc) return NULL;
+  const char *tpath = train_file ? train_file : "<default train section>";
+  AstFile *tf = ast_parse(a, d, tpath, tsrc ? tsrc : COMPILE_DEFAULT_TRAIN, tlen);
+  IrGraph *g = NULL;
+  if (tf && d->nerrors == before) {
+    if (tf->network || tf->blocks)
+      diag_error(d, none, "'%s' holds a network or blocks; a --train file holds only a train section", tpath);
+    else if (!tf->train)
+      diag_error(d, none, "'%s' has no train section (train { batch = ... optimizer = ... })", tpath);
+    else
+      g = onnx_import(a, d, path, bytes, len, tf->train, weights_out);
+  }
+  diag_set_source(d, NULL, NULL, 0);
+  free(tsrc);
+  if (g && cx && pipeline_run(&g, cx)) return NULL;
+  return d->nerrors == before ? g : NULL;
+}
+
 IrGraph *compile_file(Arena *a, Diag *d, const char *path, PassCtx *cx) {
   size_t len;
   char *src = compile_read_file(path, &len, d);
   if (!src) return NULL;
-  IrGraph *g = compile_source(a, d, path, src, len, cx);
+  IrGraph *g = compile_is_onnx(path) ? compile_onnx(a, d, path, src, len, cx ? cx->train_file : NULL, NULL, cx)
+                                     : compile_source(a, d, path, src, len, cx);
   diag_set_source(d, NULL, NULL, 0);
   free(src);
   return g;

@@ -1163,6 +1163,13 @@ static void lower_train(Lower *L, const AstTrain *t) {
       error(L, t->loc, "the train section needs '%s'", required[i]);
 }
 
+int lower_train_section(Arena *a, Diag *d, IrGraph *g, const AstTrain *t) {
+  Lower L = {.a = a, .d = d, .g = g, .loss_node = -1};
+  int before = d->nerrors;
+  lower_train(&L, t);
+  return d->nerrors == before ? 0 : -1;
+}
+
 IrGraph *lower_file(Arena *a, Diag *d, const AstFile *file) {
   Lower L = {.a = a, .d = d, .file = file, .loss_node = -1};
   int before = d->nerrors;

@@ -15,4 +15,9 @@
  * not only the first). */
 IrGraph *lower_file(Arena *a, Diag *d, const AstFile *file);
 
+/* A train section alone (an ONNX model's: netc --train FILE) into g's train
+ * attributes, checked as lower_file checks a .net file's.  Returns 0, or -1
+ * after reporting errors to d. */
+int lower_train_section(Arena *a, Diag *d, IrGraph *g, const AstTrain *t);
+
 #endif

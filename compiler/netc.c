@@ -1,6 +1,7 @@
 /* netc.c - the netc command line; the only place in the compiler that exits.
  *
  *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
+ *   netc FILE.onnx [--train=TRAIN.net] [the same options]
  *
  * A run that asks for no output (no -o, --emit-cuda, --dump-ir, --print-after
  * or --summary) says on stderr what it compiled and that it wrote nothing.
@@ -26,8 +27,9 @@ static void usage(FILE *f) {
   const Pass *passes = pipeline_passes(&n);
   fprintf(f,
           "usage: netc FILE.net [options]\n"
+          "       netc FILE.onnx [--train TRAIN.net] [options]\n"
           "\n"
-          "Compiles a network description: parses it, derives the IR, runs the passes.\n"
+          "Compiles a network description (or an ONNX model): parses it, derives the IR, runs the passes.\n"
           "\n"
           "options:\n"
           "  --summary            print the layer table, the totals 'params: N', 'macs: N' and the memory plan\n"
@@ -41,6 +43,9 @@ static void usage(FILE *f) {
           "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
           "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
           "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
+          "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
+          "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
+          "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -124,6 +129,8 @@ int main(int argc, char **argv) {
       {"batch", required_argument, NULL, 'b'},
       {"arch", required_argument, NULL, 'A'},
       {"emit-cuda", required_argument, NULL, 'E'},
+      {"train", required_argument, NULL, 'T'},
+      {"weights-out", required_argument, NULL, 'W'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -131,6 +138,7 @@ int main(int argc, char **argv) {
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
   int summary = 0, c;
+  const char *weights_out = NULL;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
@@ -181,6 +189,8 @@ int main(int argc, char **argv) {
       break;
     }
     case 'o': model.out = optarg; break;
+    case 'T': cx.train_file = optarg; break;
+    case 'W': weights_out = optarg; break;
     case 'E': model.emit_cuda = optarg; break;
     case 'A': {
       CgModelTarget t;
@@ -205,6 +215,14 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *path = argv[optind];
+  if (cx.train_file && !compile_is_onnx(path)) {
+    fprintf(stderr, "netc: error: --train is for .onnx models; '%s' has its own train section\n", path);
+    return EXIT_USAGE;
+  }
+  if (weights_out && !compile_is_onnx(path)) {
+    fprintf(stderr, "netc: error: --weights-out is for .onnx models; '%s' holds no weights\n", path);
+    return EXIT_USAGE;
+  }
   if (overwrites_input(path, model.out, cx.dump_dir, model.emit_cuda)) return EXIT_USAGE;
   if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
       (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
@@ -216,7 +234,9 @@ int main(int argc, char **argv) {
   cx.d = &d;
   size_t len = 0;
   char *src = compile_read_file(path, &len, &d);
-  IrGraph *g = src ? compile_source(&arena, &d, path, src, len, NULL) : NULL;
+  IrGraph *g = !src                    ? NULL
+               : compile_is_onnx(path) ? compile_onnx(&arena, &d, path, src, len, cx.train_file, weights_out, NULL)
+                                       : compile_source(&arena, &d, path, src, len, NULL);
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
@@ -229,7 +249,8 @@ int main(int argc, char **argv) {
   }
   model.opts = &opts;
   if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
-  if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda) {
+  if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda &&
+      !weights_out) {
     int npasses, ran = 0;
     pipeline_passes(&npasses);
     for (int i = 0; i < npasses; i++) ran += !(cx.disabled & (1u << i));

@@ -22,6 +22,7 @@ typedef struct PassCtx {
   int precision_set;       /* --precision given: it overrides the train section's `precision` */
   const char *int8_layers; /* --int8=NAME,NAME: layers to run in i8, or NULL */
   int64_t batch;           /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
+  const char *train_file;  /* --train: the train section of an ONNX model, or NULL (compile.h's default) */
 } PassCtx;
 
 typedef IrGraph *(*PassFn)(IrGraph *g, PassCtx *cx);

@@ -3,7 +3,8 @@
 # missing, on Debian or Ubuntu.  Safe to run again: it prints and installs
 # nothing when everything is present.
 #   1. packages: the compiler, CMake and ninja, flex and bison, the runtime's
-#      libraries (zlib, cJSON, OpenBLAS, nettle, cairo, libjpeg), and
+#      libraries (zlib, cJSON, OpenBLAS, nettle, cairo, libjpeg), protobuf-c
+#      and onnx.proto (the ONNX front end, `netc FILE.onnx`), and
 #      Fashion-MNIST (dataset-fashion-mnist)
 #   2. on a machine with an NVIDIA GPU whose CUDA 13 headers, NVRTC or cuDNN 9
 #      are missing, or with NETC_GPU_SETUP=1: NVIDIA's CUDA and cuDNN wheels
@@ -21,6 +22,7 @@ PACKAGES=(
   zlib1g-dev libcjson-dev libopenblas-dev # gzip, safetensors headers, BLAS
   nettle-dev libcairo2-dev              # checkpoint fingerprints (SHA-256), plots
   "libjpeg-dev|libjpeg62-turbo-dev|libjpeg-turbo8-dev" # ImageFolder JPEGs (runtime/data)
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev # the ONNX front end (netc FILE.onnx)
   dataset-fashion-mnist                 # the main job's data
 )
 apt_need "${PACKAGES[@]}"

@@ -99,7 +99,8 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
 NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
                          NetGraphs *out, char *err, size_t len) {
   memset(out, 0, sizeof *out);
-  if (ends_with(path, ".net")) return open_net(path, a, precision, batch, want_train, out, err, len);
+  if (ends_with(path, ".net") || compile_is_onnx(path))
+    return open_net(path, a, precision, batch, want_train, out, err, len);
   if (precision) {
     snprintf(err, len, "%s: the precision is chosen when a model.so is compiled (netc --precision)", path);
     return NET_ERR_ARG;

@@ -12,7 +12,8 @@
  *   netrun export MODEL --weights IN --out OUT [--batches-tracked N]
  *   netrun --version
  *
- * MODEL is a model.so from `netc -o` or a .net file (compiled in-process).
+ * MODEL is a model.so from `netc -o`, a .net file or an .onnx model (compiled in-process;
+ * an .onnx model with the default train section, docs/onnx.md).
  * The device is the GPU when a driver and a GPU are present, else the CPU;
  * `--device gpu` without one fails with "no GPU: why".  `step` runs one
  * training step from given weights on a given batch and writes everything
@@ -51,7 +52,7 @@ static void usage(FILE *f) {
              "       netrun plot LOG.jsonl OUT.png\n"
              "       netrun info                      (exit 0 when a GPU is available)\n"
              "\n"
-             "MODEL is a model.so (netc -o) or a .net file.\n"
+             "MODEL is a model.so (netc -o), a .net file or an .onnx model (with the default train section).\n"
              "\n"
              "common options:\n"
              "  --device D           auto (default: the GPU when present, else the CPU), cpu or gpu\n"

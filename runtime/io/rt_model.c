@@ -15,8 +15,9 @@
  * model; the program pointers point into the file's bytes, which live until
  * rt_model_close.  A file without a seal is an older model (refused with
  * its format version and "recompile it") or a damaged one.  A path ending
- * in ".net" is compiled in-process with
- * netc's defaults instead (no programs: the executor generates them). */
+ * in ".net" (or ".onnx", with the default train section: docs/onnx.md) is
+ * compiled in-process with netc's defaults instead (no programs: the
+ * executor generates them). */
 #define _GNU_SOURCE /* memmem: an unsealed file's format version */
 #include "rt_model.h"
 
@@ -276,7 +277,7 @@ int rt_model_open(const char *path, Arena *a, RtModel *out, char *err, size_t er
   memset(out, 0, sizeof *out);
   if (!path || !a) return rt_errf(err, errlen, "rt_model_open: no path or arena");
   int rc;
-  if (ends_with(path, ".net")) {
+  if (ends_with(path, ".net") || compile_is_onnx(path)) {
     IrGraph *g[2] = {NULL, NULL};
     rc = compile_net(path, a, g, err, errlen);
     if (!rc && g[0]->plan_batch != g[1]->plan_batch)
