@@ -316,6 +316,11 @@ typedef struct NetTrainConfig {
   int cpu_share;                    /* with the GPU decoder: the percentage of the training images the worker
                                      * threads decode themselves beside it (1..100), -1 for none, 0 (default):
                                      * balanced each epoch from the rates measured in the one before */
+  const volatile int *stop;         /* may be NULL; polled before every step: once non-zero, the step in
+                                     * flight is finished and the run stops (NET_STOPPED) with its position
+                                     * saved as a stopped run's is -- a signal handler's flag (netrun: SIGINT) */
+  const char *stop_checkpoint;      /* may be NULL; without `checkpoint`, where a stopped run (a callback or
+                                     * `stop`) that took steps saves its checkpoint (on_checkpoint is called) */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch
