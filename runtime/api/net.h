@@ -275,7 +275,8 @@ typedef struct NetTrainConfig {
   NetDataKind data;
   const char *idx_dir;             /* NET_DATA_IDX */
   int64_t train_limit, test_limit; /* NET_DATA_IDX: use the first N images (0: all) */
-  int64_t synthetic_n;             /* NET_DATA_SYNTHETIC: training images (0: 16 batches) */
+  int64_t synthetic_n;             /* NET_DATA_SYNTHETIC: training images (0: 16 batches); test_limit
+                                    * its test images (0: a tenth as many) */
   const uint8_t *images, *labels;  /* NET_DATA_MEMORY: n images of C*H*W bytes (NCHW), n labels */
   int64_t n;
   const uint8_t *test_images, *test_labels; /* may be NULL: no evaluation */

@@ -229,7 +229,8 @@ static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
   case NET_DATA_FOLDER: return load_folder(m, c, d);
   case NET_DATA_SYNTHETIC: {
     int64_t n = c->synthetic_n > 0 ? c->synthetic_n : 16 * m->batch;
-    return synthetic(d, n, n / 10 > 0 ? n / 10 : 1, m->sample, m->classes, c->seed);
+    int64_t tn = c->test_limit > 0 ? c->test_limit : n / 10 > 0 ? n / 10 : 1;
+    return synthetic(d, n, tn, m->sample, m->classes, c->seed);
   }
   case NET_DATA_IDX: {
     if (!c->idx_dir) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_IDX without idx_dir");

@@ -28,6 +28,8 @@ fi
 expect 2 "give --weights .* or --resume .*, not both" "$netrun" train "$m" "${run[@]}" --steps 2 \
   --weights "$work/trained.safetensors" --resume "$work/trained.safetensors"
 expect 1 "missing.safetensors" "$netrun" train "$m" "${run[@]}" --steps 2 --weights "$work/missing.safetensors"
+# every option does something: --test-images with --synthetic is the size of its test set
+expect 0 "test accuracy .* on 48 images" "$netrun" train "$m" "${run[@]}" --steps 1 --test-images 48
 expect 2 "export does not take '--precision'" "$netrun" export "$m" --weights "$work/trained.safetensors" \
   --out "$work/x.safetensors" --precision fp32
 
