@@ -533,6 +533,9 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
+  char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
+  char **given = argc <= 256 ? copy : argv;
+  if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
   int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaX", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
@@ -649,10 +652,10 @@ static int cmd_train(int argc, char **argv) {
     const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     if (p.saved && p.saved_step == r.steps) {
       printf("netrun: interrupted (%s) after step %lld; checkpoint %s\n", name, (long long)r.steps, p.saved);
-      print_resume_command(argc, argv, p.saved);
+      print_resume_command(argc, given, p.saved);
     } else if (o.resume) {
       printf("netrun: interrupted (%s) before a step of this run; %s is unchanged\n", name, o.resume);
-      print_resume_command(argc, argv, o.resume);
+      print_resume_command(argc, given, o.resume);
     } else {
       printf("netrun: interrupted (%s) before the first step of this run; nothing to save\n", name);
     }
