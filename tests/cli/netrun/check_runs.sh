@@ -9,6 +9,7 @@ netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/../../expect.sh"
 export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
+export LSAN_OPTIONS=suppressions=$src/tests/cli/plot/lsan.supp   # cairo's font cache (a sanitizer build)
 m=$src/models/smallcnn.net
 run=(--device cpu --synthetic --batch 16 --train-images 320 --test-images 32)
 ok() { pass=$((pass + 1)); }
