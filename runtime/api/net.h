@@ -275,7 +275,8 @@ typedef struct NetTrainConfig {
   NetDataKind data;
   const char *idx_dir;             /* NET_DATA_IDX */
   int64_t train_limit, test_limit; /* NET_DATA_IDX: use the first N images (0: all) */
-  int64_t synthetic_n;             /* NET_DATA_SYNTHETIC: training images (0: 16 batches) */
+  int64_t synthetic_n;             /* NET_DATA_SYNTHETIC: training images (0: 16 batches); test_limit
+                                    * its test images (0: a tenth as many) */
   const uint8_t *images, *labels;  /* NET_DATA_MEMORY: n images of C*H*W bytes (NCHW), n labels */
   int64_t n;
   const uint8_t *test_images, *test_labels; /* may be NULL: no evaluation */
@@ -316,6 +317,11 @@ typedef struct NetTrainConfig {
   int cpu_share;                    /* with the GPU decoder: the percentage of the training images the worker
                                      * threads decode themselves beside it (1..100), -1 for none, 0 (default):
                                      * balanced each epoch from the rates measured in the one before */
+  const volatile int *stop;         /* may be NULL; polled before every step: once non-zero, the step in
+                                     * flight is finished and the run stops (NET_STOPPED) with its position
+                                     * saved as a stopped run's is -- a signal handler's flag (netrun: SIGINT) */
+  const char *stop_checkpoint;      /* may be NULL; without `checkpoint`, where a stopped run (a callback or
+                                     * `stop`) that took steps saves its checkpoint (on_checkpoint is called) */
 } NetTrainConfig;
 
 /* Trains: each epoch shuffles the training set, runs a step per full batch

@@ -230,7 +230,8 @@ static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
   case NET_DATA_FOLDER: return load_folder(m, c, d);
   case NET_DATA_SYNTHETIC: {
     int64_t n = c->synthetic_n > 0 ? c->synthetic_n : 16 * m->batch;
-    return synthetic(d, n, n / 10 > 0 ? n / 10 : 1, m->sample, m->classes, c->seed);
+    int64_t tn = c->test_limit > 0 ? c->test_limit : n / 10 > 0 ? n / 10 : 1;
+    return synthetic(d, n, tn, m->sample, m->classes, c->seed);
   }
   case NET_DATA_IDX: {
     if (!c->idx_dir) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_IDX without idx_dir");
@@ -384,6 +385,7 @@ typedef struct Run {
   NetTrainState st;                /* the position a checkpoint saves, or a resumed run starts from */
   int64_t t;                       /* steps done, counting those of the run a checkpoint resumes */
   int64_t t_first;                 /* the step this call started at */
+  int stopping;                    /* NetTrainConfig.stop was seen: the run ends with the step being finished */
   int64_t last_ckpt;               /* the step of the last checkpoint written or read */
   int64_t started;                 /* the epoch the training loader runs (-1: none) */
   double head[10], tail[10];       /* the losses of this call's first ten and (a ring) last ten steps */
@@ -728,10 +730,11 @@ static NetStatus checkpoint_every(Run *r) {
  * line, a checkpoint, the run's last step)?  Then it is finished before
  * the next batch is launched, so the callback and the checkpoint see the
  * parameters of that step and no later one. */
-static int ends_in_sync(const Run *r, const Pending *p) {
+static int ends_in_sync(Run *r, const Pending *p) {
   if (!p->live || (p->b + 1) % r->K) return 0;
   int64_t t = r->t + 1, every = r->c->checkpoint_every;
-  return (r->c->on_step && (t % r->log_every == 0 || t == r->total)) ||
+  if (r->c->stop && *r->c->stop) r->stopping = 1; /* latched here: the step is finished before any other launch */
+  return r->stopping || (r->c->on_step && (t % r->log_every == 0 || t == r->total)) ||
          (r->c->checkpoint && every > 0 && t % every == 0) || t == r->total;
 }
 
@@ -752,7 +755,9 @@ static NetStatus finish(Run *r, Epoch *ep, Pending *p, double *micro_sum) {
   record_step(r, ep, loss, p->lr);
   s = log_step(r, ep, loss, p->lr);
   mark_position(r, ep, p->b, p->lr);
-  return s ? s : checkpoint_every(r);
+  if (!s) s = checkpoint_every(r);
+  if (!s && r->stopping) s = net_fail(NET_STOPPED, "stopped after step %lld", (long long)r->t);
+  return s;
 }
 
 /* The steps of one epoch, from the checkpoint's batch when a resumed run
@@ -831,9 +836,13 @@ static NetStatus log_epoch(Run *r, Epoch *ep) {
  * checkpoints at all; s is the run's status, returned unless the save fails. */
 static NetStatus last_checkpoint(Run *r, NetStatus s) {
   const NetTrainConfig *c = r->c;
-  if ((s && s != NET_STOPPED) || !c->checkpoint || r->t <= r->last_ckpt) return s;
-  NetStatus cs = net_checkpoint_save(r->m, c->checkpoint, &r->st);
-  if (!cs && c->on_checkpoint) c->on_checkpoint(r->t, c->checkpoint, c->user);
+  const char *path = c->checkpoint ? c->checkpoint : s == NET_STOPPED ? c->stop_checkpoint : NULL;
+  if ((s && s != NET_STOPPED) || !path || r->t <= r->last_ckpt) return s;
+  char why[NET_ERRMAX];
+  snprintf(why, sizeof why, "%s", s ? net_last_error() : "");
+  NetStatus cs = net_checkpoint_save(r->m, path, &r->st);
+  if (s && !cs) net_fail(s, "%s", why); /* the stop's message, not the save's */
+  if (!cs && c->on_checkpoint) c->on_checkpoint(r->t, path, c->user);
   return cs ? cs : s;
 }
 
@@ -859,6 +868,10 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   snprintf(res->decoder, sizeof res->decoder, "%s", d->decoder);
   net_exec_watch(m->xt, &res->gpu_start);
   for (int64_t e = 0; e < r.epochs && r.t < r.total && !s; e++) {
+    if (e > 0 && c->stop && *c->stop && e >= r.st.epoch) { /* between epochs: nothing in flight */
+      s = net_fail(NET_STOPPED, "stopped after step %lld", (long long)r.t);
+      break;
+    }
     Epoch ep;
     begin_epoch(&r, e, &ep);
     if (e < r.st.epoch) continue;

@@ -4,11 +4,12 @@
  *                [--epochs N] [--steps N] [--batch N] [--log FILE.jsonl]
  *                [--checkpoint FILE --every K] [--train-images N]
  *                [--test-images N] [--seed N] [--workers N] [--augment KIND] [--decoder D]
- *                [--accum K] [--export OUT]
+ *                [--accum K] [--export OUT] [--weights W | --resume CKPT]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
  *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
  *   netrun bench MODEL [--batch N] [--inference] [--steps N] [--device ...]
+ *               (no GPU: refused unless --device cpu)
  *   netrun export MODEL --weights IN --out OUT [--batches-tracked N]
  *   netrun --version
  *
@@ -26,10 +27,12 @@
  * 1 a failure of the run or its input, 2 usage. */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "net.h"
 #include "netrun_files.h"
@@ -90,6 +93,11 @@ static void usage(FILE *f) {
              "  --every K            checkpoint interval in steps (default: only at the end)\n"
              "  --resume FILE        continue the run a --checkpoint FILE was written by (same settings): its\n"
              "                       weights, momentum, loss scale, step and place in the epoch; --log appends\n"
+             "  --weights FILE       start from these weights (a weights file or a checkpoint: fine-tuning) at\n"
+             "                       step 0 with this run's schedule; not with --resume\n"
+             "  Ctrl-C (SIGINT) or SIGTERM ends the step in flight, writes the checkpoint (--checkpoint FILE, else\n"
+             "  MODEL-interrupted.ckpt.safetensors here, never replacing one), closes the log, prints the command\n"
+             "  that resumes, and exits 130 (SIGTERM: 143); a second signal quits at once\n"
              "  --plot OUT.png       draw the loss and accuracy curves of --log into OUT.png at the end\n"
              "  --export OUT         at the end, write the trained weights as a PyTorch state_dict (as\n"
              "                       `netrun export` does: torchvision's keys, no optimizer state)\n"
@@ -122,7 +130,9 @@ static void usage(FILE *f) {
              "                       its steps times its accumulation; 0 for a weights file)\n"
              "\n"
              "bench: images/s of the training step (or --inference) on synthetic inputs held on the device:\n"
-             "the step captured, 3 warm-up replays, --steps N timed (default 20); prints the peak device memory.\n");
+             "the step captured, 3 warm-up replays, --steps N timed (default 20); prints the peak device memory.\n"
+             "Without a GPU it refuses unless --device cpu is given.  A CPU model whose buffers exceed the\n"
+             "machine's memory is refused when it is loaded, with their size.\n");
 }
 
 typedef struct Opts {
@@ -349,7 +359,9 @@ static const char *where(const NetModel *m) { return strcmp(net_device(m), "gpu"
 typedef struct Progress {
   FILE *log;
   int64_t every;
-  int64_t warned; /* unreadable images already reported */
+  int64_t warned;     /* unreadable images already reported */
+  const char *saved;  /* the last checkpoint written (NULL: none) */
+  int64_t saved_step; /* its step */
 } Progress;
 
 static void on_warning(const char *message, void *user) {
@@ -386,6 +398,7 @@ static int on_step(const NetStepInfo *s, void *user) {
               s->decode_gpu_images_per_s, s->decode_host_images_per_s);
     char w[256];
     fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
+    fflush(p->log); /* a record at a time: a killed run leaves at most a torn last line */
   }
   if (s->step % p->every == 0 || s->step == s->steps_total) {
     double eta = s->images_per_s > 0 ? s->elapsed_s * (double)(s->steps_total - s->step) / (double)s->step : 0;
@@ -414,6 +427,7 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
             "\"test_top5\": %.6g, \"images_per_s\": %.1f, \"data_wait_s\": %.4g, \"unreadable\": %lld}\n",
             (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5, e->images_per_s,
             e->data_wait_seconds, (long long)e->unreadable);
+  if (p->log) fflush(p->log);
   if (e->unreadable > p->warned) {
     fprintf(stderr, "netrun: warning: %lld unreadable images skipped so far: %s%s\n", (long long)e->unreadable,
             e->unreadable_first, e->unreadable > 3 ? "; ..." : "");
@@ -430,9 +444,90 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
 }
 
 static int on_checkpoint(int64_t step, const char *path, void *user) {
-  (void)user;
+  Progress *p = user;
+  p->saved = path, p->saved_step = step;
   printf("checkpoint: step %lld -> %s\n", (long long)step, path);
+  fflush(stdout);
   return 0;
+}
+
+/* --- interruption ---------------------------------------------------------- */
+
+/* SIGINT or SIGTERM during `train`: the handler only records the signal;
+ * net_train polls it (NetTrainConfig.stop) before every step, finishes the
+ * step in flight and saves the checkpoint.  A second signal ends netrun at
+ * once. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+  static const char msg[] = "\nnetrun: stopping after the step in flight (again to quit at once)\n";
+  if (stop_signal) _exit(128 + sig);
+  stop_signal = sig;
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+}
+
+static void catch_stop_signals(int on) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on ? on_stop_signal : SIG_DFL;
+  sa.sa_flags = SA_RESTART; /* the loader's reads go on; only the flag changes */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Where an interrupted run without --checkpoint saves itself: MODEL's name
+ * without its directory and extension, "-interrupted.ckpt.safetensors", in
+ * the current directory; "-interrupted-2" and so on when that exists (never
+ * replaced). */
+static void interrupted_path(const char *model, char *out, size_t cap) {
+  const char *base = strrchr(model, '/');
+  base = base ? base + 1 : model;
+  size_t n = strcspn(base, ".");
+  if (n == 0) n = strlen(base);
+  struct stat st;
+  for (int k = 1; k < 1000; k++) {
+    char num[16] = "";
+    if (k > 1) snprintf(num, sizeof num, "-%d", k);
+    snprintf(out, cap, "%.*s-interrupted%s.ckpt.safetensors", (int)n, base, num);
+    if (lstat(out, &st) != 0) return;
+  }
+}
+
+/* s in single quotes for a shell, when it needs them. */
+static void print_shell_word(const char *s) {
+  if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == strlen(s)) {
+    printf("%s", s);
+    return;
+  }
+  putchar('\'');
+  for (; *s; s++)
+    if (*s == '\'')
+      printf("'\\''");
+    else
+      putchar(*s);
+  putchar('\'');
+}
+
+/* The command that continues the run: this one's arguments without --resume
+ * and --weights (the checkpoint holds the weights), then --resume CKPT. */
+static void print_resume_command(int argc, char **argv, const char *ckpt) {
+  printf("netrun: resume with: netrun");
+  for (int i = 0; i < argc; i++) { /* argv[0] is the command */
+    const char *a = argv[i];
+    int drop = strcmp(a, "--resume") == 0 || strcmp(a, "--weights") == 0;
+    if (drop) {
+      i++;
+      continue;
+    }
+    if (strncmp(a, "--resume=", 9) == 0 || strncmp(a, "--weights=", 10) == 0) continue;
+    putchar(' ');
+    print_shell_word(a);
+  }
+  printf(" --resume ");
+  print_shell_word(ckpt);
+  printf("\n");
 }
 
 static int is_dir(const char *path) {
@@ -450,6 +545,9 @@ static int image_folder(const char *dir, char *train, char *test, size_t cap) {
 
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
+  char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
+  char **given = argc <= 256 ? copy : argv;
+  if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
   int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaX", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
@@ -468,6 +566,10 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "netrun: error: --plot needs --log (the curves are drawn from it)\n");
     return EXIT_USAGE;
   }
+  if (o.weights && o.resume) {
+    fprintf(stderr, "netrun: error: give --weights (start a run from them) or --resume (continue a run), not both\n");
+    return EXIT_USAGE;
+  }
   char train_dir[4096], test_dir[4096];
   int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
   if ((o.workers || o.augment || o.decoder || o.cpu_share) && !folder) {
@@ -478,7 +580,15 @@ static int cmd_train(int argc, char **argv) {
   if ((rc = check_files(&o, o.synthetic || folder ? NULL : o.data ? o.data : DEFAULT_DATA))) return rc;
   NetModel *m = load(&o, o.batch, 0, 0);
   if (!m) return EXIT_FAIL;
-  Progress p = {NULL, 1, 0};
+  /* fine-tuning: the run starts from these weights (a checkpoint's momentum too), at step 0 */
+  if (o.weights && net_weights_load(m, o.weights)) {
+    fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    net_free(m);
+    return EXIT_FAIL;
+  }
+  Progress p = {NULL, 1, 0, NULL, 0};
+  char stop_ckpt[4096];
+  interrupted_path(o.model, stop_ckpt, sizeof stop_ckpt);
   /* a resumed run continues its log */
   if (o.log && !(p.log = fopen(o.log, o.resume ? "a" : "w"))) {
     fprintf(stderr, "netrun: error: cannot write '%s'\n", o.log);
@@ -515,7 +625,9 @@ static int cmd_train(int argc, char **argv) {
                       .resume = o.resume,
                       .mean3 = {o.mean3[0], o.mean3[1], o.mean3[2]},
                       .std3 = {o.std3[0], o.std3[1], o.std3[2]},
-                      .accum_steps = o.accum};
+                      .accum_steps = o.accum,
+                      .stop = &stop_signal,
+                      .stop_checkpoint = stop_ckpt};
   /* about 20 progress lines a run */
   p.every = o.steps ? (o.steps + 19) / 20 : 50;
   char accum[96] = "";
@@ -527,23 +639,44 @@ static int cmd_train(int argc, char **argv) {
          : folder    ? train_dir
                      : c.idx_dir);
   fflush(stdout);
+  catch_stop_signals(1);
   NetStatus s = net_train(m, &c);
+  int sig = stop_signal;
+  catch_stop_signals(0);
   if (s == NET_OK)
     printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, data wait %.1f s, test top-5 %.2f%%, "
            "test accuracy %.2f%%\n",
            (long long)r.steps, r.loss_first, r.loss_last, r.images_per_s, r.data_wait_seconds, 100 * r.test_top5,
            100 * r.test_accuracy);
-  else
+  else if (!(s == NET_STOPPED && sig))
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
   int log_failed = 0;
   if (p.log) { /* the run's record: the decoder and the GPU's numbers at start and end (ECC counts among them) */
     fprintf(p.log, "{\"run\": \"%s\", \"steps\": %lld, \"images_per_s\": %.1f, \"decoder\": \"%s\"",
-            s == NET_OK ? "done" : "stopped", (long long)r.steps, r.images_per_s, r.decoder);
+            s == NET_OK ? "done"
+            : sig       ? "interrupted"
+                        : "stopped",
+            (long long)r.steps, r.images_per_s, r.decoder);
     char w0[256], w1[256];
     const char *a = watch_members(&r.gpu_start, w0, sizeof w0), *b = watch_members(&r.gpu_end, w1, sizeof w1);
     fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
     if ((log_failed = ferror(p.log) | fclose(p.log)))
       fprintf(stderr, "netrun: error: %s: cannot write the log (a write failed: disk full?)\n", o.log);
+  }
+  if (s == NET_STOPPED && sig) { /* the checkpoint is written and the log closed: say how to go on */
+    const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (p.saved && p.saved_step == r.steps) {
+      printf("netrun: interrupted (%s) after step %lld; checkpoint %s\n", name, (long long)r.steps, p.saved);
+      print_resume_command(argc, given, p.saved);
+    } else if (o.resume) {
+      printf("netrun: interrupted (%s) before a step of this run; %s is unchanged\n", name, o.resume);
+      print_resume_command(argc, given, o.resume);
+    } else {
+      printf("netrun: interrupted (%s) before the first step of this run; nothing to save\n", name);
+    }
+    fflush(stdout);
+    net_free(m);
+    return 128 + sig;
   }
   int export_failed = 0;
   if (s == NET_OK && o.export_to) {
@@ -744,7 +877,7 @@ done:
  * checkpoint's steps times its accumulation. */
 static int cmd_export(int argc, char **argv) {
   Opts o = {.seed = 1, .device = "cpu"};
-  int rc = parse(argc, argv, "DKwopG", &o);
+  int rc = parse(argc, argv, "DKwoG", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.out) {
     fprintf(stderr, "netrun: error: export takes one MODEL and --weights and --out\n");
@@ -796,6 +929,12 @@ static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
   int rc = parse(argc, argv, "DbKnIpu", &o);
   if (rc) return rc == 1 ? 0 : rc;
+  char why[512];
+  if ((!o.device || strcmp(o.device, "auto") == 0) && !net_gpu_available(why, sizeof why)) {
+    /* a benchmark of the CPU instead of the GPU is not what was asked for */
+    fprintf(stderr, "netrun: error: bench: no GPU (%s); give --device cpu to time the CPU executor\n", why);
+    return EXIT_FAIL;
+  }
   NetModel *m = load(&o, o.batch, o.inference, 0);
   if (!m) return EXIT_FAIL;
   NetBenchResult r;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_cpu_op.h"
 #include "rt_err.h"
@@ -65,10 +66,37 @@ static int check_node(RtCpu *x, int i) {
   return 0;
 }
 
+/* The machine's physical memory in bytes (0: unknown). */
+static double host_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
+
+/* Refuses, before anything is allocated, a plan whose buffers (every value
+ * at this batch) exceed the machine's physical memory: calloc would hand
+ * out untouched pages and the first run would be killed for memory. */
+static int check_plan_fits(const IrGraph *g, int64_t batch, char *err, size_t errlen) {
+  double total = 0, have = host_memory();
+  for (int v = 0; v < g->nval; v++) {
+    const IrType *t = &g->val[v].type;
+    double n = 1;
+    if (t->rank < 0 || t->rank > IR_MAX_RANK) continue; /* refused by type_numel */
+    for (int d = 0; d < t->rank; d++) n *= t->dim[d] == IR_DIM_N ? (double)batch : (double)t->dim[d];
+    total += n * (double)(is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float));
+  }
+  if (have <= 0 || total <= have) return 0;
+  const double gib = 1073741824.0;
+  return rt_errf(err, errlen,
+                 "graph %s at batch %lld: the CPU plan needs %.1f GiB, more than this machine's %.1f GiB of memory "
+                 "(a smaller batch, or the GPU)",
+                 g->name ? g->name : "?", (long long)batch, total / gib, have / gib);
+}
+
 int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen) {
   *out = NULL;
   if (!g) return rt_errf(err, errlen, "no graph");
   if (batch < 1 || batch > INT_MAX) return rt_errf(err, errlen, "batch size %lld out of range", (long long)batch);
+  if (check_plan_fits(g, batch, err, errlen)) return -1;
   RtCpu *x = calloc(1, sizeof *x);
   if (!x) return rt_errf(err, errlen, "out of memory");
   x->g = g;

@@ -102,6 +102,11 @@ static int log_all(const NetStepInfo *s, void *user) {
   return s->loss != s->loss;
 }
 
+static int raise_at_3(const NetStepInfo *s, void *user) {
+  if (s->step == 3) *(volatile int *)user = 1;
+  return 0;
+}
+
 static void test_train_synthetic(void) {
   NetModel *m = load_cpu("models/mlp.net", 32, 0);
   if (!m) return;
@@ -131,6 +136,22 @@ static void test_train_synthetic(void) {
   int n = 0;
   NetTrainConfig stop = {.data = NET_DATA_SYNTHETIC, .steps = 10, .on_step = on_step, .user = &n};
   CHECK(net_train(m, &stop) == NET_STOPPED && n == 1, "stop: %s (%d calls)", net_status_name(net_train(m, &stop)), n);
+  /* NetTrainConfig.stop, raised at step 3 (as a signal handler would), polled at every step although
+   * on_step comes every 3: the step in flight (4) ends the run, saved to stop_checkpoint */
+  volatile int flag = 0;
+  NetTrainState st4 = {0};
+  NetTrainConfig flagged = {.data = NET_DATA_SYNTHETIC,
+                            .steps = 100,
+                            .on_step = raise_at_3,
+                            .log_every = 3,
+                            .user = (void *)&flag,
+                            .result = &r,
+                            .stop = &flag,
+                            .stop_checkpoint = at(work, "stopped.safetensors")};
+  s = net_train(m, &flagged);
+  CHECK(s == NET_STOPPED && r.steps == 4, "stop flag: %s after %lld steps", net_status_name(s), (long long)r.steps);
+  CHECK(net_checkpoint_info(at(work, "stopped.safetensors"), &st4) == NET_OK && st4.step == 4,
+        "stop_checkpoint: step %lld: %s", (long long)st4.step, net_last_error());
   net_free(m);
 
   /* smallcnn, a few steps */

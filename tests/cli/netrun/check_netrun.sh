@@ -15,11 +15,14 @@ expect 2 "unknown command 'fly'" "$netrun" fly
 expect 2 "train takes one MODEL" "$netrun" train
 expect 2 "--epochs must be an integer" "$netrun" train "$src/models/mlp.net" --epochs 0
 expect 2 "--device must be cpu, gpu or auto" "$netrun" train "$src/models/mlp.net" --device tpu
-# forced GPU with a driver that cannot exist: a clear "no GPU" and exit 1; auto falls back to the CPU
+# forced GPU with a driver that cannot exist: a clear "no GPU" and exit 1; bench refuses the CPU unless asked for it
 nodrv=/nonexistent/libcuda-netc-test.so.1
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" train "$src/models/mlp.net" --device gpu
 expect 1 "no GPU: " env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --device gpu
-expect 0 "on the CPU.*images/s" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 --steps 3
+expect 1 "bench: no GPU .*give --device cpu" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 \
+  --steps 3
+expect 0 "on the CPU.*images/s" env NETC_CUDA_DRIVER=$nodrv "$netrun" bench "$src/models/mlp.net" --batch 8 --steps 3 \
+  --device cpu
 # a warm-up as long as the run is shortened, with one warning, and the run goes on
 expect 0 "warning: the train section's warm-up of 1 epochs is not shorter than this 1-epoch run" \
   "$netrun" train "$src/models/resnet20.net" --steps 2 --synthetic --device cpu --batch 8

@@ -149,6 +149,12 @@ static int run_all(void) {
   write_file(at("steps.jsonl"), "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"loss\": 2.1}\n");
   plot_ok(at("steps.jsonl"), at("steps.png"), &l, &r);
   CHECK(l.blue > 100, "two steps: %ld blue pixels", l.blue);
+  /* a run killed while writing its last record: that torn line is skipped (a warning), the rest drawn */
+  write_file(at("torn.jsonl"), "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"loss\": 2.1}\n{\"step\": 3, \"lo");
+  plot_ok(at("torn.jsonl"), at("torn.png"), &l, &r);
+  CHECK(l.blue > 100, "torn last line: %ld blue pixels", l.blue);
+  plot_fails("tornmid.jsonl", "{\"step\": 1, \"loss\": 2.3}\n{\"step\": 2, \"lo\n{\"step\": 3, \"loss\": 2.1}",
+             "tornmid.jsonl:2: not a JSON object");
 
   char *ok[] = {"plot", (char *)at("run.jsonl"), (char *)at("cli.png"), NULL};
   CHECK(netrun_plot_main(3, ok) == 0 && png_signature(at("cli.png")), "netrun plot LOG OUT");
