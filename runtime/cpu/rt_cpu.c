@@ -80,7 +80,8 @@ static int check_plan_fits(const IrGraph *g, int64_t batch, char *err, size_t er
   for (int v = 0; v < g->nval; v++) {
     const IrType *t = &g->val[v].type;
     double n = 1;
-    if (t->rank < 0 || t->rank > IR_MAX_RANK) continue; /* refused by type_numel */
+    if (t->rank < 0 || t->rank > IR_MAX_RANK || type_numel(t, batch) < 0)
+      return 0; /* refused by rt_cpu_new with the value named */
     for (int d = 0; d < t->rank; d++) n *= t->dim[d] == IR_DIM_N ? (double)batch : (double)t->dim[d];
     total += n * (double)(is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float));
   }
