@@ -116,7 +116,7 @@ static void usage(FILE *f) {
              "  --lr X               learning rate (default: the train section's)\n"
              "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
              "  --precision P        fp32, fp16 or bf16, for a .net MODEL (default: the train section's, else fp16;\n"
-             "                       bench takes it too)\n"
+             "                       bench and infer take it too)\n"
              "\n"
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
@@ -825,7 +825,7 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwio", &o);
+  int rc = parse(argc, argv, "DbKwiop", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");

@@ -55,6 +55,14 @@ open(work + "/batch.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + im
 PY
 expect 0 "logits of 4 images" "$netrun" infer "$src/models/smallcnn.net" --device cpu --weights "$work/ck.safetensors" \
   --inputs "$work/batch.safetensors" --out "$work/logits.safetensors"
+# --precision fp32 for infer: the f32 graph's logits, not the default f16 one's
+expect 0 "logits of 4 images" "$netrun" infer "$src/models/smallcnn.net" --device cpu --weights "$work/ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/logits32.safetensors" --precision fp32
+if ! cmp -s "$work/logits.safetensors" "$work/logits32.safetensors"; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1)); echo "FAIL: infer --precision fp32 gave the default precision's logits"
+fi
 expect 0 "one step of .* on the CPU \(batch 4" "$netrun" step "$src/models/smallcnn.net" --device cpu \
   --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/step.safetensors"
 expect 1 "does not fit the model's input" "$netrun" infer "$src/models/resnet20.net" --device cpu \
