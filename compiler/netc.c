@@ -18,6 +18,7 @@
 #include "cg_model.h"
 #include "compile.h"
 #include "opts.h"
+#include "resize.h"
 #include "summary.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -40,6 +41,8 @@ static void usage(FILE *f) {
           "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
           "  --int8=L1,L2,...     run these layers in int8\n"
           "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
+          "  --image-size=S|HxW   the image input's height and width (default: as the file declares; the\n"
+          "                       network must take it: a global pool before the classifier)\n"
           "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
           "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
           "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
@@ -127,6 +130,7 @@ int main(int argc, char **argv) {
       {"precision", required_argument, NULL, 'p'},
       {"int8", required_argument, NULL, '8'},
       {"batch", required_argument, NULL, 'b'},
+      {"image-size", required_argument, NULL, 'S'}, /* resize.h */
       {"arch", required_argument, NULL, 'A'},
       {"emit-cuda", required_argument, NULL, 'E'},
       {"train", required_argument, NULL, 'T'},
@@ -179,6 +183,12 @@ int main(int argc, char **argv) {
       cx.batch = b;
       break;
     }
+    case 'S':
+      if (resize_parse(optarg, cx.image_hw)) {
+        fprintf(stderr, "netc: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case 'f': {
       int p = strncmp(optarg, "no-", 3) == 0 ? pipeline_find(optarg + 3) : -1;
       if (p < 0) {
@@ -237,6 +247,8 @@ int main(int argc, char **argv) {
   IrGraph *g = !src                    ? NULL
                : compile_is_onnx(path) ? compile_onnx(&arena, &d, path, src, len, cx.train_file, weights_out, NULL)
                                        : compile_source(&arena, &d, path, src, len, NULL);
+  /* the forward graph's totals at the size asked for (pipeline_run would resize it too) */
+  if (g && cx.image_hw[0] && ir_resize_image(g, cx.image_hw[0], cx.image_hw[1], &d)) g = NULL;
   if (g && summary) summary_print(stdout, g);
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);

@@ -4,6 +4,7 @@
  * graph), then dump to DIR/NN-name.ir and print if asked.  The lowering's
  * output is dump 00-parse.ir. */
 #include "pipeline.h"
+#include "resize.h"
 
 #include <errno.h>
 #include <string.h>
@@ -68,6 +69,7 @@ int pipeline_run(IrGraph **g, PassCtx *cx) {
     diag_error(cx->d, (SrcLoc){0}, "cannot create dump directory '%s': %s", cx->dump_dir, strerror(errno));
     return -1;
   }
+  if (cx->image_hw[0] && ir_resize_image(*g, cx->image_hw[0], cx->image_hw[1], cx->d)) return -1;
   if (ir_verify(*g, cx->d, "parse") || dump(*g, cx, 0, "parse")) return -1;
   for (int i = 0, k = 1; i < NPASSES; i++) {
     if (cx->disabled & (1u << i)) continue;

@@ -23,6 +23,7 @@ typedef struct PassCtx {
   const char *int8_layers; /* --int8=NAME,NAME: layers to run in i8, or NULL */
   int64_t batch;           /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
   const char *train_file;  /* --train: the train section of an ONNX model, or NULL (compile.h's default) */
+  int64_t image_hw[2];     /* --image-size: the image input's height and width (0: as the file declares; resize.h) */
 } PassCtx;
 
 typedef IrGraph *(*PassFn)(IrGraph *g, PassCtx *cx);

@@ -86,6 +86,8 @@ typedef struct NetLoadOpts {
   int keep_grads;        /* keep every parameter's gradient readable after a step (for net_step_save) */
   const char *options;   /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
                           * docs/runtime_gpu.md lists them.  An unknown name or bad value fails the load */
+  int64_t image_h;       /* .net and .onnx files: the image input's height and width (0: as the file declares; */
+  int64_t image_w;       /* image_w 0: image_h).  A model.so keeps its own (netc --image-size) */
 } NetLoadOpts;
 
 /* Loads path (a model.so, or a .net file), builds its executors on the

@@ -229,9 +229,7 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   /* every switch: the environment's, then the caller's (opts.h) */
   if (opts_from_env(&m->opts, net_err_buf(), NET_ERRMAX) || opts_parse(&m->opts, o->options, net_err_buf(), NET_ERRMAX))
     return net_failed(NET_ERR_ARG);
-  if ((s = net_model_open(path, &m->arena, o->precision, o->batch, !o->inference_only, &m->graphs, net_err_buf(),
-                          NET_ERRMAX)))
-    return net_failed(s);
+  if ((s = net_model_open(path, &m->arena, o, &m->graphs, net_err_buf(), NET_ERRMAX))) return net_failed(s);
   m->gt = m->graphs.train, m->gi = m->graphs.infer;
   m->batch = o->batch ? o->batch : m->graphs.batch;
   if (m->batch < 1) m->batch = 1;

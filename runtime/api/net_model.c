@@ -10,6 +10,7 @@
 
 #include "compile.h"
 #include "pipeline.h"
+#include "resize.h"
 #include "rt_file.h"
 #ifdef NET_HAVE_RT_MODEL
 #include "rt_model.h"
@@ -45,18 +46,32 @@ static int ends_with(const char *s, const char *tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, int64_t batch, Catch *c) {
+static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, const NetLoadOpts *o, Catch *c) {
   PassCtx cx = {.d = &c->d,
                 .out = c->d.out,
                 .inference = inference,
-                .batch = batch,
+                .batch = o->batch,
                 .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16,
-                .precision_set = precision >= 0};
+                .precision_set = precision >= 0,
+                .image_hw = {o->image_h, o->image_w ? o->image_w : o->image_h}};
   return compile_file(a, &c->d, path, &cx);
 }
 
-static NetStatus open_net(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
-                          NetGraphs *out, char *err, size_t len) {
+/* The image input's height and width in g (0, 0 when it has none). */
+static void image_size(const IrGraph *g, int64_t hw[2]) {
+  hw[0] = hw[1] = 0;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *x = &g->val[v];
+    if (x->kind != IR_VAL_INPUT || x->type.rank != 4 || x->type.dtype == IR_DT_I32) continue;
+    int nhwc = x->type.layout == IR_LAYOUT_NHWC;
+    hw[0] = x->type.dim[nhwc ? 1 : 2], hw[1] = x->type.dim[nhwc ? 2 : 3];
+    return;
+  }
+}
+
+static NetStatus open_net(const char *path, Arena *a, const NetLoadOpts *o, NetGraphs *out, char *err, size_t len) {
+  const char *precision = o->precision;
+  int want_train = !o->inference_only;
   int dt = -1;
   if (precision) {
     static const struct {
@@ -83,8 +98,8 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
   close(probe);
   Catch c;
   if (catch_open(&c)) return NET_ERR_NOMEM;
-  if (want_train) out->train = compile_one(a, path, 0, dt, batch, &c);
-  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, batch, &c);
+  if (want_train) out->train = compile_one(a, path, 0, dt, o, &c);
+  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, o, &c);
   int ok = out->infer != NULL;
   catch_close(&c, err, len, "compile failed");
   if (!ok) return NET_ERR_MODEL;
@@ -96,11 +111,18 @@ static NetStatus open_net(const char *path, Arena *a, const char *precision, int
   return NET_OK;
 }
 
-NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
-                         NetGraphs *out, char *err, size_t len) {
+NetStatus net_model_open(const char *path, Arena *a, const NetLoadOpts *o, NetGraphs *out, char *err, size_t len) {
   memset(out, 0, sizeof *out);
-  if (ends_with(path, ".net") || compile_is_onnx(path))
-    return open_net(path, a, precision, batch, want_train, out, err, len);
+  if (o->image_h < 0 || o->image_w < 0 || o->image_h > RESIZE_MAX_SIDE || o->image_w > RESIZE_MAX_SIDE ||
+      (o->image_w && !o->image_h)) {
+    snprintf(err, len, "image size %lldx%lld: each side must be 1 to %d", (long long)o->image_h, (long long)o->image_w,
+             RESIZE_MAX_SIDE);
+    return NET_ERR_ARG;
+  }
+  if (ends_with(path, ".net") || compile_is_onnx(path)) return open_net(path, a, o, out, err, len);
+  const char *precision = o->precision;
+  int64_t batch = o->batch;
+  int want_train = !o->inference_only;
   if (precision) {
     snprintf(err, len, "%s: the precision is chosen when a model.so is compiled (netc --precision)", path);
     return NET_ERR_ARG;
@@ -129,6 +151,15 @@ NetStatus net_model_open(const char *path, Arena *a, const char *precision, int6
   if (!out->infer || (want_train && !out->train)) {
     snprintf(err, len, "%s: the model lacks its %s graph", path, out->infer ? "training" : "inference");
     return NET_ERR_MODEL;
+  }
+  int64_t hw[2];
+  image_size(out->infer, hw);
+  if (o->image_h && (o->image_h != hw[0] || (o->image_w ? o->image_w : o->image_h) != hw[1])) {
+    snprintf(err, len,
+             "%s: compiled for %lldx%lld images; the image size is chosen when a model.so is compiled "
+             "(netc --image-size)",
+             path, (long long)hw[0], (long long)hw[1]);
+    return NET_ERR_ARG;
   }
   if (batch > 0 && batch != out->batch) {
     NetStatus s = NET_OK;

@@ -21,12 +21,13 @@ typedef struct NetGraphs {
   void *handle;  /* the open model.so, or NULL */
 } NetGraphs;
 
-/* Opens path into a.  precision ("fp32", "fp16", "bf16" or NULL) and batch
- * (0: the model's) apply to .net files, which are compiled for that batch;
- * a model.so keeps its own.  NET_ERR_IO, NET_ERR_MODEL or NET_ERR_ARG with
- * the compiler's messages in err. */
-NetStatus net_model_open(const char *path, Arena *a, const char *precision, int64_t batch, int want_train,
-                         NetGraphs *out, char *err, size_t len);
+/* Opens path into a, with o's precision ("fp32", "fp16", "bf16" or NULL),
+ * batch (0: the model's), image size (0: the model's) and inference_only
+ * (no training graph).  A .net or .onnx file is compiled for them; a
+ * model.so is planned again for the batch but keeps its precision and image
+ * size (asking for others is NET_ERR_ARG).  NET_ERR_IO, NET_ERR_MODEL or
+ * NET_ERR_ARG with the compiler's messages in err. */
+NetStatus net_model_open(const char *path, Arena *a, const NetLoadOpts *o, NetGraphs *out, char *err, size_t len);
 void net_model_close(NetGraphs *m);
 
 /* g's kernel programs compiled into the model.so m was opened from, and

@@ -39,6 +39,7 @@
 #include "netrun_plot.h"
 #include "netrun_opt.h"
 #include "netrun_profile.h"
+#include "resize.h"
 #include "rt_safetensors.h"
 
 enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE };
@@ -117,6 +118,8 @@ static void usage(FILE *f) {
              "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
              "  --precision P        fp32, fp16 or bf16, for a .net MODEL (default: the train section's, else fp16;\n"
              "                       bench and infer take it too)\n"
+             "  --image-size S|HxW   a .net or .onnx MODEL's image height and width (default: as the file\n"
+             "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
              "\n"
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
@@ -146,6 +149,7 @@ typedef struct Opts {
   int synthetic, inference, tune;
   float mean3[3], std3[3];
   int mean_set, std_set;
+  int64_t image_hw[2]; /* --image-size (0: the model's) */
 } Opts;
 
 static int parse_real(const char *opt, const char *s, double *out) {
@@ -223,6 +227,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"std", required_argument, NULL, 'Z'},
       {"accum", required_argument, NULL, 'a'},
       {"batches-tracked", required_argument, NULL, 'G'},
+      {"image-size", required_argument, NULL, 'z'},
       {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -236,6 +241,12 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       return EXIT_USAGE;
     }
     switch (c) {
+    case 'z':
+      if (resize_parse(optarg, o->image_hw)) {
+        fprintf(stderr, "netrun: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
+        return EXIT_USAGE;
+      }
+      break;
     case 'D':
       if (netrun_opt_word("--device", optarg, DEVICES, 3)) return EXIT_USAGE;
       o->device = optarg;
@@ -336,7 +347,9 @@ static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep
                     .cache_dir = o->cache,
                     .inference_only = inference_only,
                     .keep_grads = keep_grads,
-                    .tune = o->tune};
+                    .tune = o->tune,
+                    .image_h = o->image_hw[0],
+                    .image_w = o->image_hw[1]};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
   return m;
@@ -548,7 +561,7 @@ static int cmd_train(int argc, char **argv) {
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
   char **given = argc <= 256 ? copy : argv;
   if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaX", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXz", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -747,7 +760,7 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 static int cmd_step(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSpnCu", &o);
+  int rc = parse(argc, argv, "DKwiolSpnCuz", &o);
   if (rc) return rc == 1 ? 0 : rc;
   int64_t steps = o.steps > 0 ? o.steps : 1;
   if (!o.weights || !o.inputs || !o.out) {
@@ -825,7 +838,7 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiop", &o);
+  int rc = parse(argc, argv, "DbKwiopz", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
@@ -927,7 +940,7 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIpu", &o);
+  int rc = parse(argc, argv, "DbKnIpuz", &o);
   if (rc) return rc == 1 ? 0 : rc;
   char why[512];
   if ((!o.device || strcmp(o.device, "auto") == 0) && !net_gpu_available(why, sizeof why)) {

@@ -36,7 +36,8 @@ static int job(const char *root, const char *cache, const Job *j) {
   arena_init(&a);
   NetGraphs g;
   CgDevice dev = {.sm_count = 132, .max_threads_per_block = 1024, .max_shared_per_block = 49152, .cc_major = 9};
-  NetStatus s = net_model_open(path, &a, j->precision, j->batch, j->train, &g, err, sizeof err);
+  NetLoadOpts lo = {.precision = j->precision, .batch = j->batch, .inference_only = !j->train};
+  NetStatus s = net_model_open(path, &a, &lo, &g, err, sizeof err);
   if (!s && g.train && j->keep_grads) s = net_model_keep_grads(g.train, err, sizeof err);
   if (!s && g.train) s = net_model_plan(g.train, j->batch, err, sizeof err);
   if (!s && g.train && rt_gpu_precompile(g.train, j->batch, &dev, cache, err, sizeof err)) s = NET_ERR_DEVICE;
