@@ -111,6 +111,15 @@ expect 1 "var_ck.safetensors: tensor 'bn1.running_var': element 2 is -0.5, a var
   --out "$work/x.safetensors"
 expect 1 "inf_ck.safetensors: tensor 'fc.bias': element 3 is -inf" "$netrun" step "$src/models/smallcnn.net" \
   --device cpu --weights "$work/inf_ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+# --inputs with a NaN or an infinity: refused by step and infer the same way
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/nan_batch.safetensors" image=17:nan
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/inf_batch.safetensors" image=3000:inf
+for cmd in step infer; do
+  expect 1 "nan_batch.safetensors: tensor 'image': element 17 is NaN" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/ck.safetensors" --inputs "$work/nan_batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "inf_batch.safetensors: tensor 'image': element 3000 is inf" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/ck.safetensors" --inputs "$work/inf_batch.safetensors" --out "$work/x.safetensors"
+done
 [ ! -e "$work/x.safetensors" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a refused load wrote --out"; }
 # export: the checkpoint as a strict PyTorch state_dict (12 steps: num_batches_tracked 12), the same logits
 expect 0 "num_batches_tracked 12\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
