@@ -112,7 +112,8 @@ static void usage(FILE *f) {
              "in order; OUT then has the last step's results.\n"
              "  --curve FILE.csv     write step,loss,loss_scale of every step\n"
              "  --weights FILE       parameters and running statistics (momentum buffers optional: 0)\n"
-             "  --inputs FILE        the batch (a NaN or an infinity in it is refused)\n"
+             "  --inputs FILE        the batch: `image` and `label` only (infer ignores `label`); a NaN or an\n"
+             "                       infinity in it is refused\n"
              "  --out FILE           where the results go (replaced atomically)\n"
              "  --lr X               learning rate (default: the train section's)\n"
              "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
@@ -706,8 +707,21 @@ static int cmd_train(int argc, char **argv) {
 /* `image` F32 [N,C,H,W] (and, when want_labels, `label` I64/I32 [N]) from
  * f, checked against the model's input; labels converted to int64.  A NaN
  * or an infinity in the image is refused by the weights' rule
- * (rt_weights_bad_value): the file, the tensor and the first bad element. */
+ * (rt_weights_bad_value): the file, the tensor and the first bad element.
+ * Any other tensor is refused, named, in step and infer alike (infer
+ * ignores a step batch's `label`). */
 static int read_batch(const RtStFile *f, const char *path, int want_labels, int64_t *n, int64_t **labels) {
+  int unknown = 0;
+  for (size_t i = 0; i < rt_st_count(f); i++) {
+    const char *name = rt_st_tensor(f, i)->name;
+    if (strcmp(name, "image") == 0 || strcmp(name, "label") == 0) continue;
+    if (!unknown++) fprintf(stderr, "netrun: error: %s: unknown tensor", path);
+    fprintf(stderr, "%s '%s'", unknown > 1 ? "," : "", name);
+  }
+  if (unknown) {
+    fprintf(stderr, " (an inputs file holds 'image' and 'label' only)\n");
+    return -1;
+  }
   const RtStTensor *img = rt_st_find(f, "image"), *lab = rt_st_find(f, "label");
   if (!img || (want_labels && !lab)) {
     fprintf(stderr, "netrun: error: %s: needs tensors %s\n", path, want_labels ? "'image' and 'label'" : "'image'");

@@ -190,7 +190,8 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
   if (!(flags & RT_WEIGHTS_EXTRA_OK))
     for (size_t i = 0; i < rt_st_count(f); i++) {
       const char *name = rt_st_tensor(f, i)->name;
-      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name))
+      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name) &&
+          !((flags & RT_WEIGHTS_TRAINING_OK) && is_optimizer_state(name)))
         problem(p, "extra '%s' (not in graph '%s')", name, g->name ? g->name : "?");
     }
   /* values last, so that the mismatches (what does not fit at all) come first */

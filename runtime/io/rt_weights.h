@@ -55,6 +55,9 @@ enum {
   RT_WEIGHTS_OPTIM_OPTIONAL = 1, /* absent optimizer state (`*.momentum_buffer`, `loss_scale`,
                                     `loss_scale_good_steps`) is left as it is */
   RT_WEIGHTS_EXTRA_OK = 2,       /* tensors the graph does not have are ignored */
+  RT_WEIGHTS_TRAINING_OK = 4,    /* optimizer state the graph does not have (`*.momentum_buffer`, `loss_scale`,
+                                    `loss_scale_good_steps`) is ignored: an inference graph reading a checkpoint;
+                                    any other tensor the graph lacks is still extra */
 };
 
 /* Value v's storage (see above), or NULL when the caller has none. */

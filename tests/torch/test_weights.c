@@ -205,6 +205,12 @@ static void test_files(const char *dir) {
       {{.bad_dtype = "bn.weight"}, 0, RT_WEIGHTS_ERR_MISMATCH, "'bn.weight' is I64, not F32, F16 or BF16"},
       {{.extra = "fc.weight"}, 0, RT_WEIGHTS_ERR_MISMATCH, "extra 'fc.weight'"},
       {{.extra = "fc.weight"}, RT_WEIGHTS_EXTRA_OK, RT_WEIGHTS_OK, ""},
+      /* an inference graph reading a checkpoint: its optimizer state may be extra, nothing else */
+      {{.extra = "fc.weight"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_ERR_MISMATCH, "extra 'fc.weight'"},
+      {{.extra = "fc.weight.momentum_buffer"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale_good_steps"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale"}, 0, RT_WEIGHTS_ERR_MISMATCH, "extra 'loss_scale'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     err[0] = 0;

@@ -120,6 +120,19 @@ for cmd in step infer; do
   expect 1 "inf_batch.safetensors: tensor 'image': element 3000 is inf" "$netrun" $cmd "$src/models/smallcnn.net" \
     --device cpu --weights "$work/ck.safetensors" --inputs "$work/inf_batch.safetensors" --out "$work/x.safetensors"
 done
+# tensors a command does not know: step and infer refuse the same ones, named -- in --inputs (anything but
+# 'image' and 'label') and in --weights (anything the model lacks but a checkpoint's optimizer state)
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/extra_batch.safetensors" +mask +weights
+python3 "$work/modify.py" "$work/ck.safetensors" "$work/extra_ck.safetensors" +junk
+for cmd in step infer; do
+  expect 1 "extra_batch.safetensors: unknown tensor 'mask', 'weights' \(an inputs file holds 'image' and 'label'" \
+    "$netrun" $cmd "$src/models/smallcnn.net" --device cpu --weights "$work/ck.safetensors" \
+    --inputs "$work/extra_batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "extra_ck.safetensors: extra 'junk' \(not in graph 'smallcnn'\)" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/extra_ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "extra 'loss' \(not in graph 'smallcnn'\); extra 'logits'" "$netrun" $cmd "$src/models/smallcnn.net" --device cpu \
+    --weights "$work/step.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+done
 [ ! -e "$work/x.safetensors" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a refused load wrote --out"; }
 # export: the checkpoint as a strict PyTorch state_dict (12 steps: num_batches_tracked 12), the same logits
 expect 0 "num_batches_tracked 12\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
