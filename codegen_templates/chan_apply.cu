@@ -162,20 +162,20 @@ NETC_KERNEL_NAME(const tg_t *dy, const tx_t *x, const float *coef, ty_t *out)
       r = netc_ld(netc_cv<ty_t>(r)) + netc_ld(vr.v[j]); /* rounded as the batch norm's stored output was */
 #endif
 #if NETC_RELU
-      r = r > 0.0f ? r : 0.0f;
+      r = r <= 0.0f ? 0.0f : r; /* NaN stays NaN, as rt_ref_relu_fwd */
 #endif
 #elif defined(NETC_APPLY_BIAS)
       r = xv + q.k[0][j];
 #elif defined(NETC_APPLY_SBR)
       r = xv * q.k[0][j] + q.k[1][j];
-      r = r > 0.0f ? r : 0.0f;
+      r = r <= 0.0f ? 0.0f : r; /* NaN stays NaN, as rt_ref_relu_fwd */
 #elif defined(NETC_APPLY_ABC)
       r = q.k[0][j] * netc_ld(vd.v[j]) + q.k[1][j] * xv + q.k[2][j];
 #else
       float g = netc_ld(vd.v[j]);
       const float xc = xv - q.k[3][j];
 #if NETC_RELU
-      g = xc * q.k[0][j] + q.k[4][j] > 0.0f ? g : 0.0f;
+      g = xc * q.k[0][j] + q.k[4][j] <= 0.0f ? 0.0f : g; /* rt_ref_bn_relu_mask */
 #endif
       r = q.k[0][j] * g + q.k[1][j] * xc + q.k[2][j];
 #endif

@@ -155,7 +155,7 @@ NETC_KERNEL_NAME(const tg_t *__restrict__ dy, float *__restrict__ part)
         float g = netc_ld(vd.v[j]);
         const float xc = netc_ld(vx.v[j]) - k0[j];
 #if NETC_RELU
-        g = xc * ks[j] + kb[j] > 0.0f ? g : 0.0f;
+        g = xc * ks[j] + kb[j] <= 0.0f ? 0.0f : g; /* rt_ref_bn_relu_mask: NaN passes g */
 #endif
         s1[j] += g;
         s2[j] += g * (xc * k1[j]);

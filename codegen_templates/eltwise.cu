@@ -20,13 +20,13 @@
  * leaves the ones it does not use alone (the caller may pass 0 for them):
  *
  *   op            in0   in1   in2   out0   out1   out0[i] =
- *   relu_fwd      x     -     -     y      -      x > 0 ? x : 0
- *   relu_bwd      y     dy    -     dx     -      y > 0 ? dy : 0
+ *   relu_fwd      x     -     -     y      -      x <= 0 ? 0 : x
+ *   relu_bwd      y     dy    -     dx     -      y <= 0 ? 0 : dy
  *   add_fwd       a     b     -     y      -      a + b
  *   add_bwd       dy    -     -     da     db     dy  (and out1[i] = dy)
- *   add_relu_fwd  a     b     -     y      -      a + b > 0 ? a + b : 0
- *   add_relu_bwd  y     dy    -     dsum   -      y > 0 ? dy : 0
- *   sum_relu_bwd  y     a     b     dx     -      y > 0 ? a + b : 0
+ *   add_relu_fwd  a     b     -     y      -      a + b <= 0 ? 0 : a + b
+ *   add_relu_bwd  y     dy    -     dsum   -      y <= 0 ? 0 : dy
+ *   sum_relu_bwd  y     a     b     dx     -      y <= 0 ? 0 : a + b
  *
  * sum_relu_bwd is the relu backward of a gradient that arrives in two
  * parts (a residual block's input feeds both of its branches): rounding
@@ -89,13 +89,13 @@ __device__ __forceinline__ netc_t netc_store(float f) {
 #define NETC_NIN 1
 #define NETC_NOUT 1
 __device__ __forceinline__ void netc_apply(const float *x, float *y) {
-  y[0] = x[0] > 0.0f ? x[0] : 0.0f;
+  y[0] = x[0] <= 0.0f ? 0.0f : x[0];
 }
 #elif defined(NETC_OP_RELU_BWD) || defined(NETC_OP_ADD_RELU_BWD)
 #define NETC_NIN 2
 #define NETC_NOUT 1
 __device__ __forceinline__ void netc_apply(const float *x, float *y) {
-  y[0] = x[0] > 0.0f ? x[1] : 0.0f;
+  y[0] = x[0] <= 0.0f ? 0.0f : x[1];
 }
 #elif defined(NETC_OP_ADD_FWD)
 #define NETC_NIN 2
@@ -115,13 +115,13 @@ __device__ __forceinline__ void netc_apply(const float *x, float *y) {
 #define NETC_NOUT 1
 __device__ __forceinline__ void netc_apply(const float *x, float *y) {
   const float s = x[0] + x[1];
-  y[0] = s > 0.0f ? s : 0.0f;
+  y[0] = s <= 0.0f ? 0.0f : s;
 }
 #elif defined(NETC_OP_SUM_RELU_BWD)
 #define NETC_NIN 3
 #define NETC_NOUT 1
 __device__ __forceinline__ void netc_apply(const float *x, float *y) {
-  y[0] = x[0] > 0.0f ? x[1] + x[2] : 0.0f;
+  y[0] = x[0] <= 0.0f ? 0.0f : x[1] + x[2];
 }
 #else
 #error "eltwise.cu: define one NETC_OP_* (RELU_FWD, RELU_BWD, ADD_FWD, ADD_BWD, ADD_RELU_FWD, ADD_RELU_BWD, SUM_RELU_BWD)"

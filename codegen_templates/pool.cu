@@ -103,7 +103,7 @@ struct Bn {
 /* Element j of x from z's vector v: relu(bn(z)) rounded to tx_t. */
 __device__ __forceinline__ float x_of(const zvec_t &v, const Bn &bn, int j) {
   const float t = __fadd_rn(__fmul_rn(__fsub_rn(netc_ld(v.v[j]), bn.m[j]), bn.k[j]), bn.b[j]);
-  return netc_ld(netc_cv<tx_t>(t > 0.0f ? t : 0.0f));
+  return netc_ld(netc_cv<tx_t>(t <= 0.0f ? 0.0f : t)); /* NaN stays NaN, as rt_ref_relu_fwd */
 }
 #endif
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)

@@ -146,7 +146,7 @@ NETC_KERNEL_NAME(const tg_t *__restrict__ dy, const unsigned char *__restrict__ 
 #pragma unroll
         for (int j = 0; j < V; j++) {
           const float xc = netc_ld(vx.v[j]) - k[0][j];
-          const float gm = xc * k[2][j] + k[3][j] > 0.0f ? g[py][px][j] : 0.0f;
+          const float gm = xc * k[2][j] + k[3][j] <= 0.0f ? 0.0f : g[py][px][j]; /* rt_ref_bn_relu_mask */
           s1[j] += gm;
           s2[j] += gm * (xc * k[1][j]);
         }
@@ -155,7 +155,7 @@ NETC_KERNEL_NAME(const tg_t *__restrict__ dy, const unsigned char *__restrict__ 
 #pragma unroll
         for (int j = 0; j < V; j++) {
           const float xc = netc_ld(vx.v[j]) - k[3][j];
-          const float gm = xc * k[0][j] + k[4][j] > 0.0f ? g[py][px][j] : 0.0f;
+          const float gm = xc * k[0][j] + k[4][j] <= 0.0f ? 0.0f : g[py][px][j];
           vo.v[j] = netc_cv<NETC_TY>(k[0][j] * gm + k[1][j] * xc + k[2][j]);
         }
         netc_vst<NETC_TY, V>(out, at, vo);

@@ -359,8 +359,9 @@ NetStatus net_weights_load(NetModel *m, const char *path) {
   WeightsIo io = {NULL};
   NetStatus s = shadow_new(m, 1, &io.sh);
   if (!s) {
-    /* an inference-only model takes a training checkpoint: its optimizer and loss-scale state are extra */
-    unsigned flags = RT_WEIGHTS_OPTIM_OPTIONAL | (m->gt ? 0u : (unsigned)RT_WEIGHTS_EXTRA_OK);
+    /* an inference-only model takes a training checkpoint: its optimizer and loss-scale state, and
+       nothing else, may be extra (so that infer refuses what step refuses) */
+    unsigned flags = RT_WEIGHTS_OPTIM_OPTIONAL | (m->gt ? 0u : (unsigned)RT_WEIGHTS_TRAINING_OK);
     s = net_status_of_weights(
         rt_weights_load(m->gt ? m->gt : m->gi, path, flags, shadow_buf, &io, net_err_buf(), NET_ERRMAX));
     if (!s) s = shadow_write(m, io.sh);

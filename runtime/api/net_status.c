@@ -95,7 +95,8 @@ NetStatus net_status_of_weights(RtWeightsStatus s) {
   switch (s) {
   case RT_WEIGHTS_OK: return NET_OK;
   case RT_WEIGHTS_ERR_IO: return NET_ERR_IO;
-  case RT_WEIGHTS_ERR_MISMATCH: return NET_ERR_WEIGHTS;
+  case RT_WEIGHTS_ERR_MISMATCH:
+  case RT_WEIGHTS_ERR_VALUE: return NET_ERR_WEIGHTS;
   case RT_WEIGHTS_ERR_GRAPH: return NET_ERR_MODEL;
   case RT_WEIGHTS_ERR_NOMEM: return NET_ERR_NOMEM;
   }

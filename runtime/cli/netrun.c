@@ -41,6 +41,7 @@
 #include "netrun_profile.h"
 #include "resize.h"
 #include "rt_safetensors.h"
+#include "rt_weights.h"
 
 enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE };
 
@@ -112,7 +113,8 @@ static void usage(FILE *f) {
              "in order; OUT then has the last step's results.\n"
              "  --curve FILE.csv     write step,loss,loss_scale of every step\n"
              "  --weights FILE       parameters and running statistics (momentum buffers optional: 0)\n"
-             "  --inputs FILE        the batch\n"
+             "  --inputs FILE        the batch: `image` and `label` only (infer ignores `label`); a NaN or an\n"
+             "                       infinity in it is refused\n"
              "  --out FILE           where the results go (replaced atomically)\n"
              "  --lr X               learning rate (default: the train section's)\n"
              "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
@@ -716,8 +718,23 @@ static int cmd_train(int argc, char **argv) {
 /* --- step and infer ------------------------------------------------------ */
 
 /* `image` F32 [N,C,H,W] (and, when want_labels, `label` I64/I32 [N]) from
- * f, checked against the model's input; labels converted to int64. */
+ * f, checked against the model's input; labels converted to int64.  A NaN
+ * or an infinity in the image is refused by the weights' rule
+ * (rt_weights_bad_value): the file, the tensor and the first bad element.
+ * Any other tensor is refused, named, in step and infer alike (infer
+ * ignores a step batch's `label`). */
 static int read_batch(const RtStFile *f, const char *path, int want_labels, int64_t *n, int64_t **labels) {
+  int unknown = 0;
+  for (size_t i = 0; i < rt_st_count(f); i++) {
+    const char *name = rt_st_tensor(f, i)->name;
+    if (strcmp(name, "image") == 0 || strcmp(name, "label") == 0) continue;
+    if (!unknown++) fprintf(stderr, "netrun: error: %s: unknown tensor", path);
+    fprintf(stderr, "%s '%s'", unknown > 1 ? "," : "", name);
+  }
+  if (unknown) {
+    fprintf(stderr, " (an inputs file holds 'image' and 'label' only)\n");
+    return -1;
+  }
   const RtStTensor *img = rt_st_find(f, "image"), *lab = rt_st_find(f, "label");
   if (!img || (want_labels && !lab)) {
     fprintf(stderr, "netrun: error: %s: needs tensors %s\n", path, want_labels ? "'image' and 'label'" : "'image'");
@@ -725,6 +742,11 @@ static int read_batch(const RtStFile *f, const char *path, int want_labels, int6
   }
   if (img->dtype != RT_ST_F32 || img->ndim < 1 || img->shape[0] < 1) {
     fprintf(stderr, "netrun: error: %s: 'image' must be F32 [N,...] with N >= 1\n", path);
+    return -1;
+  }
+  char bad[600];
+  if (rt_weights_bad_value(img, bad, sizeof bad)) {
+    fprintf(stderr, "netrun: error: %s: %s\n", path, bad);
     return -1;
   }
   *n = img->shape[0];

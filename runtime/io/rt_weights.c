@@ -7,6 +7,7 @@
  * every problem in one message, before the first byte is copied. */
 #include "rt_weights.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +123,48 @@ static int graph_has(const IrGraph *g, const char *name) {
   return 0;
 }
 
-/* Lists every mismatch between f and g; returns the count. */
-static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Problems *p) {
+/* Element i of t as float (t->data may be unaligned). */
+static float element(const RtStTensor *t, int64_t i) {
+  const unsigned char *src = t->data;
+  float x;
+  if (t->dtype == RT_ST_F32) {
+    memcpy(&x, src + 4 * i, 4);
+    return x;
+  }
+  uint16_t h;
+  memcpy(&h, src + 2 * i, 2);
+  return t->dtype == RT_ST_F16 ? rt_ref_f16_to_f32(h) : rt_ref_bf16_to_f32(h);
+}
+
+int rt_weights_bad_value(const RtStTensor *t, char *msg, size_t cap) {
+  if (t->dtype != RT_ST_F32 && t->dtype != RT_ST_F16 && t->dtype != RT_ST_BF16) return 0;
+  int variance = ends_with(t->name, ".running_var");
+  for (int64_t i = 0; i < t->numel; i++) {
+    float x = element(t, i);
+    if (isnan(x))
+      rt_errf(msg, cap, "tensor '%s': element %lld is NaN", t->name, (long long)i);
+    else if (isinf(x))
+      rt_errf(msg, cap, "tensor '%s': element %lld is %s", t->name, (long long)i, x > 0 ? "inf" : "-inf");
+    else if (variance && x < 0)
+      rt_errf(msg, cap, "tensor '%s': element %lld is %g, a variance below 0", t->name, (long long)i, (double)x);
+    else
+      continue;
+    return 1;
+  }
+  return 0;
+}
+
+/* rt_weights_bad_value of t as a problem; 1 if there was one. */
+static int bad_value(const RtStTensor *t, Problems *p) {
+  char msg[600];
+  if (!rt_weights_bad_value(t, msg, sizeof msg)) return 0;
+  problem(p, "%s", msg);
+  return 1;
+}
+
+/* Lists every mismatch between f and g, and then (*bad) every bad value of
+ * a tensor that fits; returns the count of both. */
+static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Problems *p, int *bad) {
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     if (!is_weight(val)) continue;
@@ -133,8 +174,8 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
         problem(p, "missing '%s'", val->name);
       continue;
     }
-    if (t->dtype != RT_ST_F32 && t->dtype != RT_ST_F16 && t->dtype != RT_ST_BF16)
-      problem(p, "'%s' is %s, not F32, F16 or BF16", val->name, rt_st_dtype_name(t->dtype));
+    int is_float = t->dtype == RT_ST_F32 || t->dtype == RT_ST_F16 || t->dtype == RT_ST_BF16;
+    if (!is_float) problem(p, "'%s' is %s, not F32, F16 or BF16", val->name, rt_st_dtype_name(t->dtype));
     int64_t want[IR_MAX_RANK];
     int rank = rt_weights_file_shape(&val->type, 1, want);
     int same = t->ndim == rank;
@@ -149,24 +190,22 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
   if (!(flags & RT_WEIGHTS_EXTRA_OK))
     for (size_t i = 0; i < rt_st_count(f); i++) {
       const char *name = rt_st_tensor(f, i)->name;
-      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name))
+      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name) &&
+          !((flags & RT_WEIGHTS_TRAINING_OK) && is_optimizer_state(name)))
         problem(p, "extra '%s' (not in graph '%s')", name, g->name ? g->name : "?");
     }
+  /* values last, so that the mismatches (what does not fit at all) come first */
+  *bad = 0;
+  for (int v = 0; v < g->nval; v++) {
+    const RtStTensor *t = is_weight(&g->val[v]) ? rt_st_find(f, g->val[v].name) : NULL;
+    if (t) *bad += bad_value(t, p);
+  }
   return p->count;
 }
 
-/* Converts t's elements to float (t->data may be unaligned). */
+/* Converts t's elements to float. */
 static void to_float(const RtStTensor *t, float *dst) {
-  const unsigned char *src = t->data;
-  for (int64_t i = 0; i < t->numel; i++) {
-    if (t->dtype == RT_ST_F32) {
-      memcpy(&dst[i], src + 4 * i, 4);
-    } else {
-      uint16_t h;
-      memcpy(&h, src + 2 * i, 2);
-      dst[i] = t->dtype == RT_ST_F16 ? rt_ref_f16_to_f32(h) : rt_ref_bf16_to_f32(h);
-    }
-  }
+  for (int64_t i = 0; i < t->numel; i++) dst[i] = element(t, i);
 }
 
 RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned flags, RtWeightsBufFn buf, void *user,
@@ -182,9 +221,10 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
   Problems p = {err, errlen, 0, 0};
   int prefix = errlen ? snprintf(err, errlen, "%s: ", path) : 0;
   p.len = prefix > 0 && (size_t)prefix < errlen ? (size_t)prefix : 0;
-  if (find_problems(g, f, flags, &p)) {
+  int bad = 0;
+  if (find_problems(g, f, flags, &p, &bad)) {
     rt_st_close(f);
-    return RT_WEIGHTS_ERR_MISMATCH;
+    return bad == p.count ? RT_WEIGHTS_ERR_VALUE : RT_WEIGHTS_ERR_MISMATCH;
   }
   float *tmp = NULL;
   for (int v = 0; v < g->nval && st == RT_WEIGHTS_OK; v++) {

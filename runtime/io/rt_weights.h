@@ -11,8 +11,11 @@
  *
  * Loading checks the whole file before it writes anything: every tensor the
  * graph needs is present with the right shape and a float dtype, and the
- * file has no tensor the graph does not know.  All problems are listed by
- * name in one message.  PyTorch's `*.num_batches_tracked` buffers (batch
+ * file has no tensor the graph does not know, and every element is finite
+ * (no NaN, no infinity) and no running variance (`*.running_var`) is below
+ * 0.  All problems are listed by name in one message, a bad value as
+ * "tensor 'layer1.0.conv1.weight': element 17 is NaN" (the first bad
+ * element of the tensor, its index in the file's row-major order).  PyTorch's `*.num_batches_tracked` buffers (batch
  * norm's step counters, which netc does not keep) are ignored, not extra.
  * Saving goes through rt_st_writer, which replaces the file atomically.
  *
@@ -41,6 +44,7 @@ typedef enum RtWeightsStatus {
   RT_WEIGHTS_OK = 0,
   RT_WEIGHTS_ERR_IO,       /* the file cannot be opened, read, parsed or written */
   RT_WEIGHTS_ERR_MISMATCH, /* missing, extra, mis-shaped or non-float tensors (named in the message) */
+  RT_WEIGHTS_ERR_VALUE,    /* a NaN or infinite element, a negative running variance (tensor and element named) */
   RT_WEIGHTS_ERR_GRAPH,    /* a parameter or state value the files cannot hold (integer, symbolic N) */
   RT_WEIGHTS_ERR_NOMEM,
 } RtWeightsStatus;
@@ -51,6 +55,9 @@ enum {
   RT_WEIGHTS_OPTIM_OPTIONAL = 1, /* absent optimizer state (`*.momentum_buffer`, `loss_scale`,
                                     `loss_scale_good_steps`) is left as it is */
   RT_WEIGHTS_EXTRA_OK = 2,       /* tensors the graph does not have are ignored */
+  RT_WEIGHTS_TRAINING_OK = 4,    /* optimizer state the graph does not have (`*.momentum_buffer`, `loss_scale`,
+                                    `loss_scale_good_steps`) is ignored: an inference graph reading a checkpoint;
+                                    any other tensor the graph lacks is still extra */
 };
 
 /* Value v's storage (see above), or NULL when the caller has none. */
@@ -85,6 +92,13 @@ RtWeightsStatus rt_weights_save_cpu(RtCpu *x, const IrGraph *g, const char *path
  * scalar.  The writer keeps its own copy. */
 RtWeightsStatus rt_weights_add(RtStWriter *w, const char *name, const IrType *t, int64_t batch, const float *data,
                                float scale, char *err, size_t errlen);
+
+/* The rule a load applies to each tensor's values (see above), for any
+ * file's float tensor t (F32, F16, BF16; other dtypes pass): 1, with
+ * "tensor 'NAME': element I is NaN" (or "is inf", "is -inf", "is X, a
+ * variance below 0" for a `*.running_var`) in msg, at its first bad
+ * element (row-major, the file's order); 0 when every element is fine. */
+int rt_weights_bad_value(const RtStTensor *t, char *msg, size_t cap);
 
 /* The shape a value of type t has in a file at batch size batch (KCRS for
  * filters, NCHW for activations); returns the rank. */

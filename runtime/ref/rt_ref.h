@@ -129,7 +129,8 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy, co
                          const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta);
 /* The gradient through relu(batchnorm(x)) up to the batch norm's output,
  * with the relu's mask recomputed from x:
- *   g = (x - mean) * k + beta > 0 ? dy : 0,   k = (float)(gamma * invstd)
+ *   g = (x - mean) * k + beta <= 0 ? 0 : dy,   k = (float)(gamma * invstd)
+ * (a NaN batch-norm output passes dy, as relu_bwd's NaN does)
  * (k in double, rounded once, as the batch norm's forward coefficient).
  * g may be dy (in place). */
 int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy, const float *gamma, const float *beta,
@@ -151,21 +152,23 @@ int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_me
  * batchnorm(x) == x * scale + bias ([2, C], row 0 then row 1). */
 int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
                          float *sb);
-/* A convolution's prologue: y = max(0, x * sb[c] + sb[C + c]) per channel,
+/* A convolution's prologue: y = relu(x * sb[c] + sb[C + c]) per channel,
  * in f32 (the caller rounds y to x's dtype).  y may be x. */
 int rt_ref_bn_prologue(const RtRefAct *xs, const float *x, const float *sb, float *y);
 
 /* --- elementwise (rt_ref_eltwise.c) --------------------------------------
  * All take n elements; y may alias an input. */
+/* y = x <= 0 ? 0 : x: NaN stays NaN, as PyTorch's relu */
 int rt_ref_relu_fwd(int64_t n, const float *x, float *y);
-/* dx = dy where y > 0 else 0 (y is relu's output, or its input: same sign) */
+/* dx = y <= 0 ? 0 : dy (y is relu's output, or its input: same sign; a
+ * NaN y passes dy, as PyTorch's threshold_backward) */
 int rt_ref_relu_bwd(int64_t n, const float *y, const float *dy, float *dx);
 int rt_ref_add_fwd(int64_t n, const float *a, const float *b, float *y);
 /* da = db = dy; either may be NULL. */
 int rt_ref_add_bwd(int64_t n, const float *dy, float *da, float *db);
-/* y = max(a + b, 0) */
+/* y = relu(a + b), NaN kept */
 int rt_ref_add_relu_fwd(int64_t n, const float *a, const float *b, float *y);
-/* dsum = dy where y > 0 else 0; dsum is the gradient of both a and b. */
+/* dsum = y <= 0 ? 0 : dy; dsum is the gradient of both a and b. */
 int rt_ref_add_relu_bwd(int64_t n, const float *y, const float *dy, float *dsum);
 /* x *= s (loss scaling and its undoing) */
 int rt_ref_scale(int64_t n, float *x, float s);

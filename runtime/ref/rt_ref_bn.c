@@ -146,13 +146,13 @@ int rt_ref_bn_prologue(const RtRefAct *xs, const float *x, const float *sb, floa
       for (int c = 0; c < C; c++)
         for (int64_t p = 0; p < hw; p++, o++) {
           float v = x[o] * s[c] + b[c];
-          y[o] = v > 0.0f ? v : 0.0f;
+          y[o] = v <= 0.0f ? 0.0f : v; /* NaN stays NaN (rt_ref_eltwise.c) */
         }
   } else {
     for (int64_t o = 0, i = 0; i < xs->N * hw; i++)
       for (int c = 0; c < C; c++, o++) {
         float v = x[o] * s[c] + b[c];
-        y[o] = v > 0.0f ? v : 0.0f;
+        y[o] = v <= 0.0f ? 0.0f : v; /* NaN stays NaN (rt_ref_eltwise.c) */
       }
   }
   return RT_REF_OK;
@@ -262,10 +262,10 @@ int rt_ref_bn_relu_mask(const RtRefAct *xs, const float *x, const float *dy, con
   if (xs->layout == RT_REF_NCHW) {
     for (int64_t o = 0, n = 0; n < xs->N; n++)
       for (int c = 0; c < C; c++)
-        for (int64_t p = 0; p < hw; p++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+        for (int64_t p = 0; p < hw; p++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] <= 0.0f ? 0.0f : dy[o];
   } else {
     for (int64_t o = 0, i = 0; i < xs->N * hw; i++)
-      for (int c = 0; c < C; c++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] > 0.0f ? dy[o] : 0.0f;
+      for (int c = 0; c < C; c++, o++) g[o] = (x[o] - save_mean[c]) * k[c] + beta[c] <= 0.0f ? 0.0f : dy[o];
   }
   free(k);
   return RT_REF_OK;

@@ -1,7 +1,12 @@
 /* rt_ref_eltwise.c - the elementwise ops: relu, add, the fused add+relu of a
  * residual join, their backwards, loss scaling and the inf/NaN check that
  * mixed-precision training runs on its gradients.  Outputs may alias
- * inputs; nothing here allocates. */
+ * inputs; nothing here allocates.
+ *
+ * relu zeroes what is <= 0 and keeps the rest, NaN included, as PyTorch's
+ * relu and threshold_backward do: `v <= 0 ? 0 : v`, never `v > 0 ? v : 0`
+ * (which turns NaN into 0) or fmaxf (which drops NaN).  Every relu in netc
+ * (the batch-norm prologue and mask, the CUDA templates) uses this form. */
 #include <math.h>
 
 #include "rt_ref.h"
@@ -9,14 +14,14 @@
 int rt_ref_relu_fwd(int64_t n, const float *x, float *y) {
   if (n < 0) return RT_REF_ESHAPE;
   if (n && (!x || !y)) return RT_REF_EARG;
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0 ? 0.0f : x[i];
   return RT_REF_OK;
 }
 
 int rt_ref_relu_bwd(int64_t n, const float *y, const float *dy, float *dx) {
   if (n < 0) return RT_REF_ESHAPE;
   if (n && (!y || !dy || !dx)) return RT_REF_EARG;
-  for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) dx[i] = y[i] <= 0 ? 0.0f : dy[i];
   return RT_REF_OK;
 }
 
@@ -42,7 +47,7 @@ int rt_ref_add_relu_fwd(int64_t n, const float *a, const float *b, float *y) {
   if (n && (!a || !b || !y)) return RT_REF_EARG;
   for (int64_t i = 0; i < n; i++) {
     float s = a[i] + b[i];
-    y[i] = s > 0 ? s : 0.0f;
+    y[i] = s <= 0 ? 0.0f : s;
   }
   return RT_REF_OK;
 }

@@ -83,6 +83,26 @@ static void test_step_infer_weights(void) {
     CHECK(net_infer(m2, img, 8, logits2) == NET_OK, "infer after rebatch: %s", net_last_error());
     net_free(m2);
   }
+  /* an inference-only model takes a training save (momentum buffers, loss scale) and refuses what a
+     training model refuses: step.safetensors' loss, logits and gradients are extra for both */
+  NetLoadOpts io = {.device = "cpu", .batch = 8, .inference_only = 1};
+  NetModel *mi = NULL;
+  CHECK(net_load(at(root, "models/smallcnn.net"), &io, &mi) == NET_OK, "inference-only: %s", net_last_error());
+  if (mi) {
+    float want[8 * 10]; /* m holds w.safetensors' weights (`logits` took m2's step) */
+    CHECK(net_infer(m, img, 8, want) == NET_OK, "infer: %s", net_last_error());
+    CHECK(net_weights_load(mi, at(work, "w.safetensors")) == NET_OK, "inference-only load: %s", net_last_error());
+    CHECK(net_infer(mi, img, 8, logits2) == NET_OK && memcmp(want, logits2, sizeof want) == 0,
+          "an inference-only model's logits differ");
+    NetStatus s = net_weights_load(mi, at(work, "step.safetensors"));
+    CHECK(s == NET_ERR_WEIGHTS && strstr(net_last_error(), "extra 'loss'") &&
+              strstr(net_last_error(), "extra 'conv1.weight.grad'"),
+          "inference-only: a step's results are not weights: %s %s", net_status_name(s), net_last_error());
+    net_free(mi);
+  }
+  NetStatus s = net_weights_load(m, at(work, "step.safetensors"));
+  CHECK(s == NET_ERR_WEIGHTS && strstr(net_last_error(), "extra 'loss'"), "training: %s %s", net_status_name(s),
+        net_last_error());
   net_free(m);
 }
 

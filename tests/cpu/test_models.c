@@ -39,7 +39,7 @@ static void fill(RtCpu *a, const IrGraph *g, uint64_t *seed) {
     if (rt_cpu_is_int(a, v)) {
       int64_t *lab = rt_cpu_data(a, v);
       for (int64_t i = 0; i < rt_cpu_numel(a, v); i++) lab[i] = (int64_t)exectest_rand(seed, 0, 10);
-    } else if (len > 8 && strcmp(name + len - 8, ".running_var") == 0) {
+    } else if (len > 12 && strcmp(name + len - 12, ".running_var") == 0) {
       exectest_fill(a, v, seed, 0.5f, 1.5f);
     } else if (val->type.rank >= 2 && val->kind == IR_VAL_PARAM) {
       int64_t fan_in = rt_cpu_numel(a, v) / val->type.dim[0];

@@ -24,6 +24,22 @@ static void hand_case(void) {
         "a single value has no unbiased variance");
 }
 
+/* The fused relus of batch norm keep NaN as relu does: the prologue's
+ * relu(x * scale + bias) and the backward's mask, in both layouts. */
+static void nan_relu(RtRefLayout layout) {
+  RtRefAct xs = {1, 2, 1, 2, layout};
+  /* scale 1 and bias 0 in both channels: the layout moves no value */
+  const float x[4] = {NAN, -1, NAN, 2}, sb[4] = {1, 1, 0, 0}, dy[4] = {1, 2, 3, 4};
+  float y[4], g[4];
+  CHECK(rt_ref_bn_prologue(&xs, x, sb, y) == 0, "prologue");
+  CHECK(isnan(y[0]) && y[1] == 0 && isnan(y[2]) && y[3] == 2, "prologue relu keeps NaN: %g %g %g %g", y[0], y[1], y[2],
+        y[3]);
+  const float gamma[2] = {1, 1}, beta[2] = {0, 0}, mean[2] = {0, 0}, invstd[2] = {1, 1};
+  CHECK(rt_ref_bn_relu_mask(&xs, x, dy, gamma, beta, mean, invstd, g) == 0, "mask");
+  CHECK(g[0] == 1 && g[1] == 0 && g[2] == 3 && g[3] == 4, "a NaN output passes dy: %g %g %g %g", g[0], g[1], g[2],
+        g[3]);
+}
+
 /* Training forward against a double-precision computation here. */
 static void against_double(RtRefLayout layout, int N, int C, int H, int W, float offset) {
   RtRefAct xs = {N, C, H, W, layout};
@@ -124,6 +140,8 @@ static void grad(RtRefLayout layout) {
 
 int main(void) {
   hand_case();
+  nan_relu(RT_REF_NCHW);
+  nan_relu(RT_REF_NHWC);
   against_double(RT_REF_NCHW, 4, 6, 5, 7, 0);
   against_double(RT_REF_NHWC, 4, 6, 5, 7, 0);
   against_double(RT_REF_NCHW, 2, 3, 9, 9, 1000); /* large mean, small spread */

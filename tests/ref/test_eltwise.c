@@ -49,6 +49,31 @@ static void nonfinite(void) {
   CHECK(rt_ref_has_nonfinite(6, v) == 1, "-nan at the end");
 }
 
+/* relu keeps NaN as PyTorch does (torch.relu(nan) = nan), and a NaN y
+ * passes its gradient (threshold_backward: y <= 0 ? 0 : dy); -0 is zeroed. */
+static void nan_propagates(void) {
+  const float x[4] = {NAN, -NAN, -0.0f, INFINITY}, dy[4] = {1, 2, 3, 4}, zero[4] = {0};
+  float y[4], d[4];
+  rt_ref_relu_fwd(4, x, y);
+  CHECK(isnan(y[0]) && isnan(y[1]) && y[2] == 0 && !signbit(y[2]) && y[3] == INFINITY,
+        "relu(NaN, -NaN, -0, inf) = %g %g %g %g", y[0], y[1], y[2], y[3]);
+  rt_ref_relu_bwd(4, y, dy, d);
+  CHECK(d[0] == 1 && d[1] == 2 && d[2] == 0 && d[3] == 4, "relu_bwd at NaN = %g %g %g %g", d[0], d[1], d[2], d[3]);
+  const float nan_dy[4] = {NAN, NAN, NAN, NAN}, neg[4] = {-1, 1, 0, 2};
+  rt_ref_relu_bwd(4, neg, nan_dy, d);
+  CHECK(d[0] == 0 && isnan(d[1]) && d[2] == 0 && isnan(d[3]), "relu_bwd of a NaN gradient: masked or kept");
+  rt_ref_add_relu_fwd(4, x, zero, y);
+  CHECK(isnan(y[0]) && isnan(y[1]) && y[2] == 0 && y[3] == INFINITY, "add_relu keeps NaN");
+  const float pinf[1] = {INFINITY}, ninf[1] = {-INFINITY};
+  rt_ref_add_relu_fwd(1, pinf, ninf, y);
+  CHECK(isnan(y[0]), "add_relu(inf + -inf) = NaN, got %g", y[0]);
+  rt_ref_add_relu_bwd(4, x, dy, d);
+  CHECK(d[0] == 1 && d[1] == 2 && d[2] == 0, "add_relu_bwd at NaN");
+  float inplace[3] = {NAN, -1, 2};
+  rt_ref_relu_fwd(3, inplace, inplace);
+  CHECK(isnan(inplace[0]) && inplace[1] == 0 && inplace[2] == 2, "relu in place keeps NaN");
+}
+
 typedef struct AddCtx {
   int64_t n;
   const float *other;
@@ -89,6 +114,7 @@ static void grads(void) {
 int main(void) {
   values();
   nonfinite();
+  nan_propagates();
   grads();
   return check_report();
 }

@@ -1,7 +1,10 @@
 /* test_weights.c - runtime/rt_weights.c: round trips through safetensors
  * (KRSC in memory, KCRS in the file), F16/BF16 files, every mismatch named
- * in the message, a whole compiled model through the CPU executor, and
- * rt_weights_export's PyTorch state_dict. */
+ * in the message, NaN, infinities and negative running variances refused
+ * with the tensor and the element named, a whole compiled model through the
+ * CPU executor, and rt_weights_export's PyTorch state_dict. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,6 +205,12 @@ static void test_files(const char *dir) {
       {{.bad_dtype = "bn.weight"}, 0, RT_WEIGHTS_ERR_MISMATCH, "'bn.weight' is I64, not F32, F16 or BF16"},
       {{.extra = "fc.weight"}, 0, RT_WEIGHTS_ERR_MISMATCH, "extra 'fc.weight'"},
       {{.extra = "fc.weight"}, RT_WEIGHTS_EXTRA_OK, RT_WEIGHTS_OK, ""},
+      /* an inference graph reading a checkpoint: its optimizer state may be extra, nothing else */
+      {{.extra = "fc.weight"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_ERR_MISMATCH, "extra 'fc.weight'"},
+      {{.extra = "fc.weight.momentum_buffer"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale_good_steps"}, RT_WEIGHTS_TRAINING_OK, RT_WEIGHTS_OK, ""},
+      {{.extra = "loss_scale"}, 0, RT_WEIGHTS_ERR_MISMATCH, "extra 'loss_scale'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     err[0] = 0;
@@ -227,6 +236,91 @@ static void test_files(const char *dir) {
   CHECK(strstr(err, "absent.safetensors") != NULL, "message '%s' lacks the file name", err);
   arena_free(&a);
   bufs_free(&b);
+}
+
+/* A file of conv.weight [K,C,R,S] (0.5 each), bn.running_mean and
+ * bn.running_var [K] (1 each) in dtype dt, with element `at` of tensor
+ * `which` (0, 1, 2; -1: none) set to x, loaded into a KRSC graph of the
+ * three; the status, the message in err. */
+static RtWeightsStatus load_values(const char *dir, RtStDtype dt, int which, int64_t at, float x, int skip_mean,
+                                   float *conv_out, char *err) {
+  static const char *names[] = {"conv.weight", "bn.running_mean", "bn.running_var"};
+  static int seq;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/val%d.safetensors", dir, seq++);
+  RtStWriter *w = rt_st_writer_new();
+  for (int i = 0; i < 3; i++) {
+    float data[K * C * R * S];
+    uint16_t half[K * C * R * S];
+    int64_t shape[4] = {K, C, R, S}, n = i ? K : K * C * R * S;
+    for (int64_t j = 0; j < n; j++) data[j] = i ? 1.0f : 0.5f;
+    if (i == which) data[at] = x;
+    if (i == 1 && skip_mean) continue;
+    if (dt == RT_ST_F32) {
+      rt_st_writer_add(w, names[i], dt, i ? 1 : 4, i ? (int64_t[]){K} : shape, data, (size_t)n * 4, RT_ST_COPY);
+    } else {
+      for (int64_t j = 0; j < n; j++)
+        half[j] = dt == RT_ST_F16 ? rt_ref_f32_to_f16(data[j]) : rt_ref_f32_to_bf16(data[j]);
+      rt_st_writer_add(w, names[i], dt, i ? 1 : 4, i ? (int64_t[]){K} : shape, half, (size_t)n * 2, RT_ST_COPY);
+    }
+  }
+  CHECK(rt_st_writer_write(w, path) == RT_ST_OK, "writing %s: %s", path, rt_st_writer_error(w));
+  rt_st_writer_free(w);
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = ir_graph_new(&a, "values");
+  int64_t krsc[4] = {K, R, S, C}, k[1] = {K};
+  ir_value_add(g, IR_VAL_PARAM, ir_type(IR_DT_F32, IR_LAYOUT_KRSC, 4, krsc), "conv.weight");
+  ir_value_add(g, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 1, k), "bn.running_mean");
+  ir_value_add(g, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 1, k), "bn.running_var");
+  float mean[K], var[K];
+  Bufs b = {{conv_out, mean, var}};
+  err[0] = 0;
+  RtWeightsStatus st = rt_weights_load(g, path, 0, bufs_get, &b, err, RT_WEIGHTS_ERRMAX);
+  arena_free(&a);
+  return st;
+}
+
+/* NaN and infinities in any tensor, and a running variance below 0, are
+ * refused (RT_WEIGHTS_ERR_VALUE) with the file, the tensor and the first bad
+ * element's index in the file's order (KCRS for a filter) named; nothing is
+ * written.  -0 and a negative running mean are fine. */
+static void test_values(const char *dir) {
+  float conv[K * C * R * S];
+  char err[RT_WEIGHTS_ERRMAX];
+  struct {
+    RtStDtype dt;
+    int which;
+    int64_t at;
+    float x;
+    RtWeightsStatus want;
+    const char *says;
+  } cases[] = {
+      {RT_ST_F32, -1, 0, 0, RT_WEIGHTS_OK, ""},
+      {RT_ST_F32, 0, 17, NAN, RT_WEIGHTS_ERR_VALUE, "tensor 'conv.weight': element 17 is NaN"},
+      {RT_ST_F16, 0, 3, INFINITY, RT_WEIGHTS_ERR_VALUE, "tensor 'conv.weight': element 3 is inf"},
+      {RT_ST_BF16, 0, 119, -INFINITY, RT_WEIGHTS_ERR_VALUE, "tensor 'conv.weight': element 119 is -inf"},
+      {RT_ST_F32, 1, 2, NAN, RT_WEIGHTS_ERR_VALUE, "tensor 'bn.running_mean': element 2 is NaN"},
+      {RT_ST_F32, 2, 2, -0.5f, RT_WEIGHTS_ERR_VALUE, "tensor 'bn.running_var': element 2 is -0.5, a variance below 0"},
+      {RT_ST_F16, 2, 0, -0.25f, RT_WEIGHTS_ERR_VALUE, "tensor 'bn.running_var': element 0 is -0.25"},
+      {RT_ST_F32, 2, 1, INFINITY, RT_WEIGHTS_ERR_VALUE, "tensor 'bn.running_var': element 1 is inf"},
+      {RT_ST_F32, 2, 1, -0.0f, RT_WEIGHTS_OK, ""},
+      {RT_ST_F32, 2, 1, 0, RT_WEIGHTS_OK, ""},
+      {RT_ST_F32, 1, 1, -0.5f, RT_WEIGHTS_OK, ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (int j = 0; j < K * C * R * S; j++) conv[j] = 7;
+    RtWeightsStatus st = load_values(dir, cases[i].dt, cases[i].which, cases[i].at, cases[i].x, 0, conv, err);
+    CHECK(st == cases[i].want, "values case %zu: status %d, want %d (%s)", i, (int)st, (int)cases[i].want, err);
+    CHECK(strstr(err, cases[i].says) != NULL, "values case %zu: message '%s' lacks '%s'", i, err, cases[i].says);
+    CHECK(st == RT_WEIGHTS_OK ? conv[0] == 0.5f : conv[0] == 7, "values case %zu: conv.weight %s", i,
+          st == RT_WEIGHTS_OK ? "not loaded" : "written by a refused load");
+    if (st != RT_WEIGHTS_OK) CHECK(strstr(err, "/val") != NULL, "values case %zu: '%s' lacks the file", i, err);
+  }
+  /* the first bad element only; a missing tensor beside a bad value is a mismatch, both named */
+  CHECK(load_values(dir, RT_ST_F32, 0, 0, NAN, 1, conv, err) == RT_WEIGHTS_ERR_MISMATCH &&
+            strstr(err, "missing 'bn.running_mean'") && strstr(err, "tensor 'conv.weight': element 0 is NaN"),
+        "a missing tensor and a NaN: %s", err);
 }
 
 /* smallcnn through the whole pipeline: init, save, load into a fresh executor. */
@@ -322,6 +416,7 @@ int main(void) {
   if (!tmpdir_make(dir, sizeof dir, "weights")) return check_skip("no temporary directory");
   test_roundtrip(dir);
   test_files(dir);
+  test_values(dir);
   test_model(dir);
   test_export(dir);
   tmpdir_remove(dir);

@@ -6,6 +6,7 @@
  * save leaves the previous checkpoint whole and no file behind.
  * Usage: test_ckpt SOURCE_DIR WORKDIR */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,41 @@ static void rewrite_meta(const char *src, const char *dst, const char *key, cons
   }
   if (value) rt_st_writer_set_meta(w, key, value);
   CHECK(rt_st_writer_write(w, dst) == RT_ST_OK, "rewrite %s: %s", dst, rt_st_writer_error(w));
+  rt_st_writer_free(w);
+  rt_st_close(f);
+}
+
+/* Writes src to dst with element `at` of the F32 tensor `name` set to x. */
+static void poison(const char *src, const char *dst, const char *name, int64_t at, float x) {
+  RtStFile *f = NULL;
+  char err[RT_ST_ERRMAX];
+  if (rt_st_open(src, &f, err, sizeof err)) {
+    CHECK(0, "%s", err);
+    return;
+  }
+  RtStWriter *w = rt_st_writer_new();
+  int found = 0;
+  for (size_t i = 0; i < rt_st_count(f); i++) {
+    const RtStTensor *t = rt_st_tensor(f, i);
+    if (strcmp(t->name, name) != 0 || t->dtype != RT_ST_F32 || at >= t->numel) {
+      rt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, RT_ST_BORROW);
+      continue;
+    }
+    float *data = malloc(t->nbytes);
+    if (!data) continue;
+    memcpy(data, t->data, t->nbytes);
+    data[at] = x;
+    rt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, data, t->nbytes, RT_ST_COPY);
+    free(data);
+    found = 1;
+  }
+  CHECK(found, "%s has no F32 '%s' with an element %lld", src, name, (long long)at);
+  for (size_t i = 0; i < rt_st_meta_count(f); i++) {
+    const char *k, *v;
+    rt_st_meta_at(f, i, &k, &v);
+    rt_st_writer_set_meta(w, k, v);
+  }
+  CHECK(rt_st_writer_write(w, dst) == RT_ST_OK, "poison %s: %s", dst, rt_st_writer_error(w));
   rt_st_writer_free(w);
   rt_st_close(f);
 }
@@ -256,6 +292,16 @@ static void test_refusals(void) {
   refused(m, at(work, "badstep.ckpt"), NET_ERR_WEIGHTS, "'netc.step' is '-3'", ref);
   rewrite_meta(ck, at(work, "badlr.ckpt"), "netc.lr", "nan");
   refused(m, at(work, "badlr.ckpt"), NET_ERR_WEIGHTS, "'netc.lr' is 'nan'", ref);
+  /* non-finite values and negative running variances: the tensor and its first bad element named */
+  poison(ck, at(work, "nan.ckpt"), "conv2.weight", 17, NAN);
+  refused(m, at(work, "nan.ckpt"), NET_ERR_WEIGHTS, "nan.ckpt: tensor 'conv2.weight': element 17 is NaN", ref);
+  poison(ck, at(work, "inf.ckpt"), "fc.bias", 3, -INFINITY);
+  refused(m, at(work, "inf.ckpt"), NET_ERR_WEIGHTS, "tensor 'fc.bias': element 3 is -inf", ref);
+  poison(ck, at(work, "var.ckpt"), "bn1.running_var", 2, -0.5f);
+  refused(m, at(work, "var.ckpt"), NET_ERR_WEIGHTS, "tensor 'bn1.running_var': element 2 is -0.5, a variance below 0",
+          ref);
+  poison(ck, at(work, "momentum.ckpt"), "conv1.weight.momentum_buffer", 0, NAN);
+  refused(m, at(work, "momentum.ckpt"), NET_ERR_WEIGHTS, "'conv1.weight.momentum_buffer': element 0 is NaN", ref);
 
   /* a plain weights file: refused, unless asked for; then position 0 */
   CHECK(net_weights_save(other, at(work, "mlp.safetensors")) == NET_OK, "%s", net_last_error());

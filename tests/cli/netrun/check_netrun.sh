@@ -69,6 +69,79 @@ expect 1 "does not fit the model's input" "$netrun" infer "$src/models/resnet20.
   --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
 expect 1 "missing.safetensors" "$netrun" infer "$src/models/smallcnn.net" --device cpu \
   --weights "$work/missing.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+# safetensors SRC DST [NAME=INDEX:VALUE | +NAME]...: SRC with element INDEX of F32 tensor NAME set to
+# VALUE (nan, inf, -0.5), or with an extra F32 [1] tensor NAME; metadata kept
+cat >"$work/modify.py" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack_from("<Q", raw, 0)
+hdr = json.loads(raw[8:8 + n])
+base = 8 + n
+meta = hdr.pop("__metadata__", None)
+data = {k: bytearray(raw[base + v["data_offsets"][0]:base + v["data_offsets"][1]]) for k, v in hdr.items()}
+for arg in sys.argv[3:]:
+    if arg.startswith("+"):
+        hdr[arg[1:]] = {"dtype": "F32", "shape": [1]}
+        data[arg[1:]] = bytearray(struct.pack("<f", 1.0))
+        continue
+    name, rest = arg.split("=")
+    i, v = rest.split(":")
+    assert hdr[name]["dtype"] == "F32"
+    struct.pack_into("<f", data[name], 4 * int(i), float(v))
+out, at = {}, 0
+if meta is not None:
+    out["__metadata__"] = meta
+for k in hdr:
+    out[k] = {"dtype": hdr[k]["dtype"], "shape": hdr[k]["shape"], "data_offsets": [at, at + len(data[k])]}
+    at += len(data[k])
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(data[k] for k in hdr))
+PY
+# weights and checkpoints with a NaN, an infinity or a negative running variance: refused by every command
+# that loads them, the file, the tensor and its first bad element named (docs/safetensors.md, "Values")
+python3 "$work/modify.py" "$work/ck.safetensors" "$work/nan_ck.safetensors" conv2.weight=17:nan
+python3 "$work/modify.py" "$work/ck.safetensors" "$work/var_ck.safetensors" bn1.running_var=2:-0.5
+python3 "$work/modify.py" "$work/ck.safetensors" "$work/inf_ck.safetensors" fc.bias=3:-inf
+bad_w="nan_ck.safetensors: tensor 'conv2.weight': element 17 is NaN"
+expect 1 "$bad_w" "$netrun" step "$src/models/smallcnn.net" --device cpu --weights "$work/nan_ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+expect 1 "$bad_w" "$netrun" infer "$src/models/smallcnn.net" --device cpu --weights "$work/nan_ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+expect 1 "$bad_w" "$netrun" export "$src/models/smallcnn.net" --weights "$work/nan_ck.safetensors" \
+  --out "$work/x.safetensors"
+expect 1 "$bad_w" "$netrun" train "$src/models/smallcnn.net" --device cpu --synthetic --batch 16 --steps 1 \
+  --train-images 32 --weights "$work/nan_ck.safetensors"
+expect 1 "$bad_w" "$netrun" train "$src/models/smallcnn.net" --device cpu --synthetic --batch 16 --steps 13 \
+  --train-images 320 --resume "$work/nan_ck.safetensors"
+expect 1 "var_ck.safetensors: tensor 'bn1.running_var': element 2 is -0.5, a variance below 0" "$netrun" infer \
+  "$src/models/smallcnn.net" --device cpu --weights "$work/var_ck.safetensors" --inputs "$work/batch.safetensors" \
+  --out "$work/x.safetensors"
+expect 1 "inf_ck.safetensors: tensor 'fc.bias': element 3 is -inf" "$netrun" step "$src/models/smallcnn.net" \
+  --device cpu --weights "$work/inf_ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+# --inputs with a NaN or an infinity: refused by step and infer the same way
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/nan_batch.safetensors" image=17:nan
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/inf_batch.safetensors" image=3000:inf
+for cmd in step infer; do
+  expect 1 "nan_batch.safetensors: tensor 'image': element 17 is NaN" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/ck.safetensors" --inputs "$work/nan_batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "inf_batch.safetensors: tensor 'image': element 3000 is inf" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/ck.safetensors" --inputs "$work/inf_batch.safetensors" --out "$work/x.safetensors"
+done
+# tensors a command does not know: step and infer refuse the same ones, named -- in --inputs (anything but
+# 'image' and 'label') and in --weights (anything the model lacks but a checkpoint's optimizer state)
+python3 "$work/modify.py" "$work/batch.safetensors" "$work/extra_batch.safetensors" +mask +weights
+python3 "$work/modify.py" "$work/ck.safetensors" "$work/extra_ck.safetensors" +junk
+for cmd in step infer; do
+  expect 1 "extra_batch.safetensors: unknown tensor 'mask', 'weights' \(an inputs file holds 'image' and 'label'" \
+    "$netrun" $cmd "$src/models/smallcnn.net" --device cpu --weights "$work/ck.safetensors" \
+    --inputs "$work/extra_batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "extra_ck.safetensors: extra 'junk' \(not in graph 'smallcnn'\)" "$netrun" $cmd "$src/models/smallcnn.net" \
+    --device cpu --weights "$work/extra_ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+  expect 1 "extra 'loss' \(not in graph 'smallcnn'\); extra 'logits'" "$netrun" $cmd "$src/models/smallcnn.net" --device cpu \
+    --weights "$work/step.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
+done
+[ ! -e "$work/x.safetensors" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a refused load wrote --out"; }
 # export: the checkpoint as a strict PyTorch state_dict (12 steps: num_batches_tracked 12), the same logits
 expect 0 "num_batches_tracked 12\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
   --out "$work/export.safetensors"
