@@ -21,11 +21,12 @@
 #include <string.h>
 
 enum {
-  MAX_CALL_DEPTH = 64,     /* nested block calls */
-  MAX_EXPR_DEPTH = 1000,   /* nested expressions, far beyond any real file */
-  MAX_NODES = 1000000,     /* ops in one network */
-  MAX_CHANNELS = 1 << 20,  /* output channels / features of one layer */
-  MAX_INPUT_DIM = 1 << 20, /* one input dimension */
+  MAX_CALL_DEPTH = 64,      /* nested block calls */
+  MAX_EXPR_DEPTH = 1000,    /* nested expressions, far beyond any real file */
+  MAX_NODES = 1000000,      /* ops in one network */
+  MAX_CHANNELS = 1 << 20,   /* output channels / features of one layer */
+  MAX_INPUT_DIM = 1 << 20,  /* one input dimension */
+  MAX_ITERATIONS = 1 << 24, /* loop iterations in one network, nested ones included: loops are unrolled */
 };
 #define MAX_SAMPLE_ELEMS ((int64_t)1 << 34) /* elements of one tensor, per sample */
 
@@ -84,7 +85,8 @@ typedef struct Lower {
   int expr_depth;
   int loss_node;
   SrcLoc loss_loc;
-  int too_big; /* MAX_NODES hit: stop elaborating */
+  int too_big;        /* MAX_NODES or MAX_ITERATIONS hit: stop elaborating */
+  int64_t iterations; /* loop iterations run so far */
 } Lower;
 
 static Val verr(void) { return (Val){.k = V_ERR}; }
@@ -956,6 +958,14 @@ static void exec_stmts(Lower *L, Frame *f, const AstStmt *s) {
         break;
       }
       for (int64_t i = lo.i; i < hi.i && !f->returned && !L->too_big; i++) {
+        if (++L->iterations > MAX_ITERATIONS) {
+          error(L, s->lo->loc,
+                "loops run more than %d iterations in all (this one, %" PRId64 "..%" PRId64
+                ", is unrolled like every loop)",
+                MAX_ITERATIONS, lo.i, hi.i);
+          L->too_big = 1;
+          break;
+        }
         int before = L->d->nerrors;
         bind(L, f, s->var, vint(i));
         exec_stmts(L, f, s->body);
