@@ -74,20 +74,24 @@ const char *net_last_error(void);
 /* --- loading ---------------------------------------------------------- */
 
 typedef struct NetLoadOpts {
-  const char *device;    /* "auto" or NULL: the GPU when a driver and a GPU are present, else the CPU; "cpu"; "gpu" */
-  int gpu;               /* GPU ordinal */
-  int64_t batch;         /* 0: the batch the model was compiled for (a .net file: its train section's) */
-  uint64_t seed;         /* parameter initialization (rt_init) */
-  const char *precision; /* .net files only: "fp32", "fp16" or "bf16" (NULL: the train section's, else fp16) */
-  const char *cache_dir; /* NVRTC kernel cache (NULL: $XDG_CACHE_HOME/netc, else ~/.cache/netc) */
-  int tune;              /* GPU: time cuDNN's candidate engines for every convolution once and keep the
+  const char *device;     /* "auto" or NULL: the GPU when a driver and a GPU are present, else the CPU; "cpu"; "gpu" */
+  int gpu;                /* GPU ordinal */
+  int64_t batch;          /* 0: the batch the model was compiled for (a .net file: its train section's) */
+  uint64_t seed;          /* parameter initialization (rt_init) */
+  const char *precision;  /* .net files only: "fp32", "fp16" or "bf16" (NULL: the train section's, else fp16) */
+  const char *cache_dir;  /* NVRTC kernel cache (NULL: $XDG_CACHE_HOME/netc, else ~/.cache/netc) */
+  int tune;               /* GPU: time cuDNN's candidate engines for every convolution once and keep the
                           * fastest; winners are remembered in cache_dir/cudnn-tune.txt for later loads */
-  int inference_only;    /* no training executor: net_step and net_train fail */
-  int keep_grads;        /* keep every parameter's gradient readable after a step (for net_step_save) */
-  const char *options;   /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
+  int inference_only;     /* no training executor: net_step and net_train fail */
+  int keep_grads;         /* keep every parameter's gradient readable after a step (for net_step_save) */
+  const char *options;    /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
                           * docs/runtime_gpu.md lists them.  An unknown name or bad value fails the load */
-  int64_t image_h;       /* .net and .onnx files: the image input's height and width (0: as the file declares; */
-  int64_t image_w;       /* image_w 0: image_h).  A model.so keeps its own (netc --image-size) */
+  int64_t image_h;        /* .net and .onnx files: the image input's height and width (0: as the file declares; */
+  int64_t image_w;        /* image_w 0: image_h).  A model.so keeps its own (netc --image-size) */
+  double memory_limit;    /* bytes the model's executors may hold together: activations, parameters and state,
+                          * GPU scratch and cuDNN workspace (0: no limit).  A batch whose plan does not fit
+                          * fails the load (NET_ERR_DEVICE) naming the largest batch that would */
+  double memory_fraction; /* or this share, in (0, 1], of the device's memory (the machine's for the CPU) */
 } NetLoadOpts;
 
 /* Loads path (a model.so, or a .net file), builds its executors on the

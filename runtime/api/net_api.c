@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net_memory.h"
 #include "rt_init.h"
 #include "rt_weights.h"
 
@@ -135,7 +136,41 @@ static NetStatus make_exec(NetModel *m, IrGraph *g, NetExec **x) {
                     .prebuilt = prog,
                     .arch = arch,
                     .opts = &m->opts};
+  double need = 0, budget = m->memory_limit - m->held;
+  const double gib = 1073741824.0;
+  if (!s && m->memory_limit > 0) {
+    /* the training executor leaves room for the inference one, made when the first evaluation runs */
+    const IrGraph *also = g == m->gt && m->gi && !m->xi ? m->gi : NULL;
+    double later = also ? net_memory_need(also, m->batch, m->gpu) : 0;
+    need = net_memory_need(g, m->batch, m->gpu);
+    if (need < 0 || later < 0 || need + later > budget) {
+      int64_t fits = net_memory_largest_batch(g, also, m->batch, m->gpu, budget);
+      char with[160] = "";
+      if (also)
+        snprintf(with, sizeof with, " and the inference graph's %.2f GiB", later / gib);
+      else if (m->held > 0)
+        snprintf(with, sizeof with, " beside the training executor's %.2f GiB", m->held / gib);
+      char best[96];
+      if (fits > 0)
+        snprintf(best, sizeof best, "the largest batch that fits is %lld", (long long)fits);
+      else
+        snprintf(best, sizeof best, "not even batch 1 fits");
+      return net_fail(NET_ERR_DEVICE,
+                      "graph %s at batch %lld needs %.2f GiB for its %s%s, more than the memory limit of %.2f GiB: %s",
+                      g->name ? g->name : "?", (long long)m->batch, need / gib,
+                      m->gpu ? "activations, parameters and state" : "values", with, m->memory_limit / gib, best);
+    }
+    budget -= later;
+    eo.memory_limit = (size_t)budget;
+  }
   if (!s) s = net_exec_new(m->gpu, &eo, g, m->batch, x, err, NET_ERRMAX);
+  if (s == NET_ERR_DEVICE && m->memory_limit > 0) {
+    /* the plan fitted, but not the scratch and cuDNN workspace beside it */
+    size_t n = strlen(err);
+    if (n < NET_ERRMAX - 80)
+      snprintf(err + n, NET_ERRMAX - n, " (a batch below %lld, or a higher memory limit)", (long long)m->batch);
+  }
+  if (!s) m->held += m->gpu ? (double)net_exec_device_bytes(*x) : need;
   return s;
 }
 
@@ -233,6 +268,19 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   m->gt = m->graphs.train, m->gi = m->graphs.infer;
   m->batch = o->batch ? o->batch : m->graphs.batch;
   if (m->batch < 1) m->batch = 1;
+  if (!(o->memory_limit >= 0) || !(o->memory_fraction >= 0 && o->memory_fraction <= 1) ||
+      (o->memory_limit > 0 && o->memory_fraction > 0))
+    return net_fail(NET_ERR_ARG,
+                    "memory limit %g bytes, fraction %g: give bytes >= 0 or a fraction in (0, 1], not both",
+                    o->memory_limit, o->memory_fraction);
+  m->memory_limit = o->memory_limit;
+  if (o->memory_fraction > 0) {
+    double total = net_exec_total_memory(m->gpu, m->ordinal);
+    if (total <= 0)
+      return net_fail(NET_ERR_DEVICE, "a memory limit of %g of the %s: its memory cannot be read", o->memory_fraction,
+                      m->gpu ? "GPU" : "machine");
+    m->memory_limit = o->memory_fraction * total;
+  }
   if (m->gt && o->keep_grads) {
     m->keep_grads = 1;
     if ((s = net_model_keep_grads(m->gt, net_err_buf(), NET_ERRMAX))) return net_failed(s);

@@ -51,6 +51,12 @@ int net_exec_gpu_present(char *why, size_t len) {
   return b && b->present(why, len);
 }
 
+double net_exec_total_memory(int gpu, int ordinal) {
+  char why[256];
+  const NetExecBackend *b = net_exec_backend(gpu ? NET_DEVICE_GPU : NET_DEVICE_CPU, why, sizeof why);
+  return b && b->total_memory ? b->total_memory(ordinal) : 0;
+}
+
 NetStatus net_exec_new(int gpu, const NetExecOpts *o, const IrGraph *g, int64_t batch, NetExec **out, char *err,
                        size_t len) {
   *out = NULL;

@@ -35,6 +35,9 @@ typedef struct NetExec NetExec;
 /* Is a GPU usable?  1, or 0 with the reason ("no CUDA driver (...)", "this
  * build has no GPU back end ...") in why. */
 int net_exec_gpu_present(char *why, size_t len);
+/* The memory of the device an executor would run on (gpu: GPU `ordinal`,
+ * else the machine's), in bytes; 0 when unknown. */
+double net_exec_total_memory(int gpu, int ordinal);
 
 /* An executor of g at batch on the GPU (gpu != 0, device ordinal `ordinal`)
  * or the CPU.  g must be planned for batch on the GPU. */
@@ -135,6 +138,7 @@ struct NetExecOpts {
   const CgProgram *prebuilt; /* g's kernel programs from a model.so, or NULL */
   const char *arch;          /* their target */
   const NetcOpts *opts;      /* every switch (opts.h); NULL: the environment's */
+  size_t memory_limit;       /* bytes the executor may hold (0: no limit; net_memory.h) */
 };
 
 /* One executor kind.  `self` is what new made.  Statuses are NetStatus
@@ -145,6 +149,8 @@ typedef struct NetExecBackend {
   const char *name; /* "cpu", "gpu" */
   /* 1 when the device is usable, else 0 with the reason in why. */
   int (*present)(char *why, size_t len);
+  /* The memory of device `ordinal` in bytes (the machine's for the CPU), 0 when unknown. */
+  double (*total_memory)(int ordinal);
   NetStatus (*new)(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len);
   void (*free)(void *self); /* takes NULL; stops the pipeline, frees the accumulator */
   int (*find)(const void *self, const char *name);

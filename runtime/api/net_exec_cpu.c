@@ -28,9 +28,19 @@ static int cpu_present(char *why, size_t len) {
   return 1;
 }
 
+static double cpu_total_memory(int ordinal) {
+  (void)ordinal;
+  return rt_cpu_host_memory();
+}
+
 static NetStatus cpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len) {
-  (void)o;
   *self = NULL;
+  double need = rt_cpu_plan_bytes(g, batch);
+  if (o->memory_limit && need > (double)o->memory_limit)
+    return net_status_errf(NET_ERR_DEVICE, err, len,
+                           "over the memory limit: graph %s at batch %lld needs %.2f GiB, and the limit is %.2f GiB",
+                           g->name ? g->name : "?", (long long)batch, need / 1073741824.0,
+                           (double)o->memory_limit / 1073741824.0);
   Cpu *c = calloc(1, sizeof *c);
   if (!c) return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory");
   if (rt_cpu_new(g, batch, &c->cpu, err, len)) {
@@ -128,6 +138,7 @@ static NetStatus cpu_input_feed(void *self, char *err, size_t len) {
 const NetExecBackend net_exec_cpu = {
     .name = "cpu",
     .present = cpu_present,
+    .total_memory = cpu_total_memory,
     .new = cpu_new,
     .free = cpu_free,
     .find = cpu_find,

@@ -41,6 +41,12 @@ static int gpu_present(char *why, size_t len) {
   return 1;
 }
 
+static double gpu_total_memory(int ordinal) {
+  RtCudaDeviceInfo info;
+  char why[256];
+  return rt_cuda_device_info(ordinal, &info, why, sizeof why) ? 0 : (double)info.total_mem;
+}
+
 static NetStatus gpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len) {
   *self = NULL;
   Gpu *x = calloc(1, sizeof *x);
@@ -50,7 +56,8 @@ static NetStatus gpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, 
                   .tune = o->tune,
                   .prebuilt = o->prebuilt,
                   .opts = o->opts,
-                  .prebuilt_arch = o->arch};
+                  .prebuilt_arch = o->arch,
+                  .memory_limit = o->memory_limit};
   NetStatus s = net_status_of_cuda(rt_gpu_new(g, batch, &go, &x->dev, err, len));
   if (s) {
     gpu_free(x);
@@ -261,6 +268,7 @@ static NetStatus gpu_fetched(void *self, int64_t ticket, int wait, void *host, i
 const NetExecBackend net_exec_gpu = {
     .name = "gpu",
     .present = gpu_present,
+    .total_memory = gpu_total_memory,
     .new = gpu_new,
     .free = gpu_free,
     .find = gpu_find,

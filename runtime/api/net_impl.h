@@ -50,7 +50,8 @@ struct NetModel {
   int tune;      /* time cuDNN's candidates (NetLoadOpts.tune) */
   NetcOpts opts; /* every switch (opts.h): the environment's, then NetLoadOpts.options */
   int keep_grads;
-  int64_t batch; /* of the training executor (and the inference one) */
+  int64_t batch;             /* of the training executor (and the inference one) */
+  double memory_limit, held; /* bytes the executors may hold together (0: no limit), and what those made hold */
   int64_t classes, sample;
   NetExec *xt, *xi; /* xi made on first use */
   NetIo it, ii;

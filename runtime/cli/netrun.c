@@ -122,6 +122,9 @@ static void usage(FILE *f) {
              "                       bench and infer take it too)\n"
              "  --image-size S|HxW   a .net or .onnx MODEL's image height and width (default: as the file\n"
              "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
+             "  --memory-limit M     at most M GiB (40) or M%% of the device's memory (50%%) for the model's\n"
+             "                       activations, parameters, scratch and cuDNN workspace (train, infer, bench too);\n"
+             "                       a batch that cannot fit is refused with the largest one that would\n"
              "\n"
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
@@ -151,7 +154,8 @@ typedef struct Opts {
   int synthetic, inference, tune;
   float mean3[3], std3[3];
   int mean_set, std_set;
-  int64_t image_hw[2]; /* --image-size (0: the model's) */
+  int64_t image_hw[2];                  /* --image-size (0: the model's) */
+  double memory_limit, memory_fraction; /* --memory-limit: GiB as bytes, or a percentage as a fraction */
 } Opts;
 
 static int parse_real(const char *opt, const char *s, double *out) {
@@ -230,6 +234,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"accum", required_argument, NULL, 'a'},
       {"batches-tracked", required_argument, NULL, 'G'},
       {"image-size", required_argument, NULL, 'z'},
+      {"memory-limit", required_argument, NULL, 'm'},
       {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -243,6 +248,24 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       return EXIT_USAGE;
     }
     switch (c) {
+    case 'm': {
+      /* G (GiB) or P% (of the device's memory) */
+      char *end;
+      double v = strtod(optarg, &end);
+      int pct = *end == '%';
+      if (pct) end++;
+      if (!*optarg || *end || !(v > 0) || (pct && v > 100) || (!pct && v > 1e6)) {
+        fprintf(stderr,
+                "netrun: error: --memory-limit takes GiB (40) or a share of the device's memory (50%%), not '%s'\n",
+                optarg);
+        return EXIT_USAGE;
+      }
+      if (pct)
+        o->memory_fraction = v / 100, o->memory_limit = 0;
+      else
+        o->memory_limit = v * 1073741824.0, o->memory_fraction = 0;
+      break;
+    }
     case 'z':
       if (resize_parse(optarg, o->image_hw)) {
         fprintf(stderr, "netrun: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
@@ -351,7 +374,9 @@ static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep
                     .keep_grads = keep_grads,
                     .tune = o->tune,
                     .image_h = o->image_hw[0],
-                    .image_w = o->image_hw[1]};
+                    .image_w = o->image_hw[1],
+                    .memory_limit = o->memory_limit,
+                    .memory_fraction = o->memory_fraction};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
   return m;
@@ -563,7 +588,7 @@ static int cmd_train(int argc, char **argv) {
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
   char **given = argc <= 256 ? copy : argv;
   if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXz", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -782,7 +807,7 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 static int cmd_step(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSpnCuz", &o);
+  int rc = parse(argc, argv, "DKwiolSpnCuzm", &o);
   if (rc) return rc == 1 ? 0 : rc;
   int64_t steps = o.steps > 0 ? o.steps : 1;
   if (!o.weights || !o.inputs || !o.out) {
@@ -860,7 +885,7 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiopz", &o);
+  int rc = parse(argc, argv, "DbKwiopzm", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
@@ -962,7 +987,7 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIpuz", &o);
+  int rc = parse(argc, argv, "DbKnIpuzm", &o);
   if (rc) return rc == 1 ? 0 : rc;
   char why[512];
   if ((!o.device || strcmp(o.device, "auto") == 0) && !net_gpu_available(why, sizeof why)) {

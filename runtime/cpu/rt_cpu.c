@@ -75,16 +75,23 @@ static double host_memory(void) {
 /* Refuses, before anything is allocated, a plan whose buffers (every value
  * at this batch) exceed the machine's physical memory: calloc would hand
  * out untouched pages and the first run would be killed for memory. */
-static int check_plan_fits(const IrGraph *g, int64_t batch, char *err, size_t errlen) {
-  double total = 0, have = host_memory();
+double rt_cpu_plan_bytes(const IrGraph *g, int64_t batch) {
+  double total = 0;
   for (int v = 0; v < g->nval; v++) {
     const IrType *t = &g->val[v].type;
     double n = 1;
-    if (t->rank < 0 || t->rank > IR_MAX_RANK || type_numel(t, batch) < 0)
-      return 0; /* refused by rt_cpu_new with the value named */
+    if (t->rank < 0 || t->rank > IR_MAX_RANK || type_numel(t, batch) < 0) return -1;
     for (int d = 0; d < t->rank; d++) n *= t->dim[d] == IR_DIM_N ? (double)batch : (double)t->dim[d];
     total += n * (double)(is_int_dtype(t->dtype) ? sizeof(int64_t) : sizeof(float));
   }
+  return total;
+}
+
+double rt_cpu_host_memory(void) { return host_memory(); }
+
+static int check_plan_fits(const IrGraph *g, int64_t batch, char *err, size_t errlen) {
+  double total = rt_cpu_plan_bytes(g, batch), have = host_memory();
+  if (total < 0) return 0; /* refused by rt_cpu_new with the value named */
   if (have <= 0 || total <= have) return 0;
   const double gib = 1073741824.0;
   return rt_errf(err, errlen,

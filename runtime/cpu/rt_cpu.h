@@ -21,6 +21,11 @@ typedef struct RtCpu RtCpu;
 /* Prepares g (which must outlive the executor) for batch size `batch`;
  * parameters and state start at zero.  Returns 0, or -1 with a message. */
 int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t errlen);
+/* Bytes rt_cpu_new would allocate for g at batch (every value has its own
+ * buffer), or -1 when a value's size cannot be counted; the machine's
+ * physical memory in bytes (0: unknown). */
+double rt_cpu_plan_bytes(const IrGraph *g, int64_t batch);
+double rt_cpu_host_memory(void);
 void rt_cpu_free(RtCpu *x); /* takes NULL */
 /* Value id of the input, parameter or state called name, or -1. */
 int rt_cpu_find(const RtCpu *x, const char *name);

@@ -59,7 +59,14 @@ static int64_t type_numel(const IrType *t, int64_t batch) {
 /* cuMemAlloc with an out-of-memory message that says what was asked and
  * what is free. */
 static RtCudaStatus dev_alloc(RtGpu *x, CUdeviceptr *p, size_t bytes, const char *what, char *err, size_t errlen) {
+  const double gib = 1073741824.0;
+  if (x->memory_limit && (bytes > x->memory_limit || x->held > x->memory_limit - bytes))
+    return rt_cuda_fail(RT_CUDA_EDEVMEM, err, errlen,
+                        "over the memory limit: the %s needs %.2f GiB at batch %lld beside the %.2f GiB held, and "
+                        "the limit is %.2f GiB",
+                        what, bytes / gib, (long long)x->batch, x->held / gib, x->memory_limit / gib);
   CUresult r = x->api->MemAlloc(p, bytes);
+  if (r == CUDA_SUCCESS) x->held += bytes;
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     size_t free_b = 0, total = 0;
     x->api->MemGetInfo(&free_b, &total);
@@ -451,7 +458,23 @@ static RtCudaStatus device_of(RtGpu *x, CgDevice *d, char *err, size_t errlen) {
  * executor, so a cap trades speed for memory. */
 static size_t workspace_cap(const RtGpu *x) {
   long long mb = x->opts.cudnn_workspace_mb >= 0 ? x->opts.cudnn_workspace_mb : WORKSPACE_CAP_MB;
-  return (size_t)mb << 20;
+  size_t cap = (size_t)mb << 20;
+  if (!x->memory_limit) return cap;
+  /* under a memory limit: what the arena and parameters leave, less the
+   * largest scratch any node may take (twice: the side stream has its
+   * own), shared by the two streams' workspaces; 1 byte when nothing is
+   * left (the engines that need none) */
+  size_t scratch = 0;
+  for (int i = 0; i < x->g->nnode; i++) {
+    const CgKNode *k = &x->prog.kn[i];
+    size_t n = k->pro_bytes ? k->pro_offset + k->pro_bytes : 0;
+    if (k->scratch_bytes > n) n = k->scratch_bytes;
+    if (n > scratch) scratch = n;
+  }
+  size_t used = x->held + 2 * (scratch + ALIGN) + 4 * ALIGN;
+  size_t left = x->memory_limit > used ? (x->memory_limit - used) / 2 : 0;
+  left = left > (size_t)ALIGN ? left & ~(size_t)(ALIGN - 1) : 1;
+  return cap && cap < left ? cap : left;
 }
 
 /* The ranges node i touches when it runs (its launches and convolution):
@@ -638,6 +661,7 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
   RtGpu *x = calloc(1, sizeof *x);
   if (x) {
     x->g = g, x->batch = batch;
+    x->memory_limit = o ? o->memory_limit : 0;
     x->addr = calloc((size_t)g->nval + 1, sizeof *x->addr);
     x->numel = calloc((size_t)g->nval + 1, sizeof *x->numel);
     x->conv = calloc((size_t)g->nnode + 1, sizeof *x->conv);

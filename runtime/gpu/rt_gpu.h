@@ -39,6 +39,12 @@ typedef struct RtGpuOpts {
   const char *prebuilt_arch;
   /* Every switch (opts.h), or NULL: read from the environment when made. */
   const NetcOpts *opts;
+  /* Bytes the executor may hold (0: no limit): its activation arena,
+   * parameters and state, kernel scratch and cuDNN workspace.  The
+   * workspace is capped to what is left after the rest; an allocation past
+   * the limit fails with RT_CUDA_EDEVMEM.  The CUDA context's own memory
+   * and cuDNN's timing buffers, freed before the first step, are outside. */
+  size_t memory_limit;
 } RtGpuOpts;
 
 /* g must outlive the executor and be planned (g->plan_bytes > 0) for `batch`. */

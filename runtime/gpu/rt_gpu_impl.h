@@ -41,7 +41,8 @@ struct RtGpu {
   RtCudaModule *mod[CG_MAX_PART]; /* prog's parts, loaded */
   CUdeviceptr arena, persist, scratch, workspace;
   size_t arena_bytes, persist_bytes, scratch_bytes;
-  CUdeviceptr *addr; /* per value: its device address, 0 when it has none */
+  size_t memory_limit, held; /* RtGpuOpts.memory_limit (0: none); bytes dev_alloc handed out */
+  CUdeviceptr *addr;         /* per value: its device address, 0 when it has none */
   int64_t *numel;
   GpuConv *conv;     /* per node (plan NULL when none) */
   GpuLaunch *launch; /* every launch of every node, in step order */
