@@ -14,13 +14,16 @@
 # not make the ratio.
 #
 # For each batch: `netrun bench` training and inference (fp16), then
-# torch_baseline.py's AMP fp16 channels_last, torch.compile and inference
-# configurations at the same batch.  Prints every benchmark's own line, then
-# one table last: images/s, netc / PyTorch ratios, peak GPU memory.  Logs go
+# torch_baseline.py's AMP fp16 channels_last, torch.compile fp16 and bf16 and
+# inference configurations at the same batch.  Prints every benchmark's own
+# line, then one table last: images/s, netc's ratio to the best PyTorch
+# training configuration (torch.compile bf16 on the H200) and to eager AMP,
+# peak GPU memory.  bench/zoo_bench.sh does the same for the whole ResNet
+# family.  Logs go
 # to $OUT when set.  PyTorch runs with LD_LIBRARY_PATH unset: a system
 # cuDNN older than the one its wheel bundles breaks it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 netrun=${1:-build/release/netrun}
 baseline=${2:-../shared/bench/torch_baseline.py}
 cache=${3:-}
@@ -41,7 +44,7 @@ for b in $batches; do
         tee -a "$out/netc_${mode}_$b.log"
     done
     echo "=== PyTorch: $baseline (batch $b, run $r)"
-    env -u LD_LIBRARY_PATH BS="$b" OUT="$out" python3 "$baseline" amp_fp16_cl compile_fp16_cl infer_fp16_cl 2>&1 |
+    env -u LD_LIBRARY_PATH BS="$b" OUT="$out" python3 "$baseline" amp_fp16_cl compile_fp16_cl compile_bf16_cl infer_fp16_cl 2>&1 |
       tee -a "$out/torch_$b.log"
   done
 done
@@ -61,15 +64,23 @@ ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN{printf \"%.2f\", $1 / $2}" ||
 
 echo
 echo "=== ResNet-50 images/s, same call, best of $repeats ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null))"
-printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' batch mode netc "torch AMP" "torch.compile" "netc/AMP" \
-  "netc/comp" "" "netc GiB" "torch GiB"
+row='%-6s %-10s %9s %10s %13s %13s %-16s %9s %9s %9s\n'
+# shellcheck disable=SC2059
+printf "$row" batch mode netc "torch AMP" "compile fp16" "compile bf16" "best PyTorch" "netc/best" "netc GiB" \
+  "torch GiB"
 for b in $batches; do
   tr=$(netc_field training "$b" ips) ti=$(netc_field inference "$b" ips)
-  amp=$(torch_field amp_fp16_cl "$b" img_s) comp=$(torch_field compile_fp16_cl "$b" img_s)
-  inf=$(torch_field infer_fp16_cl "$b" img_s)
-  printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' "$b" training "${tr:--}" "${amp:--}" "${comp:--}" \
-    "$(ratio "$tr" "$amp")" "$(ratio "$tr" "$comp")" "" "$(netc_field training "$b" GiB)" \
-    "$(torch_field amp_fp16_cl "$b" peak_GiB)"
-  printf '%-6s %-10s %10s %10s %12s %12s %8s %8s %9s %9s\n' "$b" inference "${ti:--}" "${inf:--}" "-" \
-    "$(ratio "$ti" "$inf")" "-" "" "$(netc_field inference "$b" GiB)" "$(torch_field infer_fp16_cl "$b" peak_GiB)"
+  amp=$(torch_field amp_fp16_cl "$b" img_s) c16=$(torch_field compile_fp16_cl "$b" img_s)
+  cbf=$(torch_field compile_bf16_cl "$b" img_s) inf=$(torch_field infer_fp16_cl "$b" img_s)
+  bc=- bv=
+  for c in amp_fp16_cl:$amp compile_fp16_cl:$c16 compile_bf16_cl:$cbf; do
+    v=${c#*:}
+    if [ -n "$v" ] && { [ -z "$bv" ] || awk "BEGIN{exit !($v > $bv)}"; }; then bc=${c%%:*} bv=$v; fi
+  done
+  # shellcheck disable=SC2059
+  printf "$row" "$b" training "${tr:--}" "${amp:--}" "${c16:--}" "${cbf:--}" "$bc" "$(ratio "$tr" "$bv")" \
+    "$(netc_field training "$b" GiB)" "$([ "$bc" != - ] && torch_field "$bc" "$b" peak_GiB)"
+  # shellcheck disable=SC2059
+  printf "$row" "$b" inference "${ti:--}" "-" "-" "-" infer_fp16_cl "$(ratio "$ti" "$inf")" \
+    "$(netc_field inference "$b" GiB)" "$(torch_field infer_fp16_cl "$b" peak_GiB)"
 done
