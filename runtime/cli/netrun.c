@@ -21,7 +21,8 @@
  * it computed (loss, logits, gradients, updated weights) under torchvision's
  * names: the check of netc against PyTorch (tests/torch/).  `train --data
  * DIR` reads an ImageFolder JPEG data set when DIR holds train/ and test/
- * (or val/) class folders, else a Fashion-MNIST IDX folder.
+ * (or val/) class folders, else a Fashion-MNIST IDX folder (netrun_data.h;
+ * neither: an error saying what DIR lacks for each).
  *
  * This file is the only one that prints or exits.  Exit status: 0 success,
  * 1 a failure of the run or its input, 2 usage. */
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "netrun_data.h"
 #include "netrun_files.h"
 #include "netrun_plot.h"
 #include "netrun_opt.h"
@@ -530,19 +532,6 @@ static void print_resume_command(int argc, char **argv, const char *ckpt) {
   printf("\n");
 }
 
-static int is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* DIR is an ImageFolder data set when it holds train/ and test/ (or val/). */
-static int image_folder(const char *dir, char *train, char *test, size_t cap) {
-  snprintf(train, cap, "%s/train", dir);
-  snprintf(test, cap, "%s/test", dir);
-  if (!is_dir(test)) snprintf(test, cap, "%s/val", dir);
-  return is_dir(train) && is_dir(test);
-}
-
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
@@ -570,12 +559,19 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "netrun: error: give --weights (start a run from them) or --resume (continue a run), not both\n");
     return EXIT_USAGE;
   }
-  char train_dir[4096], test_dir[4096];
-  int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
+  char train_dir[4096] = "", test_dir[4096] = "", why[4096];
+  NetrunLayout layout = o.synthetic ? NETRUN_LAYOUT_NONE
+                                    : netrun_data_layout(o.data ? o.data : DEFAULT_DATA, train_dir, test_dir,
+                                                         sizeof train_dir, why, sizeof why);
+  int folder = layout == NETRUN_LAYOUT_FOLDER;
   if ((o.workers || o.augment || o.decoder || o.cpu_share) && !folder) {
     fprintf(stderr, "netrun: error: --workers, --augment, --decoder and --cpu-share need an ImageFolder --data DIR "
                     "(DIR/train, DIR/test)\n");
     return EXIT_USAGE;
+  }
+  if (!o.synthetic && layout == NETRUN_LAYOUT_NONE) {
+    fprintf(stderr, "netrun: error: %s\n", why);
+    return EXIT_FAIL;
   }
   if ((rc = check_files(&o, o.synthetic || folder ? NULL : o.data ? o.data : DEFAULT_DATA))) return rc;
   NetModel *m = load(&o, o.batch, 0, 0);
