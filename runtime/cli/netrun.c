@@ -27,6 +27,7 @@
  * This file is the only one that prints or exits.  Exit status: 0 success,
  * 1 a failure of the run or its input, 2 usage. */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,41 +151,6 @@ typedef struct Opts {
   int mean_set, std_set;
 } Opts;
 
-static int parse_real(const char *opt, const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (!*s || *end || !(v > 0) || v > 1e30) {
-    fprintf(stderr, "netrun: error: %s must be a positive number, not '%s'\n", opt, s);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* "R,G,B" (or one value for all three): three finite numbers, positive
- * when `positive`. */
-static int parse_rgb(const char *opt, const char *s, int positive, float out[3]) {
-  double v[3];
-  int n = 0;
-  char *end = (char *)s;
-  while (n < 3) {
-    v[n] = strtod(end, &end);
-    n++;
-    if (*end != ',') break;
-    end++;
-  }
-  if (n == 1) v[1] = v[2] = v[0];
-  int ok = *end == 0 && (n == 1 || n == 3);
-  for (int i = 0; i < 3 && ok; i++) ok = isfinite(v[i]) && (!positive || v[i] > 0);
-  if (!ok) {
-    fprintf(stderr, "netrun: error: %s takes R,G,B (or one value): 3 %snumbers, not '%s'\n", opt,
-            positive ? "positive " : "", s);
-    return -1;
-  }
-  for (int i = 0; i < 3; i++) out[i] = (float)v[i];
-  return 0;
-}
-
 static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
 static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"};
 static const char *const DECODERS[] = {"auto", "gpu", "cpu"};
@@ -272,10 +238,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'i': o->inputs = optarg; break;
     case 'o': o->out = optarg; break;
     case 'l':
-      if (parse_real("--lr", optarg, &o->lr)) return EXIT_USAGE;
+      if (netrun_opt_real("--lr", optarg, 1e30, &o->lr)) return EXIT_USAGE;
       break;
     case 'S':
-      if (parse_real("--loss-scale", optarg, &o->loss_scale)) return EXIT_USAGE;
+      if (netrun_opt_real("--loss-scale", optarg, 1e30, &o->loss_scale)) return EXIT_USAGE;
       break;
     case 'p':
       if (netrun_opt_precision(optarg)) return EXIT_USAGE;
@@ -289,11 +255,11 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       break;
     case 'P': o->plot = optarg; break;
     case 'M':
-      if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE;
+      if (netrun_opt_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE;
       o->mean_set = 1;
       break;
     case 'Z':
-      if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE;
+      if (netrun_opt_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE;
       o->std_set = 1;
       break;
     case 'R': o->resume = optarg; break;
@@ -925,6 +891,7 @@ static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
   int rc = parse(argc, argv, "DbKnIpu", &o);
   if (rc) return rc == 1 ? 0 : rc;
+  if (netrun_opt_range("--steps", o.steps, 1, INT_MAX)) return EXIT_USAGE; /* net_bench counts in int */
   char why[512];
   if ((!o.device || strcmp(o.device, "auto") == 0) && !net_gpu_available(why, sizeof why)) {
     /* a benchmark of the CPU instead of the GPU is not what was asked for */
