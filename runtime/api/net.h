@@ -145,6 +145,9 @@ typedef struct NetTrainState {
   int from_weights;            /* out (load): it was a plain weights file */
   int64_t accum_steps;         /* batches accumulated per step (0 counts as 1); a checkpoint without
                            * the entry, written before it existed, loads as 1 */
+  char data[96];               /* the training data ("ImageFolder, 5000 training images in 10 classes"),
+                                * which net_train resumes on no other; "": not recorded (older
+                                * checkpoints, or a caller's own loop) */
 } NetTrainState;
 
 /* Writes m's parameters and state and st's position to path, replaced

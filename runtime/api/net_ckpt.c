@@ -47,6 +47,7 @@ static const IntKey INT_KEYS[] = {
 static const char KEY_SEED[] = "netc.seed";
 static const char KEY_LR[] = "netc.lr";
 static const char KEY_ACCUM[] = "netc.accum_steps"; /* optional: absent in older checkpoints, meaning 1 */
+static const char KEY_DATA[] = "netc.data";         /* optional: absent in older checkpoints, not checked */
 
 enum { N_INT_KEYS = sizeof INT_KEYS / sizeof INT_KEYS[0] };
 
@@ -126,6 +127,7 @@ static int set_meta(RtStWriter *w, void *user) {
   if (!s) s = rt_st_writer_set_meta(w, KEY_LR, (snprintf(buf, sizeof buf, "%.17g", st->lr), buf));
   int64_t accum = st->accum_steps > 1 ? st->accum_steps : 1;
   if (!s) s = rt_st_writer_set_meta(w, KEY_ACCUM, (snprintf(buf, sizeof buf, "%lld", (long long)accum), buf));
+  if (!s && st->data[0]) s = rt_st_writer_set_meta(w, KEY_DATA, st->data);
   return s != RT_ST_OK;
 }
 
@@ -232,6 +234,8 @@ static NetStatus read_position(const RtStFile *f, const char *path, NetTrainStat
     return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a SHA-256 in hex", path, KEY_HASH, hash);
   memcpy(st->model_hash, hash, 65);
   snprintf(st->model_name, sizeof st->model_name, "%s", rt_st_meta_get(f, KEY_MODEL));
+  const char *data = rt_st_meta_get(f, KEY_DATA);
+  snprintf(st->data, sizeof st->data, "%s", data ? data : "");
   return NET_OK;
 }
 

@@ -471,14 +471,53 @@ static void free_order(Run *r) {
   free(r->fq.lab);
 }
 
+/* What identifies the training data, for a checkpoint (NetTrainState.data):
+ * the kind, the images the run trains on and their classes (the class
+ * folders; else the distinct labels). */
+static void describe_data(const NetTrainConfig *c, const Data *d, char *out, size_t cap) {
+  static const char *const KIND[] = {[NET_DATA_SYNTHETIC] = "synthetic",
+                                     [NET_DATA_IDX] = "IDX",
+                                     [NET_DATA_MEMORY] = "memory",
+                                     [NET_DATA_FOLDER] = "ImageFolder"};
+  const char *kind = (unsigned)c->data < sizeof KIND / sizeof KIND[0] && KIND[c->data] ? KIND[c->data] : "data";
+  int64_t n = d->train.n;
+  int classes = 0;
+  if (d->ltrain) {
+    n = rt_loader_size(d->ltrain), classes = d->ftrain.nclass;
+  } else {
+    uint8_t seen[256] = {0};
+    for (int64_t i = 0; i < d->train.n; i++) classes += !seen[d->train.labels[i]]++;
+  }
+  snprintf(out, cap, "%s, %lld training images in %d classes", kind, (long long)n, classes);
+}
+
+/* The checkpoint's position is one of this plan's: before its end (else
+ * the run is complete), in one of its epochs, at one of that epoch's
+ * steps, and the step it counts. */
+static NetStatus check_position(const Run *r, const NetTrainState *st, const char *path) {
+  if (st->step >= r->total)
+    return net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", path, (long long)st->step,
+                    (long long)r->total);
+  if (st->epoch >= r->epochs || st->batch_in_epoch >= r->spe || st->step != st->epoch * r->spe + st->batch_in_epoch)
+    return net_fail(NET_ERR_WEIGHTS,
+                    "%s: its position (step %lld: epoch %lld, step %lld of it) is not a place in this run of %lld "
+                    "epochs of %lld steps (a damaged or edited checkpoint, or one of another data set)",
+                    path, (long long)st->step, (long long)st->epoch + 1, (long long)st->batch_in_epoch + 1,
+                    (long long)r->epochs, (long long)r->spe);
+  return NET_OK;
+}
+
 /* The position to start from: step 0, or the checkpoint's (c->resume) when
- * it was made by a run of the same plan.  The epochs before it only
- * shuffle, so each epoch's order is as it was. */
+ * it was made by a run of the same plan on the same data.  The epochs
+ * before it only shuffle, so each epoch's order is as it was. */
 static NetStatus resume(Run *r) {
   const NetTrainConfig *c = r->c;
   r->t_start = now_s();
   r->st = (NetTrainState){.seed = c->seed, .epochs = r->epochs, .steps_total = r->total, .accum_steps = r->K};
   NetTrainState *st = &r->st;
+  char data[sizeof st->data];
+  describe_data(c, r->d, data, sizeof data);
+  memcpy(st->data, data, sizeof data);
   NetStatus s = NET_OK;
   if (c->resume && !(s = net_checkpoint_load(r->m, c->resume, st))) {
     if (st->accum_steps != r->K)
@@ -492,9 +531,12 @@ static NetStatus resume(Run *r) {
                    "(resume with the same settings)",
                    c->resume, (long long)st->epochs, (long long)st->steps_total, (unsigned long long)st->seed,
                    (long long)r->epochs, (long long)r->total, (unsigned long long)c->seed);
-    else if (st->step >= r->total)
-      s = net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", c->resume,
-                   (long long)st->step, (long long)r->total);
+    else if (st->data[0] && strcmp(st->data, data) != 0)
+      s = net_fail(NET_ERR_ARG, "%s: made by a run on other data (%s); this run's are %s (resume on the same data set)",
+                   c->resume, st->data, data);
+    else
+      s = check_position(r, st, c->resume);
+    memcpy(st->data, data, sizeof data); /* this run's checkpoints record it */
     r->t = r->last_ckpt = st->step;
   }
   r->t_first = r->t;
