@@ -261,6 +261,8 @@ typedef struct NetTrainResult {
   double test_top5;               /* after the last epoch (-1: none) */
   double data_wait_seconds;       /* of train_seconds, waiting for batches */
   int64_t unreadable;             /* NET_DATA_FOLDER: images skipped as unreadable */
+  int64_t skipped_steps;          /* dynamic loss scaling: steps of this call whose update was skipped for
+                                   * non-finite gradients (all of them: net_train fails NET_ERR_DIVERGED) */
   char decoder[64];               /* NetStepInfo.decoder */
   NetGpuWatch gpu_start, gpu_end; /* before the first step and after the last */
 } NetTrainResult;

@@ -392,6 +392,10 @@ typedef struct Run {
   double t_start, t_run, wait_run; /* the call's start; seconds training and waiting for data so far */
   int64_t staged;                  /* batches staged by this call */
   char bad[1024];                  /* the first unreadable image */
+  /* dynamic loss scaling: a step skips its update (non-finite gradients) exactly when it halves
+   * the scale (backoff 0.5; growth only raises it), so the scale after each step tells */
+  float scale_first, scale_last; /* the scale before this call's first step, after its last finished one */
+  int64_t skipped;               /* this call's steps that skipped their update */
 } Run;
 
 /* One epoch's own numbers. */
@@ -552,6 +556,9 @@ static NetStatus start_input(Run *r) {
                     ? NET_OK /* the GPU decoder, started with the loader */
                     : net_failed(net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX));
   if (!s && r->K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)r->K, net_err_buf(), NET_ERRMAX));
+  if (!s && m->it.scale_state >= 0)
+    s = net_failed(net_exec_read(m->xt, m->it.scale_state, &r->scale_first, net_err_buf(), NET_ERRMAX));
+  r->scale_last = r->scale_first;
   return s;
 }
 
@@ -659,8 +666,9 @@ static void balance(Run *r) {
 /* A launched micro-step whose loss is not read yet. */
 typedef struct Pending {
   int live;
-  int64_t b;      /* its batch in the epoch */
-  int64_t ticket; /* its loss (net_exec_fetch) */
+  int64_t b;            /* its batch in the epoch */
+  int64_t ticket;       /* its loss (net_exec_fetch) */
+  int64_t scale_ticket; /* the dynamic loss scale after it, when it ends a step (else -1) */
   double lr;
 } Pending;
 
@@ -685,6 +693,9 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   if (!s && m->it.scale >= 0) s = net_exec_post(m->xt, m->it.scale, &scale, err, NET_ERRMAX);
   if (!s) s = net_exec_run(m->xt, err, NET_ERRMAX);
   if (!s) s = net_exec_fetch(m->xt, m->it.loss, &p->ticket, err, NET_ERRMAX);
+  p->scale_ticket = -1;
+  if (!s && m->it.scale_state >= 0 && (b + 1) % r->K == 0)
+    s = net_exec_fetch(m->xt, m->it.scale_state, &p->scale_ticket, err, NET_ERRMAX);
   if (s) return net_failed(s);
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
@@ -793,6 +804,14 @@ static NetStatus finish(Run *r, Epoch *ep, Pending *p, double *micro_sum) {
     return net_fail(NET_ERR_DIVERGED, "the loss is %g (lr %g, loss scale %g)", loss, p->lr, r->loss_scale);
   *micro_sum += loss;
   if ((p->b + 1) % r->K) return NET_OK; /* the update comes with the step's last batch */
+  if (p->scale_ticket >= 0) {
+    float scale = 0;
+    if ((s = net_exec_fetched(r->m->xt, p->scale_ticket, 1, &scale, NULL, net_err_buf(), NET_ERRMAX)))
+      return net_failed(s);
+    r->skipped += scale < r->scale_last;
+    r->scale_last = scale;
+    r->res->skipped_steps = r->skipped;
+  }
   loss = (float)(*micro_sum / (double)r->K), *micro_sum = 0;
   record_step(r, ep, loss, p->lr);
   s = log_step(r, ep, loss, p->lr);
@@ -928,6 +947,13 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   if (m->stepped && (m->it.scale >= 0 || (m->it.scale_state >= 0 &&
                                           !net_exec_read(m->xt, m->it.scale_state, &scale, net_err_buf(), NET_ERRMAX))))
     m->last_scale = scale;
+  int64_t ran = r.t - r.t_first;
+  if (!s && ran > 0 && r.skipped == ran)
+    s = net_fail(NET_ERR_DIVERGED,
+                 "every one of the %lld steps skipped its update: the gradients were not finite at any loss scale "
+                 "from %g down to %g (dynamic loss scaling; the parameters are as the run started; a lower init in "
+                 "the train section's loss_scale, or a lower rate, may help)",
+                 (long long)ran, (double)r.scale_first, (double)r.scale_last);
   s = last_checkpoint(&r, s);
   if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free_order(&r);

@@ -605,6 +605,9 @@ static int cmd_train(int argc, char **argv) {
   NetStatus s = net_train(m, &c);
   int sig = stop_signal;
   catch_stop_signals(0);
+  if (s == NET_OK && r.skipped_steps)
+    fprintf(stderr, "netrun: warning: %lld steps skipped their update (non-finite gradients: dynamic loss scaling)\n",
+            (long long)r.skipped_steps);
   if (s == NET_OK)
     printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, data wait %.1f s, test top-5 %.2f%%, "
            "test accuracy %.2f%%\n",
