@@ -14,17 +14,17 @@ static const char *const IDX_FILES[] = {"train-images-idx3-ubyte", "train-labels
 static const char FOLDER_LAYOUT[] = "ImageFolder (DIR/train/<class>/*.jpg and DIR/test/ or DIR/val/)";
 static const char IDX_LAYOUT[] = "Fashion-MNIST IDX ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz])";
 
-/* 1 when path is a folder; else 0 with why ("", or a reason when it exists
- * as something else or cannot be looked at). */
+/* 1 when path is a folder; else 0 with why: "" when nothing is there, else
+ * what is wrong ("not a folder", "Too many levels of symbolic links"). */
 static int folder_at(const char *path, char *why, size_t cap) {
   struct stat st;
   why[0] = 0;
   if (stat(path, &st) != 0) {
-    if (errno != ENOENT) snprintf(why, cap, " (%s)", strerror(errno));
+    if (errno != ENOENT) snprintf(why, cap, "%s", strerror(errno));
     return 0;
   }
   if (S_ISDIR(st.st_mode)) return 1;
-  snprintf(why, cap, " (not a folder)");
+  snprintf(why, cap, "not a folder");
   return 0;
 }
 
@@ -39,13 +39,20 @@ static void add(char *s, size_t cap, const char *what) {
   if (len + 1 < cap) snprintf(s + len, cap - len, "%s", what);
 }
 
+/* " (why)" after s, when there is a why. */
+static void add_why(char *s, size_t cap, const char *why) {
+  if (!*why) return;
+  add(s, cap, " (");
+  add(s, cap, why);
+  add(s, cap, ")");
+}
+
 NetrunLayout netrun_data_layout(const char *dir, char *train, char *test, size_t cap, char *msg, size_t msgcap) {
   char why[160];
   msg[0] = 0;
   if (!folder_at(dir, why, sizeof why)) {
-    /* why is " (reason)": the reason alone here */
-    snprintf(msg, msgcap, "%s: %.*s; --data takes a folder holding an %s or a %s data set", dir,
-             *why ? (int)strlen(why) - 3 : 14, *why ? why + 2 : "no such folder", FOLDER_LAYOUT, IDX_LAYOUT);
+    snprintf(msg, msgcap, "%s: %s; --data takes a folder holding an %s or a %s data set", dir,
+             *why ? why : "no such folder", FOLDER_LAYOUT, IDX_LAYOUT);
     return NETRUN_LAYOUT_NONE;
   }
   /* ImageFolder: train/ and test/ (or val/) */
@@ -73,12 +80,12 @@ NetrunLayout netrun_data_layout(const char *dir, char *train, char *test, size_t
   char folder[1024] = "";
   if (!has_train) {
     add(folder, sizeof folder, "no train/ folder");
-    add(folder, sizeof folder, why);
+    add_why(folder, sizeof folder, why);
   }
   if (!has_test && !has_val) {
     add(folder, sizeof folder, has_train ? "no " : " and no ");
     add(folder, sizeof folder, "test/ or val/ folder");
-    add(folder, sizeof folder, *twhy ? twhy : "");
+    add_why(folder, sizeof folder, twhy);
   }
   snprintf(msg, msgcap, "%s: not a data set netrun reads; tried\n  %s: %s\n  %s: no %s", dir, FOLDER_LAYOUT, folder,
            IDX_LAYOUT, missing);
