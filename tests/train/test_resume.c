@@ -164,9 +164,12 @@ int main(int argc, char **argv) {
   CHECK(net_train(m, &c) == NET_STOPPED, "the early run ends NET_STOPPED: %s", net_last_error());
   net_free(m);
   const char *where = "is not a place in this run of 3 epochs of 3 steps";
-  resume_edited(model, early, edited, "netc.epoch", "100", NET_ERR_WEIGHTS, where);
+  resume_edited(model, early, edited, "netc.epoch", "100", NET_ERR_WEIGHTS, "epoch 100 of 3 is outside its own plan");
+  resume_edited(model, early, edited, "netc.epoch", "2", NET_ERR_WEIGHTS, where);
   resume_edited(model, early, edited, "netc.batch_in_epoch", "3", NET_ERR_WEIGHTS, where);
   resume_edited(model, early, edited, "netc.step", "5", NET_ERR_WEIGHTS, where);
+  resume_edited(model, early, edited, "netc.step", "10", NET_ERR_WEIGHTS, "outside its own plan");
+  resume_edited(model, early, edited, "netc.accum_steps", "9223372036854775807", NET_ERR_WEIGHTS, "not an integer in");
   resume_edited(model, early, edited, "netc.data", "ImageFolder, 1281167 training images in 1000 classes", NET_ERR_ARG,
                 "made by a run on other data (ImageFolder, 1281167 training images in 1000 classes); "
                 "this run's are synthetic, 96 training images in 10 classes");
