@@ -4,8 +4,8 @@
 #      tests' (dev/setup_tests.sh)
 #   2. Release build with -Werror, every ctest
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build, every ctest
-#   4. clang libFuzzer build of the front ends (.net, ONNX) and the model.so
-#      loader, a bounded fuzz run of each
+#   4. clang libFuzzer build of the front ends (.net, ONNX), the model.so
+#      loader and the safetensors reader, a bounded fuzz run of each
 # Tests that need a GPU report themselves skipped on machines without one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +31,6 @@ run_suite "release build" build/release . -DCMAKE_BUILD_TYPE=Release -DNETC_WERR
 # every thread of the process, and OpenBLAS's idle workers have made that
 # check itself crash (rarely) on 2-core machines; ctest runs tests in parallel.
 OPENBLAS_NUM_THREADS=1 run_suite "asan+ubsan build" build/asan . -DCMAKE_BUILD_TYPE=Debug -DNETC_WERROR=ON -DNETC_SANITIZE=ON
-CC=clang TARGET="fuzz_frontend fuzz_model fuzz_onnx onnx_make netc" run_suite "fuzz build" build/fuzz "^fuzz_" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_FUZZ=ON \
+CC=clang TARGET="fuzz_frontend fuzz_model fuzz_safetensors fuzz_st_seed fuzz_onnx onnx_make netc" run_suite "fuzz build" build/fuzz "^fuzz_" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNETC_FUZZ=ON \
   -DNETC_FUZZ_SECONDS="${NETC_FUZZ_SECONDS:-60}" -DBUILD_TESTING=ON
 echo "all suites passed"

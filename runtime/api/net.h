@@ -151,6 +151,9 @@ typedef struct NetTrainState {
   int from_weights;            /* out (load): it was a plain weights file */
   int64_t accum_steps;         /* batches accumulated per step (0 counts as 1); a checkpoint without
                            * the entry, written before it existed, loads as 1 */
+  char data[96];               /* the training data ("ImageFolder, 5000 training images in 10 classes"),
+                                * which net_train resumes on no other; "": not recorded (older
+                                * checkpoints, or a caller's own loop) */
 } NetTrainState;
 
 /* Writes m's parameters and state and st's position to path, replaced
@@ -264,6 +267,8 @@ typedef struct NetTrainResult {
   double test_top5;               /* after the last epoch (-1: none) */
   double data_wait_seconds;       /* of train_seconds, waiting for batches */
   int64_t unreadable;             /* NET_DATA_FOLDER: images skipped as unreadable */
+  int64_t skipped_steps;          /* dynamic loss scaling: steps of this call whose update was skipped for
+                                   * non-finite gradients (all of them: net_train fails NET_ERR_DIVERGED) */
   char decoder[64];               /* NetStepInfo.decoder */
   NetGpuWatch gpu_start, gpu_end; /* before the first step and after the last */
 } NetTrainResult;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <math.h>
 #include <nettle/sha2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 #include "rt_safetensors.h"
 #include "rt_weights.h"
 
-enum { CKPT_VERSION = 1 };
+enum { CKPT_VERSION = 1, MAX_ACCUM = 1 << 20 /* net_train's limit on accum_steps */ };
 
 static const char KEY_VERSION[] = "netc.checkpoint";
 static const char KEY_MODEL[] = "netc.model";
@@ -47,6 +48,7 @@ static const IntKey INT_KEYS[] = {
 static const char KEY_SEED[] = "netc.seed";
 static const char KEY_LR[] = "netc.lr";
 static const char KEY_ACCUM[] = "netc.accum_steps"; /* optional: absent in older checkpoints, meaning 1 */
+static const char KEY_DATA[] = "netc.data";         /* optional: absent in older checkpoints, not checked */
 
 enum { N_INT_KEYS = sizeof INT_KEYS / sizeof INT_KEYS[0] };
 
@@ -126,7 +128,15 @@ static int set_meta(RtStWriter *w, void *user) {
   if (!s) s = rt_st_writer_set_meta(w, KEY_LR, (snprintf(buf, sizeof buf, "%.17g", st->lr), buf));
   int64_t accum = st->accum_steps > 1 ? st->accum_steps : 1;
   if (!s) s = rt_st_writer_set_meta(w, KEY_ACCUM, (snprintf(buf, sizeof buf, "%lld", (long long)accum), buf));
+  if (!s && st->data[0]) s = rt_st_writer_set_meta(w, KEY_DATA, st->data);
   return s != RT_ST_OK;
+}
+
+/* A position past its own plan's end, or a plan whose steps times its
+ * accumulation (netrun export's num_batches_tracked) would not fit. */
+static int outside_plan(const NetTrainState *st) {
+  return st->step > st->steps_total || st->epoch > st->epochs || st->accum_steps > MAX_ACCUM ||
+         st->steps_total > INT64_MAX / MAX_ACCUM;
 }
 
 static NetStatus check_position(const NetTrainState *st) {
@@ -135,6 +145,12 @@ static NetStatus check_position(const NetTrainState *st) {
       return net_fail(NET_ERR_ARG, "net_checkpoint_save: %s is %lld, must not be negative", INT_KEYS[i].key + 5,
                       (long long)int_value(st, i));
   if (!isfinite(st->lr)) return net_fail(NET_ERR_ARG, "net_checkpoint_save: lr is not finite");
+  if (outside_plan(st))
+    return net_fail(NET_ERR_ARG,
+                    "net_checkpoint_save: step %lld of %lld, epoch %lld of %lld, accum_steps %lld: outside the "
+                    "plan (a load would refuse it)",
+                    (long long)st->step, (long long)st->steps_total, (long long)st->epoch, (long long)st->epochs,
+                    (long long)st->accum_steps);
   return NET_OK;
 }
 
@@ -219,8 +235,15 @@ static NetStatus read_position(const RtStFile *f, const char *path, NetTrainStat
   }
   const char *accum = rt_st_meta_get(f, KEY_ACCUM);
   st->accum_steps = 1;
-  if (accum && (!parse_i64(accum, &st->accum_steps) || st->accum_steps < 1))
-    return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a positive integer", path, KEY_ACCUM, accum);
+  if (accum && (!parse_i64(accum, &st->accum_steps) || st->accum_steps < 1 || st->accum_steps > MAX_ACCUM))
+    return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not an integer in 1..%d", path, KEY_ACCUM, accum,
+                    MAX_ACCUM);
+  /* a position inside its own plan (net_train checks it against the resuming run's) */
+  if (outside_plan(st))
+    return net_fail(NET_ERR_WEIGHTS,
+                    "%s: __metadata__ position step %lld of %lld, epoch %lld of %lld is outside its own plan (a "
+                    "damaged or edited checkpoint)",
+                    path, (long long)st->step, (long long)st->steps_total, (long long)st->epoch, (long long)st->epochs);
   const char *seed = rt_st_meta_get(f, KEY_SEED), *lr = rt_st_meta_get(f, KEY_LR), *hash = rt_st_meta_get(f, KEY_HASH);
   if (!parse_u64(seed, &st->seed))
     return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a non-negative integer", path, KEY_SEED, seed);
@@ -232,6 +255,8 @@ static NetStatus read_position(const RtStFile *f, const char *path, NetTrainStat
     return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not a SHA-256 in hex", path, KEY_HASH, hash);
   memcpy(st->model_hash, hash, 65);
   snprintf(st->model_name, sizeof st->model_name, "%s", rt_st_meta_get(f, KEY_MODEL));
+  const char *data = rt_st_meta_get(f, KEY_DATA);
+  snprintf(st->data, sizeof st->data, "%s", data ? data : "");
   return NET_OK;
 }
 

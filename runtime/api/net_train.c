@@ -392,6 +392,10 @@ typedef struct Run {
   double t_start, t_run, wait_run; /* the call's start; seconds training and waiting for data so far */
   int64_t staged;                  /* batches staged by this call */
   char bad[1024];                  /* the first unreadable image */
+  /* dynamic loss scaling: a step skips its update (non-finite gradients) exactly when it halves
+   * the scale (backoff 0.5; growth only raises it), so the scale after each step tells */
+  float scale_first, scale_last; /* the scale before this call's first step, after its last finished one */
+  int64_t skipped;               /* this call's steps that skipped their update */
 } Run;
 
 /* One epoch's own numbers. */
@@ -471,14 +475,53 @@ static void free_order(Run *r) {
   free(r->fq.lab);
 }
 
+/* What identifies the training data, for a checkpoint (NetTrainState.data):
+ * the kind, the images the run trains on and their classes (the class
+ * folders; else the distinct labels). */
+static void describe_data(const NetTrainConfig *c, const Data *d, char *out, size_t cap) {
+  static const char *const KIND[] = {[NET_DATA_SYNTHETIC] = "synthetic",
+                                     [NET_DATA_IDX] = "IDX",
+                                     [NET_DATA_MEMORY] = "memory",
+                                     [NET_DATA_FOLDER] = "ImageFolder"};
+  const char *kind = (unsigned)c->data < sizeof KIND / sizeof KIND[0] && KIND[c->data] ? KIND[c->data] : "data";
+  int64_t n = d->train.n;
+  int classes = 0;
+  if (d->ltrain) {
+    n = rt_loader_size(d->ltrain), classes = d->ftrain.nclass;
+  } else {
+    uint8_t seen[256] = {0};
+    for (int64_t i = 0; i < d->train.n; i++) classes += !seen[d->train.labels[i]]++;
+  }
+  snprintf(out, cap, "%s, %lld training images in %d classes", kind, (long long)n, classes);
+}
+
+/* The checkpoint's position is one of this plan's: before its end (else
+ * the run is complete), in one of its epochs, at one of that epoch's
+ * steps, and the step it counts. */
+static NetStatus check_position(const Run *r, const NetTrainState *st, const char *path) {
+  if (st->step >= r->total)
+    return net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", path, (long long)st->step,
+                    (long long)r->total);
+  if (st->epoch >= r->epochs || st->batch_in_epoch >= r->spe || st->step != st->epoch * r->spe + st->batch_in_epoch)
+    return net_fail(NET_ERR_WEIGHTS,
+                    "%s: its position (step %lld: epoch %lld, step %lld of it) is not a place in this run of %lld "
+                    "epochs of %lld steps (a damaged or edited checkpoint, or one of another data set)",
+                    path, (long long)st->step, (long long)st->epoch + 1, (long long)st->batch_in_epoch + 1,
+                    (long long)r->epochs, (long long)r->spe);
+  return NET_OK;
+}
+
 /* The position to start from: step 0, or the checkpoint's (c->resume) when
- * it was made by a run of the same plan.  The epochs before it only
- * shuffle, so each epoch's order is as it was. */
+ * it was made by a run of the same plan on the same data.  The epochs
+ * before it only shuffle, so each epoch's order is as it was. */
 static NetStatus resume(Run *r) {
   const NetTrainConfig *c = r->c;
   r->t_start = now_s();
   r->st = (NetTrainState){.seed = c->seed, .epochs = r->epochs, .steps_total = r->total, .accum_steps = r->K};
   NetTrainState *st = &r->st;
+  char data[sizeof st->data];
+  describe_data(c, r->d, data, sizeof data);
+  memcpy(st->data, data, sizeof data);
   NetStatus s = NET_OK;
   if (c->resume && !(s = net_checkpoint_load(r->m, c->resume, st))) {
     if (st->accum_steps != r->K)
@@ -492,9 +535,12 @@ static NetStatus resume(Run *r) {
                    "(resume with the same settings)",
                    c->resume, (long long)st->epochs, (long long)st->steps_total, (unsigned long long)st->seed,
                    (long long)r->epochs, (long long)r->total, (unsigned long long)c->seed);
-    else if (st->step >= r->total)
-      s = net_fail(NET_ERR_ARG, "%s: the run it continues is complete (%lld of %lld steps)", c->resume,
-                   (long long)st->step, (long long)r->total);
+    else if (st->data[0] && strcmp(st->data, data) != 0)
+      s = net_fail(NET_ERR_ARG, "%s: made by a run on other data (%s); this run's are %s (resume on the same data set)",
+                   c->resume, st->data, data);
+    else
+      s = check_position(r, st, c->resume);
+    memcpy(st->data, data, sizeof data); /* this run's checkpoints record it */
     r->t = r->last_ckpt = st->step;
   }
   r->t_first = r->t;
@@ -510,6 +556,9 @@ static NetStatus start_input(Run *r) {
                     ? NET_OK /* the GPU decoder, started with the loader */
                     : net_failed(net_exec_input_start(m->xt, m->it.image, m->it.label, &in, net_err_buf(), NET_ERRMAX));
   if (!s && r->K > 1) s = net_failed(net_exec_accum_set(m->xt, (int)r->K, net_err_buf(), NET_ERRMAX));
+  if (!s && m->it.scale_state >= 0)
+    s = net_failed(net_exec_read(m->xt, m->it.scale_state, &r->scale_first, net_err_buf(), NET_ERRMAX));
+  r->scale_last = r->scale_first;
   return s;
 }
 
@@ -617,8 +666,9 @@ static void balance(Run *r) {
 /* A launched micro-step whose loss is not read yet. */
 typedef struct Pending {
   int live;
-  int64_t b;      /* its batch in the epoch */
-  int64_t ticket; /* its loss (net_exec_fetch) */
+  int64_t b;            /* its batch in the epoch */
+  int64_t ticket;       /* its loss (net_exec_fetch) */
+  int64_t scale_ticket; /* the dynamic loss scale after it, when it ends a step (else -1) */
   double lr;
 } Pending;
 
@@ -643,6 +693,9 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   if (!s && m->it.scale >= 0) s = net_exec_post(m->xt, m->it.scale, &scale, err, NET_ERRMAX);
   if (!s) s = net_exec_run(m->xt, err, NET_ERRMAX);
   if (!s) s = net_exec_fetch(m->xt, m->it.loss, &p->ticket, err, NET_ERRMAX);
+  p->scale_ticket = -1;
+  if (!s && m->it.scale_state >= 0 && (b + 1) % r->K == 0)
+    s = net_exec_fetch(m->xt, m->it.scale_state, &p->scale_ticket, err, NET_ERRMAX);
   if (s) return net_failed(s);
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
@@ -751,6 +804,14 @@ static NetStatus finish(Run *r, Epoch *ep, Pending *p, double *micro_sum) {
     return net_fail(NET_ERR_DIVERGED, "the loss is %g (lr %g, loss scale %g)", loss, p->lr, r->loss_scale);
   *micro_sum += loss;
   if ((p->b + 1) % r->K) return NET_OK; /* the update comes with the step's last batch */
+  if (p->scale_ticket >= 0) {
+    float scale = 0;
+    if ((s = net_exec_fetched(r->m->xt, p->scale_ticket, 1, &scale, NULL, net_err_buf(), NET_ERRMAX)))
+      return net_failed(s);
+    r->skipped += scale < r->scale_last;
+    r->scale_last = scale;
+    r->res->skipped_steps = r->skipped;
+  }
   loss = (float)(*micro_sum / (double)r->K), *micro_sum = 0;
   record_step(r, ep, loss, p->lr);
   s = log_step(r, ep, loss, p->lr);
@@ -886,6 +947,13 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   if (m->stepped && (m->it.scale >= 0 || (m->it.scale_state >= 0 &&
                                           !net_exec_read(m->xt, m->it.scale_state, &scale, net_err_buf(), NET_ERRMAX))))
     m->last_scale = scale;
+  int64_t ran = r.t - r.t_first;
+  if (!s && ran > 0 && r.skipped == ran)
+    s = net_fail(NET_ERR_DIVERGED,
+                 "every one of the %lld steps skipped its update: the gradients were not finite at any loss scale "
+                 "from %g down to %g (dynamic loss scaling; the parameters are as the run started; a lower init in "
+                 "the train section's loss_scale, or a lower rate, may help)",
+                 (long long)ran, (double)r.scale_first, (double)r.scale_last);
   s = last_checkpoint(&r, s);
   if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free_order(&r);

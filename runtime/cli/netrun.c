@@ -21,11 +21,13 @@
  * it computed (loss, logits, gradients, updated weights) under torchvision's
  * names: the check of netc against PyTorch (tests/torch/).  `train --data
  * DIR` reads an ImageFolder JPEG data set when DIR holds train/ and test/
- * (or val/) class folders, else a Fashion-MNIST IDX folder.
+ * (or val/) class folders, else a Fashion-MNIST IDX folder (netrun_data.h;
+ * neither: an error saying what DIR lacks for each).
  *
  * This file is the only one that prints or exits.  Exit status: 0 success,
  * 1 a failure of the run or its input, 2 usage. */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "netrun_data.h"
 #include "netrun_files.h"
 #include "netrun_plot.h"
 #include "netrun_opt.h"
@@ -158,41 +161,6 @@ typedef struct Opts {
   double memory_limit, memory_fraction; /* --memory-limit: GiB as bytes, or a percentage as a fraction */
 } Opts;
 
-static int parse_real(const char *opt, const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (!*s || *end || !(v > 0) || v > 1e30) {
-    fprintf(stderr, "netrun: error: %s must be a positive number, not '%s'\n", opt, s);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* "R,G,B" (or one value for all three): three finite numbers, positive
- * when `positive`. */
-static int parse_rgb(const char *opt, const char *s, int positive, float out[3]) {
-  double v[3];
-  int n = 0;
-  char *end = (char *)s;
-  while (n < 3) {
-    v[n] = strtod(end, &end);
-    n++;
-    if (*end != ',') break;
-    end++;
-  }
-  if (n == 1) v[1] = v[2] = v[0];
-  int ok = *end == 0 && (n == 1 || n == 3);
-  for (int i = 0; i < 3 && ok; i++) ok = isfinite(v[i]) && (!positive || v[i] > 0);
-  if (!ok) {
-    fprintf(stderr, "netrun: error: %s takes R,G,B (or one value): 3 %snumbers, not '%s'\n", opt,
-            positive ? "positive " : "", s);
-    return -1;
-  }
-  for (int i = 0; i < 3; i++) out[i] = (float)v[i];
-  return 0;
-}
-
 static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
 static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"};
 static const char *const DECODERS[] = {"auto", "gpu", "cpu"};
@@ -306,10 +274,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     case 'i': o->inputs = optarg; break;
     case 'o': o->out = optarg; break;
     case 'l':
-      if (parse_real("--lr", optarg, &o->lr)) return EXIT_USAGE;
+      if (netrun_opt_real("--lr", optarg, 1e30, &o->lr)) return EXIT_USAGE;
       break;
     case 'S':
-      if (parse_real("--loss-scale", optarg, &o->loss_scale)) return EXIT_USAGE;
+      if (netrun_opt_real("--loss-scale", optarg, 1e30, &o->loss_scale)) return EXIT_USAGE;
       break;
     case 'p':
       if (netrun_opt_precision(optarg)) return EXIT_USAGE;
@@ -323,11 +291,11 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       break;
     case 'P': o->plot = optarg; break;
     case 'M':
-      if (parse_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE;
+      if (netrun_opt_rgb("--mean", optarg, 0, o->mean3)) return EXIT_USAGE;
       o->mean_set = 1;
       break;
     case 'Z':
-      if (parse_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE;
+      if (netrun_opt_rgb("--std", optarg, 1, o->std3)) return EXIT_USAGE;
       o->std_set = 1;
       break;
     case 'R': o->resume = optarg; break;
@@ -570,19 +538,6 @@ static void print_resume_command(int argc, char **argv, const char *ckpt) {
   printf("\n");
 }
 
-static int is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* DIR is an ImageFolder data set when it holds train/ and test/ (or val/). */
-static int image_folder(const char *dir, char *train, char *test, size_t cap) {
-  snprintf(train, cap, "%s/train", dir);
-  snprintf(test, cap, "%s/test", dir);
-  if (!is_dir(test)) snprintf(test, cap, "%s/val", dir);
-  return is_dir(train) && is_dir(test);
-}
-
 static int cmd_train(int argc, char **argv) {
   Opts o = {.seed = 1};
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
@@ -610,12 +565,19 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr, "netrun: error: give --weights (start a run from them) or --resume (continue a run), not both\n");
     return EXIT_USAGE;
   }
-  char train_dir[4096], test_dir[4096];
-  int folder = o.data && image_folder(o.data, train_dir, test_dir, sizeof train_dir);
+  char train_dir[4096] = "", test_dir[4096] = "", why[4096];
+  NetrunLayout layout = o.synthetic ? NETRUN_LAYOUT_NONE
+                                    : netrun_data_layout(o.data ? o.data : DEFAULT_DATA, train_dir, test_dir,
+                                                         sizeof train_dir, why, sizeof why);
+  int folder = layout == NETRUN_LAYOUT_FOLDER;
   if ((o.workers || o.augment || o.decoder || o.cpu_share) && !folder) {
     fprintf(stderr, "netrun: error: --workers, --augment, --decoder and --cpu-share need an ImageFolder --data DIR "
                     "(DIR/train, DIR/test)\n");
     return EXIT_USAGE;
+  }
+  if (!o.synthetic && layout == NETRUN_LAYOUT_NONE) {
+    fprintf(stderr, "netrun: error: %s\n", why);
+    return EXIT_FAIL;
   }
   if ((rc = check_files(&o, o.synthetic || folder ? NULL : o.data ? o.data : DEFAULT_DATA))) return rc;
   NetModel *m = load(&o, o.batch, 0, 0);
@@ -683,6 +645,9 @@ static int cmd_train(int argc, char **argv) {
   NetStatus s = net_train(m, &c);
   int sig = stop_signal;
   catch_stop_signals(0);
+  if (s == NET_OK && r.skipped_steps)
+    fprintf(stderr, "netrun: warning: %lld steps skipped their update (non-finite gradients: dynamic loss scaling)\n",
+            (long long)r.skipped_steps);
   if (s == NET_OK)
     printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, data wait %.1f s, test top-5 %.2f%%, "
            "test accuracy %.2f%%\n",
@@ -989,6 +954,7 @@ static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
   int rc = parse(argc, argv, "DbKnIpuzm", &o);
   if (rc) return rc == 1 ? 0 : rc;
+  if (netrun_opt_range("--steps", o.steps, 1, INT_MAX)) return EXIT_USAGE; /* net_bench counts in int */
   char why[512];
   if ((!o.device || strcmp(o.device, "auto") == 0) && !net_gpu_available(why, sizeof why)) {
     /* a benchmark of the CPU instead of the GPU is not what was asked for */

@@ -71,8 +71,10 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Adds dir's class folders (their names) or image files (as dir/name). */
-static RtFolderStatus list(RtFolder *f, const char *dir, int want_dirs, Names *out, char *err, size_t errmax) {
+/* Adds dir's class folders (their names) or image files (as dir/name);
+ * *others counts the visible entries left out, *other names the first. */
+static RtFolderStatus list(RtFolder *f, const char *dir, int want_dirs, Names *out, size_t *others, char *other,
+                           size_t other_cap, char *err, size_t errmax) {
   DIR *d = opendir(dir);
   if (!d) {
     snprintf(err, errmax, "%s: %s", dir, errno == ENOENT ? "no such folder" : strerror(errno));
@@ -87,7 +89,10 @@ static RtFolderStatus list(RtFolder *f, const char *dir, int want_dirs, Names *o
     if (n < 0 || (size_t)n >= sizeof path) continue;
     int keep = want_dirs ? (e->d_type == DT_DIR || ((e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) && is_dir(path)))
                          : is_image(e->d_name) && e->d_type != DT_DIR;
-    if (!keep) continue;
+    if (!keep) {
+      if (!(*others)++) snprintf(other, other_cap, "%s", e->d_name);
+      continue;
+    }
     size_t at;
     if (pool_add(f, want_dirs ? e->d_name : path, &at) || names_add(out, at)) s = RT_FOLDER_ERR_NOMEM;
   }
@@ -102,10 +107,16 @@ static RtFolderStatus scan(const char *root, int max_classes, RtFolder *f, Names
     snprintf(err, errmax, "%s: no such folder", root);
     return RT_FOLDER_ERR_IO;
   }
-  RtFolderStatus s = list(f, root, 1, cls, err, errmax);
+  size_t others = 0;
+  char other[256] = "";
+  RtFolderStatus s = list(f, root, 1, cls, &others, other, sizeof other, err, errmax);
   if (s) return s;
   if (cls->n == 0) {
-    snprintf(err, errmax, "%s: no class folders (expected ROOT/<class>/<image>.jpg)", root);
+    if (others)
+      snprintf(err, errmax, "%s: no class folders (expected ROOT/<class>/<image>.jpg); %zu other entr%s, such as '%s'",
+               root, others, others == 1 ? "y" : "ies", other);
+    else
+      snprintf(err, errmax, "%s: no class folders (expected ROOT/<class>/<image>.jpg): it is empty", root);
     return RT_FOLDER_ERR_LAYOUT;
   }
   if (max_classes > 0 && cls->n > (size_t)max_classes) {
@@ -120,11 +131,15 @@ static RtFolderStatus scan(const char *root, int max_classes, RtFolder *f, Names
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", root, f->pool + cls->at[c]);
     size_t first = files->n;
-    if ((s = list(f, dir, 0, files, err, errmax))) return s;
-    if (files->n == first) {
-      snprintf(err, errmax, "%s: no images in the class folder (.jpg, .jpeg, .JPEG)", dir);
-      return RT_FOLDER_ERR_LAYOUT;
-    }
+    others = 0;
+    if ((s = list(f, dir, 0, files, &others, other, sizeof other, err, errmax))) return s;
+    if (files->n == first && others)
+      snprintf(err, errmax,
+               "%s: no images in the class folder (.jpg, .jpeg, .JPEG, .JPG); %zu other entr%s, such as '%s'", dir,
+               others, others == 1 ? "y" : "ies", other);
+    else if (files->n == first)
+      snprintf(err, errmax, "%s: no images in the class folder (.jpg, .jpeg, .JPEG, .JPG): it is empty", dir);
+    if (files->n == first) return RT_FOLDER_ERR_LAYOUT;
     int32_t *l = realloc(*labels, files->n * sizeof **labels);
     if (l) *labels = l;
     if (!l || sort_names(f, files->at + first, files->n - first)) {

@@ -6,8 +6,10 @@
  * about damaged data are tolerated (real photo collections have them and
  * the picture still decodes) except a premature end of file, which leaves
  * the picture's bottom made up by the library: a truncated file is an
- * error.  The scale 1/d is the largest d in 8, 4, 2 that keeps the
- * shorter side at least min_short (libjpeg rounds scaled sizes up).
+ * error.  A header claiming more than RT_JPEG_MAX_PIXELS is refused before
+ * jpeg_start_decompress, which would allocate for the whole picture.  The
+ * scale 1/d is the largest d in 8, 4, 2 that keeps the shorter side at
+ * least min_short (libjpeg rounds scaled sizes up).
  *
  * A partial decode (rt_jpeg_decode_part) skips the rows above its box
  * (jpeg_skip_scanlines), crops the columns to the box and a margin
@@ -65,6 +67,17 @@ static int pick_denom(int w, int h, int min_short) {
   return 1;
 }
 
+/* A header's size over RT_JPEG_MAX_PIXELS: the message, 1. */
+static int too_large(const struct jpeg_decompress_struct *ci, const char *name, char *err, size_t errmax) {
+  long long w = (long long)ci->image_width, h = (long long)ci->image_height;
+  if (w * h <= RT_JPEG_MAX_PIXELS) return 0;
+  snprintf(err, errmax,
+           "%s: a %lldx%lld JPEG: %lld pixels, over the limit of %lld (a picture this large is refused "
+           "before it is decoded)",
+           name, w, h, w * h, RT_JPEG_MAX_PIXELS);
+  return 1;
+}
+
 /* The decoded size at scale 1/d: libjpeg rounds up. */
 static int scaled(int n, int d) { return (n + d - 1) / d; }
 
@@ -88,6 +101,7 @@ static RtJpegStatus decode(struct jpeg_decompress_struct *ci, Fail *f, const cha
     snprintf(err, errmax, "%s: a CMYK JPEG (only RGB and grey images are read)", name);
     return RT_JPEG_ERR_FORMAT;
   }
+  if (too_large(ci, name, err, errmax)) return RT_JPEG_ERR_FORMAT;
   ci->out_color_space = JCS_RGB;
   ci->scale_num = 1;
   ci->scale_denom = (unsigned)pick_denom((int)ci->image_width, (int)ci->image_height, min_short);
@@ -232,6 +246,8 @@ RtJpegStatus rt_jpeg_header(const uint8_t *buf, size_t n, const char *name, int 
     jpeg_read_header(&ci, TRUE);
     if (ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK) {
       snprintf(err, errmax, "%s: a CMYK JPEG (only RGB and grey images are read)", name);
+      s = RT_JPEG_ERR_FORMAT;
+    } else if (too_large(&ci, name, err, errmax)) {
       s = RT_JPEG_ERR_FORMAT;
     } else {
       int ycc = ci.num_components == 3 && ci.jpeg_color_space == JCS_YCbCr;

@@ -2,7 +2,8 @@
  *
  * Grey images are expanded to RGB (R = G = B); CMYK/YCCK images, files
  * that are not JPEG, and truncated or corrupt data are errors with "NAME:
- * what is wrong" in the caller's buffer.  A decode may ask for a smaller
+ * what is wrong" in the caller's buffer, and so is a header claiming more
+ * than RT_JPEG_MAX_PIXELS pixels.  A decode may ask for a smaller
  * picture: with min_short > 0, libjpeg's DCT scaling (1/2, 1/4, 1/8)
  * decodes at the smallest of those sizes whose shorter side is still at
  * least min_short, which is several times faster than decoding a large
@@ -13,6 +14,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The most pixels (width x height in the file's header) a file may claim:
+ * Pillow's decompression-bomb limit (2 x PIL.Image.MAX_IMAGE_PIXELS), so
+ * that what torchvision's ImageFolder reads, this reads too.  A header
+ * over it is an error before anything is allocated for the picture. */
+#define RT_JPEG_MAX_PIXELS 178956970LL
 
 typedef enum RtJpegStatus {
   RT_JPEG_OK = 0,
@@ -45,8 +52,8 @@ void rt_jpeg_scaled_size(int w, int h, int min_short, int *sw, int *sh);
 /* The header alone (no pixels decoded): the size in the file, and whether
  * a baseline GPU decoder can take it (*gpu_ok: not progressive, not
  * arithmetic-coded, 3-component YCbCr or 1-component grey, and complete:
- * its data end with the EOI marker).  CMYK files and broken headers are
- * errors, as in a decode. */
+ * its data end with the EOI marker).  CMYK files, broken headers and
+ * sizes over RT_JPEG_MAX_PIXELS are errors, as in a decode. */
 RtJpegStatus rt_jpeg_header(const uint8_t *buf, size_t n, const char *name, int *w, int *h, int *gpu_ok, char *err,
                             size_t errmax);
 void rt_image_free(RtImage *im); /* takes NULL; leaves *im zeroed */

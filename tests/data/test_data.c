@@ -372,6 +372,100 @@ static void test_loader(void) {
   rt_folder_free(&f);
 }
 
+/* bytes of a file, at most cap */
+static size_t slurp(const char *rel, uint8_t *buf, size_t cap) {
+  FILE *o = fopen(at(rel), "rb");
+  size_t n = o ? fread(buf, 1, cap, o) : 0;
+  if (o) fclose(o);
+  return n;
+}
+
+static void spill(const char *rel, const uint8_t *buf, size_t n) {
+  FILE *o = fopen(at(rel), "wb");
+  CHECK(o && fwrite(buf, 1, n, o) == n && fclose(o) == 0, "write %s", rel);
+}
+
+/* Files a photo collection may hold under a .jpg name: a JPEG cut short, a
+ * PNG, an empty file, and a header claiming 30000x30000 pixels (over
+ * RT_JPEG_MAX_PIXELS, refused before any pixel memory is asked for) --
+ * each an error naming the file, in a decode, in the header read of the
+ * GPU decoder's path, and in a loader's epoch, which reports and skips
+ * them. */
+static void test_hostile(void) {
+  static uint8_t good[1 << 16], buf[1 << 16];
+  char err[1024];
+  mk("hostile"), mk("hostile/a"), mk("hostile/b");
+  for (int i = 0; i < 6; i++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "hostile/%s/%d.jpg", i % 2 ? "b" : "a", i);
+    write_picture(rel, 24, 20, i);
+  }
+  size_t n = slurp("hostile/a/0.jpg", good, sizeof good);
+  CHECK(n > 100, "a picture of %zu bytes", n);
+  spill("hostile/a/cut.jpg", good, n * 2 / 3);
+  static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I',  'H',  'D',  'R', 0,
+                                0,    0,   16,  0,   0,    0,    16,   8,    2, 0, 0, 0,  0x90, 0x91, 0x68, 0x36};
+  spill("hostile/b/png.jpg", png, sizeof png);
+  spill("hostile/b/empty.jpg", png, 0);
+  /* the SOF marker (FF C0..C2): length, precision, then height and width */
+  memcpy(buf, good, n);
+  size_t sof = 0;
+  for (size_t i = 2; i + 9 < n && !sof; i++)
+    if (buf[i] == 0xff && buf[i + 1] >= 0xc0 && buf[i + 1] <= 0xc2) sof = i;
+  CHECK(sof > 0, "no SOF marker in the picture");
+  buf[sof + 5] = buf[sof + 7] = 30000 >> 8, buf[sof + 6] = buf[sof + 8] = 30000 & 0xff;
+  spill("hostile/a/huge.jpg", buf, n);
+
+  RtImage im;
+  CHECK(rt_jpeg_decode_file(at("hostile/a/huge.jpg"), 0, &im, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "huge.jpg: a 30000x30000 JPEG: 900000000 pixels, over the limit") && !im.px,
+        "huge: %s", err);
+  int w, h, gpu_ok;
+  CHECK(rt_jpeg_header(buf, n, "huge.jpg", &w, &h, &gpu_ok, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "huge.jpg: a 30000x30000 JPEG"),
+        "huge header: %s", err);
+  CHECK(rt_jpeg_decode_part(buf, n, "huge.jpg", 16, (const int[4]){0, 0, 3, 3}, &im, err, sizeof err) ==
+                RT_JPEG_ERR_FORMAT &&
+            strstr(err, "over the limit"),
+        "huge part: %s", err);
+  CHECK(rt_jpeg_decode_file(at("hostile/b/png.jpg"), 0, &im, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "png.jpg: not a readable JPEG"),
+        "png: %s", err);
+  CHECK(rt_jpeg_header(png, sizeof png, "png.jpg", &w, &h, &gpu_ok, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "png.jpg: not a readable JPEG"),
+        "png header: %s", err);
+  CHECK(rt_jpeg_decode_file(at("hostile/a/cut.jpg"), 0, &im, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "cut.jpg: "),
+        "cut: %s", err);
+  CHECK(rt_jpeg_decode_file(at("hostile/b/empty.jpg"), 0, &im, err, sizeof err) == RT_JPEG_ERR_FORMAT &&
+            strstr(err, "empty.jpg: "),
+        "empty: %s", err);
+
+  RtFolder f;
+  CHECK(rt_folder_scan(at("hostile"), 0, &f, err, sizeof err) == RT_FOLDER_OK && f.n == 10, "%s", err);
+  for (int train = 1; train >= 0; train--) {
+    RtLoaderConfig c = {.set = &f, .batch = 2, .H = 16, .W = 16, .train = train, .seed = 9, .workers = 2};
+    RtLoader *l = NULL;
+    CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_OK, "%s", err);
+    if (!l) continue;
+    rt_loader_start(l, 0);
+    RtLoaderBatch bt;
+    int64_t got = 0;
+    int r;
+    while ((r = rt_loader_next(l, &bt, err, sizeof err)) == 1) got += bt.n;
+    char names[2048];
+    int64_t bad = rt_loader_unreadable(l, names, sizeof names);
+    /* training replaces the 4 unreadable images (5 full batches), evaluation leaves them out (the 6 good) */
+    CHECK(r == 0 && got == (train ? 10 : 6) && bad == 4, "%s: %lld images, %lld unreadable, end %d: %s",
+          train ? "training" : "evaluation", (long long)got, (long long)bad, r, err);
+    CHECK(
+        strstr(names, "huge.jpg") || strstr(names, "cut.jpg") || strstr(names, "png.jpg") || strstr(names, "empty.jpg"),
+        "names: %s", names);
+    rt_loader_free(l);
+  }
+  rt_folder_free(&f);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: data_test_data WORKDIR\n");
@@ -383,5 +477,6 @@ int main(int argc, char **argv) {
   test_augment();
   test_folder();
   test_loader();
+  test_hostile();
   return check_report();
 }

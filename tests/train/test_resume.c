@@ -7,7 +7,11 @@
  * checkpoint by a fresh model loaded with another seed.  The two final
  * checkpoints must hold identical parameters and momentum buffers, bit for
  * bit.  Also: resuming with other settings, or a finished run, is refused
- * with a message naming the checkpoint.
+ * with a message naming the checkpoint; so are a position that is no place
+ * in the run (epoch 100 of 3, a step past its epoch's end, a step count
+ * that disagrees with them) and other data (netc.data: another count of
+ * training images with the same plan), while a checkpoint from before
+ * netc.data existed resumes.
  *
  *   test_resume SOURCE_DIR WORK_DIR */
 #include <stdio.h>
@@ -24,6 +28,11 @@ enum { STOP_AT = 7 };
 static int stop_at(const NetStepInfo *s, void *user) {
   (void)user;
   return s->step == STOP_AT;
+}
+
+static int stop_at_4(const NetStepInfo *s, void *user) {
+  (void)user;
+  return s->step == 4;
 }
 
 static NetModel *load(const char *model, uint64_t seed) {
@@ -56,6 +65,45 @@ static void same_tensors(const char *a, const char *b) {
   CHECK(differ == 0, "%d tensors differ", differ);
   rt_st_close(fa);
   rt_st_close(fb);
+}
+
+/* src's tensors and metadata into dst, with key's value replaced (value
+ * NULL: the entry left out). */
+static void rewrite(const char *src, const char *dst, const char *key, const char *value) {
+  RtStFile *f = NULL;
+  char err[RT_ST_ERRMAX];
+  CHECK(rt_st_open(src, &f, err, sizeof err) == RT_ST_OK, "%s", err);
+  if (!f) return;
+  RtStWriter *w = rt_st_writer_new();
+  RtStStatus s = w ? RT_ST_OK : RT_ST_ERR_NOMEM;
+  for (size_t i = 0; i < rt_st_count(f) && !s; i++) {
+    const RtStTensor *t = rt_st_tensor(f, i);
+    s = rt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, RT_ST_BORROW);
+  }
+  for (size_t i = 0; i < rt_st_meta_count(f) && !s; i++) {
+    const char *k, *v;
+    rt_st_meta_at(f, i, &k, &v);
+    if (strcmp(k, key) != 0) s = rt_st_writer_set_meta(w, k, v);
+  }
+  if (!s && value) s = rt_st_writer_set_meta(w, key, value);
+  if (!s) s = rt_st_writer_write(w, dst);
+  CHECK(s == RT_ST_OK, "rewrite %s: %s", dst, w ? rt_st_writer_error(w) : "out of memory");
+  rt_st_writer_free(w);
+  rt_st_close(f);
+}
+
+/* Resuming from `stopped` with `key` set to `value` fails with want and a
+ * message holding `says`, or (want NET_OK) runs to the end. */
+static void resume_edited(const char *model, const char *stopped, const char *edited, const char *key,
+                          const char *value, NetStatus want, const char *says) {
+  rewrite(stopped, edited, key, value);
+  NetModel *m = load(model, 1);
+  NetTrainConfig c = config(NULL);
+  c.resume = edited;
+  NetStatus s = net_train(m, &c);
+  CHECK(s == want && (!says || strstr(net_last_error(), says)), "%s = %s: status %d: %s", key, value ? value : "(none)",
+        (int)s, s ? net_last_error() : "");
+  net_free(m);
 }
 
 int main(int argc, char **argv) {
@@ -103,6 +151,37 @@ int main(int argc, char **argv) {
   c.resume = straight;
   CHECK(net_train(m, &c) == NET_ERR_ARG && strstr(net_last_error(), "straight.safetensors"), "other plan: %s",
         net_last_error());
+  net_free(m);
+
+  /* positions that are no place in the run, and other data; a checkpoint stopped at step 4 of 9
+   * (epoch 2, its step 2) */
+  char early[4096], edited[4096];
+  snprintf(early, sizeof early, "%s/early.safetensors", argv[2]);
+  snprintf(edited, sizeof edited, "%s/edited.safetensors", argv[2]);
+  m = load(model, 1);
+  c = config(early);
+  c.on_step = stop_at_4;
+  CHECK(net_train(m, &c) == NET_STOPPED, "the early run ends NET_STOPPED: %s", net_last_error());
+  net_free(m);
+  const char *where = "is not a place in this run of 3 epochs of 3 steps";
+  resume_edited(model, early, edited, "netc.epoch", "100", NET_ERR_WEIGHTS, "epoch 100 of 3 is outside its own plan");
+  resume_edited(model, early, edited, "netc.epoch", "2", NET_ERR_WEIGHTS, where);
+  resume_edited(model, early, edited, "netc.batch_in_epoch", "3", NET_ERR_WEIGHTS, where);
+  resume_edited(model, early, edited, "netc.step", "5", NET_ERR_WEIGHTS, where);
+  resume_edited(model, early, edited, "netc.step", "10", NET_ERR_WEIGHTS, "outside its own plan");
+  resume_edited(model, early, edited, "netc.accum_steps", "9223372036854775807", NET_ERR_WEIGHTS, "not an integer in");
+  resume_edited(model, early, edited, "netc.data", "ImageFolder, 1281167 training images in 1000 classes", NET_ERR_ARG,
+                "made by a run on other data (ImageFolder, 1281167 training images in 1000 classes); "
+                "this run's are synthetic, 96 training images in 10 classes");
+  resume_edited(model, early, edited, "netc.data", NULL, NET_OK, NULL); /* written before netc.data */
+  /* 100 images: the same 3 steps an epoch, other data */
+  m = load(model, 1);
+  c = config(NULL);
+  c.synthetic_n = 100;
+  c.resume = early;
+  CHECK(net_train(m, &c) == NET_ERR_ARG && strstr(net_last_error(), "synthetic, 96 training images") &&
+            strstr(net_last_error(), "this run's are synthetic, 100 training images"),
+        "other data: %s", net_last_error());
   net_free(m);
   return check_report();
 }

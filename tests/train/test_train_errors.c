@@ -8,7 +8,8 @@
  * perfectly after two epochs -- which also shows that the inference graph
  * received the trained parameters and running statistics (left at their
  * initial values it would predict one class for everything).  The nets are
- * written as .net files into WORKDIR and loaded with net_load. */
+ * written as .net files into WORKDIR and loaded with net_load.  A run whose
+ * every update dynamic loss scaling skipped is an error, not a success. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -216,6 +217,30 @@ static void test_errors(const char *syn) {
   }
 }
 
+/* Dynamic loss scaling from a scale so large that the gradients are not
+ * finite for many halvings: a run whose every update was skipped fails
+ * NET_ERR_DIVERGED, saying so, and counts them; one that skips its first
+ * few and then trains succeeds, with the skips counted. */
+static void test_all_skipped(void) {
+  NetTrainResult r;
+  NetTrainConfig c = cfg_base(&r);
+  c.steps = 4;
+  const char *huge =
+      net_file("huge_scale.net", "epochs = 1\n  precision = f16\n  loss_scale = dynamic(init=1e30)", "0.05");
+  NetStatus st = train_fresh(huge, 5, c);
+  expect(st, NET_ERR_DIVERGED, "every one of the 4 steps skipped its update", "every update skipped");
+  CHECK(r.skipped_steps == 4, "%lld of 4 steps skipped", (long long)r.skipped_steps);
+  /* 1e6 halves to a scale the fp16 gradients take within a few steps */
+  const char *high =
+      net_file("high_scale.net", "epochs = 1\n  precision = f16\n  loss_scale = dynamic(init=1e6)", "0.05");
+  c.steps = 25;
+  st = train_fresh(high, 5, c);
+  CHECK(st == NET_OK && r.skipped_steps > 0 && r.skipped_steps < 25, "some skipped: %s, %lld of 25 (%s)",
+        net_status_name(st), (long long)r.skipped_steps, st ? net_last_error() : "");
+  st = train_fresh(net_file("syn_static.net", "epochs = 1", "0.05"), 5, c);
+  CHECK(st == NET_OK && r.skipped_steps == 0, "a static scale skips nothing: %lld", (long long)r.skipped_steps);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: train_test_train_errors WORKDIR\n");
@@ -229,5 +254,6 @@ int main(int argc, char **argv) {
   snprintf(syn, sizeof syn, "%s", net_file("syn.net", "epochs = 2", "0.05"));
   test_learns(syn);
   test_errors(syn);
+  test_all_skipped();
   return check_report();
 }

@@ -324,6 +324,13 @@ static void test_refusals(void) {
   NetTrainState neg = POS;
   neg.step = -1;
   CHECK(net_checkpoint_save(m, at(work, "neg.ckpt"), &neg) == NET_ERR_ARG, "a negative step is refused");
+  NetTrainState past = POS;
+  past.step = past.steps_total + 1;
+  CHECK(net_checkpoint_save(m, at(work, "past.ckpt"), &past) == NET_ERR_ARG &&
+            strstr(net_last_error(), "outside the plan"),
+        "a step past the plan is refused: %s", net_last_error());
+  past = POS, past.epoch = past.epochs + 1;
+  CHECK(net_checkpoint_save(m, at(work, "past.ckpt"), &past) == NET_ERR_ARG, "an epoch past the plan is refused");
   NetLoadOpts io = {.device = "cpu", .batch = BATCH, .inference_only = 1};
   NetModel *inf = NULL;
   if (net_load(at(root, "models/smallcnn.net"), &io, &inf) == NET_OK) {

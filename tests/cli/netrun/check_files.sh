@@ -44,6 +44,7 @@ expect 1 "l.jsonl: is the same file as the input" "$netrun" plot "$work/l.jsonl"
 expect 1 "/dev/urandom: not a regular file \(a character device\)" "${step[@]}" --weights "$ck" --inputs /dev/urandom \
   --out "$work/o.safetensors"
 mkdir -p "$work/idx" && mkfifo "$work/idx/train-images-idx3-ubyte"
+touch "$work/idx/train-labels-idx1-ubyte" "$work/idx/t10k-images-idx3-ubyte" "$work/idx/t10k-labels-idx1-ubyte"
 expect 1 "train-images-idx3-ubyte: not a regular file \(a FIFO\)" "$netrun" train "$src/models/mlp.net" --device cpu \
   --data "$work/idx" --steps 1
 # an output that is an input: refused, the input unchanged

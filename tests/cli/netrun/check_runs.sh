@@ -108,5 +108,15 @@ expect 1 "the CPU plan needs [0-9.]+ GiB, more than this machine's" "$netrun" be
   --device cpu --batch 1048576
 expect 1 "the CPU plan needs [0-9.]+ GiB, more than this machine's" "$netrun" train "$src/models/resnet20.net" \
   --device cpu --synthetic --batch 1048576
+# every update skipped by dynamic loss scaling: an error, not a success; some skipped: a warning
+sed 's/dynamic(init=1024, growth_interval=100)/dynamic(init=1e30, growth_interval=100)/' "$src/models/smallcnn.net" \
+  >"$work/huge_scale.net"
+expect 1 "error: .*every one of the 3 steps skipped its update: the gradients were not finite at any loss scale from \
+1e\+30 down to 1.25e\+29" "$netrun" train "$work/huge_scale.net" --device cpu --synthetic --batch 8 --steps 3 \
+  --train-images 64
+sed 's/dynamic(init=1024, growth_interval=100)/dynamic(init=1e6, growth_interval=100)/' "$src/models/smallcnn.net" \
+  >"$work/high_scale.net"
+expect 0 "warning: [0-9]+ steps skipped their update" "$netrun" train "$work/high_scale.net" --device cpu --synthetic \
+  --batch 8 --steps 20 --train-images 64
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
