@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "  --no-loc             leave source locations out of IR dumps\n"
           "  --inference          compile for inference: no backward pass, running statistics\n"
           "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
-          "  --int8=L1,L2,...     run these layers in int8\n"
+          "  --int8=L1,L2,...     run these layers in int8 (all: every convolution but the first)\n"
           "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
           "  --image-size=S|HxW   the image input's height and width (default: as the file declares; the\n"
           "                       network must take it: a global pool before the classifier)\n"

@@ -100,6 +100,18 @@ static int int8_listed(const char *list, const char *name) {
   return 0;
 }
 
+/* --int8 lists `all`: every convolution but the first (the policy of
+ * docs/passes/precision.md); linear layers only by name. */
+static int int8_all(const char *list) {
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == 3 && strncmp(p, "all", 3) == 0) return 1;
+    p = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
 /* The dtype node n of g computes in when it is a convolution or linear op
  * (forward or backward); for any other op, the default dtype.  Shared with
  * the layout pass, which pads channels for that dtype's tensor cores. */
@@ -116,6 +128,7 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
       node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU && from_input(g, x))
     return IR_DT_F32;
+  if (fwd && is_conv(node->op) && !p && int8_all(cx->int8_layers)) return IR_DT_I8;
   return def;
 }
 
@@ -265,7 +278,8 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
     if (node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) /* z in the data gradient's dtype; the vectors f32 */
       return i < 2 || i == 3 ? (int)compute : -1;
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
-    if (i == ir_conv_residual(p->g, node)) return (int)result_dtype(p, node, compute);
+    if (i == ir_conv_residual(p->g, node)) /* an i8 convolution's output is f32 */
+      return compute == IR_DT_I8 ? IR_DT_F32 : (int)result_dtype(p, node, compute);
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD:
   case IR_OP_MAXPOOL_BWD:
@@ -357,7 +371,7 @@ static int check_requests(Pr *p) {
   for (const char *s = p->cx->int8_layers; s && *s;) {
     const char *end = strchr(s, ',');
     size_t len = end ? (size_t)(end - s) : strlen(s);
-    int found = 0;
+    int found = len == 3 && strncmp(s, "all", 3) == 0; /* int8_all */
     for (int n = 0; n < g->nnode && !found; n++)
       found = is_fwd_weighted(g->node[n].op) && g->node[n].name && strlen(g->node[n].name) == len &&
               strncmp(g->node[n].name, s, len) == 0;

@@ -126,6 +126,48 @@ done:
   arena_free(&a);
 }
 
+/* --int8=all (the policy): every forward convolution but conv1 reads i8
+ * input and weight, conv1 stays f32, the backward ops and fc stay in f16
+ * (fc in i8 only when listed too: "all,fc"). */
+static void check_int8_all(const char *path, unsigned off, int inference, const char *list) {
+  Arena a;
+  arena_init(&a);
+  Diag d;
+  diag_init(&d, stderr);
+  IrGraph *g = compile(&a, &d, path, off, inference, IR_DT_F16, list);
+  char what[128];
+  snprintf(what, sizeof what, "resnet50 --int8=%s %s %s", list, inference ? "inference" : "training",
+           off & pipeline_bit("fuse") ? "unfused" : "fused");
+  CHECK(g != NULL, "%s compiles", what);
+  if (!g) goto done;
+  int fc_i8 = strstr(list, "fc") != NULL, i8 = 0, fwd = 0, stem = 0, fc = 0;
+  for (int n = 0; n < g->nnode; n++) {
+    const IrNode *node = &g->node[n];
+    int forward = node->op == IR_OP_CONV2D || node->op == IR_OP_CONV2D_BN_TRAIN || node->op == IR_OP_CONV2D_BN;
+    if (!is_conv(node->op) && node->op != IR_OP_LINEAR) continue;
+    IrDtype x = dt_of(g, node->in[0]), w = dt_of(g, node->in[1]);
+    const char *name = node->name ? node->name : "";
+    if (node->op == IR_OP_LINEAR) {
+      IrDtype want = fc_i8 ? IR_DT_I8 : IR_DT_F16;
+      fc += x == want && w == want;
+    } else if (forward && strcmp(name, "conv1") == 0) {
+      stem += x == IR_DT_F32 && w == IR_DT_F32;
+    } else if (forward) {
+      fwd++;
+      i8 += x == IR_DT_I8 && w == IR_DT_I8;
+      CHECK(x == IR_DT_I8 && w == IR_DT_I8, "%s: %s reads %s/%s", what, name, ir_dtype_name(x), ir_dtype_name(w));
+    } else {
+      CHECK(x != IR_DT_I8 && w != IR_DT_I8, "%s: backward op %s reads i8", what, name);
+    }
+  }
+  CHECK(fwd == 52 && i8 == 52, "%s: %d of %d forward convolutions but conv1 in i8 (52 expected)", what, i8, fwd);
+  CHECK(stem == 1, "%s: conv1 in f32", what);
+  CHECK(fc == 1, "%s: fc in %s", what, fc_i8 ? "i8" : "f16");
+done:
+  diag_finish(&d);
+  arena_free(&a);
+}
+
 /* compile_source on text must fail with a message containing `want`. */
 static void check_error(const char *text, const char *int8, const char *want) {
   Arena a;
@@ -159,6 +201,11 @@ int main(int argc, char **argv) {
   check_resnet50(path, 0, 0, IR_DT_BF16);
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_F32);
   check_resnet50(path, 0, 0, IR_DT_F32);
+  for (int inference = 0; inference < 2; inference++) {
+    check_int8_all(path, pipeline_bit("fuse"), inference, "all");
+    check_int8_all(path, 0, inference, "all");
+  }
+  check_int8_all(path, 0, 1, "all,fc");
   static const char net[] = "network e {\n"
                             "  input image : f32[3, 8, 8]\n"
                             "  input label : i32[]\n"
