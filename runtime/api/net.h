@@ -92,6 +92,8 @@ typedef struct NetLoadOpts {
                           * GPU scratch and cuDNN workspace (0: no limit).  A batch whose plan does not fit
                           * fails the load (NET_ERR_DEVICE) naming the largest batch that would */
   double memory_fraction; /* or this share, in (0, 1], of the device's memory (the machine's for the CPU) */
+  const char *int8;       /* .net and .onnx files: layers to run in i8, "layer4.2.conv3,fc" or "all" (every
+                           * convolution but the first; netc --int8).  The GPU has no i8 kernels yet */
 } NetLoadOpts;
 
 /* Loads path (a model.so, or a .net file), builds its executors on the

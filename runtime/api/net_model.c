@@ -53,7 +53,8 @@ static IrGraph *compile_one(Arena *a, const char *path, int inference, int preci
                 .batch = o->batch,
                 .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16,
                 .precision_set = precision >= 0,
-                .image_hw = {o->image_h, o->image_w ? o->image_w : o->image_h}};
+                .image_hw = {o->image_h, o->image_w ? o->image_w : o->image_h},
+                .int8_layers = o->int8 && *o->int8 ? o->int8 : NULL};
   return compile_file(a, &c->d, path, &cx);
 }
 
@@ -123,6 +124,10 @@ NetStatus net_model_open(const char *path, Arena *a, const NetLoadOpts *o, NetGr
   const char *precision = o->precision;
   int64_t batch = o->batch;
   int want_train = !o->inference_only;
+  if (o->int8 && *o->int8) {
+    snprintf(err, len, "%s: the int8 layers are chosen when a model.so is compiled (netc --int8)", path);
+    return NET_ERR_ARG;
+  }
   if (precision) {
     snprintf(err, len, "%s: the precision is chosen when a model.so is compiled (netc --precision)", path);
     return NET_ERR_ARG;

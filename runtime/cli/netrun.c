@@ -42,6 +42,7 @@
 #include "netrun_plot.h"
 #include "netrun_opt.h"
 #include "netrun_profile.h"
+#include "netrun_report.h"
 #include "resize.h"
 #include "rt_safetensors.h"
 #include "rt_weights.h"
@@ -125,12 +126,16 @@ static void usage(FILE *f) {
              "                       bench and infer take it too)\n"
              "  --image-size S|HxW   a .net or .onnx MODEL's image height and width (default: as the file\n"
              "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
+             "  --int8 L1,L2|all     a .net or .onnx MODEL's layers to run in int8 (all: every convolution but the\n"
+             "                       first; netc --int8; the CPU only for now; train, infer, bench take it too)\n"
              "  --memory-limit M     at most M GiB (40) or M%% of the device's memory (50%%) for the model's\n"
              "                       activations, parameters, scratch and cuDNN workspace (train, infer, bench too);\n"
              "                       a batch that cannot fit is refused with the largest one that would\n"
              "\n"
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
+             "  --report             with --int8 and a `label` in B: top-1 and top-5 of the int8 model and of\n"
+             "                       the same weights without it, their top-1 agreement and logit difference\n"
              "\n"
              "export: the weights in IN (a --checkpoint file or a weights file) as a PyTorch state_dict in OUT:\n"
              "exactly the keys of torchvision's model (every parameter and running statistic, f32, filters\n"
@@ -159,6 +164,8 @@ typedef struct Opts {
   int mean_set, std_set;
   int64_t image_hw[2];                  /* --image-size (0: the model's) */
   double memory_limit, memory_fraction; /* --memory-limit: GiB as bytes, or a percentage as a fraction */
+  const char *int8;                     /* --int8 */
+  int report;                           /* infer --report */
 } Opts;
 
 static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
@@ -203,6 +210,8 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"batches-tracked", required_argument, NULL, 'G'},
       {"image-size", required_argument, NULL, 'z'},
       {"memory-limit", required_argument, NULL, 'm'},
+      {"int8", required_argument, NULL, '8'},
+      {"report", no_argument, NULL, 'r'},
       {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -234,6 +243,8 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
         o->memory_limit = v * 1073741824.0, o->memory_fraction = 0;
       break;
     }
+    case '8': o->int8 = optarg; break;
+    case 'r': o->report = 1; break;
     case 'z':
       if (resize_parse(optarg, o->image_hw)) {
         fprintf(stderr, "netrun: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
@@ -344,7 +355,8 @@ static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep
                     .image_h = o->image_hw[0],
                     .image_w = o->image_hw[1],
                     .memory_limit = o->memory_limit,
-                    .memory_fraction = o->memory_fraction};
+                    .memory_fraction = o->memory_fraction,
+                    .int8 = o->int8};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
   return m;
@@ -543,7 +555,7 @@ static int cmd_train(int argc, char **argv) {
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
   char **given = argc <= 256 ? copy : argv;
   if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm8", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -772,7 +784,7 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 static int cmd_step(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSpnCuzm", &o);
+  int rc = parse(argc, argv, "DKwiolSpnCuzm8", &o);
   if (rc) return rc == 1 ? 0 : rc;
   int64_t steps = o.steps > 0 ? o.steps : 1;
   if (!o.weights || !o.inputs || !o.out) {
@@ -850,10 +862,14 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiopzm", &o);
+  int rc = parse(argc, argv, "DbKwiopzm8r", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
+    return EXIT_USAGE;
+  }
+  if (o.report && !(o.int8 && *o.int8)) {
+    fprintf(stderr, "netrun: error: infer --report compares a model with --int8 LAYERS against the same without\n");
     return EXIT_USAGE;
   }
   if ((rc = check_files(&o, NULL))) return rc;
@@ -863,12 +879,12 @@ static int cmd_infer(int argc, char **argv) {
     fprintf(stderr, "netrun: error: %s\n", err);
     return EXIT_FAIL;
   }
-  int64_t n = 0;
-  NetModel *m = NULL;
-  float *logits = NULL;
+  int64_t n = 0, *labels = NULL;
+  NetModel *m = NULL, *ref = NULL;
+  float *logits = NULL, *ref_logits = NULL;
   RtStWriter *w = NULL;
   int status = EXIT_FAIL;
-  if (read_batch(in, o.inputs, 0, &n, NULL) || !(m = load(&o, o.batch, 1, 0))) goto done;
+  if (read_batch(in, o.inputs, o.report, &n, o.report ? &labels : NULL) || !(m = load(&o, o.batch, 1, 0))) goto done;
   if (!image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
   int64_t shape[2] = {n, net_classes(m)};
   if (!(logits = malloc(sizeof(float) * (size_t)(n * shape[1]))) || !(w = rt_st_writer_new())) {
@@ -886,11 +902,31 @@ static int cmd_infer(int argc, char **argv) {
     goto done;
   }
   printf("netrun: logits of %lld images with %s on %s; wrote %s\n", (long long)n, o.model, where(m), o.out);
+  if (o.report) { /* the same network and weights without --int8 */
+    Opts plain = o;
+    plain.int8 = NULL;
+    if (!(ref = load(&plain, o.batch, 1, 0))) goto done;
+    if (!(ref_logits = malloc(sizeof(float) * (size_t)(n * shape[1])))) {
+      fprintf(stderr, "netrun: error: out of memory\n");
+      goto done;
+    }
+    if (net_weights_load(ref, o.weights) || net_infer(ref, rt_st_find(in, "image")->data, n, ref_logits)) {
+      fprintf(stderr, "netrun: error: %s\n", net_last_error());
+      goto done;
+    }
+    NetrunReport r = netrun_report(ref_logits, logits, labels, n, shape[1]);
+    char qname[300];
+    snprintf(qname, sizeof qname, "--int8 %.280s", o.int8);
+    netrun_report_print(stdout, &r, o.precision ? o.precision : "without --int8", qname);
+  }
   status = 0;
 done:
   rt_st_writer_free(w);
   free(logits);
+  free(ref_logits);
+  free(labels);
   net_free(m);
+  net_free(ref);
   rt_st_close(in);
   return status;
 }
@@ -952,7 +988,7 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIpuzm", &o);
+  int rc = parse(argc, argv, "DbKnIpuzm8", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (netrun_opt_range("--steps", o.steps, 1, INT_MAX)) return EXIT_USAGE; /* net_bench counts in int */
   char why[512];

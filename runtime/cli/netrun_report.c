@@ -1,0 +1,63 @@
+/* netrun_report.c - `netrun infer --report` (see netrun_report.h). */
+#include "netrun_report.h"
+
+#include <math.h>
+
+/* How many classes score higher than class `label` in row (ties to the
+ * lower index, as argmax takes the first); classes when label is no class
+ * or a logit is not finite. */
+static int64_t rank(const float *row, int64_t classes, int64_t label) {
+  if (label < 0 || label >= classes) return classes;
+  int64_t above = 0;
+  for (int64_t c = 0; c < classes; c++) {
+    if (!isfinite(row[c])) return classes;
+    above += row[c] > row[label] || (row[c] == row[label] && c < label);
+  }
+  return above;
+}
+
+static int64_t argmax(const float *row, int64_t classes) {
+  int64_t best = 0;
+  for (int64_t c = 0; c < classes; c++) {
+    if (!isfinite(row[c])) return -1;
+    if (row[c] > row[best]) best = c;
+  }
+  return best;
+}
+
+NetrunReport netrun_report(const float *ref, const float *q, const int64_t *labels, int64_t n, int64_t classes) {
+  NetrunReport r = {.n = n};
+  double diff2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float *row[2] = {ref + i * classes, q + i * classes};
+    int64_t top[2];
+    for (int k = 0; k < 2; k++) {
+      int64_t at = rank(row[k], classes, labels[i]);
+      r.top1[k] += at < 1;
+      r.top5[k] += at < 5;
+      top[k] = argmax(row[k], classes);
+      r.nonfinite[k] += top[k] < 0;
+    }
+    r.agree += top[0] >= 0 && top[0] == top[1];
+    if (top[0] < 0 || top[1] < 0) continue;
+    for (int64_t c = 0; c < classes; c++) {
+      double d = (double)row[1][c] - (double)row[0][c];
+      diff2 += d * d, ref2 += (double)row[0][c] * row[0][c];
+      if (fabs(d) > r.max_diff) r.max_diff = fabs(d);
+    }
+  }
+  r.rel_l2 = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+  return r;
+}
+
+static double pct(int64_t k, int64_t n) { return n > 0 ? 100.0 * (double)k / (double)n : 0; }
+
+void netrun_report_print(FILE *f, const NetrunReport *r, const char *ref_name, const char *q_name) {
+  fprintf(f, "report on %lld labelled images:\n", (long long)r->n);
+  const char *name[2] = {ref_name, q_name};
+  for (int k = 0; k < 2; k++)
+    fprintf(f, "  %-28s top-1 %6.2f%%  top-5 %6.2f%%%s\n", name[k], pct(r->top1[k], r->n), pct(r->top5[k], r->n),
+            r->nonfinite[k] ? "  (rows with NaN or inf counted wrong)" : "");
+  fprintf(f, "  top-1 agreement %.2f%% (%lld of %lld); logits: largest difference %.4g, relative L2 %.3g\n",
+          pct(r->agree, r->n), (long long)r->agree, (long long)r->n, r->max_diff, r->rel_l2);
+}

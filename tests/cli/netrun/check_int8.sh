@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# check_int8.sh NETRUN SOURCE_DIR WORKDIR: INT8 from netrun (--int8, the
+# CPU executor's simulation) and `infer --report`: a trained smallcnn's
+# logits with --int8 all differ from the f16 ones yet agree on most top-1
+# classes, the report's numbers are its own (recomputed here from the two
+# logits files), and the misuses are refused.  CPU only, a few seconds.
+set -uo pipefail
+netrun=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+. "$(dirname "$0")/../../expect.sh"
+export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+m=$src/models/smallcnn.net
+run=(--device cpu --synthetic --batch 16 --train-images 320 --test-images 32)
+expect 0 "test accuracy" "$netrun" train "$m" "${run[@]}" --steps 60 --checkpoint "$work/ck.safetensors"
+# 64 labelled images (the pattern of the synthetic set is the label's, plus noise)
+python3 - "$work/batch.safetensors" <<'PY'
+import json, random, struct, sys
+random.seed(3)
+n = 64
+labels = [i % 10 for i in range(n)]
+img = []
+for l in labels:
+    img += [((p * 7 + l * 13) % 29) / 29.0 - 0.5 + random.gauss(0, 0.3) for p in range(28 * 28)]
+ib = struct.pack("<%df" % len(img), *img)
+lb = struct.pack("<%dq" % n, *labels)
+hdr = {"image": {"dtype": "F32", "shape": [n, 1, 28, 28], "data_offsets": [0, len(ib)]},
+       "label": {"dtype": "I64", "shape": [n], "data_offsets": [len(ib), len(ib) + len(lb)]}}
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + ib + lb)
+del hdr["label"]
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1].replace(".safetensors", "_unlabelled.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + ib)
+PY
+inf=("$netrun" infer "$m" --device cpu --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors")
+expect 0 "logits of 64 images" "${inf[@]}" --out "$work/f16.safetensors"
+out=$("${inf[@]}" --out "$work/i8.safetensors" --int8 all --report 2>&1)
+rc=$?
+echo "$out" | tail -4
+if [ $rc = 0 ] && grep -qE "^  without --int8 +top-1 +[0-9.]+%  top-5 +[0-9.]+%$" <<<"$out" &&
+  grep -qE "^  --int8 all +top-1 +[0-9.]+%  top-5 +[0-9.]+%$" <<<"$out"; then ok; else
+  bad "infer --report: exit $rc, no report lines"
+fi
+# the report against the two logits files, recomputed
+python3 - "$work" <<PY && ok || bad "the report's numbers are not the logits files'"
+import json, struct, sys
+def read(p):
+    raw = open(p, "rb").read()
+    (n,) = struct.unpack_from("<Q", raw)
+    h = json.loads(raw[8:8 + n])["logits"]
+    a, b = h["data_offsets"]
+    v = struct.unpack("<%df" % ((b - a) // 4), raw[8 + n + a:8 + n + b])
+    c = h["shape"][1]
+    return [v[i:i + c] for i in range(0, len(v), c)]
+w = sys.argv[1]
+f, q = read(w + "/f16.safetensors"), read(w + "/i8.safetensors")
+labels = [i % 10 for i in range(64)]
+top = lambda r: max(range(len(r)), key=lambda c: (r[c], -c))
+agree = sum(top(a) == top(b) for a, b in zip(f, q))
+t1 = [sum(top(r) == l for r, l in zip(x, labels)) for x in (f, q)]
+out = """$out"""
+want = "top-1 agreement %.2f%% (%d of 64)" % (100 * agree / 64, agree)
+assert want in out, (want, out)
+for name, k in (("without --int8", 0), ("--int8 all", 1)):
+    line = [l for l in out.splitlines() if l.strip().startswith(name)][0]
+    assert ("top-1 %6.2f%%" % (100 * t1[k] / 64)) in line, (line, t1[k])
+assert f != q, "int8 gave the f16 logits"
+assert agree >= 48, f"int8 and f16 agree on only {agree} of 64"
+PY
+expect 2 "infer --report compares a model with --int8" "${inf[@]}" --out "$work/x.safetensors" --report
+expect 1 "needs tensors 'image' and 'label'" "$netrun" infer "$m" --device cpu --weights "$work/ck.safetensors" \
+  --inputs "$work/batch_unlabelled.safetensors" --out "$work/x.safetensors" --int8 all --report
+expect 1 "--int8: no conv2d or linear layer named 'nosuch'" "${inf[@]}" --out "$work/x.safetensors" --int8 nosuch
+expect 2 "export does not take '--int8'" "$netrun" export "$m" --weights "$work/ck.safetensors" --out "$work/e" --int8 all
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
