@@ -55,10 +55,27 @@ FILE *rt_file_fopen_regular(const char *path, char *err, size_t errlen) {
   return f;
 }
 
+/* The directory part of path ("." for none) and where its last part starts. */
+static char *dir_of(const char *path, const char **base) {
+  const char *slash = strrchr(path, '/');
+  *base = slash ? slash + 1 : path;
+  return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
 int rt_file_same(const char *a, const char *b) {
   struct stat sa, sb;
-  if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (!a || !b) return 0;
+  int ha = stat(a, &sa) == 0, hb = stat(b, &sb) == 0;
+  if (ha && hb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (ha || hb) return 0;
+  /* neither exists yet (two outputs): the same name in the same directory */
+  const char *ba, *bb;
+  char *da = dir_of(a, &ba), *db = dir_of(b, &bb);
+  int same = da && db && strcmp(ba, bb) == 0 && stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
+             sa.st_ino == sb.st_ino;
+  free(da);
+  free(db);
+  return same;
 }
 
 int rt_file_check_writable(const char *path, int replace, char *err, size_t errlen) {

@@ -24,7 +24,8 @@ const char *rt_file_kind(mode_t mode);
 int rt_file_open_regular(const char *path, struct stat *st, char *err, size_t errlen);
 /* The same as a FILE* in binary read mode; NULL with the reason. */
 FILE *rt_file_fopen_regular(const char *path, char *err, size_t errlen);
-/* 1 when both paths name one existing file (same st_dev and st_ino). */
+/* 1 when both paths name one existing file (same st_dev and st_ino), or,
+ * when neither exists yet, the same name in one directory (two outputs). */
 int rt_file_same(const char *a, const char *b);
 /* 0 when PATH can be written, checked before the work that writes it:
  * replace (an output written whole to a temporary and renamed over PATH):

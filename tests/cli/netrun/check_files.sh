@@ -54,6 +54,11 @@ expect 2 "ck.safetensors: is the same file as the input .*ck.safetensors \(refus
 expect 2 "is the same file as the input" "$netrun" infer "$model" --device cpu --weights "$ck" --inputs "$batch" \
   --out "$batch"
 expect 2 "is the same file as the input" "$netrun" export "$model" --weights "$ck" --out "$ck"
+# two outputs at one path, before either exists (by two spellings): refused before any work
+rm -f "$work/new.out"
+expect 2 "new.out: is the same file as the output .*new.out \(give each output its own file\)" \
+  "$netrun" train "$model" "${run[@]}" --checkpoint "$work/new.out" --log "$work/./new.out"
+[ ! -e "$work/new.out" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: new.out was written"; }
 ln -sf "$ck" "$work/link.safetensors"
 expect 2 "link.safetensors: is the same file as the input" "${step[@]}" --weights "$ck" --inputs "$batch" \
   --out "$work/link.safetensors"
