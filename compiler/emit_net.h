@@ -1,0 +1,38 @@
+/* emit_net.h - a forward graph written back out as netc's own language.
+ *
+ * `netc FILE.onnx --emit-net=OUT.net` (and the same for a .net file, as a
+ * normalizer): the forward IR of the parse stage (lower_file's or
+ * onnx_import's graph, before any pass) becomes a .net file with one line
+ * per layer, `LAYER = op(args) ` in node order, every layer under its IR
+ * name, so its parameters keep their names (`conv1 = conv2d(...)` makes
+ * @conv1.weight) and weights saved by name load into it.  Loops and blocks
+ * stay unrolled.  Compiling the text gives the same forward IR (values,
+ * names, shapes, ops, attributes, the train section) and so the same
+ * --summary totals; emit_net_write checks that before writing.
+ *
+ * What the language cannot say is refused, each case reported with the
+ * layer's name and op: an op that has no form in the language (a graph
+ * after autodiff or fuse), parameters not named LAYER.weight, LAYER.bias,
+ * LAYER.running_mean, LAYER.running_var (an eval-mode ONNX export's
+ * onnx__Conv_NNN), a layer name that is no NAME of the language.  An input
+ * or network name that is no identifier (an ONNX input named `input`, a
+ * keyword) is renamed, with a warning "'input' is written as 'input_'":
+ * inputs are fed by position and carry no weights. */
+#ifndef NETC_EMIT_NET_H
+#define NETC_EMIT_NET_H
+
+#include <stdio.h>
+
+#include "ir.h"
+
+/* Writes g as .net text to f; src names the input in the file's opening
+ * comment.  Returns 0, or -1 after reporting to d everything the language
+ * cannot express (nothing useful is in f then).  Renames are warnings. */
+int emit_net(FILE *f, const IrGraph *g, Diag *d, const char *src);
+
+/* emit_net into memory, then compiles the text and compares its forward IR
+ * with g's (ir_print, without locations, renames applied); writes the text
+ * to path only when they agree.  Returns 0, or -1 after saying why in d. */
+int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src);
+
+#endif
