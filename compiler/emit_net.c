@@ -443,16 +443,16 @@ static void first_difference(const char *a, const char *b, char *out, size_t cap
   snprintf(out, cap, "line %d: '%.*s' became '%.*s'", line, (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
 }
 
-int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
+int emit_net_text(const IrGraph *g, Diag *d, const char *src, const char *path, char **text, size_t *len) {
+  *text = NULL;
+  *len = 0;
+  FILE *m = open_memstream(text, len);
   if (!m) {
     diag_error(d, (SrcLoc){0}, "out of memory");
-    return -1;
+    return EMIT_NET_REFUSED;
   }
-  int rc = emit_net(m, g, d, src);
-  if (fclose(m)) rc = -1;
+  int rc = emit_net(m, g, d, src) ? EMIT_NET_REFUSED : 0;
+  if (fclose(m)) rc = EMIT_NET_REFUSED;
   Arena a;
   arena_init(&a);
   char *want = NULL, *have = NULL;
@@ -467,7 +467,7 @@ int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src)
     /* the text compiled again, its messages (a netc bug) to d */
     Diag d2;
     diag_init(&d2, d->out);
-    IrGraph *back = compile_source(&a, &d2, path, text, len, NULL);
+    IrGraph *back = compile_source(&a, &d2, path, *text, *len, NULL);
     size_t n1 = 0, n2 = 0;
     want = in ? print_ir(c, &n1) : NULL;
     have = back ? print_ir(back, &n2) : NULL;
@@ -476,19 +476,30 @@ int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src)
       if (want && have) first_difference(want, have, why, sizeof why);
       diag_error(d, (SrcLoc){.file = path},
                  "the written network does not give the source's IR (%s); this is a netc bug, not written", why);
-      rc = -1;
-    }
-  }
-  if (rc == 0) {
-    FILE *f = fopen(path, "w");
-    if (!f || fwrite(text, 1, len, f) != len || fclose(f)) {
-      diag_error(d, (SrcLoc){.file = path}, "cannot write the .net file");
-      rc = -1;
+      rc = EMIT_NET_DIFFERS;
     }
   }
   free(want);
   free(have);
-  free(text);
   arena_free(&a);
+  if (rc) {
+    free(*text);
+    *text = NULL;
+    *len = 0;
+  }
+  return rc;
+}
+
+int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src) {
+  char *text;
+  size_t len;
+  if (emit_net_text(g, d, src, path, &text, &len)) return -1;
+  FILE *f = fopen(path, "w");
+  int rc = 0;
+  if (!f || fwrite(text, 1, len, f) != len || fclose(f)) {
+    diag_error(d, (SrcLoc){.file = path}, "cannot write the .net file");
+    rc = -1;
+  }
+  free(text);
   return rc;
 }

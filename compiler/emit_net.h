@@ -21,6 +21,7 @@
 #ifndef NETC_EMIT_NET_H
 #define NETC_EMIT_NET_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "ir.h"
@@ -30,9 +31,17 @@
  * cannot express (nothing useful is in f then).  Renames are warnings. */
 int emit_net(FILE *f, const IrGraph *g, Diag *d, const char *src);
 
-/* emit_net into memory, then compiles the text and compares its forward IR
- * with g's (ir_print, without locations, renames applied); writes the text
- * to path only when they agree.  Returns 0, or -1 after saying why in d. */
+enum { EMIT_NET_REFUSED = -1, EMIT_NET_DIFFERS = -2 };
+
+/* emit_net into malloc'd text (*text, *len bytes; the caller frees it),
+ * then compiles the text (named path in messages) and compares its forward
+ * IR with g's (ir_print, without locations, the renames applied).  Returns
+ * 0; EMIT_NET_REFUSED after reporting what the language cannot express; or
+ * EMIT_NET_DIFFERS when the text does not give g's IR (a netc bug, reported
+ * with the first line that differs).  *text is NULL unless 0. */
+int emit_net_text(const IrGraph *g, Diag *d, const char *src, const char *path, char **text, size_t *len);
+
+/* emit_net_text, then the text written to path.  0, or -1 after saying why in d. */
 int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src);
 
 #endif
