@@ -3,12 +3,12 @@
  * `netc FILE.onnx --emit-net=OUT.net` (and the same for a .net file, as a
  * normalizer): the forward IR of the parse stage (lower_file's or
  * onnx_import's graph, before any pass) becomes a .net file with one line
- * per layer, `LAYER = op(args) ` in node order, every layer under its IR
+ * per layer, `LAYER = op(args)` in node order, every layer under its IR
  * name, so its parameters keep their names (`conv1 = conv2d(...)` makes
  * @conv1.weight) and weights saved by name load into it.  Loops and blocks
  * stay unrolled.  Compiling the text gives the same forward IR (values,
  * names, shapes, ops, attributes, the train section) and so the same
- * --summary totals; emit_net_write checks that before writing.
+ * --summary totals; emit_net_text checks that before netc writes the file.
  *
  * What the language cannot say is refused, each case reported with the
  * layer's name and op: an op that has no form in the language (a graph
@@ -17,7 +17,7 @@
  * onnx__Conv_NNN), a layer name that is no NAME of the language.  An input
  * or network name that is no identifier (an ONNX input named `input`, a
  * keyword) is renamed, with a warning "'input' is written as 'input_'":
- * inputs are fed by position and carry no weights. */
+ * an input holds no weights. */
 #ifndef NETC_EMIT_NET_H
 #define NETC_EMIT_NET_H
 
