@@ -2,9 +2,10 @@
  *
  *   netc FILE.net [--summary] [--dump-ir=DIR] [--print-after=PASS] ...
  *   netc FILE.onnx [--train=TRAIN.net] [the same options]
+ *   netc FILE.onnx --emit-net=OUT.net    (the network written as a .net file)
  *
- * A run that asks for no output (no -o, --emit-cuda, --dump-ir, --print-after
- * or --summary) says on stderr what it compiled and that it wrote nothing.
+ * A run that asks for no output (no -o, --emit-cuda, --emit-net, --dump-ir,
+ * --print-after or --summary) says on stderr what it compiled and that it wrote nothing.
  * The folders of --dump-ir and --emit-cuda are created with their parents.
  *
  * Exit status: 0 success, 1 errors in the input, 2 usage errors. */
@@ -17,6 +18,7 @@
 
 #include "cg_model.h"
 #include "compile.h"
+#include "emit_net.h"
 #include "opts.h"
 #include "resize.h"
 #include "summary.h"
@@ -49,6 +51,8 @@ static void usage(FILE *f) {
           "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
           "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
           "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
+          "  --emit-net=FILE      write the forward network as a .net file: one line per layer under its name, so\n"
+          "                       weights saved by name load into it (an ONNX model in the language; docs/onnx.md)\n"
           "  -fno-PASS            turn a pass off\n"
           "  -h, --help           show this help\n"
           "  -V, --version        show the version\n"
@@ -100,11 +104,13 @@ static int same_file(const char *a, const char *b) {
 }
 
 /* No output may overwrite the input: -o FILE, and each file netc writes in
- * --dump-ir DIR (NN-pass.ir) or --emit-cuda DIR (train.cu, infer.cu),
+ * --emit-net FILE, --dump-ir DIR (NN-pass.ir) or --emit-cuda DIR (train.cu, infer.cu),
  * compared by inode with the input before any work.  1 after saying which. */
-static int overwrites_input(const char *in, const char *out, const char *dump_dir, const char *cuda_dir) {
+static int overwrites_input(const char *in, const char *out, const char *net, const char *dump_dir,
+                            const char *cuda_dir) {
   char path[4096];
   const char *hit = out && same_file(out, in) ? out : NULL;
+  if (!hit && net && same_file(net, in)) hit = net;
   static const char *const CUDA[] = {"train.cu", "infer.cu"};
   for (int i = 0; cuda_dir && !hit && i < 2; i++)
     if (snprintf(path, sizeof path, "%s/%s", cuda_dir, CUDA[i]) < (int)sizeof path && same_file(path, in)) hit = path;
@@ -135,6 +141,7 @@ int main(int argc, char **argv) {
       {"emit-cuda", required_argument, NULL, 'E'},
       {"train", required_argument, NULL, 'T'},
       {"weights-out", required_argument, NULL, 'W'},
+      {"emit-net", required_argument, NULL, 'N'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -142,7 +149,7 @@ int main(int argc, char **argv) {
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
   int summary = 0, c;
-  const char *weights_out = NULL;
+  const char *weights_out = NULL, *emit_net_out = NULL;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
@@ -201,6 +208,7 @@ int main(int argc, char **argv) {
     case 'o': model.out = optarg; break;
     case 'T': cx.train_file = optarg; break;
     case 'W': weights_out = optarg; break;
+    case 'N': emit_net_out = optarg; break;
     case 'E': model.emit_cuda = optarg; break;
     case 'A': {
       CgModelTarget t;
@@ -233,7 +241,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "netc: error: --weights-out is for .onnx models; '%s' holds no weights\n", path);
     return EXIT_USAGE;
   }
-  if (overwrites_input(path, model.out, cx.dump_dir, model.emit_cuda)) return EXIT_USAGE;
+  if (overwrites_input(path, model.out, emit_net_out, cx.dump_dir, model.emit_cuda)) return EXIT_USAGE;
   if ((cx.dump_dir && make_output_dir("dump directory", cx.dump_dir)) ||
       (model.emit_cuda && make_output_dir("directory", model.emit_cuda)))
     return EXIT_INPUT;
@@ -250,6 +258,8 @@ int main(int argc, char **argv) {
   /* the forward graph's totals at the size asked for (pipeline_run would resize it too) */
   if (g && cx.image_hw[0] && ir_resize_image(g, cx.image_hw[0], cx.image_hw[1], &d)) g = NULL;
   if (g && summary) summary_print(stdout, g);
+  /* the forward graph, before any pass, as a .net file */
+  if (g && emit_net_out && emit_net_write(emit_net_out, g, &d, path)) g = NULL;
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
   /* the code generation switches of the environment (opts.h), read once */
@@ -262,7 +272,7 @@ int main(int argc, char **argv) {
   model.opts = &opts;
   if (ok && (model.out || model.emit_cuda)) ok = cg_model_write(path, &cx, &model) == 0;
   if (ok && !d.nerrors && !summary && !cx.dump_dir && !cx.print_after && !model.out && !model.emit_cuda &&
-      !weights_out) {
+      !weights_out && !emit_net_out) {
     int npasses, ran = 0;
     pipeline_passes(&npasses);
     for (int i = 0; i < npasses; i++) ran += !(cx.disabled & (1u << i));

@@ -1,6 +1,8 @@
 /* fuzz_roundtrip.h - what the front-end fuzzers (fuzz_frontend.c,
  * fuzz_onnx.c) check of every graph that compiles: its IR text
- * round-trips -- printed, read back, printed again, byte for byte.  A
+ * round-trips -- printed, read back, printed again, byte for byte -- and so
+ * does the graph written as a .net file (netc --emit-net: the text compiles
+ * back to the same IR, or the graph is refused as inexpressible).  A
  * mismatch or a text that does not read back aborts (a finding). */
 #ifndef NETC_FUZZ_ROUNDTRIP_H
 #define NETC_FUZZ_ROUNDTRIP_H
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "compile.h"
+#include "emit_net.h"
 
 static char *fuzz_print_graph(const IrGraph *g, size_t *len) {
   char *buf = NULL;
@@ -36,8 +39,20 @@ static void fuzz_check_roundtrip(Arena *a, const IrGraph *g) {
     fprintf(stderr, "IR round trip differs:\n%s\n---\n%s\n", t1, t2);
     abort();
   }
-  free(t1);
   free(t2);
+  /* written as a .net file and compiled back: the same IR (emit_net_text compares) */
+  static FILE *quiet; /* refusals (what the language cannot say) are no finding */
+  if (!quiet) quiet = fopen("/dev/null", "w");
+  Diag ed;
+  diag_init(&ed, quiet ? quiet : stderr);
+  char *net;
+  size_t nn;
+  if (emit_net_text(g, &ed, "fuzz", "fuzz.net", &net, &nn) == EMIT_NET_DIFFERS) {
+    fprintf(stderr, "the graph written as a .net file does not compile back to its IR:\n%s\n", t1);
+    abort();
+  }
+  free(net);
+  free(t1);
 }
 
 #endif

@@ -302,6 +302,7 @@ int main(int argc, char **argv) {
   check_expr("f(a, k=(3, 1), s=-1)", "f(a, k=tuple(3, 1), s=(-1))");
   check_expr("cast(x, bf16)", "cast(x, dtype2)");
   check_expr("layer1.0.conv1", "layer1.0.conv1");
+  check_expr("layer1.0_relu_Relu.2x", "layer1.0_relu_Relu.2x"); /* a part after '.' may start with a digit */
   check_expr("true && !false", "(true && (!false))");
   check_expr("f(\n  a,\n  b\n)", "f(a, b)");
   check_expr("9223372036854775807", "9223372036854775807");

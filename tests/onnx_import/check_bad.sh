@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_bad.sh NETC MODELS SRCDIR WORKDIR: broken ONNX models (onnx_make.c's
-# bad_*.onnx, a truncated and a non-protobuf file) and wrong --train uses are
-# each refused: exit status 1 (2 for usage errors), no crash, and each
+# bad_*.onnx, a truncated and a non-protobuf file), wrong --train uses and
+# models --emit-net cannot write are each refused: exit status 1 (2 for usage errors), no crash, and each
 # expected message on stderr.  For bad_ops.onnx every problem is listed.
 set -uo pipefail
 netc=$1 models=$2 src=$3 work=$4
@@ -62,6 +62,16 @@ out=$("$netc" --no-loc --print-after=parse "$models/folded.onnx" 2>"$work/folded
 grep -q "warning: 1 convolution has weights named onnx::Conv_\* and the graph has no BatchNormalization" "$work/folded.err" ||
   { echo "folded: no warning"; cat "$work/folded.err"; status=1; }
 grep -q "param @onnx__Conv_5 : f32\[8,3,3,3\]" <<<"$out" || { echo "folded: no param onnx__Conv_5"; status=1; }
+# --emit-net refuses what the language cannot express, naming the node,
+# and writes nothing: an eval-mode export's weights, MatMul's fc.weight_t
+expect emit_folded 1 "folded\.onnx: error: node 0 'conv1_Conv' \(conv2d\): cannot be written as a \.net file: its parameter 'onnx__Conv_5' would be named 'conv1_Conv\.weight'.*eval-mode export" \
+  -- --emit-net="$work/folded.net" "$models/folded.onnx"
+expect emit_matmul 1 "node 21 'fc_MatMul' \(linear\): cannot be written as a \.net file: its parameter 'fc\.weight_t' would be named 'fc_MatMul\.weight'" \
+  -- --emit-net="$work/matmul.net" "$models/small_reshape.onnx"
+for f in folded matmul; do [ ! -e "$work/$f.net" ] || { echo "emit_$f: $work/$f.net written"; status=1; }; done
+cp "$src/small.net" "$work/self.net"
+expect emit_self 2 "is the same file as the input" -- --emit-net="$work/self.net" "$work/self.net"
+cmp -s "$src/small.net" "$work/self.net" || { echo "emit_self: the input was overwritten"; status=1; }
 # the default train section compiles
 "$netc" --summary "$models/small.onnx" >"$work/default.out" 2>&1 || { echo "default train section: netc failed"; cat "$work/default.out"; status=1; }
 exit $status

@@ -5,7 +5,9 @@ weights, the second's fc weight as MatMul's transposed fc.weight_t.  Their
 --weights-out files must hold the IR's names and shapes with the values
 onnx_make wrote (wval; fc.weight_t transposed back), and `netrun infer` must
 give the same logits for: small.net with the first file, small_w.onnx's
-model.so with it, and small_reshape_w.onnx's model.so with the second.
+model.so with it, small_reshape_w.onnx's model.so with the second, and
+small_w.onnx written as a .net file (--emit-net) with the first, its
+parameters loaded by name.
 """
 import json
 import os
@@ -91,19 +93,22 @@ def main():
     run(netc, "--train=" + train, "-o", m1, os.path.join(models, "small_w.onnx"))
     run(netc, "--train=" + train, "-o", m2, os.path.join(models, "small_reshape_w.onnx"))
     logits = []
-    for model, w in ((os.path.join(src, "small.net"), w1), (m1, w1), (m2, w2)):
+    # small_w.onnx written as a .net file: the same weights load by name
+    emitted = os.path.join(work, "small_w.net")
+    run(netc, "--emit-net=" + emitted, os.path.join(models, "small_w.onnx"))
+    for model, w in ((os.path.join(src, "small.net"), w1), (m1, w1), (m2, w2), (emitted, w1)):
         out = os.path.join(work, "out%d.safetensors" % len(logits))
         run(netrun, "infer", model, "--device", "cpu", "--weights", w, "--inputs", inputs, "--out", out)
         o = read_st(out)
         logits.append(o[sorted(o)[0]][2] if "logits" not in o else o["logits"][2])
-    for i in (1, 2):
+    for i in (1, 2, 3):
         d = max(abs(x - y) for x, y in zip(logits[0], logits[i]))
         if len(logits[i]) != len(logits[0]) or not d <= 1e-5:
             print("logits %d differ from small.net's by %g" % (i, d))
             status = 1
     if status == 0:
-        print("%d tensors with onnx_make's values; the same %d logits from small.net, small_w.onnx and "
-              "small_reshape_w.onnx" % (len(a), len(logits[0])))
+        print("%d tensors with onnx_make's values; the same %d logits from small.net, small_w.onnx, "
+              "small_reshape_w.onnx and small_w.onnx written as a .net file" % (len(a), len(logits[0])))
     sys.exit(status)
 
 

@@ -1,0 +1,47 @@
+/* emit_net.h - a forward graph written back out as netc's own language.
+ *
+ * `netc FILE.onnx --emit-net=OUT.net` (and the same for a .net file, as a
+ * normalizer): the forward IR of the parse stage (lower_file's or
+ * onnx_import's graph, before any pass) becomes a .net file with one line
+ * per layer, `LAYER = op(args)` in node order, every layer under its IR
+ * name, so its parameters keep their names (`conv1 = conv2d(...)` makes
+ * @conv1.weight) and weights saved by name load into it.  Loops and blocks
+ * stay unrolled.  Compiling the text gives the same forward IR (values,
+ * names, shapes, ops, attributes, the train section) and so the same
+ * --summary totals; emit_net_text checks that before netc writes the file.
+ *
+ * What the language cannot say is refused, each case reported with the
+ * layer's name and op: an op that has no form in the language (a graph
+ * after autodiff or fuse), parameters not named LAYER.weight, LAYER.bias,
+ * LAYER.running_mean, LAYER.running_var (an eval-mode ONNX export's
+ * onnx__Conv_NNN), a layer name that is no NAME of the language.  An input
+ * or network name that is no identifier (an ONNX input named `input`, a
+ * keyword) is renamed, with a warning "'input' is written as 'input_'":
+ * an input holds no weights. */
+#ifndef NETC_EMIT_NET_H
+#define NETC_EMIT_NET_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+/* Writes g as .net text to f; src names the input in the file's opening
+ * comment.  Returns 0, or -1 after reporting to d everything the language
+ * cannot express (nothing useful is in f then).  Renames are warnings. */
+int emit_net(FILE *f, const IrGraph *g, Diag *d, const char *src);
+
+enum { EMIT_NET_REFUSED = -1, EMIT_NET_DIFFERS = -2 };
+
+/* emit_net into malloc'd text (*text, *len bytes; the caller frees it),
+ * then compiles the text (named path in messages) and compares its forward
+ * IR with g's (ir_print, without locations, the renames applied).  Returns
+ * 0; EMIT_NET_REFUSED after reporting what the language cannot express; or
+ * EMIT_NET_DIFFERS when the text does not give g's IR (a netc bug, reported
+ * with the first line that differs).  *text is NULL unless 0. */
+int emit_net_text(const IrGraph *g, Diag *d, const char *src, const char *path, char **text, size_t *len);
+
+/* emit_net_text, then the text written to path.  0, or -1 after saying why in d. */
+int emit_net_write(const char *path, const IrGraph *g, Diag *d, const char *src);
+
+#endif
