@@ -127,6 +127,8 @@ static int overwrites_input(const char *in, const char *out, const char *net, co
 }
 
 int main(int argc, char **argv) {
+  /* one option a line (clang-format would pack them in two columns) */
+  /* clang-format off */
   static const struct option longopts[] = {
       {"summary", no_argument, NULL, 's'},
       {"dump-ir", required_argument, NULL, 'D'},
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
       {"precision", required_argument, NULL, 'p'},
       {"int8", required_argument, NULL, '8'},
       {"batch", required_argument, NULL, 'b'},
-      {"image-size", required_argument, NULL, 'S'}, /* resize.h */
+      {"image-size", required_argument, NULL, 'S'},
       {"arch", required_argument, NULL, 'A'},
       {"emit-cuda", required_argument, NULL, 'E'},
       {"train", required_argument, NULL, 'T'},
@@ -146,6 +148,7 @@ int main(int argc, char **argv) {
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
+  /* clang-format on */
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
   int summary = 0, c;
