@@ -79,10 +79,24 @@ static NetStatus find_io(const IrGraph *g, int training, NetIo *io) {
   io->lr = input_named(g, "lr");
   io->scale = input_named(g, "loss_scale");
   io->scale_state = -1;
-  if (io->image < 0) return net_fail(NET_ERR_MODEL, "%s: no input called 'image'", which);
+  if (io->image <
+      0) { /* an ONNX model's image input keeps its file's name ("input", "x"): the one batched float input */
+    int found = 0;
+    for (int v = 0; v < g->nval; v++) {
+      const IrValue *x = &g->val[v];
+      if (x->kind != IR_VAL_INPUT || v == io->lr || v == io->scale || is_int_dtype(x->type.dtype) || x->type.rank < 2 ||
+          x->type.dim[0] != IR_DIM_N)
+        continue;
+      io->image = v;
+      found++;
+    }
+    if (found != 1)
+      return net_fail(NET_ERR_MODEL, "%s: no input called 'image'%s", which,
+                      found ? ", and more than one batched float input to take for it" : "");
+  }
   const IrType *t = &g->val[io->image].type;
   if (t->dim[0] != IR_DIM_N || is_int_dtype(t->dtype) || (t->rank != 2 && t->rank != 4))
-    return net_fail(NET_ERR_MODEL, "%s: input 'image' must be a float [N,C,H,W] or [N,F]", which);
+    return net_fail(NET_ERR_MODEL, "%s: input '%s' must be a float [N,C,H,W] or [N,F]", which, g->val[io->image].name);
   io->nhwc = t->layout == IR_LAYOUT_NHWC;
   io->c = t->rank == 4 ? t->dim[io->nhwc ? 3 : 1] : t->dim[1];
   io->h = t->rank == 4 ? t->dim[io->nhwc ? 1 : 2] : 1;
