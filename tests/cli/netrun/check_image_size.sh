@@ -11,8 +11,6 @@ netrun=$1 netc=$2 src=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/../../expect.sh"
 export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # --- resized = declared: the IR after every pass, training and inference ----
 r20=$src/models/resnet20.net

@@ -9,8 +9,6 @@ netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/../../expect.sh"
 export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 m=$src/models/smallcnn.net
 run=(--device cpu --synthetic --batch 16 --train-images 320 --test-images 32)
 expect 0 "test accuracy" "$netrun" train "$m" "${run[@]}" --steps 60 --checkpoint "$work/ck.safetensors"

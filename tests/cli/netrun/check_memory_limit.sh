@@ -10,8 +10,6 @@ netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 . "$(dirname "$0")/../../expect.sh"
 export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 m=$src/models/resnet20.net
 run=(--device cpu --synthetic --steps 1 --train-images 16 --test-images 8)
 

@@ -12,8 +12,6 @@ export NETC_CUDA_DRIVER=/nonexistent/libcuda-netc-test.so.1 # no GPU, as in CI
 export LSAN_OPTIONS=suppressions=$src/tests/cli/plot/lsan.supp   # cairo's font cache (a sanitizer build)
 m=$src/models/smallcnn.net
 run=(--device cpu --synthetic --batch 16 --train-images 320 --test-images 32)
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 step1_loss() { grep -m1 '"step": 1,' "$1" | grep -oE '"loss": [0-9.e+-]+' | grep -oE '[0-9.e+-]+$'; }
 
 # --- train --weights: the run starts from them ------------------------------
