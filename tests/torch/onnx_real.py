@@ -4,12 +4,14 @@ For torchvision's ResNet-50 and ResNeXt-50 (random weights, random running
 statistics, so that every batch norm matters): torch.onnx.export in training
 mode (the TorchScript exporter, opset 17, as docs/onnx.md says), then
   netc FILE.onnx --summary            torchvision's parameter count
+  tests/onnx_import/check_same.sh     the op counts of every pass's IR and the totals
+                                      of the shipped models/MODEL.net (its train section)
   netc FILE.onnx --weights-out W      the file's weights by state_dict name
   netrun infer FILE.onnx --weights W  the logits of 8 random images
 and the logits must equal the eval-mode PyTorch model's on the same images
 (relative L2 error 1e-4 in f32 on each device asked for).
 
-Usage: onnx_real.py --netc NETC --netrun NETRUN [--work DIR] [--device cpu,gpu]
+Usage: onnx_real.py --netc NETC --netrun NETRUN --root SOURCE_DIR [--work DIR] [--device cpu,gpu]
 Exit status: 0 passed, 1 failed, 77 skipped (no torch, torchvision or exporter).
 """
 import argparse
@@ -73,6 +75,17 @@ def check(torch, torchvision, args, arch, devices):
     if not m or int(m.group(1)) != params:
         print(summary)
         raise RuntimeError(f"{arch}: netc counts {m.group(1) if m else '?'} parameters, torchvision {params}")
+    net = os.path.join(args.root, "models", f"{arch}.net")
+    with open(net) as f:
+        src = f.read()
+    m = re.search(r"^train \{.*?^\}", src, re.S | re.M)
+    if not m:
+        raise RuntimeError(f"{net}: no train section")
+    train = os.path.join(args.work, f"{arch}.train")
+    with open(train, "w") as f:
+        f.write(m.group(0) + "\n")
+    sh(["bash", os.path.join(args.root, "tests/onnx_import/check_same.sh"), args.netc, net, onnx_path, train,
+        os.path.join(args.work, f"same_{arch}")])
     weights = os.path.join(args.work, f"{arch}.safetensors")
     sh([args.netc, onnx_path, "--weights-out=" + weights])
     x = torch.randn(BATCH, 3, 224, 224)
@@ -101,6 +114,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--netc", required=True)
     ap.add_argument("--netrun", required=True)
+    ap.add_argument("--root", required=True)
     ap.add_argument("--work")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
