@@ -261,6 +261,9 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
     i++; /* its value is ir_infer's to check */
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
   if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */
+  if (ok && i < n->nattr && n->op == IR_OP_CAST && n->attr[i].key &&
+      (strcmp(n->attr[i].key, "scale") == 0 || strcmp(n->attr[i].key, "axis") == 0))
+    i++; /* an i8 cast's calibrated scale or per-channel axis: ir_infer checks them */
   if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BWD_WEIGHT && n->attr[i].key && strcmp(n->attr[i].key, "hold") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] < 1) report(vf, n->loc, what, "attribute hold must be >= 1");
     i++;
@@ -275,6 +278,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
          n->op == IR_OP_CONV2D_BN_TRAIN     ? ", then y_dtype"
          : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold"
          : dz_op                            ? ", then dz_dtype"
+         : n->op == IR_OP_CAST              ? ", then scale or axis"
                                             : "");
   return 0;
 }

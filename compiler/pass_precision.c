@@ -42,6 +42,7 @@
  * docs/passes/precision.md has the policy table and a whole before/after. */
 #include <string.h>
 
+#include "int8_scales.h"
 #include "pipeline.h"
 
 enum { MAX_OUT = 8 };
@@ -68,6 +69,16 @@ static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BN_STATS ||
          op == IR_OP_CONV2D_BWD_DATA || op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU ||
          op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
+}
+
+/* v is a parameter (a weight), possibly behind relayout and cast nodes. */
+static int from_param(const IrGraph *g, int v) {
+  while (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= 0) {
+    const IrNode *d = &g->node[g->val[v].def];
+    if (d->op != IR_OP_RELAYOUT && d->op != IR_OP_CAST) return 0;
+    v = d->in[0];
+  }
+  return g->val[v].kind == IR_VAL_PARAM;
 }
 
 /* v is a graph input, possibly behind relayout and cast nodes. */
@@ -144,6 +155,7 @@ typedef struct Pr {
   int *ver;    /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
   int dynamic; /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
   int steps;   /* STATE @loss_scale_good_steps in out, or -1 */
+  const IrNode *user; /* the node whose inputs copy_node is casting, or NULL */
 } Pr;
 
 static int oom(Pr *p) {
@@ -192,11 +204,21 @@ static int in_dtype(Pr *p, int v, int to, SrcLoc loc) {
   if (!is_float(from) && from != IR_DT_I8) return p->base[v];
   int *slot = &p->ver[(size_t)v * IR_DT_COUNT + (size_t)to];
   if (*slot >= 0) return *slot;
-  IrAttr *a = arena_alloc(p->out->arena, sizeof *a);
+  IrAttr *a = arena_alloc(p->out->arena, 2 * sizeof *a);
   if (!a) return oom(p);
   *a = (IrAttr){.key = "to", .kind = IR_ATTR_DTYPE, .n = 1, .i = {to}};
+  int na = 1;
+  if (to == IR_DT_I8) { /* a weight per output channel; an activation by its layer's calibrated scale, if any */
+    const IrNode *user = p->user;
+    int weight = from_param(p->g, v);
+    double scale = !weight && user ? int8_scales_find(p->cx->int8_scales, user->name) : 0;
+    if (weight)
+      a[na++] = (IrAttr){.key = "axis", .kind = IR_ATTR_INT, .n = 1, .i = {0}};
+    else if (scale > 0)
+      a[na++] = (IrAttr){.key = "scale", .kind = IR_ATTR_FLOAT, .n = 1, .f = scale};
+  }
   int src = p->base[v];
-  int id = emit(p, IR_OP_CAST, cast_name(p, v, (IrDtype)to), loc, &src, 1, a, 1, 1);
+  int id = emit(p, IR_OP_CAST, cast_name(p, v, (IrDtype)to), loc, &src, 1, a, na, 1);
   if (id < 0) return -1;
   return *slot = p->out->node[id].out[0];
 }
@@ -347,8 +369,10 @@ static int copy_node(Pr *p, int n) {
   IrDtype compute = pass_precision_policy(p->g, n, p->cx);
   int *in = arena_alloc(p->out->arena, sizeof(int) * ((size_t)node->nin + 1));
   if (!in) return oom(p);
+  p->user = node;
   for (int i = 0; i < node->nin; i++)
     if ((in[i] = in_dtype(p, node->in[i], wanted(p, n, i, compute), node->loc)) < 0) return -1;
+  p->user = NULL;
   IrAttr *attr = node->attr; /* attributes are immutable once made: share them */
   int nattr = node->nattr;
   if (weighted && !(attr = with_precision(p, node, compute, &nattr))) return oom(p);

@@ -47,12 +47,20 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
     memmove(dst, src, (size_t)count * sizeof(float));
     return 0;
   }
-  float amax = 0;
-  for (int64_t i = 0; i < count; i++) {
+  for (int64_t i = 0; i < count; i++)
     if (!isfinite(src[i])) return rt_cpu_op_fail(x, n, "cannot quantize a non-finite value to i8");
-    amax = fmaxf(amax, fabsf(src[i]));
+  /* scale=S: calibrated; axis=0: one scale per slice of dimension 0 (a weight's output channels), from its
+   * maximum; else the tensor's maximum (ir_infer.c, infer_cast) */
+  const IrAttr *fixed = ir_attr_find(n, "scale"), *axis = ir_attr_find(n, "axis");
+  const IrType *t = rt_cpu_op_out_type(x, n, 0);
+  int64_t slices = axis && t->rank > 0 && t->dim[0] > 0 ? t->dim[0] : 1, per = slices > 1 ? count / slices : count;
+  for (int64_t k = 0; k < slices; k++) {
+    const float *s = src + k * per;
+    float *d = dst + k * per;
+    float amax = 0;
+    for (int64_t i = 0; i < per && !fixed; i++) amax = fmaxf(amax, fabsf(s[i]));
+    float scale = fixed ? (float)fixed->f : amax > 0 ? amax / 127.0f : 1.0f;
+    for (int64_t i = 0; i < per; i++) d[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(s[i] / scale)));
   }
-  float scale = amax > 0 ? amax / 127.0f : 1.0f;
-  for (int64_t i = 0; i < count; i++) dst[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(src[i] / scale)));
   return 0;
 }
