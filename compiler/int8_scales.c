@@ -48,7 +48,8 @@ int int8_scales_read(Arena *a, Diag *d, const char *path, Int8Scales *out) {
             rc = -1;
             break;
           }
-          if (out->n) memcpy(nl, out->layer, sizeof *nl * (size_t)out->n), memcpy(ns, out->scale, sizeof *ns * (size_t)out->n);
+          if (out->n)
+            memcpy(nl, out->layer, sizeof *nl * (size_t)out->n), memcpy(ns, out->scale, sizeof *ns * (size_t)out->n);
           out->layer = nl, out->scale = ns, cap = nc;
         }
         char *copy = arena_alloc(a, strlen(name) + 1);

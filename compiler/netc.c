@@ -18,6 +18,7 @@
 
 #include "cg_model.h"
 #include "compile.h"
+#include "int8_scales.h"
 #include "emit_net.h"
 #include "opts.h"
 #include "resize.h"
@@ -28,38 +29,40 @@ enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 static void usage(FILE *f) {
   int n;
   const Pass *passes = pipeline_passes(&n);
-  fprintf(f,
-          "usage: netc FILE.net [options]\n"
-          "       netc FILE.onnx [--train TRAIN.net] [options]\n"
-          "\n"
-          "Compiles a network description (or an ONNX model): parses it, derives the IR, runs the passes.\n"
-          "\n"
-          "options:\n"
-          "  --summary            print the layer table, the totals 'params: N', 'macs: N' and the memory plan\n"
-          "  --dump-ir=DIR        write the IR after every pass to DIR/NN-PASS.ir\n"
-          "  --print-after=PASS   print the IR after PASS to stdout\n"
-          "  --no-loc             leave source locations out of IR dumps\n"
-          "  --inference          compile for inference: no backward pass, running statistics\n"
-          "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
-          "  --int8=L1,L2,...     run these layers in int8 (all: every convolution but the first)\n"
-          "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
-          "  --image-size=S|HxW   the image input's height and width (default: as the file declares; the\n"
-          "                       network must take it: a global pool before the classifier)\n"
-          "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
-          "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
-          "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
-          "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
-          "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
-          "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
-          "  --emit-net=FILE      write the forward network as a .net file: one line per layer under its name, so\n"
-          "                       weights saved by name load into it (an ONNX model in the language; docs/onnx.md)\n"
-          "  -fno-PASS            turn a pass off\n"
-          "  -h, --help           show this help\n"
-          "  -V, --version        show the version\n"
-          "\n"
-          "passes, in order:\n"
-          "  %-18s lower the source to the forward IR (always on)\n",
-          "parse");
+  fprintf(
+      f,
+      "usage: netc FILE.net [options]\n"
+      "       netc FILE.onnx [--train TRAIN.net] [options]\n"
+      "\n"
+      "Compiles a network description (or an ONNX model): parses it, derives the IR, runs the passes.\n"
+      "\n"
+      "options:\n"
+      "  --summary            print the layer table, the totals 'params: N', 'macs: N' and the memory plan\n"
+      "  --dump-ir=DIR        write the IR after every pass to DIR/NN-PASS.ir\n"
+      "  --print-after=PASS   print the IR after PASS to stdout\n"
+      "  --no-loc             leave source locations out of IR dumps\n"
+      "  --inference          compile for inference: no backward pass, running statistics\n"
+      "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
+      "  --int8=L1,L2,...     run these layers in int8 (all: every convolution but the first)\n"
+      "  --int8-scales=FILE   their inputs' calibrated scales (`netrun calibrate`; default: each tensor's maximum)\n"
+      "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
+      "  --image-size=S|HxW   the image input's height and width (default: as the file declares; the\n"
+      "                       network must take it: a global pool before the classifier)\n"
+      "  -o FILE              write model.so: both graphs (training and inference), their kernels and cubins\n"
+      "  --arch=sm_NN         GPU architecture of the cubins in -o (default sm_90)\n"
+      "  --emit-cuda=DIR      write each graph's generated CUDA source as DIR/train.cu and DIR/infer.cu\n"
+      "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
+      "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
+      "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
+      "  --emit-net=FILE      write the forward network as a .net file: one line per layer under its name, so\n"
+      "                       weights saved by name load into it (an ONNX model in the language; docs/onnx.md)\n"
+      "  -fno-PASS            turn a pass off\n"
+      "  -h, --help           show this help\n"
+      "  -V, --version        show the version\n"
+      "\n"
+      "passes, in order:\n"
+      "  %-18s lower the source to the forward IR (always on)\n",
+      "parse");
   for (int i = 0; i < n; i++) fprintf(f, "  %-18s %s\n", passes[i].name, passes[i].what);
 }
 
@@ -137,6 +140,7 @@ int main(int argc, char **argv) {
       {"inference", no_argument, NULL, 'I'},
       {"precision", required_argument, NULL, 'p'},
       {"int8", required_argument, NULL, '8'},
+      {"int8-scales", required_argument, NULL, 'Q'},
       {"batch", required_argument, NULL, 'b'},
       {"image-size", required_argument, NULL, 'S'},
       {"arch", required_argument, NULL, 'A'},
@@ -152,7 +156,7 @@ int main(int argc, char **argv) {
   PassCtx cx = {.out = stdout, .precision = IR_DT_F16};
   CgModelOpts model = {0};
   int summary = 0, c;
-  const char *weights_out = NULL, *emit_net_out = NULL;
+  const char *weights_out = NULL, *emit_net_out = NULL, *scales_path = NULL;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
@@ -183,6 +187,7 @@ int main(int argc, char **argv) {
       break;
     }
     case '8': cx.int8_layers = optarg; break;
+    case 'Q': scales_path = optarg; break;
     case 'b': {
       char *end;
       long long b = strtoll(optarg, &end, 10);
@@ -253,6 +258,15 @@ int main(int argc, char **argv) {
   Arena arena;
   arena_init(&arena);
   cx.d = &d;
+  Int8Scales scales;
+  if (scales_path) {
+    if (int8_scales_read(&arena, &d, scales_path, &scales)) {
+      diag_finish(&d);
+      arena_free(&arena);
+      return EXIT_INPUT;
+    }
+    cx.int8_scales = &scales;
+  }
   size_t len = 0;
   char *src = compile_read_file(path, &len, &d);
   IrGraph *g = !src                    ? NULL

@@ -151,10 +151,10 @@ typedef struct Pr {
   const PassCtx *cx;
   Diag *d;
   IrDtype def;
-  int *base;   /* value of g -> its copy in out (dtype as computed there) */
-  int *ver;    /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
-  int dynamic; /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
-  int steps;   /* STATE @loss_scale_good_steps in out, or -1 */
+  int *base;          /* value of g -> its copy in out (dtype as computed there) */
+  int *ver;           /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
+  int dynamic;        /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
+  int steps;          /* STATE @loss_scale_good_steps in out, or -1 */
   const IrNode *user; /* the node whose inputs copy_node is casting, or NULL */
 } Pr;
 

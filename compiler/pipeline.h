@@ -15,16 +15,16 @@ typedef struct PassCtx {
   const char *dump_dir;    /* write NN-name.ir here after each pass, or NULL */
   const char *print_after; /* print the graph to `out` after this pass, or NULL */
   FILE *out;
-  int no_loc;              /* dumps without source locations */
-  unsigned disabled;       /* bit i: pass i turned off */
-  int inference;           /* --inference: no backward, no optimizer */
-  IrDtype precision;       /* --precision: default dtype of the precision policy (IR_DT_F16 unless set) */
-  int precision_set;       /* --precision given: it overrides the train section's `precision` */
-  const char *int8_layers; /* --int8=NAME,NAME: layers to run in i8, or NULL */
+  int no_loc;                           /* dumps without source locations */
+  unsigned disabled;                    /* bit i: pass i turned off */
+  int inference;                        /* --inference: no backward, no optimizer */
+  IrDtype precision;                    /* --precision: default dtype of the precision policy (IR_DT_F16 unless set) */
+  int precision_set;                    /* --precision given: it overrides the train section's `precision` */
+  const char *int8_layers;              /* --int8=NAME,NAME: layers to run in i8, or NULL */
   const struct Int8Scales *int8_scales; /* --int8-scales: calibrated input scales of i8 layers, or NULL */
-  int64_t batch;           /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
-  const char *train_file;  /* --train: the train section of an ONNX model, or NULL (compile.h's default) */
-  int64_t image_hw[2];     /* --image-size: the image input's height and width (0: as the file declares; resize.h) */
+  int64_t batch;          /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
+  const char *train_file; /* --train: the train section of an ONNX model, or NULL (compile.h's default) */
+  int64_t image_hw[2];    /* --image-size: the image input's height and width (0: as the file declares; resize.h) */
 } PassCtx;
 
 typedef IrGraph *(*PassFn)(IrGraph *g, PassCtx *cx);

@@ -74,26 +74,28 @@ const char *net_last_error(void);
 /* --- loading ---------------------------------------------------------- */
 
 typedef struct NetLoadOpts {
-  const char *device;     /* "auto" or NULL: the GPU when a driver and a GPU are present, else the CPU; "cpu"; "gpu" */
-  int gpu;                /* GPU ordinal */
-  int64_t batch;          /* 0: the batch the model was compiled for (a .net file: its train section's) */
-  uint64_t seed;          /* parameter initialization (rt_init) */
-  const char *precision;  /* .net files only: "fp32", "fp16" or "bf16" (NULL: the train section's, else fp16) */
-  const char *cache_dir;  /* NVRTC kernel cache (NULL: $XDG_CACHE_HOME/netc, else ~/.cache/netc) */
-  int tune;               /* GPU: time cuDNN's candidate engines for every convolution once and keep the
+  const char *device;      /* "auto" or NULL: the GPU when a driver and a GPU are present, else the CPU; "cpu"; "gpu" */
+  int gpu;                 /* GPU ordinal */
+  int64_t batch;           /* 0: the batch the model was compiled for (a .net file: its train section's) */
+  uint64_t seed;           /* parameter initialization (rt_init) */
+  const char *precision;   /* .net files only: "fp32", "fp16" or "bf16" (NULL: the train section's, else fp16) */
+  const char *cache_dir;   /* NVRTC kernel cache (NULL: $XDG_CACHE_HOME/netc, else ~/.cache/netc) */
+  int tune;                /* GPU: time cuDNN's candidate engines for every convolution once and keep the
                           * fastest; winners are remembered in cache_dir/cudnn-tune.txt for later loads */
-  int inference_only;     /* no training executor: net_step and net_train fail */
-  int keep_grads;         /* keep every parameter's gradient readable after a step (for net_step_save) */
-  const char *options;    /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
+  int inference_only;      /* no training executor: net_step and net_train fail */
+  int keep_grads;          /* keep every parameter's gradient readable after a step (for net_step_save) */
+  const char *options;     /* switches over the environment's NETC_* ones, "cuda_graph=0,genstats=0" (NULL: none);
                           * docs/runtime_gpu.md lists them.  An unknown name or bad value fails the load */
-  int64_t image_h;        /* .net and .onnx files: the image input's height and width (0: as the file declares; */
-  int64_t image_w;        /* image_w 0: image_h).  A model.so keeps its own (netc --image-size) */
-  double memory_limit;    /* bytes the model's executors may hold together: activations, parameters and state,
+  int64_t image_h;         /* .net and .onnx files: the image input's height and width (0: as the file declares; */
+  int64_t image_w;         /* image_w 0: image_h).  A model.so keeps its own (netc --image-size) */
+  double memory_limit;     /* bytes the model's executors may hold together: activations, parameters and state,
                           * GPU scratch and cuDNN workspace (0: no limit).  A batch whose plan does not fit
                           * fails the load (NET_ERR_DEVICE) naming the largest batch that would */
-  double memory_fraction; /* or this share, in (0, 1], of the device's memory (the machine's for the CPU) */
-  const char *int8;       /* .net and .onnx files: layers to run in i8, "layer4.2.conv3,fc" or "all" (every
+  double memory_fraction;  /* or this share, in (0, 1], of the device's memory (the machine's for the CPU) */
+  const char *int8;        /* .net and .onnx files: layers to run in i8, "layer4.2.conv3,fc" or "all" (every
                            * convolution but the first; netc --int8).  The GPU has no i8 kernels yet */
+  const char *int8_scales; /* with int8: a file of their inputs' calibrated scales (net_calibrate; netc
+                            * --int8-scales), or NULL: each tensor quantized by its own maximum */
 } NetLoadOpts;
 
 /* Loads path (a model.so, or a .net file), builds its executors on the
@@ -208,6 +210,18 @@ NetStatus net_step_save(NetModel *m, const char *path);
  * (running batch-norm statistics), after copying the trained parameters
  * into it. */
 NetStatus net_infer(NetModel *m, const float *images, int64_t n, float *logits);
+
+/* INT8 calibration: runs m's inference graph (m loaded without int8, on
+ * the CPU) on the whole batches among n normalized NCHW images and writes
+ * to path the scale of the input of every layer that `layers` would
+ * quantize, for NetLoadOpts.int8_scales and netc --int8-scales (the file
+ * compiler/int8_scales.h describes; written atomically). */
+typedef struct NetCalibrateOpts {
+  const char *layers; /* as NetLoadOpts.int8 (NULL: "all") */
+  const char *method; /* "percentile" (NULL: the default), "max", "mse" or "entropy" */
+  double percentile;  /* for "percentile": the share of magnitudes kept unclipped (0: 99.99) */
+} NetCalibrateOpts;
+NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCalibrateOpts *o, const char *path);
 
 /* --- the training loop -------------------------------------------------- */
 

@@ -274,6 +274,8 @@ static NetStatus load(NetModel *m, const char *path, const NetLoadOpts *o) {
   if (s) return s;
   m->ordinal = o->gpu;
   if (o->cache_dir && !(m->cache_dir = strdup(o->cache_dir))) return net_fail(NET_ERR_NOMEM, "out of memory");
+  if (!(m->path = strdup(path)) || (o->precision && !(m->precision = strdup(o->precision))))
+    return net_fail(NET_ERR_NOMEM, "out of memory");
   m->tune = o->tune;
   /* every switch: the environment's, then the caller's (opts.h) */
   if (opts_from_env(&m->opts, net_err_buf(), NET_ERRMAX) || opts_parse(&m->opts, o->options, net_err_buf(), NET_ERRMAX))
@@ -346,6 +348,8 @@ void net_free(NetModel *m) {
   free(m->img);
   free(m->lab);
   free(m->cache_dir);
+  free(m->path);
+  free(m->precision);
   free(m);
 }
 

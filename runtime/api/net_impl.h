@@ -47,8 +47,9 @@ struct NetModel {
   IrGraph *gt, *gi; /* training (NULL when inference_only) and inference graphs */
   int gpu, ordinal;
   char *cache_dir;
-  int tune;      /* time cuDNN's candidates (NetLoadOpts.tune) */
-  NetcOpts opts; /* every switch (opts.h): the environment's, then NetLoadOpts.options */
+  char *path, *precision; /* what net_load was given (precision NULL: the default): net_calibrate compiles again */
+  int tune;               /* time cuDNN's candidates (NetLoadOpts.tune) */
+  NetcOpts opts;          /* every switch (opts.h): the environment's, then NetLoadOpts.options */
   int keep_grads;
   int64_t batch;             /* of the training executor (and the inference one) */
   double memory_limit, held; /* bytes the executors may hold together (0: no limit), and what those made hold */

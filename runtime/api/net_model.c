@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "int8_scales.h"
 #include "pipeline.h"
 #include "resize.h"
 #include "rt_file.h"
@@ -46,7 +47,8 @@ static int ends_with(const char *s, const char *tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, const NetLoadOpts *o, Catch *c) {
+static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, const NetLoadOpts *o,
+                            const Int8Scales *scales, Catch *c) {
   PassCtx cx = {.d = &c->d,
                 .out = c->d.out,
                 .inference = inference,
@@ -54,7 +56,8 @@ static IrGraph *compile_one(Arena *a, const char *path, int inference, int preci
                 .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16,
                 .precision_set = precision >= 0,
                 .image_hw = {o->image_h, o->image_w ? o->image_w : o->image_h},
-                .int8_layers = o->int8 && *o->int8 ? o->int8 : NULL};
+                .int8_layers = o->int8 && *o->int8 ? o->int8 : NULL,
+                .int8_scales = scales};
   return compile_file(a, &c->d, path, &cx);
 }
 
@@ -99,8 +102,14 @@ static NetStatus open_net(const char *path, Arena *a, const NetLoadOpts *o, NetG
   close(probe);
   Catch c;
   if (catch_open(&c)) return NET_ERR_NOMEM;
-  if (want_train) out->train = compile_one(a, path, 0, dt, o, &c);
-  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, o, &c);
+  Int8Scales scales;
+  const Int8Scales *sp = o->int8_scales ? &scales : NULL;
+  if (sp && int8_scales_read(a, &c.d, o->int8_scales, &scales)) {
+    catch_close(&c, err, len, "cannot read the int8 scales");
+    return NET_ERR_IO;
+  }
+  if (want_train) out->train = compile_one(a, path, 0, dt, o, sp, &c);
+  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, o, sp, &c);
   int ok = out->infer != NULL;
   catch_close(&c, err, len, "compile failed");
   if (!ok) return NET_ERR_MODEL;
@@ -124,8 +133,8 @@ NetStatus net_model_open(const char *path, Arena *a, const NetLoadOpts *o, NetGr
   const char *precision = o->precision;
   int64_t batch = o->batch;
   int want_train = !o->inference_only;
-  if (o->int8 && *o->int8) {
-    snprintf(err, len, "%s: the int8 layers are chosen when a model.so is compiled (netc --int8)", path);
+  if ((o->int8 && *o->int8) || o->int8_scales) {
+    snprintf(err, len, "%s: the int8 layers and scales are chosen when a model.so is compiled (netc --int8)", path);
     return NET_ERR_ARG;
   }
   if (precision) {

@@ -55,6 +55,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: netrun train MODEL [options]\n"
              "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
              "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
+             "       netrun calibrate MODEL --weights W --inputs B --out SCALES [options]\n"
              "       netrun export MODEL --weights IN --out OUT [options]\n"
              "       netrun bench MODEL [options]\n"
              "       netrun profile MODEL [options]   (netrun profile --help)\n"
@@ -128,6 +129,7 @@ static void usage(FILE *f) {
              "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
              "  --int8 L1,L2|all     a .net or .onnx MODEL's layers to run in int8 (all: every convolution but the\n"
              "                       first; netc --int8; the CPU only for now; train, infer, bench take it too)\n"
+             "  --int8-scales FILE   with --int8: their inputs' calibrated scales (netrun calibrate)\n"
              "  --memory-limit M     at most M GiB (40) or M%% of the device's memory (50%%) for the model's\n"
              "                       activations, parameters, scratch and cuDNN workspace (train, infer, bench too);\n"
              "                       a batch that cannot fit is refused with the largest one that would\n"
@@ -136,6 +138,11 @@ static void usage(FILE *f) {
              "written to OUT as `logits` f32 [N, classes].\n"
              "  --report             with --int8 and a `label` in B: top-1 and top-5 of the int8 model and of\n"
              "                       the same weights without it, their top-1 agreement and logit difference\n"
+             "\n"
+             "calibrate: the int8 scales of MODEL's layers (--int8, default all: every convolution but the first)\n"
+             "from the images in B (`image` f32 [N,C,H,W], whole batches), written to OUT for --int8-scales:\n"
+             "  --method M           percentile (default), max, mse or entropy\n"
+             "  --percentile P       for percentile: the share of magnitudes kept unclipped (default 99.99)\n"
              "\n"
              "export: the weights in IN (a --checkpoint file or a weights file) as a PyTorch state_dict in OUT:\n"
              "exactly the keys of torchvision's model (every parameter and running statistic, f32, filters\n"
@@ -164,13 +171,16 @@ typedef struct Opts {
   int mean_set, std_set;
   int64_t image_hw[2];                  /* --image-size (0: the model's) */
   double memory_limit, memory_fraction; /* --memory-limit: GiB as bytes, or a percentage as a fraction */
-  const char *int8;                     /* --int8 */
+  const char *int8, *int8_scales;       /* --int8, --int8-scales */
   int report;                           /* infer --report */
+  const char *method;                   /* calibrate --method */
+  double percentile;                    /* calibrate --percentile */
 } Opts;
 
 static const char *const DEVICES[] = {"cpu", "gpu", "auto"};
 static const char *const AUGMENTS[] = {"auto", "rrc", "pad_crop", "flip", "none"};
 static const char *const DECODERS[] = {"auto", "gpu", "cpu"};
+static const char *const CALIB_METHODS[] = {"percentile", "max", "mse", "entropy"};
 
 /* Parses argv (argv[0] is the command) with the options `allowed` lists by
  * their short codes.  0, 1 for --help (printed), or an exit status. */
@@ -212,6 +222,9 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"memory-limit", required_argument, NULL, 'm'},
       {"int8", required_argument, NULL, '8'},
       {"report", no_argument, NULL, 'r'},
+      {"method", required_argument, NULL, 'H'},
+      {"percentile", required_argument, NULL, 'E'},
+      {"int8-scales", required_argument, NULL, 'F'},
       {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -245,6 +258,14 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
     }
     case '8': o->int8 = optarg; break;
     case 'r': o->report = 1; break;
+    case 'H':
+      if (netrun_opt_word("--method", optarg, CALIB_METHODS, 4)) return EXIT_USAGE;
+      o->method = optarg;
+      break;
+    case 'E':
+      if (netrun_opt_real("--percentile", optarg, 100, &o->percentile)) return EXIT_USAGE;
+      break;
+    case 'F': o->int8_scales = optarg; break;
     case 'z':
       if (resize_parse(optarg, o->image_hw)) {
         fprintf(stderr, "netrun: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
@@ -356,7 +377,8 @@ static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep
                     .image_w = o->image_hw[1],
                     .memory_limit = o->memory_limit,
                     .memory_fraction = o->memory_fraction,
-                    .int8 = o->int8};
+                    .int8 = o->int8,
+                    .int8_scales = o->int8_scales};
   NetModel *m = NULL;
   if (net_load(o->model, &lo, &m)) fprintf(stderr, "netrun: error: %s\n", net_last_error());
   return m;
@@ -555,7 +577,7 @@ static int cmd_train(int argc, char **argv) {
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
   char **given = argc <= 256 ? copy : argv;
   if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm8", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm8F", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -784,7 +806,7 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 static int cmd_step(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSpnCuzm8", &o);
+  int rc = parse(argc, argv, "DKwiolSpnCuzm8F", &o);
   if (rc) return rc == 1 ? 0 : rc;
   int64_t steps = o.steps > 0 ? o.steps : 1;
   if (!o.weights || !o.inputs || !o.out) {
@@ -862,7 +884,7 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiopzm8r", &o);
+  int rc = parse(argc, argv, "DbKwiopzm8rF", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (!o.weights || !o.inputs || !o.out) {
     fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
@@ -931,6 +953,53 @@ done:
   return status;
 }
 
+/* --- calibrate ---------------------------------------------------------- */
+
+/* The int8 scales of MODEL's layers (--int8, default all) from the images
+ * in B, with the float model on the CPU (net_calibrate). */
+static int cmd_calibrate(int argc, char **argv) {
+  Opts o = {.seed = 1};
+  int rc = parse(argc, argv, "DbKwiopz8HE", &o);
+  if (rc) return rc == 1 ? 0 : rc;
+  if (!o.weights || !o.inputs || !o.out) {
+    fprintf(stderr, "netrun: error: calibrate takes one MODEL and --weights, --inputs and --out\n");
+    return EXIT_USAGE;
+  }
+  if (o.device && strcmp(o.device, "cpu") != 0) {
+    fprintf(stderr, "netrun: error: calibrate runs on the CPU (it reads every layer's input back), not --device %s\n",
+            o.device);
+    return EXIT_USAGE;
+  }
+  if ((rc = check_files(&o, NULL))) return rc;
+  char err[2048];
+  RtStFile *in = NULL;
+  if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
+    fprintf(stderr, "netrun: error: %s\n", err);
+    return EXIT_FAIL;
+  }
+  int64_t n = 0;
+  NetModel *m = NULL;
+  int status = EXIT_FAIL;
+  Opts plain = o;
+  plain.device = "cpu", plain.int8 = NULL;
+  if (read_batch(in, o.inputs, 0, &n, NULL) || !(m = load(&plain, o.batch, 1, 0))) goto done;
+  if (!image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
+  const char *layers = o.int8 ? o.int8 : "all";
+  NetCalibrateOpts co = {.layers = layers, .method = o.method, .percentile = o.percentile};
+  if (net_weights_load(m, o.weights) || net_calibrate(m, rt_st_find(in, "image")->data, n, &co, o.out)) {
+    fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    goto done;
+  }
+  int64_t used = n / net_batch(m) * net_batch(m);
+  printf("netrun: int8 scales of %s's layers (--int8 %s) from %lld images by %s; wrote %s\n", o.model, layers,
+         (long long)used, o.method ? o.method : "percentile", o.out);
+  status = 0;
+done:
+  net_free(m);
+  rt_st_close(in);
+  return status;
+}
+
 /* --- export ------------------------------------------------------------- */
 
 /* IN's weights as a strict PyTorch state_dict in OUT.  num_batches_tracked
@@ -988,7 +1057,7 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIpuzm8", &o);
+  int rc = parse(argc, argv, "DbKnIpuzm8F", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (netrun_opt_range("--steps", o.steps, 1, INT_MAX)) return EXIT_USAGE; /* net_bench counts in int */
   char why[512];
@@ -1031,7 +1100,7 @@ int main(int argc, char **argv) {
     int (*run)(int, char **);
   } CMDS[] = {{"train", cmd_train},       {"step", cmd_step},   {"infer", cmd_infer},
               {"export", cmd_export},     {"bench", cmd_bench}, {"profile", netrun_profile_main},
-              {"plot", netrun_plot_main}, {"info", cmd_info}};
+              {"plot", netrun_plot_main}, {"info", cmd_info},   {"calibrate", cmd_calibrate}};
   for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
     if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);

@@ -68,6 +68,48 @@ for name, k in (("without --int8", 0), ("--int8 all", 1)):
 assert f != q, "int8 gave the f16 logits"
 assert agree >= 48, f"int8 and f16 agree on only {agree} of 64"
 PY
+# calibration: every method's scales for the i8 layers (conv2, conv3: conv1 is precision=f32, fc a linear);
+# no threshold above the largest magnitude, so max's scale is the largest; the IR and the logits use them
+cal=("$netrun" calibrate "$m" --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --batch 16)
+for meth in max percentile mse entropy; do
+  expect 0 "int8 scales of .* from 64 images by $meth; wrote" "${cal[@]}" --method "$meth" --out "$work/$meth.scales"
+done
+python3 - "$work" <<'PY' && ok || bad "calibrate's scale files"
+import sys
+w = sys.argv[1]
+def read(m):
+    rows = [l.split() for l in open(f"{w}/{m}.scales") if l.strip() and not l.startswith("#")]
+    return {a: float(b) for a, b in rows}
+mx = read("max")
+assert sorted(mx) == ["conv2", "conv3"], mx
+for m in ("percentile", "mse", "entropy"):
+    s = read(m)
+    assert sorted(s) == ["conv2", "conv3"], (m, s)
+    for k in s:
+        assert 0 < s[k] <= mx[k] * (1 + 1e-6), (m, k, s[k], mx[k])
+assert "# method max over 64 images" in open(f"{w}/max.scales").read()
+PY
+scale=$(awk '$1 == "conv2" {print $2}' "$work/max.scales")
+netc=$(dirname "$netrun")/netc
+if "$netc" "$m" --inference --int8=all --int8-scales="$work/max.scales" --no-loc --print-after=precision 2>&1 |
+  grep -qE "cast\(%[0-9]+\) \{to=i8 scale=$scale\}"; then ok; else bad "the IR lacks conv2's input cast with scale=$scale"; fi
+out=$("${inf[@]}" --out "$work/i8s.safetensors" --int8 all --int8-scales "$work/mse.scales" --report 2>&1)
+agree=$(sed -n 's/.*top-1 agreement [0-9.]*% (\([0-9]*\) of 64).*/\1/p' <<<"$out")
+if [ -n "$agree" ] && [ "$agree" -ge 48 ] && ! cmp -s "$work/i8s.safetensors" "$work/i8.safetensors"; then ok; else
+  bad "calibrated int8 (mse): agreement '${agree}' of 64, or the logits of the dynamic scales"
+fi
+expect 2 "calibrate runs on the CPU" "${cal[@]}" --out "$work/x.scales" --device gpu
+expect 2 "--method must be" "${cal[@]}" --out "$work/x.scales" --method kl
+expect 2 "--percentile" "${cal[@]}" --out "$work/x.scales" --percentile 101
+expect 1 "fewer than one batch of 128" "$netrun" calibrate "$m" --weights "$work/ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/x.scales" --batch 128
+printf 'conv2 -1\n' >"$work/bad.scales"
+expect 1 "bad.scales:1: layer 'conv2': the scale -1 is not a positive number" "${inf[@]}" --out "$work/x.safetensors" \
+  --int8 all --int8-scales "$work/bad.scales"
+"$netc" "$m" -o "$work/m.so" >/dev/null 2>&1
+expect 1 "int8 layers and scales are chosen when a model.so is compiled" "$netrun" infer "$work/m.so" --device cpu \
+  --weights "$work/ck.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors" \
+  --int8 all --int8-scales "$work/max.scales"
 expect 2 "infer --report compares a model with --int8" "${inf[@]}" --out "$work/x.safetensors" --report
 expect 1 "needs tensors 'image' and 'label'" "$netrun" infer "$m" --device cpu --weights "$work/ck.safetensors" \
   --inputs "$work/batch_unlabelled.safetensors" --out "$work/x.safetensors" --int8 all --report
