@@ -13,9 +13,10 @@
  *   layer1.0.conv1 = conv2d(maxpool_MaxPool, 64, k=1, bias=false)
  *
  * Where the graph repeats, a run of layers under one numbered prefix
- * (layer1.0.conv1 ... layer1.0.relu) becomes a call of a block written once
- * (the blocks section below says when); --emit-net-plain, and a graph that
- * does not repeat, is the lines above only.
+ * (layer1.0.conv1 ... layer1.0.relu) becomes a call of a block written once,
+ * and the calls layer1.0, layer1.1, ... a stage with a loop (the blocks
+ * section below says when); --emit-net-plain, and a graph that does not
+ * repeat, is the lines above only.
  *
  * The train section is rebuilt from the graph's train attributes, in their
  * order (lower.c flattens `optimizer = sgd(lr=0.1, ...)` to optimizer="sgd"
@@ -384,11 +385,13 @@ typedef struct Group {
 
 typedef struct Block {
   const char *name;
-  int ncall, first;   /* calls, and its first group */
-  const char **arg;   /* per integer: its text in the body (a literal, a parameter, `width * 4`) */
-  int *param;         /* per integer: the parameter it reads, -1 when a literal */
-  const char **pname; /* parameters, in order */
-  int *pcol;          /* per parameter: the integer whose column it is */
+  int ncall, first;            /* calls, and its first group */
+  const struct Group *call[7]; /* its first calls (for the comment above it) */
+  int stage;                   /* a stage: its body calls blocks (x and i its only variables) */
+  const char **arg;            /* per integer: its text in the body (a literal, a parameter, `width * 4`) */
+  int *param;                  /* per integer: the parameter it reads, -1 when a literal */
+  const char **pname;          /* parameters, in order */
+  int *pcol;                   /* per parameter: the integer whose column it is */
   int nparam;
 } Block;
 
@@ -411,7 +414,7 @@ static size_t scan_token(const char *s, size_t i, int *is_int) {
   *is_int = 0;
   if (!is_digit(s[i])) return 1;
   size_t j = i;
-  if (i > 0 && (is_word(s[i - 1]) || s[i - 1] == '.')) {
+  if (i > 0 && (is_word(s[i - 1]) || (s[i - 1] == '.' && !(i > 1 && s[i - 2] == '.')))) {
     while (is_word(s[j])) j++;
     return j - i;
   }
@@ -450,8 +453,9 @@ static int body_shape(Arena *a, Group *gr) {
 }
 
 /* The base of a parameter's name, from the argument its integer is: the
- * keyword before it (s= -> stride), or `width` for a positional one. */
-static const char *param_base(const char *body, size_t at) {
+ * keyword before it (s= -> stride, width= -> width), `width` for a
+ * positional one, `n` for a loop's bound. */
+static const char *param_base(Arena *a, const char *body, size_t at) {
   for (size_t i = at; i-- > 0 && body[i] != '\n';) {
     if (body[i] == '(' && i > 0 && is_word(body[i - 1])) return "width";
     if (body[i] == '=') {
@@ -461,8 +465,9 @@ static const char *param_base(const char *body, size_t at) {
       if (len == 1 && body[i] == 's') return "stride";
       if (len == 1 && body[i] == 'p') return "pad";
       if (len == 1 && body[i] == 'd') return "dilation";
-      if (len == 6 && !strncmp(body + i, "groups", 6)) return "groups";
-      return "k";
+      if (len == 1 && body[i] == 'k') return "k";
+      const char *key = len ? arena_strndup(a, body + i, len) : NULL;
+      return key ? key : "n";
     }
   }
   return "n";
@@ -514,9 +519,12 @@ static int block_params(Arena *a, Block *b, Group *grs, int ngr, int bi) {
         b->arg[j] = f == 1 ? b->pname[p] : arena_printf(a, "%s * %" PRId64, b->pname[p], f);
       }
       if (!b->arg[j]) {
-        const char *base = param_base(g0->body, at), *name = base;
+        const char *base = param_base(a, g0->body, at), *name = base;
         for (int k = 2;; k++) {
-          int used = has_word(g0->body, name) || is_keyword(name, strlen(name));
+          /* a stage's body names no variable but x and i (its other words are blocks and keywords) */
+          int used = b->stage ? !strcmp(name, "x") || !strcmp(name, "i") || !strncmp(name, "unit", 4)
+                              : has_word(g0->body, name);
+          used |= is_keyword(name, strlen(name));
           for (int p = 0; p < b->nparam; p++) used |= !strcmp(b->pname[p], name);
           if (!used) break;
           name = arena_printf(a, "%s%d", base, k);
@@ -655,9 +663,105 @@ static int group_make(Emit *e, const int *prod, Group *gr) {
   return gr->body ? body_shape(a, gr) : -1;
 }
 
+/* A stage: calls c[0..n) of blocks, named P.0, P.1, ..., each reading
+ * the last one's value, as one group named P whose body calls them (a
+ * loop for a run of calls of one block with the same arguments):
+ *
+ *   x = unit1(x, width=64, stride=1) as [0]
+ *   for i in 1..3 {
+ *     x = unit2(x, width=64) as [i]
+ *   }
+ *   return x
+ *
+ * 0 when it can be one, -1 when its calls stay as they are. */
+static int stage_make(Emit *e, const Group *c, int n, const Block *b, Group *st) {
+  const IrGraph *g = e->g;
+  Arena *a = e->a;
+  const char *dot = strrchr(c[0].inst, '.');
+  const char *P = arena_strndup(a, c[0].inst, (size_t)(dot - c[0].inst));
+  if (!P || !is_name(P)) return -1;
+  size_t L = strlen(P);
+  for (int v = 0; v < g->nval; v++)
+    if (e->input_name[v] && strcmp(e->input_name[v], P) == 0) return -1;
+  for (int k = 0; k < g->nnode; k++) {
+    const char *nm = g->node[k].name;
+    if ((k < c[0].first || k >= c[n - 1].end) && nm && strncmp(nm, P, L) == 0 && (nm[L] == '.' || !nm[L])) return -1;
+  }
+  char *body = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&body, &len);
+  if (!m) return -1;
+  for (int i = 0; i < n;) {
+    const Block *cb = &b[c[i].blk];
+    int j = i + 1; /* the run of calls with c[i]'s block and arguments */
+    for (; j < n && c[j].blk == c[i].blk; j++) {
+      int same = 1;
+      for (int p = 0; p < cb->nparam; p++) same &= c[j].ints[cb->pcol[p]] == c[i].ints[cb->pcol[p]];
+      if (!same) break;
+    }
+    if (j - i > 1) fprintf(m, "  for i in %d..%d {\n  ", i, j);
+    fprintf(m, "  x = %s(x", cb->name);
+    for (int p = 0; p < cb->nparam; p++) fprintf(m, ", %s=%" PRId64, cb->pname[p], c[i].ints[cb->pcol[p]]);
+    if (j - i > 1)
+      fprintf(m, ") as [i]\n  }\n");
+    else
+      fprintf(m, ") as [%d]\n", i);
+    i = j;
+  }
+  fprintf(m, "  return x\n");
+  if (fclose(m)) {
+    free(body);
+    return -1;
+  }
+  *st = (Group){.first = c[0].first,
+                .end = c[n - 1].end,
+                .inst = P,
+                .x = "x",
+                .ext = c[0].ext,
+                .out = c[n - 1].out,
+                .blk = -1,
+                .body = arena_strdup(a, body)};
+  free(body);
+  return st->body ? body_shape(a, st) : -1;
+}
+
+/* Numbers the blocks of groups gr[0..n) (their bodies' shapes) from *nblk
+ * on, keeping one when keep says so: called twice or more, or (a stage) holding a loop. */
+static int number_blocks(Arena *a, Group *gr, int n, Block *b, int *nblk, int stage) {
+  int from = *nblk;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < i && gr[i].blk < 0; j++)
+      if (gr[j].blk >= 0 && strcmp(gr[j].shape, gr[i].shape) == 0) gr[i].blk = gr[j].blk;
+    if (gr[i].blk < 0) b[*nblk] = (Block){.first = i, .stage = stage}, gr[i].blk = (*nblk)++;
+    Block *bb = &b[gr[i].blk];
+    if (bb->ncall < 7) bb->call[bb->ncall] = &gr[i];
+    bb->ncall++;
+  }
+  int kept = from, *renum = arena_alloc(a, sizeof *renum * (size_t)(*nblk + 1));
+  if (!renum) return -1;
+  for (int i = from; i < *nblk; i++) {
+    int keep = b[i].ncall >= 2 || (stage && strstr(b[i].call[0]->shape, "  for i in "));
+    renum[i] = keep ? kept : -1;
+    if (keep) b[kept++] = b[i];
+  }
+  for (int i = 0; i < n; i++) gr[i].blk = renum[gr[i].blk];
+  *nblk = kept;
+  return 0;
+}
+
+/* 1 when group b, the k-th of the stage whose first is named inst (its
+ * prefix L bytes), follows group a: its nodes next, reading a's value, named PREFIX.k. */
+static int stage_next(const Group *a, const Group *b, const char *inst, size_t L, int k) {
+  char num[24];
+  snprintf(num, sizeof num, "%d", k);
+  return b->blk >= 0 && b->first == a->end && b->ext == a->out && strncmp(b->inst, inst, L) == 0 && b->inst[L] == '.' &&
+         strcmp(b->inst + L + 1, num) == 0;
+}
+
 /* The groups of g (per node: its group, NULL when plain) and the blocks
- * they call: *nblk of them, each called at least twice.  -1: out of memory. */
-static int find_blocks(Emit *e, Group ***group_of, Block **blocks, int *nblk) {
+ * they call: *nblk of them, each called at least twice; with loops, the
+ * stages too (stage_make).  -1: out of memory. */
+static int find_blocks(Emit *e, int loops, Group ***group_of, Block **blocks, int *nblk) {
   const IrGraph *g = e->g;
   Arena *a = e->a;
   *nblk = 0;
@@ -684,37 +788,50 @@ static int find_blocks(Emit *e, Group ***group_of, Block **blocks, int *nblk) {
     k = j;
   }
   /* a block per distinct body, kept when it is called twice or more */
-  for (int i = 0; i < ngr; i++) {
-    for (int j = 0; j < i && grs[i].blk < 0; j++)
-      if (grs[j].blk >= 0 && strcmp(grs[j].shape, grs[i].shape) == 0) grs[i].blk = grs[j].blk;
-    if (grs[i].blk < 0) b[*nblk] = (Block){.first = i}, grs[i].blk = (*nblk)++;
-    b[grs[i].blk].ncall++;
-  }
-  int kept = 0, *renum = arena_alloc(a, sizeof *renum * (size_t)(*nblk + 1));
-  if (!renum) return -1;
-  for (int i = 0; i < *nblk; i++) {
-    renum[i] = b[i].ncall >= 2 ? kept : -1;
-    if (b[i].ncall >= 2) b[kept++] = b[i];
-  }
-  for (int i = 0; i < ngr; i++) grs[i].blk = renum[grs[i].blk];
-  *nblk = kept;
+  if (number_blocks(a, grs, ngr, b, nblk, 0)) return -1;
   int fresh = 0;
-  for (int i = 0; i < kept; i++) {
+  for (int i = 0; i < *nblk; i++) {
     do b[i].name = arena_printf(a, "unit%d", ++fresh);
     while (b[i].name && name_taken(g, (const char *const *)e->input_name, b[i].name));
     if (!b[i].name || block_params(a, &b[i], grs, ngr, i)) return -1;
+  }
+  /* stages: the calls named P.0, P.1, ..., each reading the last one's value */
+  int nst = 0, units = *nblk;
+  Group *st = arena_alloc(a, sizeof *st * (size_t)(ngr + 1));
+  if (!st) return -1;
+  for (int i = 0; loops && i < ngr;) {
+    const char *dot = strrchr(grs[i].inst, '.');
+    if (grs[i].blk < 0 || strcmp(dot, ".0")) {
+      i++;
+      continue;
+    }
+    size_t L = (size_t)(dot - grs[i].inst);
+    int j = i + 1;
+    while (j < ngr && stage_next(&grs[j - 1], &grs[j], grs[i].inst, L, j - i)) j++;
+    if (j - i >= 2 && stage_make(e, &grs[i], j - i, b, &st[nst]) == 0) nst++;
+    i = j;
+  }
+  if (number_blocks(a, st, nst, b, nblk, 1)) return -1;
+  fresh = 0;
+  for (int i = units; i < *nblk; i++) {
+    do b[i].name = arena_printf(a, "stage%d", ++fresh);
+    while (b[i].name && name_taken(g, (const char *const *)e->input_name, b[i].name));
+    if (!b[i].name || block_params(a, &b[i], st, nst, i)) return -1;
   }
   for (int k = 0; k < g->nnode; k++) of[k] = NULL;
   for (int i = 0; i < ngr; i++)
     if (grs[i].blk >= 0)
       for (int k = grs[i].first; k < grs[i].end; k++) of[k] = &grs[i];
+  for (int i = 0; i < nst; i++)
+    if (st[i].blk >= 0)
+      for (int k = st[i].first; k < st[i].end; k++) of[k] = &st[i];
   *group_of = of;
   *blocks = b;
   return 0;
 }
 
-/* g as .net text to f: with blocks where the layers repeat, unless plain. */
-static int emit(FILE *f, const IrGraph *g, Diag *d, const char *src, Arena *a, int plain) {
+/* g as .net text to f: with blocks where the layers repeat (and stages of loops), as flags say. */
+static int emit(FILE *f, const IrGraph *g, Diag *d, const char *src, Arena *a, unsigned flags) {
   Emit e = {.g = g, .d = d, .a = a};
   const char *net_name;
   e.input_name = text_names(a, g, d, &net_name, 0);
@@ -731,7 +848,7 @@ static int emit(FILE *f, const IrGraph *g, Diag *d, const char *src, Arena *a, i
   Group **group_of = NULL;
   Block *blocks = NULL;
   int nblk = 0;
-  if (!plain && find_blocks(&e, &group_of, &blocks, &nblk)) {
+  if (!(flags & EMIT_NET_PLAIN) && find_blocks(&e, !(flags & EMIT_NET_NO_LOOPS), &group_of, &blocks, &nblk)) {
     diag_error(d, (SrcLoc){0}, "out of memory");
     return -1;
   }
@@ -742,17 +859,10 @@ static int emit(FILE *f, const IrGraph *g, Diag *d, const char *src, Arena *a, i
   }
   for (int i = 0; i < nblk; i++) {
     const Block *b = &blocks[i];
-    const Group *g0 = NULL;
-    for (int k = 0; k < g->nnode && !g0; k++)
-      if (group_of[k] && group_of[k]->blk == i) g0 = group_of[k];
-    fprintf(f, "\n# %d calls:", b->ncall);
-    int shown = 0;
-    for (int k = 0; k < g->nnode; k++) {
-      const Group *gr = group_of[k];
-      if (!gr || gr->blk != i || gr->first != k) continue;
-      if (shown++ < 6) fprintf(f, " %s", gr->inst);
-    }
-    fprintf(f, "%s\nblock %s(%s", shown > 6 ? " ..." : "", b->name, g0->x);
+    const Group *g0 = b->call[0];
+    fprintf(f, "\n# %d call%s:", b->ncall, b->ncall > 1 ? "s" : "");
+    for (int k = 0; k < b->ncall && k < 6; k++) fprintf(f, " %s", b->call[k]->inst);
+    fprintf(f, "%s\nblock %s(%s", b->ncall > 6 ? " ..." : "", b->name, g0->x);
     for (int p = 0; p < b->nparam; p++) fprintf(f, ", %s", b->pname[p]);
     fprintf(f, ") {\n");
     body_render(f, b, g0);
@@ -829,7 +939,7 @@ static int emit(FILE *f, const IrGraph *g, Diag *d, const char *src, Arena *a, i
 int emit_net(FILE *f, const IrGraph *g, Diag *d, const char *src, unsigned flags) {
   Arena a;
   arena_init(&a);
-  int rc = emit(f, g, d, src, &a, (flags & EMIT_NET_PLAIN) != 0);
+  int rc = emit(f, g, d, src, &a, flags);
   arena_free(&a);
   return rc;
 }
@@ -917,25 +1027,30 @@ int emit_net_text(const IrGraph *g, Diag *d, const char *src, const char *path, 
   int rc = text_of(g, d, src, EMIT_NET_PLAIN, text, len);
   if (rc) return rc;
   if (!(flags & EMIT_NET_PLAIN)) {
-    /* with blocks, kept when it gives g's IR; its messages go nowhere (plain text is the fallback) */
-    char *msgs = NULL, *bt = NULL;
-    size_t nmsgs = 0, bl = 0;
+    /* with stages and with blocks alone: the shorter of those that give g's
+     * IR; their messages go nowhere (the plain text is the fallback) */
+    char *msgs = NULL;
+    size_t nmsgs = 0;
     FILE *m = open_memstream(&msgs, &nmsgs);
-    if (m) {
+    int ok = 0;
+    for (int pass = 0; m && pass < 2; pass++) {
       Diag q;
       diag_init(&q, m);
-      int ok = text_of(g, &q, src, 0, &bt, &bl) == 0 && (bl != *len || memcmp(bt, *text, bl)) &&
-               same_ir(g, &q, path, bt, bl) == 0;
-      fclose(m);
-      free(msgs);
-      if (ok) {
+      char *bt = NULL;
+      size_t bl = 0;
+      if (text_of(g, &q, src, pass ? EMIT_NET_NO_LOOPS : 0, &bt, &bl) == 0 && (!ok || bl < *len) &&
+          (bl != *len || memcmp(bt, *text, bl)) && same_ir(g, &q, path, bt, bl) == 0) {
         free(*text);
         *text = bt;
         *len = bl;
-        return 0;
+        ok = 1;
+      } else {
+        free(bt);
       }
-      free(bt);
     }
+    if (m) fclose(m);
+    free(msgs);
+    if (ok) return 0;
   }
   rc = same_ir(g, d, path, *text, *len);
   if (rc) {
