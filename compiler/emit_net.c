@@ -370,7 +370,8 @@ static const char **text_names(Arena *a, const IrGraph *g, Diag *d, const char *
  * 64, 1)`, which names the layers as they were (docs/language.md, "Layer
  * names").  An integer that differs between the calls is a parameter (one
  * per distinct column of values; a column that is another's times a
- * constant is written `width * 4`); one they all share stays in the body. */
+ * constant is written `width * 4`); one they all share stays in the body.
+ * Calls named P.0, P.1, ... in a row are then a stage (stage_make). */
 
 typedef struct Group {
   int first, end;    /* its nodes, [first, end) */
@@ -385,13 +386,13 @@ typedef struct Group {
 
 typedef struct Block {
   const char *name;
-  int ncall, first;            /* calls, and its first group */
-  const struct Group *call[7]; /* its first calls (for the comment above it) */
-  int stage;                   /* a stage: its body calls blocks (x and i its only variables) */
-  const char **arg;            /* per integer: its text in the body (a literal, a parameter, `width * 4`) */
-  int *param;                  /* per integer: the parameter it reads, -1 when a literal */
-  const char **pname;          /* parameters, in order */
-  int *pcol;                   /* per parameter: the integer whose column it is */
+  int ncall, first;     /* calls, and its first group */
+  const Group *call[7]; /* its first calls (for the comment above it) */
+  int stage;            /* a stage: its body calls blocks (x and i its only variables) */
+  const char **arg;     /* per integer: its text in the body (a literal, a parameter, `width * 4`) */
+  int *param;           /* per integer: the parameter it reads, -1 when a literal */
+  const char **pname;   /* parameters, in order */
+  int *pcol;            /* per parameter: the integer whose column it is */
   int nparam;
 } Block;
 
@@ -580,32 +581,94 @@ static void body_render(FILE *f, const Block *b, const Group *g0) {
   }
 }
 
-/* 1 when value v is read by a node outside [first, end) or is an output of the graph. */
-static int read_outside(const IrGraph *g, int v, int first, int end) {
-  for (int i = 0; i < g->noutput; i++)
-    if (g->output[i] == v) return 1;
-  for (int k = 0; k < g->nnode; k++) {
-    if (k >= first && k < end) continue;
-    for (int i = 0; i < g->node[k].nin; i++)
-      if (g->node[k].in[i] == v) return 1;
+/* What find_blocks asks of every group, made once: the nodes by name, the
+ * inputs' names, the first and last reader of each value. */
+typedef struct Named {
+  const char *name;
+  int k;
+} Named;
+
+typedef struct Index {
+  Named *byname; /* the named nodes, sorted by name */
+  int nnamed;
+  const char **input; /* the inputs' names in the text */
+  int ninput;
+  int *prod, *first_use, *last_use; /* per value: its node, its first and last reader (an output: nnode) */
+} Index;
+
+static int named_cmp(const void *x, const void *y) {
+  return strcmp(((const Named *)x)->name, ((const Named *)y)->name);
+}
+
+static int index_make(Arena *a, const Emit *e, Index *ix) {
+  const IrGraph *g = e->g;
+  size_t nv = (size_t)g->nval + 1;
+  ix->byname = arena_alloc(a, sizeof *ix->byname * ((size_t)g->nnode + 1));
+  ix->input = arena_alloc(a, sizeof *ix->input * nv);
+  ix->prod = arena_alloc(a, sizeof(int) * nv);
+  ix->first_use = arena_alloc(a, sizeof(int) * nv);
+  ix->last_use = arena_alloc(a, sizeof(int) * nv);
+  if (!ix->byname || !ix->input || !ix->prod || !ix->first_use || !ix->last_use) return -1;
+  ix->nnamed = ix->ninput = 0;
+  for (int v = 0; v < g->nval; v++) {
+    ix->prod[v] = ix->first_use[v] = ix->last_use[v] = -1;
+    if (e->input_name[v]) ix->input[ix->ninput++] = e->input_name[v];
   }
+  for (int k = 0; k < g->nnode; k++) {
+    const IrNode *n = &g->node[k];
+    if (n->name) ix->byname[ix->nnamed++] = (Named){n->name, k};
+    for (int i = 0; i < n->nout; i++) ix->prod[n->out[i]] = k;
+    for (int i = 0; i < n->nin; i++) {
+      int v = n->in[i];
+      if (ix->first_use[v] < 0) ix->first_use[v] = k;
+      ix->last_use[v] = k;
+    }
+  }
+  for (int i = 0; i < g->noutput; i++) {
+    int v = g->output[i];
+    if (ix->first_use[v] < 0) ix->first_use[v] = g->nnode;
+    ix->last_use[v] = g->nnode;
+  }
+  qsort(ix->byname, (size_t)ix->nnamed, sizeof *ix->byname, named_cmp);
   return 0;
+}
+
+/* 1 when value v is read by a node outside [first, end) or is an output of the graph. */
+static int read_outside(const Index *ix, int v, int first, int end) {
+  return ix->first_use[v] >= 0 && (ix->first_use[v] < first || ix->last_use[v] >= end);
+}
+
+/* 1 when name P is free for a call of the nodes [first, end): no input is
+ * called P, and every layer named P or P.* is one of them. */
+static int name_free(const Index *ix, const char *P, int first, int end) {
+  for (int i = 0; i < ix->ninput; i++)
+    if (strcmp(ix->input[i], P) == 0) return 0;
+  size_t L = strlen(P);
+  int lo = 0, hi = ix->nnamed; /* the first name >= P; those starting with P follow it */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (strcmp(ix->byname[mid].name, P) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (int i = lo; i < ix->nnamed && strncmp(ix->byname[i].name, P, L) == 0; i++) {
+    const char *nm = ix->byname[i].name;
+    int k = ix->byname[i].k;
+    if ((nm[L] == '.' || !nm[L]) && (k < first || k >= end)) return 0;
+  }
+  return 1;
 }
 
 /* Checks the group [first, end) named inst and writes its body; 0 when it
  * can be a block call, -1 when it stays plain. */
-static int group_make(Emit *e, const int *prod, Group *gr) {
+static int group_make(Emit *e, const Index *ix, Group *gr) {
   const IrGraph *g = e->g;
   Arena *a = e->a;
+  const int *prod = ix->prod;
   size_t L = strlen(gr->inst);
-  if (!is_name(gr->inst)) return -1;
-  for (int v = 0; v < g->nval; v++)
-    if (e->input_name[v] && strcmp(e->input_name[v], gr->inst) == 0) return -1;
   /* no other layer under this name: the call names them all */
-  for (int k = 0; k < g->nnode; k++) {
-    const char *nm = g->node[k].name;
-    if ((k < gr->first || k >= gr->end) && nm && strncmp(nm, gr->inst, L) == 0 && (nm[L] == '.' || !nm[L])) return -1;
-  }
+  if (!is_name(gr->inst) || !name_free(ix, gr->inst, gr->first, gr->end)) return -1;
   gr->ext = gr->out = -1;
   for (int k = gr->first; k < gr->end; k++) {
     const IrNode *n = &g->node[k];
@@ -618,7 +681,7 @@ static int group_make(Emit *e, const int *prod, Group *gr) {
       if (gr->ext >= 0 && gr->ext != v) return -1; /* a second value from outside */
       gr->ext = v;
     }
-    if (read_outside(g, n->out[0], gr->first, gr->end)) {
+    if (read_outside(ix, n->out[0], gr->first, gr->end)) {
       if (gr->out >= 0) return -1;
       gr->out = n->out[0];
     }
@@ -674,19 +737,11 @@ static int group_make(Emit *e, const int *prod, Group *gr) {
  *   return x
  *
  * 0 when it can be one, -1 when its calls stay as they are. */
-static int stage_make(Emit *e, const Group *c, int n, const Block *b, Group *st) {
-  const IrGraph *g = e->g;
+static int stage_make(Emit *e, const Index *ix, const Group *c, int n, const Block *b, Group *st) {
   Arena *a = e->a;
   const char *dot = strrchr(c[0].inst, '.');
   const char *P = arena_strndup(a, c[0].inst, (size_t)(dot - c[0].inst));
-  if (!P || !is_name(P)) return -1;
-  size_t L = strlen(P);
-  for (int v = 0; v < g->nval; v++)
-    if (e->input_name[v] && strcmp(e->input_name[v], P) == 0) return -1;
-  for (int k = 0; k < g->nnode; k++) {
-    const char *nm = g->node[k].name;
-    if ((k < c[0].first || k >= c[n - 1].end) && nm && strncmp(nm, P, L) == 0 && (nm[L] == '.' || !nm[L])) return -1;
-  }
+  if (!P || !is_name(P) || !name_free(ix, P, c[0].first, c[n - 1].end)) return -1;
   char *body = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&body, &len);
@@ -765,14 +820,11 @@ static int find_blocks(Emit *e, int loops, Group ***group_of, Block **blocks, in
   const IrGraph *g = e->g;
   Arena *a = e->a;
   *nblk = 0;
-  int *prod = arena_alloc(a, sizeof *prod * (size_t)(g->nval + 1));
+  Index ix;
   Group *grs = arena_alloc(a, sizeof *grs * (size_t)(g->nnode + 1));
   Group **of = arena_alloc(a, sizeof *of * (size_t)(g->nnode + 1));
   Block *b = arena_alloc(a, sizeof *b * (size_t)(g->nnode + 1));
-  if (!prod || !grs || !of || !b) return -1;
-  for (int v = 0; v < g->nval; v++) prod[v] = -1;
-  for (int k = 0; k < g->nnode; k++)
-    for (int i = 0; i < g->node[k].nout; i++) prod[g->node[k].out[i]] = k;
+  if (!grs || !of || !b || index_make(a, e, &ix)) return -1;
   int ngr = 0;
   for (int k = 0; k < g->nnode;) {
     const char *nm = g->node[k].name;
@@ -783,7 +835,7 @@ static int find_blocks(Emit *e, int loops, Group ***group_of, Block **blocks, in
       Group *gr = &grs[ngr];
       *gr = (Group){.first = k, .end = j, .inst = arena_strndup(a, nm, L), .blk = -1};
       if (!gr->inst) return -1;
-      if (group_make(e, prod, gr) == 0) ngr++;
+      if (group_make(e, &ix, gr) == 0) ngr++;
     }
     k = j;
   }
@@ -808,7 +860,7 @@ static int find_blocks(Emit *e, int loops, Group ***group_of, Block **blocks, in
     size_t L = (size_t)(dot - grs[i].inst);
     int j = i + 1;
     while (j < ngr && stage_next(&grs[j - 1], &grs[j], grs[i].inst, L, j - i)) j++;
-    if (j - i >= 2 && stage_make(e, &grs[i], j - i, b, &st[nst]) == 0) nst++;
+    if (j - i >= 2 && stage_make(e, &ix, &grs[i], j - i, b, &st[nst]) == 0) nst++;
     i = j;
   }
   if (number_blocks(a, st, nst, b, nblk, 1)) return -1;
