@@ -54,8 +54,11 @@ static void usage(FILE *f) {
       "  --train=FILE         an ONNX model's train section (a file holding `train { ... }`; default: batch 64,\n"
       "                       sgd(lr=0.1, momentum=0.9, weight_decay=0.0001); docs/onnx.md)\n"
       "  --weights-out=FILE   an ONNX model's initializers as a safetensors file of its parameters and state\n"
-      "  --emit-net=FILE      write the forward network as a .net file: one line per layer under its name, so\n"
-      "                       weights saved by name load into it (an ONNX model in the language; docs/onnx.md)\n"
+      "  --emit-net=FILE      write the forward network as a .net file, every layer under its name, so weights\n"
+      "                       saved by name load into it (an ONNX model in the language; docs/onnx.md): a block\n"
+      "                       for layers that repeat (layer1.0.*, layer1.1.*, ...), a loop of its calls\n"
+      "                       (layer1 = stage1(...)), one line for each other layer\n"
+      "  --emit-net-plain=FILE  the same, one line per layer (no blocks)\n"
       "  -fno-PASS            turn a pass off\n"
       "  -h, --help           show this help\n"
       "  -V, --version        show the version\n"
@@ -148,6 +151,7 @@ int main(int argc, char **argv) {
       {"train", required_argument, NULL, 'T'},
       {"weights-out", required_argument, NULL, 'W'},
       {"emit-net", required_argument, NULL, 'N'},
+      {"emit-net-plain", required_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -157,6 +161,7 @@ int main(int argc, char **argv) {
   CgModelOpts model = {0};
   int summary = 0, c;
   const char *weights_out = NULL, *emit_net_out = NULL, *scales_path = NULL;
+  unsigned emit_net_flags = 0;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
     switch (c) {
@@ -216,7 +221,8 @@ int main(int argc, char **argv) {
     case 'o': model.out = optarg; break;
     case 'T': cx.train_file = optarg; break;
     case 'W': weights_out = optarg; break;
-    case 'N': emit_net_out = optarg; break;
+    case 'N': emit_net_out = optarg, emit_net_flags = 0; break;
+    case 'n': emit_net_out = optarg, emit_net_flags = EMIT_NET_PLAIN; break;
     case 'E': model.emit_cuda = optarg; break;
     case 'A': {
       CgModelTarget t;
@@ -276,7 +282,7 @@ int main(int argc, char **argv) {
   if (g && cx.image_hw[0] && ir_resize_image(g, cx.image_hw[0], cx.image_hw[1], &d)) g = NULL;
   if (g && summary) summary_print(stdout, g);
   /* the forward graph, before any pass, as a .net file */
-  if (g && emit_net_out && emit_net_write(emit_net_out, g, &d, path)) g = NULL;
+  if (g && emit_net_out && emit_net_write(emit_net_out, g, &d, path, emit_net_flags)) g = NULL;
   int ok = g && pipeline_run(&g, &cx) == 0;
   if (ok && summary) summary_print_memory(stdout, g);
   /* the code generation switches of the environment (opts.h), read once */

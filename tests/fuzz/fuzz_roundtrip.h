@@ -47,7 +47,7 @@ static void fuzz_check_roundtrip(Arena *a, const IrGraph *g) {
   diag_init(&ed, quiet ? quiet : stderr);
   char *net;
   size_t nn;
-  if (emit_net_text(g, &ed, "fuzz", "fuzz.net", &net, &nn) == EMIT_NET_DIFFERS) {
+  if (emit_net_text(g, &ed, "fuzz", "fuzz.net", 0, &net, &nn) == EMIT_NET_DIFFERS) {
     fprintf(stderr, "the graph written as a .net file does not compile back to its IR:\n%s\n", t1);
     abort();
   }

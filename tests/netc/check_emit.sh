@@ -7,6 +7,10 @@
 # network renamed with a warning ("input 'input' is written as 'input_'")
 # are renamed in MODEL's dump before comparing.  Writing OUT.net out again
 # gives the same text (but for its first comment line, naming the source).
+# --emit-net-plain (one line per layer) gives the same IR too.  With
+# EMIT_BLOCKS=yes OUT.net must call blocks (a `block ` line), with
+# EMIT_BLOCKS=half and be at most half as long as the plain text; with
+# EMIT_BLOCKS=no it must have no block.
 set -uo pipefail
 netc=$1 model=$2 work=$3
 shift 3
@@ -51,6 +55,25 @@ if [ -f "$work/again.net" ] && ! diff <(tail -n +2 "$out") <(tail -n +2 "$work/a
   head -n 20 "$work/again.diff"
   status=1
 fi
+# the plain form: the same IR, and the blocks (or none) as EMIT_BLOCKS says
+plain=$work/plain.net
+if "$netc" "$@" --emit-net-plain="$plain" "$model" 2>/dev/null; then
+  "$netc" --no-loc --print-after=parse "$plain" >"$work/plain.ir" 2>/dev/null || true
+  diff -q "$work/source.ir" "$work/plain.ir" >/dev/null || { echo "$plain does not give the forward IR"; status=1; }
+  grep -q '^block ' "$plain" && { echo "$plain has a block"; status=1; }
+else
+  echo "netc --emit-net-plain failed on $model"
+  status=1
+fi
+lines=$(wc -l <"$out") plain_lines=$(wc -l <"$plain" 2>/dev/null || echo 0)
+case ${EMIT_BLOCKS:-} in
+yes | half)
+  grep -q '^block ' "$out" || { echo "$out has no block"; status=1; }
+  [ "$EMIT_BLOCKS" = yes ] || [ $((2 * lines)) -le "$plain_lines" ] ||
+    { echo "$out has $lines lines, more than half of the plain $plain_lines"; status=1; }
+  ;;
+no) grep -q '^block ' "$out" && { echo "$out has a block: it should be plain"; status=1; } ;;
+esac
 nparam=$(grep -cE '^  (param|state) ' "$work/emitted.ir")
-[ $status -eq 0 ] && echo "$model -> $out: the same forward IR ($(grep -cE '^  %' "$work/emitted.ir") ops, $nparam parameters and state by name; $(tr '\n' ' ' <<<"$a"))"
+[ $status -eq 0 ] && echo "$model -> $out: the same forward IR ($(grep -cE '^  %' "$work/emitted.ir") ops, $nparam parameters and state by name; $(tr '\n' ' ' <<<"$a"); $(grep -c '^block ' "$out") blocks, $lines lines, plain $plain_lines)"
 exit $status
