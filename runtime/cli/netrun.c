@@ -804,23 +804,31 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
   return same;
 }
 
-static int cmd_step(int argc, char **argv) {
-  Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DKwiolSpnCuzm8F", &o);
+/* A command on one batch file: parses argv with `allowed`, which must give
+ * --weights, --inputs and --out, checks the files and opens the inputs.
+ * -1 to go on with *in open, else the exit status to return. */
+static int batch_command(int argc, char **argv, const char *allowed, Opts *o, RtStFile **in) {
+  int rc = parse(argc, argv, allowed, o);
   if (rc) return rc == 1 ? 0 : rc;
-  int64_t steps = o.steps > 0 ? o.steps : 1;
-  if (!o.weights || !o.inputs || !o.out) {
-    fprintf(stderr, "netrun: error: step takes one MODEL and --weights, --inputs and --out\n");
-    usage(stderr);
+  if (!o->weights || !o->inputs || !o->out) {
+    fprintf(stderr, "netrun: error: %s takes one MODEL and --weights, --inputs and --out\n", argv[0]);
     return EXIT_USAGE;
   }
-  if ((rc = check_files(&o, NULL))) return rc;
+  if ((rc = check_files(o, NULL))) return rc;
   char err[2048];
-  RtStFile *in = NULL;
-  if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
+  if (rt_st_open(o->inputs, in, err, sizeof err) != RT_ST_OK) {
     fprintf(stderr, "netrun: error: %s\n", err);
     return EXIT_FAIL;
   }
+  return -1;
+}
+
+static int cmd_step(int argc, char **argv) {
+  Opts o = {.seed = 1};
+  RtStFile *in = NULL;
+  int rc = batch_command(argc, argv, "DKwiolSpnCuzm8F", &o, &in);
+  if (rc >= 0) return rc;
+  int64_t steps = o.steps > 0 ? o.steps : 1;
   int64_t n = 0, *labels = NULL;
   NetModel *m = NULL;
   int status = EXIT_FAIL;
@@ -884,22 +892,13 @@ done:
 
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiopzm8rF", &o);
-  if (rc) return rc == 1 ? 0 : rc;
-  if (!o.weights || !o.inputs || !o.out) {
-    fprintf(stderr, "netrun: error: infer takes one MODEL and --weights, --inputs and --out\n");
-    return EXIT_USAGE;
-  }
+  RtStFile *in = NULL;
+  int rc = batch_command(argc, argv, "DbKwiopzm8rF", &o, &in);
+  if (rc >= 0) return rc;
   if (o.report && !(o.int8 && *o.int8)) {
     fprintf(stderr, "netrun: error: infer --report compares a model with --int8 LAYERS against the same without\n");
+    rt_st_close(in);
     return EXIT_USAGE;
-  }
-  if ((rc = check_files(&o, NULL))) return rc;
-  char err[2048];
-  RtStFile *in = NULL;
-  if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
-    fprintf(stderr, "netrun: error: %s\n", err);
-    return EXIT_FAIL;
   }
   int64_t n = 0, *labels = NULL;
   NetModel *m = NULL, *ref = NULL;
@@ -959,23 +958,14 @@ done:
  * in B, with the float model on the CPU (net_calibrate). */
 static int cmd_calibrate(int argc, char **argv) {
   Opts o = {.seed = 1};
-  int rc = parse(argc, argv, "DbKwiopz8HE", &o);
-  if (rc) return rc == 1 ? 0 : rc;
-  if (!o.weights || !o.inputs || !o.out) {
-    fprintf(stderr, "netrun: error: calibrate takes one MODEL and --weights, --inputs and --out\n");
-    return EXIT_USAGE;
-  }
+  RtStFile *in = NULL;
+  int rc = batch_command(argc, argv, "DbKwiopz8HE", &o, &in);
+  if (rc >= 0) return rc;
   if (o.device && strcmp(o.device, "cpu") != 0) {
     fprintf(stderr, "netrun: error: calibrate runs on the CPU (it reads every layer's input back), not --device %s\n",
             o.device);
+    rt_st_close(in);
     return EXIT_USAGE;
-  }
-  if ((rc = check_files(&o, NULL))) return rc;
-  char err[2048];
-  RtStFile *in = NULL;
-  if (rt_st_open(o.inputs, &in, err, sizeof err) != RT_ST_OK) {
-    fprintf(stderr, "netrun: error: %s\n", err);
-    return EXIT_FAIL;
   }
   int64_t n = 0;
   NetModel *m = NULL;
