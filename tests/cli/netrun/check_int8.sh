@@ -98,6 +98,11 @@ agree=$(sed -n 's/.*top-1 agreement [0-9.]*% (\([0-9]*\) of 64).*/\1/p' <<<"$out
 if [ -n "$agree" ] && [ "$agree" -ge 48 ] && ! cmp -s "$work/i8s.safetensors" "$work/i8.safetensors"; then ok; else
   bad "calibrated int8 (mse): agreement '${agree}' of 64, or the logits of the dynamic scales"
 fi
+# a model.so compiled with the scales carries them: the same logits as the .net with --int8-scales
+"$netc" "$m" --int8=all --int8-scales="$work/mse.scales" -o "$work/q.so" >/dev/null 2>&1
+expect 0 "logits of 64 images" "$netrun" infer "$work/q.so" --device cpu --weights "$work/ck.safetensors" \
+  --inputs "$work/batch.safetensors" --out "$work/q.safetensors"
+cmp -s "$work/q.safetensors" "$work/i8s.safetensors" && ok || bad "the model.so's embedded scales give other logits"
 expect 2 "calibrate runs on the CPU" "${cal[@]}" --out "$work/x.scales" --device gpu
 expect 2 "--method must be" "${cal[@]}" --out "$work/x.scales" --method kl
 expect 2 "--percentile" "${cal[@]}" --out "$work/x.scales" --percentile 101
