@@ -90,9 +90,8 @@ int rt_file_check_writable(const char *path, int replace, char *err, size_t errl
     /* a symlink's target is what the atomic writer replaces: its directory is the one to write */
     real = realpath(path, NULL);
   }
-  const char *p = real ? real : path;
-  const char *slash = strrchr(p, '/');
-  char *dir = slash ? strndup(p, slash == p ? 1 : (size_t)(slash - p)) : strdup(".");
+  const char *base;
+  char *dir = dir_of(real ? real : path, &base);
   free(real);
   if (!dir) return rt_errf(err, errlen, "%s: out of memory", path);
   int rc = 0;
