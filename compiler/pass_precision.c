@@ -71,25 +71,22 @@ static int is_conv(IrOp op) {
          op == IR_OP_CONV2D_BWD_DATA_BN_RELU;
 }
 
-/* v is a parameter (a weight), possibly behind relayout and cast nodes. */
-static int from_param(const IrGraph *g, int v) {
+/* The kind of the value v stands for behind relayout and cast nodes (an
+ * activation of any other node: IR_VAL_ACT). */
+static IrValueKind source_kind(const IrGraph *g, int v) {
   while (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= 0) {
     const IrNode *d = &g->node[g->val[v].def];
-    if (d->op != IR_OP_RELAYOUT && d->op != IR_OP_CAST) return 0;
+    if (d->op != IR_OP_RELAYOUT && d->op != IR_OP_CAST) return IR_VAL_ACT;
     v = d->in[0];
   }
-  return g->val[v].kind == IR_VAL_PARAM;
+  return g->val[v].kind;
 }
 
+/* v is a parameter (a weight), possibly behind relayout and cast nodes. */
+static int from_param(const IrGraph *g, int v) { return source_kind(g, v) == IR_VAL_PARAM; }
+
 /* v is a graph input, possibly behind relayout and cast nodes. */
-static int from_input(const IrGraph *g, int v) {
-  while (g->val[v].kind == IR_VAL_ACT && g->val[v].def >= 0) {
-    const IrNode *d = &g->node[g->val[v].def];
-    if (d->op != IR_OP_RELAYOUT && d->op != IR_OP_CAST) return 0;
-    v = d->in[0];
-  }
-  return g->val[v].kind == IR_VAL_INPUT;
-}
+static int from_input(const IrGraph *g, int v) { return source_kind(g, v) == IR_VAL_INPUT; }
 
 /* The forward layer a node belongs to: its name without autodiff's suffix. */
 static int layer_is(const char *name, const char *layer, size_t len) {
