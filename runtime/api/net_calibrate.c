@@ -2,8 +2,8 @@
  *
  * The float model's inference graph runs on the calibration images a batch
  * at a time, on the CPU executor, which keeps every value after a run; the
- * input of every layer that --int8=LAYERS would quantize (the precision
- * pass's own policy decides which) is read back and its magnitudes added
+ * input of every layer that --int8=LAYERS would quantize (those whose
+ * input the model compiled with --int8=LAYERS casts to i8) is read back and its magnitudes added
  * to a histogram.  The histogram has HIST_BINS bins over [0, top]; when a
  * batch holds a larger magnitude, top doubles (bins merge in pairs) until
  * it fits, so one pass over the data suffices.  From each histogram the
@@ -27,7 +27,6 @@
 #include "int8_scales.h"
 #include "net_impl.h"
 #include "net_model.h"
-#include "pipeline.h"
 
 enum { HIST_BINS = 2048, LEVELS = 128 };
 
@@ -90,13 +89,10 @@ static double by_mse(const Hist *h) {
   return best;
 }
 
-/* KL(P || Q) of the first i bins (P: the counts, the rest added to bin i-1;
- * Q: P merged into LEVELS - 1 levels and spread back over the nonzero bins
- * of each level). */
-static double kl_at(const Hist *h, int i, double *p, double *q) {
-  double outliers = 0;
-  for (int b = 0; b < HIST_BINS; b++)
-    if (b >= i) outliers += h->count[b];
+/* KL(P || Q) of the first i bins (P: the counts, the `outliers` counted in
+ * bins i and above added to bin i-1; Q: the counts merged into LEVELS - 1
+ * levels and spread back over the nonzero bins of each level). */
+static double kl_at(const Hist *h, int i, double outliers, double *p, double *q) {
   memcpy(p, h->count, sizeof(double) * (size_t)i);
   p[i - 1] += outliers;
   int levels = LEVELS - 1;
@@ -124,8 +120,11 @@ static double by_entropy(const Hist *h) {
   int best = HIST_BINS;
   int last = HIST_BINS; /* only thresholds below the largest magnitude's bin */
   while (last > LEVELS && h->count[last - 1] == 0) last--;
+  double outliers = 0; /* the counts of bins LEVELS and above, less those below i as i grows */
+  for (int b = LEVELS; b < HIST_BINS; b++) outliers += h->count[b];
   for (int i = LEVELS; i <= last; i++) {
-    double kl = kl_at(h, i, p, q);
+    if (i > LEVELS) outliers -= h->count[i - 1];
+    double kl = kl_at(h, i, outliers, p, q);
     if (kl < best_kl) best_kl = kl, best = i;
   }
   return fmin(best * bin_width(h), h->max);
