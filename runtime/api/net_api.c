@@ -79,8 +79,8 @@ static NetStatus find_io(const IrGraph *g, int training, NetIo *io) {
   io->lr = input_named(g, "lr");
   io->scale = input_named(g, "loss_scale");
   io->scale_state = -1;
-  if (io->image <
-      0) { /* an ONNX model's image input keeps its file's name ("input", "x"): the one batched float input */
+  /* an ONNX model's image input keeps its file's name ("input", "x"): the one batched float input */
+  if (io->image < 0) {
     int found = 0;
     for (int v = 0; v < g->nval; v++) {
       const IrValue *x = &g->val[v];
