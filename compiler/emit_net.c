@@ -140,13 +140,17 @@ static int check_param(Emit *e, const IrNode *n, int k, int in, IrValueKind kind
   const IrValue *v = &e->g->val[n->in[in]];
   const char *want = arena_printf(e->a, "%s.%s", n->name ? n->name : "", suffix);
   if (v->kind == kind && v->name && want && strcmp(v->name, want) == 0) return 0;
-  int folded = v->name && strncmp(v->name, "onnx__", 6) == 0;
-  const char *msg =
-      arena_printf(e->a, "its %s '%s' would be named '%s' (the language names it LAYER.%s)%s",
-                   kind == IR_VAL_STATE ? "state" : "parameter", v->name ? v->name : "?", want ? want : "?", suffix,
-                   folded ? "; onnx__* weights come from an eval-mode export: export in training "
-                            "mode (docs/onnx.md)"
-                          : "");
+  /* what batch norms folded into convolutions leave (onnx_import.c) */
+  size_t len = v->name ? strlen(v->name) : 0;
+  const char *why = v->name && strncmp(v->name, "onnx__", 6) == 0
+                        ? "; onnx__* weights come from an eval-mode export: export in training mode (docs/onnx.md)"
+                    : len > 12 && strcmp(v->name + len - 12, ".weight_bias") == 0
+                        ? "; a WEIGHT_bias bias is a batch norm the dynamo exporter folded in: export with "
+                          "dynamo=False in training mode (docs/onnx.md)"
+                        : "";
+  const char *msg = arena_printf(e->a, "its %s '%s' would be named '%s' (the language names it LAYER.%s)%s",
+                                 kind == IR_VAL_STATE ? "state" : "parameter", v->name ? v->name : "?",
+                                 want ? want : "?", suffix, why);
   refuse(e, n, k, msg ? msg : "a parameter is misnamed", NULL);
   return -1;
 }

@@ -163,7 +163,18 @@ int main(int argc, char **argv) {
   const char *weights_out = NULL, *emit_net_out = NULL, *scales_path = NULL;
   unsigned emit_net_flags = 0;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, NULL)) != -1) {
+  int li = -1;
+  while ((c = getopt_long(argc, argv, ":hVf:o:", longopts, &li)) != -1) {
+    /* `--emit-net-plain --emit-net=F`: the value left out, the next option taken for it */
+    if (optarg && strncmp(optarg, "--", 2) == 0 && c != '?' && c != ':') {
+      if (li >= 0)
+        fprintf(stderr, "netc: error: --%s needs a value, but what follows it is the option '%s'\n", longopts[li].name,
+                optarg);
+      else
+        fprintf(stderr, "netc: error: -%c needs a value, but what follows it is the option '%s'\n", c, optarg);
+      return EXIT_USAGE;
+    }
+    li = -1;
     switch (c) {
     case 's': summary = 1; break;
     case 'D': cx.dump_dir = optarg; break;

@@ -38,6 +38,8 @@ IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, siz
 
 #include "lower.h"
 #include "onnx.pb-c.h"
+#include "onnx_external.h"
+#include "onnx_scope.h"
 #include "onnx_weights.h"
 
 enum {
@@ -83,7 +85,9 @@ typedef struct Imp {
   int label;         /* the IR input of the labels */
   OnnxWeight *w;     /* the parameters' and state's values, for --weights-out */
   int nw, capw;
-  int missing_data; /* initializers without values (external data or none) */
+  int missing_data;        /* initializers without values */
+  const char **scope_name; /* per node: the layer name its exporter's module path gives, or NULL */
+  OnnxExternal ext;        /* the data files of initializers kept outside the model */
 } Imp;
 
 typedef struct Node {
@@ -165,15 +169,35 @@ static const char *ir_name(Imp *m, const char *s) {
   return r;
 }
 
+/* The dynamo exporter's module path of node p (its metadata_props entry
+ * pkg.torch.onnx.name_scopes), or NULL.  metadata_props, field 9 of
+ * NodeProto, is newer than the onnx.proto netc may be built with: it is
+ * then among protobuf-c's unknown fields, each a StringStringEntryProto. */
+static const char *name_scopes(Imp *m, const Onnx__NodeProto *p) {
+  enum { NODE_METADATA_PROPS = 9 };
+  for (unsigned i = 0; i < p->base.n_unknown_fields; i++) {
+    const ProtobufCMessageUnknownField *f = &p->base.unknown_fields[i];
+    if (f->tag != NODE_METADATA_PROPS || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+    Onnx__StringStringEntryProto *e = onnx__string_string_entry_proto__unpack(NULL, f->len, f->data);
+    const char *r = NULL;
+    if (e && e->key && e->value && strcmp(e->key, "pkg.torch.onnx.name_scopes") == 0) r = arena_strdup(m->a, e->value);
+    if (e) onnx__string_string_entry_proto__free_unpacked(e, NULL);
+    if (r) return r;
+  }
+  return NULL;
+}
+
 /* A unique layer name: the weight's name without ".weight" (conv1.weight ->
- * conv1, as the .net front end names it), else the node's name, else the op
- * and position. */
+ * conv1, as the .net front end names it), else the module path PyTorch's
+ * exporter recorded (onnx_scope.h), else the node's name, else the op and
+ * position. */
 static const char *layer_name(Imp *m, const Node *n, const char *weight) {
   const char *base = NULL;
   if (weight) {
     size_t len = strlen(weight);
     if (len > 7 && strcmp(weight + len - 7, ".weight") == 0) base = arena_strndup(m->a, weight, len - 7);
   }
+  if (!base && m->scope_name && n->index < (int)m->gp->n_node) base = m->scope_name[n->index];
   if (!base && n->p->name && *n->p->name) base = n->p->name;
   if (base) base = ir_name(m, base);
   if (!base || !*base) base = arena_printf(m->a, "%s_%d", n->p->op_type, n->index);
@@ -418,6 +442,15 @@ static int param(Imp *m, const Node *n, size_t i, IrValueKind kind, IrLayout lay
   int64_t numel = 1;
   for (int k = 0; k < rank; k++)
     if (__builtin_mul_overflow(numel, want[k], &numel)) numel = INT64_MAX;
+  const uint8_t *external = NULL;
+  if (onnx_external_is(t)) {
+    char why[768];
+    if (numel > INT64_MAX / 4 || !(external = onnx_external_data(&m->ext, t, (size_t)numel * 4, why, sizeof why))) {
+      node_error(m, n, "initializer '%s' %s", x->name, numel > INT64_MAX / 4 ? "is too large" : why);
+      *bad = 1;
+      return -1;
+    }
+  }
   size_t have = t->has_raw_data ? t->raw_data.len / 4 : t->n_float_data;
   if ((t->has_raw_data && t->raw_data.len % 4) || ((t->has_raw_data || t->n_float_data) && have != (size_t)numel)) {
     node_error(m, n, "initializer '%s' holds %zu values; its shape %s needs %" PRId64, x->name, have,
@@ -436,7 +469,9 @@ static int param(Imp *m, const Node *n, size_t i, IrValueKind kind, IrLayout lay
     OnnxWeight *ow = &m->w[m->nw++];
     *ow = (OnnxWeight){.name = name, .rank = rank, .transposed = transposed};
     memcpy(ow->dim, want, sizeof(int64_t) * (size_t)rank);
-    if (t->has_raw_data)
+    if (external)
+      ow->raw = external;
+    else if (t->has_raw_data)
       ow->raw = t->raw_data.data;
     else if (t->n_float_data)
       ow->f = t->float_data;
@@ -716,16 +751,22 @@ static int op_flatten(Imp *m, const Node *n) {
   return emit(m, n, IR_OP_FLATTEN, layer_name(m, n, NULL), ins, 1, NULL, 0);
 }
 
+static int allowzero_set(const Node *n) { return attr_int(n, "allowzero", 0) != 0; }
+
 /* Reshape to [N, features] (a flatten), the target folded from constants. */
 static int op_reshape(Imp *m, const Node *n) {
   int bad = 0;
   OnnxVal *x = act(m, n, 0, 0, &bad);
   OnnxVal *sh = constant(m, n, 1, &bad);
   if (bad) return -1;
-  if (attr_int(n, "allowzero", 0)) {
-    node_error(m, n, "allowzero=1 is not supported");
-    return -1;
-  }
+  /* allowzero=1 makes a 0 in the shape a dimension of size 0 rather than a
+   * copy of the input's: the same reshape when the shape holds no 0 (as
+   * the dynamo exporter writes x.view(N, -1)) */
+  for (int i = 0; allowzero_set(n) && i < sh->n; i++)
+    if (sh->c[i] == 0) {
+      node_error(m, n, "allowzero=1 with a 0 in the shape (a dimension of size 0) is not supported");
+      return -1;
+    }
   const IrType *t = type_of(m, x);
   int64_t feat = 1;
   for (int i = 1; i < t->rank; i++) feat *= t->dim[i];
@@ -784,36 +825,43 @@ static int op_gemm(Imp *m, const Node *n) {
   return linear(m, n, x, 1, !attr_int(n, "transB", 0), optional_in(n, 2) ? n : NULL, 2);
 }
 
+/* MatMul node i then Add(bias): one linear layer, when the Add is the only
+ * reader of its output and its other input an initializer not yet taken;
+ * the Add's node and *b_in the bias's input, or -1. */
+static int bias_add(Imp *m, int i, size_t *b_in) {
+  const Onnx__NodeProto *p = m->gp->node[i];
+  OnnxVal *o = p->n_output >= 1 && p->output[0] && *p->output[0] ? find(m, p->output[0]) : NULL;
+  if (!o || o->uses != 1 || o->graph_output || o->user <= i) return -1;
+  const Onnx__NodeProto *ap = m->gp->node[o->user];
+  if (!ap->op_type || strcmp(ap->op_type, "Add") != 0 || ap->n_input != 2 || ap->n_attribute != 0) return -1;
+  *b_in = ap->input[0] && strcmp(ap->input[0], o->name) == 0 ? 1 : 0;
+  OnnxVal *b = ap->input[*b_in] ? find(m, ap->input[*b_in]) : NULL;
+  return b && b->k == OV_INIT && b->param_node < 0 ? o->user : -1;
+}
+
 static int op_matmul(Imp *m, const Node *n) {
   int bad = 0;
   OnnxVal *x = act(m, n, 0, 2, &bad);
   if (bad) return -1;
-  /* MatMul then Add(bias): one linear layer, when the Add is the only reader */
   OnnxVal *o = out(m, n, 0);
-  if (o && o->uses == 1 && !o->graph_output && o->user > n->index) {
-    const Onnx__NodeProto *ap = m->gp->node[o->user];
-    if (ap->op_type && strcmp(ap->op_type, "Add") == 0 && ap->n_input == 2 && ap->n_attribute == 0) {
-      size_t b_in = ap->input[0] && strcmp(ap->input[0], o->name) == 0 ? 1 : 0;
-      OnnxVal *b = find(m, ap->input[b_in]);
-      if (b && b->k == OV_INIT && b->param_node < 0) {
-        Node an = {ap, o->user, arena_printf(m->a, "node %d '%s' (Add)", o->user, ap->name ? ap->name : "")};
-        if (linear(m, n, x, 1, 1, &an, b_in)) return -1;
-        OnnxVal *ao = out(m, &an, 0);
-        if (ao)
-          *ao = (OnnxVal){.name = ao->name,
-                          .k = OV_ACT,
-                          .id = o->id,
-                          .param_node = -1,
-                          .producer = ao->producer,
-                          .uses = ao->uses,
-                          .user = ao->user,
-                          .graph_output = ao->graph_output};
-        m->absorbed[o->user] = 1;
-        return 0;
-      }
-    }
-  }
-  return linear(m, n, x, 1, 1, NULL, 0);
+  size_t b_in = 0;
+  int add = o ? bias_add(m, n->index, &b_in) : -1;
+  if (add < 0) return linear(m, n, x, 1, 1, NULL, 0);
+  const Onnx__NodeProto *ap = m->gp->node[add];
+  Node an = {ap, add, arena_printf(m->a, "node %d '%s' (Add)", add, ap->name ? ap->name : "")};
+  if (linear(m, n, x, 1, 1, &an, b_in)) return -1;
+  OnnxVal *ao = out(m, &an, 0);
+  if (ao)
+    *ao = (OnnxVal){.name = ao->name,
+                    .k = OV_ACT,
+                    .id = o->id,
+                    .param_node = -1,
+                    .producer = ao->producer,
+                    .uses = ao->uses,
+                    .user = ao->user,
+                    .graph_output = ao->graph_output};
+  m->absorbed[add] = 1;
+  return 0;
 }
 
 static void alias(Imp *m, const Node *n, const OnnxVal *src) {
@@ -1138,8 +1186,39 @@ static int dead_weight_arithmetic(Imp *m, const Onnx__NodeProto *p) {
   return 1;
 }
 
+/* m->scope_name: the module path of each node that becomes a layer, as
+ * its name (onnx_scope.h); folded shape arithmetic, a MatMul's absorbed
+ * Add and dead weight arithmetic take no part. */
+static int scope_names(Imp *m) {
+  static const char *const FOLDED[] = {"Constant", "Shape", "Gather", "Unsqueeze", "Concat", "Cast"};
+  size_t n = m->gp->n_node;
+  OnnxScope *s = arena_alloc(m->a, sizeof *s * (n ? n : 1));
+  if (!s || !(m->scope_name = arena_alloc(m->a, sizeof *m->scope_name * (n ? n : 1)))) return -1;
+  int *absorbed = arena_alloc(m->a, sizeof(int) * (n ? n : 1));
+  if (!absorbed) return -1;
+  memset(absorbed, 0, sizeof(int) * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) {
+    const Onnx__NodeProto *p = m->gp->node[i];
+    size_t b_in;
+    int add = p->op_type && strcmp(p->op_type, "MatMul") == 0 ? bias_add(m, (int)i, &b_in) : -1;
+    if (add >= 0) absorbed[add] = 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const Onnx__NodeProto *p = m->gp->node[i];
+    int layer = p->op_type && !absorbed[i] && !dead_weight_arithmetic(m, p);
+    for (size_t k = 0; layer && k < sizeof FOLDED / sizeof FOLDED[0]; k++) layer = strcmp(p->op_type, FOLDED[k]) != 0;
+    s[i] = (OnnxScope){0};
+    if (layer && onnx_scope_of(m->a, p->name, name_scopes(m, p), p->op_type, &s[i])) return -1;
+  }
+  return onnx_scope_names(m->a, s, (int)n, m->scope_name);
+}
+
 static void lower_nodes(Imp *m) {
   const Onnx__GraphProto *gp = m->gp;
+  if (scope_names(m)) {
+    diag_error(m->d, file_loc(m), "out of memory");
+    return;
+  }
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *p = gp->node[i];
     const char *op = p->op_type ? p->op_type : "";
@@ -1201,23 +1280,32 @@ static int add_loss(Imp *m) {
 
 int onnx_import_available(void) { return 1; }
 
-/* torch.onnx.export in eval mode folds each BatchNorm into its Conv (the
- * weights then named onnx::Conv_NNN): a different network to train, said
+/* Whether Conv p looks like a batch norm folded into it: the TorchScript
+ * exporter in eval mode names the weight onnx::Conv_NNN, the dynamo
+ * exporter (torch.onnx.export's default since torch 2.9, in either mode)
+ * names the bias it makes W_bias beside the weight W. */
+static int folded_conv(const Onnx__NodeProto *p) {
+  if (!p->op_type || strcmp(p->op_type, "Conv") != 0 || p->n_input < 3 || !p->input[1] || !p->input[2]) return 0;
+  size_t w = strlen(p->input[1]);
+  return strncmp(p->input[1], "onnx::Conv_", 11) == 0 ||
+         (strncmp(p->input[2], p->input[1], w) == 0 && strcmp(p->input[2] + w, "_bias") == 0);
+}
+
+/* A graph with folded batch norms is a different network to train: said
  * once. */
 static void warn_folded_batchnorm(Imp *m) {
   int nbn = 0, folded = 0;
   for (size_t i = 0; i < m->gp->n_node; i++) {
     const Onnx__NodeProto *p = m->gp->node[i];
-    if (!p->op_type) continue;
-    nbn += strcmp(p->op_type, "BatchNormalization") == 0;
-    folded += strcmp(p->op_type, "Conv") == 0 && p->n_input >= 3 && p->input[1] &&
-              strncmp(p->input[1], "onnx::Conv_", 11) == 0;
+    nbn += p->op_type && strcmp(p->op_type, "BatchNormalization") == 0;
+    folded += folded_conv(p);
   }
   if (!nbn && folded)
     diag_warning(m->d, file_loc(m),
-                 "%d convolution%s weights named onnx::Conv_* and the graph has no BatchNormalization: the "
-                 "model looks exported in eval mode, with its batch norms folded into the convolutions; to train it "
-                 "as defined, export with training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)",
+                 "%d convolution%s weights named onnx::Conv_* or biases named WEIGHT_bias, and the graph has no "
+                 "BatchNormalization: the model looks exported with its batch norms folded into the convolutions "
+                 "(an eval-mode or dynamo export); it runs inference as exported, but to train it as defined, "
+                 "export with dynamo=False and training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)",
                  folded, folded == 1 ? " has" : "s have");
 }
 
@@ -1227,8 +1315,8 @@ static void write_weights(Imp *m, const char *out) {
     for (int i = 0; i < m->nw; i++)
       if (!m->w[i].f && !m->w[i].raw)
         diag_error(m->d, file_loc(m),
-                   "--weights-out: initializer '%s' has no values in the file (external data "
-                   "is not read)",
+                   "--weights-out: initializer '%s' has no values (no raw_data, float_data or "
+                   "external data)",
                    m->w[i].name);
     return;
   }
@@ -1239,7 +1327,7 @@ static void write_weights(Imp *m, const char *out) {
 IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, size_t len, const AstTrain *train,
                      const char *weights_out) {
   int before = d->nerrors;
-  Imp m = {.a = a, .d = d, .path = path};
+  Imp m = {.a = a, .d = d, .path = path, .ext = {.model_path = path}};
   Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
   if (!mp) {
     diag_error(d, file_loc(&m), "not an ONNX model: the protobuf does not parse (truncated, or not a ModelProto)");
@@ -1265,6 +1353,7 @@ IrGraph *onnx_import(Arena *a, Diag *d, const char *path, const void *bytes, siz
     }
   }
   onnx__model_proto__free_unpacked(mp, NULL);
+  onnx_external_close(&m.ext);
   if (a->oom && d->nerrors == before) diag_error(d, file_loc(&m), "out of memory");
   return d->nerrors == before ? m.g : NULL;
 }

@@ -13,6 +13,8 @@ expect 2 "more than one input" "$netc" "$src/models/mlp.net" "$src/models/mlp.ne
 expect 2 "unknown pass 'nope'" "$netc" --print-after=nope "$src/models/mlp.net"
 expect 2 "unknown flag '-fno-nope'" "$netc" -fno-nope "$src/models/mlp.net"
 expect 2 "needs a value" "$netc" "$src/models/mlp.net" --dump-ir
+expect 2 "--emit-net-plain needs a value, but what follows it is the option '--emit-net=$work/x.net'" "$netc" "$src/models/mlp.net" --emit-net-plain --emit-net="$work/x.net"
+expect 2 "-o needs a value, but what follows it is the option '--summary'" "$netc" "$src/models/mlp.net" -o --summary
 expect 1 "cannot open '$work/missing.net': No such file" "$netc" "$work/missing.net"
 expect 1 "'$work': not a regular file \(a directory\)" "$netc" "$work"
 # only regular files are read, a FIFO with no writer without blocking; no output overwrites the input

@@ -51,24 +51,36 @@ expect data 1 "node 0 '/conv1/Conv' \(Conv\): initializer 'conv1.weight' holds 1
   -- "$models/bad_data.onnx"
 expect opset 1 "bad_opset\.onnx: error: opset 99: netc knows ai.onnx opsets" -- "$models/bad_opset.onnx"
 expect reshape 1 "node 19 '/Reshape' \(Reshape\): reshape of f32\[N,32,1,1\] NCHW to \[N,7\]" -- "$models/bad_reshape.onnx"
+# initializers kept in a data file beside the model (external data), broken three ways
+expect external_short 1 "node 13 '/fc/Gemm' \(Gemm\): initializer 'fc.bias' keeps its values at bytes [0-9]+\.\.[0-9]+ of 'bad_external_short\.onnx\.data', which holds [0-9]+ bytes \(truncated\?\)" \
+  -- "$models/bad_external_short.onnx"
+expect external_outside 1 "initializer 'conv1.weight' keeps its values in '\.\./bad_external_outside\.onnx\.data', outside the model's folder" \
+  -- "$models/bad_external_outside.onnx"
+expect external_missing 1 "initializer 'conv1.weight' keeps its values in '.*/bad_external_missing\.onnx\.data' \(external data\), which cannot be opened: No such file" \
+  -- "$models/bad_external_missing.onnx"
 expect train_for_net 2 "--train is for .onnx models" -- --train="$src/small.train" "$src/small.net"
 expect train_with_network 1 "holds a network or blocks; a --train file holds only a train section" \
   -- --train="$work/net.train" "$models/small.onnx"
 expect train_incomplete 1 "the train section needs 'optimizer'" -- --train="$work/nobatch.train" "$models/small.onnx"
 expect train_missing 1 "cannot open '$work/none.train'" -- --train="$work/none.train" "$models/small.onnx"
-# an eval-mode export (batch norms folded) compiles, with a warning, its
-# onnx::Conv_N weights renamed onnx__Conv_N
-out=$("$netc" --no-loc --print-after=parse "$models/folded.onnx" 2>"$work/folded.err") || { echo "folded: netc failed"; cat "$work/folded.err"; status=1; }
-grep -q "warning: 1 convolution has weights named onnx::Conv_\* and the graph has no BatchNormalization" "$work/folded.err" ||
-  { echo "folded: no warning"; cat "$work/folded.err"; status=1; }
+# an eval-mode or dynamo export (batch norms folded) compiles, with a
+# warning, its onnx::Conv_N weights renamed onnx__Conv_N
+out=$("$netc" --no-loc --print-after=parse "$models/folded.onnx" 2>/dev/null) || { echo "folded: netc failed"; status=1; }
+for f in folded folded_dynamo; do
+  "$netc" --summary "$models/$f.onnx" >/dev/null 2>"$work/$f.err" || { echo "$f: netc failed"; cat "$work/$f.err"; status=1; }
+  grep -q "warning: 1 convolution has weights named onnx::Conv_\* or biases named WEIGHT_bias, and the graph has no BatchNormalization: the model looks exported with its batch norms folded" "$work/$f.err" ||
+    { echo "$f: no warning"; cat "$work/$f.err"; status=1; }
+done
 grep -q "param @onnx__Conv_5 : f32\[8,3,3,3\]" <<<"$out" || { echo "folded: no param onnx__Conv_5"; status=1; }
 # --emit-net refuses what the language cannot express, naming the node,
 # and writes nothing: an eval-mode export's weights, MatMul's fc.weight_t
-expect emit_folded 1 "folded\.onnx: error: node 0 'conv1_Conv' \(conv2d\): cannot be written as a \.net file: its parameter 'onnx__Conv_5' would be named 'conv1_Conv\.weight'.*eval-mode export" \
+expect emit_folded 1 "folded\.onnx: error: node 0 'conv1' \(conv2d\): cannot be written as a \.net file: its parameter 'onnx__Conv_5' would be named 'conv1\.weight'.*eval-mode export" \
   -- --emit-net="$work/folded.net" "$models/folded.onnx"
-expect emit_matmul 1 "node 21 'fc_MatMul' \(linear\): cannot be written as a \.net file: its parameter 'fc\.weight_t' would be named 'fc_MatMul\.weight'" \
+expect emit_folded_dynamo 1 "folded_dynamo\.onnx: error: node 0 'conv1' \(conv2d\): cannot be written as a \.net file: its parameter 'conv1\.weight_bias' would be named 'conv1\.bias'.*the dynamo exporter folded in" \
+  -- --emit-net="$work/folded_dynamo.net" "$models/folded_dynamo.onnx"
+expect emit_matmul 1 "node 21 'fc' \(linear\): cannot be written as a \.net file: its parameter 'fc\.weight_t' would be named 'fc\.weight'" \
   -- --emit-net="$work/matmul.net" "$models/small_reshape.onnx"
-for f in folded matmul; do [ ! -e "$work/$f.net" ] || { echo "emit_$f: $work/$f.net written"; status=1; }; done
+for f in folded folded_dynamo matmul; do [ ! -e "$work/$f.net" ] || { echo "emit_$f: $work/$f.net written"; status=1; }; done
 cp "$src/small.net" "$work/self.net"
 expect emit_self 2 "is the same file as the input" -- --emit-net="$work/self.net" "$work/self.net"
 cmp -s "$src/small.net" "$work/self.net" || { echo "emit_self: the input was overwritten"; status=1; }

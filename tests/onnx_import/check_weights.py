@@ -7,7 +7,8 @@ onnx_make wrote (wval; fc.weight_t transposed back), and `netrun infer` must
 give the same logits for: small.net with the first file, small_w.onnx's
 model.so with it, small_reshape_w.onnx's model.so with the second, and
 small_w.onnx written as a .net file (--emit-net) with the first, its
-parameters loaded by name.
+parameters loaded by name.  small_x.onnx, small_w's model with its values in
+small_x.onnx.data (external data), must write the first file byte for byte.
 """
 import json
 import os
@@ -66,6 +67,13 @@ def main():
     run(netc, "--weights-out=" + w2, os.path.join(models, "small_reshape_w.onnx"))
     a, b = read_st(w1), read_st(w2)
     status = 0
+    # small_x.onnx keeps small_w's values in small_x.onnx.data (external data)
+    w3 = os.path.join(work, "w3.safetensors")
+    run(netc, "--weights-out=" + w3, os.path.join(models, "small_x.onnx"))
+    with open(w1, "rb") as f1, open(w3, "rb") as f3:
+        if f1.read() != f3.read():
+            print("small_x.onnx (external data): --weights-out differs from small_w.onnx's")
+            status = 1
     # the IR's names and shapes, in order (small.net's parameters and state)
     ir = run(netc, "--no-loc", "--print-after=parse", os.path.join(src, "small.net"))
     want = []

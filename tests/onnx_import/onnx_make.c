@@ -5,12 +5,14 @@
  *   onnx_make DIR    writes DIR/NAME.onnx for every model below
  *
  * Initializers carry their shapes only (netc reads no weight values from
- * an ONNX file), so even ResNet-50 is a few kilobytes.  The bad_*.onnx
+ * an ONNX file but for --weights-out), so even ResNet-50 is a few
+ * kilobytes; small_w and small_x carry values, small_x in a data file.  The bad_*.onnx
  * models are each broken in one way (check_onnx.sh says how). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "onnx.pb-c.h"
 
@@ -248,6 +250,43 @@ static int finish(const char *dir, const char *name, const char *output, int64_t
   return ok ? 0 : -1;
 }
 
+/* The model being made with its float initializers' values moved to
+ * DIR/NAME.onnx.data (data_location EXTERNAL), as torch.onnx.export's
+ * default exporter keeps them; damage: 0 none, 1 the last tensor's length
+ * past the file's end, 2 a location outside the model's folder, 3 a data
+ * file that is not there.  Then finish(). */
+static int finish_external(const char *dir, const char *name, int damage, int64_t classes) {
+  const char *loc = damage == 2 ? str("../%s.onnx.data", name) : str("%s.onnx.data", name);
+  char *path = str("%s/%s.onnx.data", dir, name);
+  if (damage == 3) unlink(path);
+  FILE *f = damage == 3 ? NULL : fopen(path, "wb");
+  if (damage != 3 && !f) {
+    fprintf(stderr, "onnx_make: cannot write %s\n", path);
+    return -1;
+  }
+  size_t off = 0;
+  int ok = 1;
+  for (size_t i = 0; i < G->n_initializer; i++) {
+    Onnx__TensorProto *t = G->initializer[i];
+    if (!t->has_raw_data || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) continue;
+    if (f && fwrite(t->raw_data.data, 1, t->raw_data.len, f) != t->raw_data.len) ok = 0;
+    const char *kv[3][2] = {{"location", loc}, {"offset", str("%zu", off)}, {"length", str("%zu", t->raw_data.len)}};
+    for (int k = 0; k < 3; k++) {
+      Onnx__StringStringEntryProto *e = al(sizeof *e);
+      onnx__string_string_entry_proto__init(e);
+      e->key = str("%s", kv[k][0]), e->value = (char *)kv[k][1];
+      PUSH(t->external_data, t->n_external_data, e);
+    }
+    off += t->raw_data.len;
+    t->has_raw_data = 0, t->raw_data.len = 0, t->raw_data.data = NULL;
+    t->has_data_location = 1, t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  }
+  if (f && damage == 1 && (fflush(f) || ftruncate(fileno(f), (off_t)(off - 4)))) ok = 0;
+  if (f && fclose(f)) ok = 0;
+  if (!ok) fprintf(stderr, "onnx_make: cannot write %s\n", path);
+  return finish(dir, name, "logits", classes, 17) | (ok ? 0 : -1);
+}
+
 /* --- layers, as torch.onnx.export writes them ---------------------------------- */
 
 /* Conv (no bias unless bias) with weight LAYER.weight [k, c/groups, r, r]. */
@@ -400,11 +439,15 @@ static void resblock(void) {
 
 /* As an eval-mode export writes conv + batch norm: folded into one Conv
  * whose weight and bias the exporter names onnx::Conv_N. */
-static void folded(void) {
+static void folded(int dynamo) {
   begin("folded", "input", 3, 16, 16);
-  INIT("onnx::Conv_5", 8, 3, 3, 3);
-  INIT("onnx::Conv_6", 8);
-  Onnx__NodeProto *n = node("Conv", "/conv1/Conv", "input,onnx::Conv_5,onnx::Conv_6", "/conv1/Conv_output_0");
+  /* the TorchScript exporter in eval mode, or the dynamo exporter (its node
+   * names are not scopes, its folded bias is the weight's name + _bias) */
+  const char *w = dynamo ? "conv1.weight" : "onnx::Conv_5", *b = dynamo ? "conv1.weight_bias" : "onnx::Conv_6";
+  INIT(w, 8, 3, 3, 3);
+  INIT(b, 8);
+  Onnx__NodeProto *n =
+      node("Conv", dynamo ? "node_Conv_0" : "/conv1/Conv", str("input,%s,%s", w, b), "/conv1/Conv_output_0");
   pair(n, "kernel_shape", 3, 3);
   pads(n, 1);
   const char *x = unary("Relu", "/conv1/Conv_output_0", "relu");
@@ -498,13 +541,22 @@ int main(int argc, char **argv) {
   st |= finish(dir, "small_reshape", "logits", 10, 13);
   resblock();
   st |= finish(dir, "resblock", "logits", 10, 17);
-  folded();
+  folded(0);
   st |= finish(dir, "folded", "logits", 10, 17);
+  folded(1);
+  st |= finish(dir, "folded_dynamo", "logits", 10, 17);
   with_data = 1; /* the two small models with values (check_weights.py) */
   small(0);
   st |= finish(dir, "small_w", "logits", 10, 17);
   small(1);
   st |= finish(dir, "small_reshape_w", "logits", 10, 17);
+  small(0); /* small_w's values beside the model, and broken so three ways */
+  st |= finish_external(dir, "small_x", 0, 10);
+  static const char *const broken[] = {NULL, "bad_external_short", "bad_external_outside", "bad_external_missing"};
+  for (int d = 1; d <= 3; d++) {
+    small(0);
+    st |= finish_external(dir, broken[d], d, 10);
+  }
   with_data = 0;
   resnet50(1, 64);
   st |= finish(dir, "resnet50", "logits", 1000, 17);

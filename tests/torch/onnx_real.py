@@ -1,15 +1,24 @@
 """onnx_real.py - netc's ONNX front end on files PyTorch's own exporter writes.
 
-For torchvision's ResNet-50 and ResNeXt-50 (random weights, random running
-statistics, so that every batch norm matters): torch.onnx.export in training
-mode (the TorchScript exporter, opset 17, as docs/onnx.md says), then
+For torchvision's ResNet-18, ResNet-50 and ResNeXt-50 (random weights, random
+running statistics, so that every batch norm matters): torch.onnx.export in
+training mode (the TorchScript exporter, opset 17, as docs/onnx.md says), then
   netc FILE.onnx --summary            torchvision's parameter count
   tests/onnx_import/check_same.sh     the op counts of every pass's IR and the totals
                                       of the shipped models/MODEL.net (its train section)
+  netc FILE.onnx --emit-net OUT.net   the network in the language: blocks (in under
+                                      half the lines of one per layer), the IR of the
+                                      shipped models/MODEL.net again (check_same.sh)
   netc FILE.onnx --weights-out W      the file's weights by state_dict name
-  netrun infer FILE.onnx --weights W  the logits of 8 random images
+  netrun infer FILE.onnx --weights W  the logits of 8 random images, and those of
+  netrun infer OUT.net --weights W    the written-out network
 and the logits must equal the eval-mode PyTorch model's on the same images
 (relative L2 error 1e-4 in f32 on each device asked for).
+
+And what torch.onnx.export writes by default (the dynamo exporter, where
+onnxscript is installed): ResNet-18 in eval mode, its batch norms folded into
+the convolutions.  netc must say so (a warning, as docs/onnx.md shows) and
+infer the exported network's logits all the same.
 
 Usage: onnx_real.py --netc NETC --netrun NETRUN --root SOURCE_DIR [--work DIR] [--device cpu,gpu]
 Exit status: 0 passed, 1 failed, 77 skipped (no torch, torchvision or exporter).
@@ -24,7 +33,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
 
-ARCHS = ("resnet50", "resnext50_32x4d")
+ARCHS = ("resnet18", "resnet50", "resnext50_32x4d")
 BATCH = 8
 TOL = 1e-4
 
@@ -84,20 +93,56 @@ def check(torch, torchvision, args, arch, devices):
     train = os.path.join(args.work, f"{arch}.train")
     with open(train, "w") as f:
         f.write(m.group(0) + "\n")
-    sh(["bash", os.path.join(args.root, "tests/onnx_import/check_same.sh"), args.netc, net, onnx_path, train,
-        os.path.join(args.work, f"same_{arch}")])
+    same = os.path.join(args.root, "tests/onnx_import/check_same.sh")
+    sh(["bash", same, args.netc, net, onnx_path, train, os.path.join(args.work, f"same_{arch}")])
+    emitted = emit_net(args, arch, onnx_path, train)
+    sh(["bash", same, args.netc, net, emitted, "", os.path.join(args.work, f"same_emitted_{arch}")])
     weights = os.path.join(args.work, f"{arch}.safetensors")
     sh([args.netc, onnx_path, "--weights-out=" + weights])
+    worst = 0.0
+    for what, path in (("onnx", onnx_path), ("emitted", emitted)):
+        worst = max(worst, compare_logits(torch, args, model, f"{arch} {what}", path, weights, devices))
+    return worst
+
+
+def emit_net(args, arch, onnx_path, train):
+    """netc --emit-net on the export: the file must use blocks (the export's
+    module paths name its layers), its network section under half as long
+    as the plain one-line-per-layer file's."""
+    def network_lines(path):
+        with open(path) as f:
+            text = f.read()
+        m = re.search(r"^network .*?^\}", text, re.S | re.M)
+        body = m.group(0).splitlines() if m else []
+        return text, sum(1 for ln in body if "=" in ln)
+    emitted = os.path.join(args.work, f"{arch}.emitted.net")
+    plain = os.path.join(args.work, f"{arch}.plain.net")
+    sh([args.netc, onnx_path, "--train=" + train, "--emit-net=" + emitted])
+    sh([args.netc, onnx_path, "--train=" + train, "--emit-net-plain=" + plain])
+    text, n = network_lines(emitted)
+    n_plain = network_lines(plain)[1]
+    blocks = len(re.findall(r"^block ", text, re.M))
+    loops = len(re.findall(r"^\s*for i in ", text, re.M))
+    print(f"{arch}: --emit-net: {blocks} blocks, {loops} loops, a network of {n} layer lines ({n_plain} plain)",
+          flush=True)
+    if blocks < 2 or 2 * n >= n_plain:
+        raise RuntimeError(f"{emitted}: {blocks} blocks, {n} layer lines ({n_plain} plain); the export's blocks repeat")
+    return emitted
+
+
+def compare_logits(torch, args, model, what, path, weights, devices, extra=()):
+    """netrun infer PATH on 8 random images against the eval-mode model."""
     x = torch.randn(BATCH, 3, 224, 224)
     with torch.no_grad():
         ref = model(x).double()
-    inputs = os.path.join(args.work, f"{arch}.inputs.safetensors")
+    tag = re.sub(r"[^A-Za-z0-9_.]", "_", what)
+    inputs = os.path.join(args.work, f"{tag}.inputs.safetensors")
     st_io.write(inputs, {"image": ("F32", list(x.shape), to_bytes(x))})
     worst = 0.0
     for dev in devices:
-        out = os.path.join(args.work, f"{arch}.{dev}.logits.safetensors")
-        sh([args.netrun, "infer", onnx_path, "--weights", weights, "--inputs", inputs, "--out", out,
-            "--batch", str(BATCH), "--device", dev, "--precision", "fp32"])
+        out = os.path.join(args.work, f"{tag}.{dev}.logits.safetensors")
+        sh([args.netrun, "infer", path, *(["--weights", weights] if weights else []), "--inputs", inputs,
+            "--out", out, "--batch", str(BATCH), "--device", dev, "--precision", "fp32", *extra])
         got = st_io.read(out)
         logits = [t for t in got.values() if t[1] == [BATCH, 1000]]
         if len(logits) != 1:
@@ -105,9 +150,36 @@ def check(torch, torchvision, args, arch, devices):
         g = torch.tensor(st_io.floats(logits[0]), dtype=torch.float64).reshape(BATCH, 1000)
         err = float((g - ref).norm() / ref.norm())
         same = int((g.argmax(1) == ref.argmax(1)).sum())
-        print(f"{arch} {dev}: rel L2 {err:.2e}, top-1 agrees on {same}/{BATCH}", flush=True)
+        print(f"{what} {dev}: rel L2 {err:.2e}, top-1 agrees on {same}/{BATCH}", flush=True)
         worst = max(worst, err)
     return worst
+
+
+def check_dynamo(torch, torchvision, args, devices):
+    """The default exporter's eval-mode ResNet-18; None where it cannot run."""
+    try:
+        import onnxscript  # noqa: F401 - the dynamo exporter needs it
+    except ImportError:
+        print("resnet18 dynamo: not run (no onnxscript, which torch.onnx.export's default exporter needs)")
+        return None
+    torch.manual_seed(2)
+    model = torchvision.models.resnet18(weights=None)
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            if name.endswith("running_mean"):
+                buf.normal_(0, 0.1)
+            elif name.endswith("running_var"):
+                buf.uniform_(0.5, 2.0)
+    model.eval()
+    onnx_path = os.path.join(args.work, "resnet18.dynamo.onnx")
+    torch.onnx.export(model, (torch.randn(2, 3, 224, 224),), onnx_path, input_names=["image"])
+    summary = sh([args.netc, onnx_path, "--summary"])
+    if "folded into the convolutions" not in summary:
+        print(summary)
+        raise RuntimeError(f"{onnx_path}: netc did not warn that the batch norms are folded")
+    weights = os.path.join(args.work, "resnet18.dynamo.safetensors")
+    sh([args.netc, onnx_path, "--weights-out=" + weights])
+    return compare_logits(torch, args, model, "resnet18 dynamo", onnx_path, weights, devices)
 
 
 def main():
@@ -141,6 +213,15 @@ def main():
             continue
         ok = err <= TOL
         print(f"{arch}: {'passed' if ok else 'FAILED'} (worst rel L2 {err:.2e}, allowed {TOL:.0e})")
+        failed += not ok
+    try:
+        err = check_dynamo(torch, torchvision, args, devices)
+    except Exception as e:  # noqa: BLE001
+        print(f"resnet18 dynamo: FAILED: {e}")
+        err, failed = None, failed + 1
+    if err is not None:
+        ok = err <= TOL
+        print(f"resnet18 dynamo: {'passed' if ok else 'FAILED'} (worst rel L2 {err:.2e}, allowed {TOL:.0e})")
         failed += not ok
     return 1 if failed else 0
 
