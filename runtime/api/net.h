@@ -223,6 +223,27 @@ typedef struct NetCalibrateOpts {
 } NetCalibrateOpts;
 NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCalibrateOpts *o, const char *path);
 
+/* Where an int8 model loses accuracy, layer by layer: q (loaded with int8)
+ * and ref (the same network and weights without it), both on the CPU, run
+ * the same n images (whole batches of their common batch size; a last
+ * partial batch too).  For each layer of q that takes an i8 input:
+ *   in     the relative L2 difference of its input, before quantization,
+ *          from ref's input of the layer of that name: the error it is handed
+ *   act    the relative L2 error its input's quantization makes (the cast's
+ *          output against its input, in q: the scale q uses)
+ *   weight the same for its weight (per output channel), 0 when the weight
+ *          is not quantized
+ *   out    the relative L2 difference of its output from ref's output of
+ *          the layer of that name: the error accumulated up to it
+ * summed over all images (in, out: NaN where ref has no such layer).  *layers (free it) gets *n of them in graph order;
+ * the names are q's and live as long as q. */
+typedef struct NetQuantLayer {
+  const char *layer;
+  double in, act, weight, out;
+} NetQuantLayer;
+NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int64_t n, NetQuantLayer **layers,
+                           int *nlayers);
+
 /* --- the training loop -------------------------------------------------- */
 
 typedef enum NetDataKind {
@@ -231,6 +252,38 @@ typedef enum NetDataKind {
   NET_DATA_MEMORY,        /* the arrays below */
   NET_DATA_FOLDER,        /* ImageFolder JPEG trees train_dir/<class>/<image>.jpg (docs/data.md) */
 } NetDataKind;
+
+/* The normalization (x/255 - mean[c]) / std[c] a data kind gets unless the
+ * caller gives one: ImageNet's for FOLDER, Fashion-MNIST's for IDX, 0.5 and
+ * 0.5 otherwise. */
+void net_data_normalization(NetDataKind kind, float mean[3], float std[3]);
+
+/* A labelled image set read into memory as m's normalized float input:
+ * for net_calibrate and net_infer on a data set rather than a batch file.
+ * FOLDER: dir is one split of an ImageFolder set (DIR/test, DIR/train),
+ * read with the evaluation transform training's test pass uses; IDX: dir
+ * holds the four files, and `test` picks t10k-* (else train-*).  At most
+ * `limit` images (0: all), evenly spread over the set; normalized as
+ * training does, (x/255 - mean[c]) / std[c], the given mean3/std3 or the
+ * kind's default.  A set whose floats would take more than max_bytes (0: no
+ * limit) is refused.  Unreadable images are left out, counted in *skipped
+ * (may be NULL).  Free with net_images_free. */
+typedef struct NetImages {
+  float *image;   /* n images, NCHW as m takes them */
+  int64_t *label; /* n */
+  int64_t n;
+} NetImages;
+typedef struct NetImagesReq {
+  NetDataKind kind; /* NET_DATA_FOLDER or NET_DATA_IDX */
+  const char *dir;
+  int test;
+  int64_t limit;
+  const float *mean3, *std3; /* both or neither (NULL: the default) */
+  int workers;               /* FOLDER: decoding threads (0: every processor) */
+  size_t max_bytes;
+} NetImagesReq;
+NetStatus net_images_load(const NetModel *m, const NetImagesReq *r, NetImages *out, int64_t *skipped);
+void net_images_free(NetImages *s); /* takes NULL */
 
 /* What the GPU says while it trains, through NVML (libnvidia-ml.so.1,
  * loaded at run time): -1 in every field it cannot tell (no NVML, the CPU

@@ -106,21 +106,28 @@ static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
   return NET_ERR_DATA;
 }
 
+void net_data_normalization(NetDataKind kind, float mean[3], float std[3]) {
+  for (int k = 0; k < 3; k++) {
+    if (kind == NET_DATA_FOLDER)
+      mean[k] = IMAGENET_MEAN[k], std[k] = IMAGENET_STD[k];
+    else if (kind == NET_DATA_IDX)
+      mean[k] = FMNIST_MEAN, std[k] = FMNIST_STD;
+    else
+      mean[k] = 0.5f, std[k] = 0.5f;
+  }
+}
+
 /* Per-channel x * scale[c] + shift[c] for bytes x: the caller's mean3/std3,
  * else the scalar mean/std, else the data kind's default. */
 static void normalization(const NetTrainConfig *c, float scale[3], float shift[3]) {
+  float dmean[3], dstd[3];
+  net_data_normalization(c->data, dmean, dstd);
   for (int k = 0; k < 3; k++) {
-    float mean, std;
+    float mean = dmean[k], std = dstd[k];
     if (c->std3[0] > 0)
       mean = c->mean3[k], std = c->std3[k];
     else if (c->std > 0)
       mean = c->mean, std = c->std;
-    else if (c->data == NET_DATA_FOLDER)
-      mean = IMAGENET_MEAN[k], std = IMAGENET_STD[k];
-    else if (c->data == NET_DATA_IDX)
-      mean = FMNIST_MEAN, std = FMNIST_STD;
-    else
-      mean = 0.5f, std = 0.5f;
     scale[k] = 1.0f / (255.0f * std), shift[k] = -mean / std;
   }
 }

@@ -48,14 +48,18 @@
 #include "rt_weights.h"
 
 enum { EXIT_FAIL = NETRUN_EXIT_FAIL, EXIT_USAGE = NETRUN_EXIT_USAGE };
+enum {
+  CALIBRATION_IMAGES = 1024, /* calibrate --data: the training images taken unless --images */
+  REPORT_LAYERS = 10,        /* infer --report: the layers listed, largest error first */
+};
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: netrun train MODEL [options]\n"
              "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
-             "       netrun infer MODEL --weights W --inputs B --out OUT [options]\n"
-             "       netrun calibrate MODEL --weights W --inputs B --out SCALES [options]\n"
+             "       netrun infer MODEL --weights W --inputs B|--data DIR --out OUT [options]\n"
+             "       netrun calibrate MODEL --weights W --inputs B|--data DIR --out SCALES [options]\n"
              "       netrun export MODEL --weights IN --out OUT [options]\n"
              "       netrun bench MODEL [options]\n"
              "       netrun profile MODEL [options]   (netrun profile --help)\n"
@@ -136,11 +140,15 @@ static void usage(FILE *f) {
              "\n"
              "infer: logits of the images in B (`image` f32 [N,C,H,W], normalized) with the weights in W,\n"
              "written to OUT as `logits` f32 [N, classes].\n"
-             "  --report             with --int8 and a `label` in B: top-1 and top-5 of the int8 model and of\n"
-             "                       the same weights without it, their top-1 agreement and logit difference\n"
+             "  --data DIR           instead of B: DIR's test images (a data set as train --data takes it),\n"
+             "                       normalized as training does (--mean/--std); --images N takes N of them\n"
+             "  --report             with --int8 and labels: top-1 and top-5 of the int8 model and of the\n"
+             "                       same weights without it, their top-1 agreement and logit difference, and\n"
+             "                       the layers whose error grows most (both models on the CPU)\n"
              "\n"
              "calibrate: the int8 scales of MODEL's layers (--int8, default all: every convolution but the first)\n"
-             "from the images in B (`image` f32 [N,C,H,W], whole batches), written to OUT for --int8-scales:\n"
+             "from the images in B (`image` f32 [N,C,H,W], whole batches), or --data DIR's training images\n"
+             "(--images N of them, default 1024, evenly spread), written to OUT for --int8-scales:\n"
              "  --method M           percentile (default), max, mse or entropy\n"
              "  --percentile P       for percentile: the share of magnitudes kept unclipped (default 99.99)\n"
              "\n"
@@ -173,6 +181,7 @@ typedef struct Opts {
   double memory_limit, memory_fraction; /* --memory-limit: GiB as bytes, or a percentage as a fraction */
   const char *int8, *int8_scales;       /* --int8, --int8-scales */
   int report;                           /* infer --report */
+  long long images;                     /* calibrate, infer --data: --images N (0: the command's default) */
   const char *method;                   /* calibrate --method */
   double percentile;                    /* calibrate --percentile */
 } Opts;
@@ -225,6 +234,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"method", required_argument, NULL, 'H'},
       {"percentile", required_argument, NULL, 'E'},
       {"int8-scales", required_argument, NULL, 'F'},
+      {"images", required_argument, NULL, 'N'},
       {"export", required_argument, NULL, 'X'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -266,6 +276,9 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       if (netrun_opt_real("--percentile", optarg, 100, &o->percentile)) return EXIT_USAGE;
       break;
     case 'F': o->int8_scales = optarg; break;
+    case 'N':
+      if (netrun_opt_int("--images", optarg, 1, 1LL << 40, &o->images)) return EXIT_USAGE;
+      break;
     case 'z':
       if (resize_parse(optarg, o->image_hw)) {
         fprintf(stderr, "netrun: error: --image-size takes S or HxW, each 1..%d, not '%s'\n", RESIZE_MAX_SIDE, optarg);
@@ -806,21 +819,68 @@ static int image_fits(const NetModel *m, const RtStTensor *img, const char *path
 
 /* A command on one batch file: parses argv with `allowed`, which must give
  * --weights, --inputs and --out, checks the files and opens the inputs.
- * -1 to go on with *in open, else the exit status to return. */
+ * A command that allows --data (d) takes it instead of --inputs; *in is
+ * then NULL.  -1 to go on, else the exit status to return. */
 static int batch_command(int argc, char **argv, const char *allowed, Opts *o, RtStFile **in) {
   int rc = parse(argc, argv, allowed, o);
   if (rc) return rc == 1 ? 0 : rc;
-  if (!o->weights || !o->inputs || !o->out) {
-    fprintf(stderr, "netrun: error: %s takes one MODEL and --weights, --inputs and --out\n", argv[0]);
+  int data_ok = strchr(allowed, 'd') != NULL;
+  if (!o->weights || !(o->inputs || (data_ok && o->data)) || !o->out) {
+    fprintf(stderr, "netrun: error: %s takes one MODEL and --weights, %s and --out\n", argv[0],
+            data_ok ? "--inputs B (or --data DIR)" : "--inputs");
     return EXIT_USAGE;
   }
-  if ((rc = check_files(o, NULL))) return rc;
+  if (o->inputs && o->data) {
+    fprintf(stderr, "netrun: error: %s takes --inputs or --data, not both\n", argv[0]);
+    return EXIT_USAGE;
+  }
+  if (o->images && !o->data) {
+    fprintf(stderr, "netrun: error: --images N is for --data DIR\n");
+    return EXIT_USAGE;
+  }
+  if (o->mean_set != o->std_set) {
+    fprintf(stderr, "netrun: error: --mean and --std go together\n");
+    return EXIT_USAGE;
+  }
+  if ((rc = check_files(o, o->data))) return rc;
+  if (!o->inputs) {
+    *in = NULL;
+    return -1;
+  }
   char err[2048];
   if (rt_st_open(o->inputs, in, err, sizeof err) != RT_ST_OK) {
     fprintf(stderr, "netrun: error: %s\n", err);
     return EXIT_FAIL;
   }
   return -1;
+}
+
+/* --data DIR's images for m (the test set, or the training set for
+ * calibration), at most o->images of them (else limit; 0: all), normalized
+ * as training does, in at most half the machine's memory. */
+static int data_images(const Opts *o, const NetModel *m, int test, int64_t limit, NetImages *imgs) {
+  char train[4096], msg[2048], test_dir[4096];
+  NetrunLayout kind = netrun_data_layout(o->data, train, test_dir, sizeof train, msg, sizeof msg);
+  if (kind == NETRUN_LAYOUT_NONE) {
+    fprintf(stderr, "netrun: error: %s\n", msg);
+    return -1;
+  }
+  NetImagesReq r = {.kind = kind == NETRUN_LAYOUT_FOLDER ? NET_DATA_FOLDER : NET_DATA_IDX,
+                    .dir = kind == NETRUN_LAYOUT_FOLDER ? (test ? test_dir : train) : o->data,
+                    .test = test,
+                    .limit = o->images ? o->images : limit,
+                    .mean3 = o->mean_set ? o->mean3 : NULL,
+                    .std3 = o->std_set ? o->std3 : NULL,
+                    .workers = (int)o->workers};
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) r.max_bytes = (size_t)pages * (size_t)page / 2;
+  int64_t skipped = 0;
+  if (net_images_load(m, &r, imgs, &skipped)) {
+    fprintf(stderr, "netrun: error: %s\n", net_last_error());
+    return -1;
+  }
+  if (skipped) fprintf(stderr, "netrun: warning: %s: %lld unreadable images left out\n", o->data, (long long)skipped);
+  return 0;
 }
 
 static int cmd_step(int argc, char **argv) {
@@ -893,7 +953,7 @@ done:
 static int cmd_infer(int argc, char **argv) {
   Opts o = {.seed = 1};
   RtStFile *in = NULL;
-  int rc = batch_command(argc, argv, "DbKwiopzm8rF", &o, &in);
+  int rc = batch_command(argc, argv, "DbKwiopzm8rFdNMZW", &o, &in);
   if (rc >= 0) return rc;
   if (o.report && !(o.int8 && *o.int8)) {
     fprintf(stderr, "netrun: error: infer --report compares a model with --int8 LAYERS against the same without\n");
@@ -903,16 +963,28 @@ static int cmd_infer(int argc, char **argv) {
   int64_t n = 0, *labels = NULL;
   NetModel *m = NULL, *ref = NULL;
   float *logits = NULL, *ref_logits = NULL;
+  const float *images = NULL;
+  NetImages set = {0};
+  NetQuantLayer *layers = NULL;
+  int nlayers = 0;
   RtStWriter *w = NULL;
   int status = EXIT_FAIL;
-  if (read_batch(in, o.inputs, o.report, &n, o.report ? &labels : NULL) || !(m = load(&o, o.batch, 1, 0))) goto done;
-  if (!image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
+  if (in) {
+    if (read_batch(in, o.inputs, o.report, &n, o.report ? &labels : NULL) || !(m = load(&o, o.batch, 1, 0)) ||
+        !image_fits(m, rt_st_find(in, "image"), o.inputs))
+      goto done;
+    images = rt_st_find(in, "image")->data;
+  } else {
+    if (!(m = load(&o, o.batch, 1, 0)) || data_images(&o, m, 1, 0, &set)) goto done;
+    images = set.image, labels = set.label, n = set.n;
+    set.label = NULL; /* freed as labels */
+  }
   int64_t shape[2] = {n, net_classes(m)};
   if (!(logits = malloc(sizeof(float) * (size_t)(n * shape[1]))) || !(w = rt_st_writer_new())) {
     fprintf(stderr, "netrun: error: out of memory\n");
     goto done;
   }
-  if (net_weights_load(m, o.weights) || net_infer(m, rt_st_find(in, "image")->data, n, logits)) {
+  if (net_weights_load(m, o.weights) || net_infer(m, images, n, logits)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     goto done;
   }
@@ -931,7 +1003,7 @@ static int cmd_infer(int argc, char **argv) {
       fprintf(stderr, "netrun: error: out of memory\n");
       goto done;
     }
-    if (net_weights_load(ref, o.weights) || net_infer(ref, rt_st_find(in, "image")->data, n, ref_logits)) {
+    if (net_weights_load(ref, o.weights) || net_infer(ref, images, n, ref_logits)) {
       fprintf(stderr, "netrun: error: %s\n", net_last_error());
       goto done;
     }
@@ -939,6 +1011,15 @@ static int cmd_infer(int argc, char **argv) {
     char qname[300];
     snprintf(qname, sizeof qname, "--int8 %.280s", o.int8);
     netrun_report_print(stdout, &r, o.precision ? o.precision : "without --int8", qname);
+    /* layer by layer: both models' values read back, so both on the CPU */
+    if (strcmp(net_device(m), "cpu") != 0 || strcmp(net_device(ref), "cpu") != 0) {
+      printf("  (the layer-by-layer errors need both models on the CPU: --device cpu)\n");
+    } else if (net_quant_errors(m, ref, images, n, &layers, &nlayers)) {
+      fprintf(stderr, "netrun: error: %s\n", net_last_error());
+      goto done;
+    } else {
+      netrun_report_layers(stdout, layers, nlayers, REPORT_LAYERS);
+    }
   }
   status = 0;
 done:
@@ -946,6 +1027,8 @@ done:
   free(logits);
   free(ref_logits);
   free(labels);
+  free(layers);
+  net_images_free(&set);
   net_free(m);
   net_free(ref);
   rt_st_close(in);
@@ -959,7 +1042,7 @@ done:
 static int cmd_calibrate(int argc, char **argv) {
   Opts o = {.seed = 1};
   RtStFile *in = NULL;
-  int rc = batch_command(argc, argv, "DbKwiopz8HE", &o, &in);
+  int rc = batch_command(argc, argv, "DbKwiopz8HEdNMZW", &o, &in);
   if (rc >= 0) return rc;
   if (o.device && strcmp(o.device, "cpu") != 0) {
     fprintf(stderr, "netrun: error: calibrate runs on the CPU (it reads every layer's input back), not --device %s\n",
@@ -969,22 +1052,32 @@ static int cmd_calibrate(int argc, char **argv) {
   }
   int64_t n = 0;
   NetModel *m = NULL;
+  NetImages set = {0};
+  const float *images = NULL;
   int status = EXIT_FAIL;
   Opts plain = o;
   plain.device = "cpu", plain.int8 = NULL;
-  if (read_batch(in, o.inputs, 0, &n, NULL) || !(m = load(&plain, o.batch, 1, 0))) goto done;
-  if (!image_fits(m, rt_st_find(in, "image"), o.inputs)) goto done;
+  if (in) {
+    if (read_batch(in, o.inputs, 0, &n, NULL) || !(m = load(&plain, o.batch, 1, 0)) ||
+        !image_fits(m, rt_st_find(in, "image"), o.inputs))
+      goto done;
+    images = rt_st_find(in, "image")->data;
+  } else { /* the training images, CALIBRATION_IMAGES of them spread over the set unless --images */
+    if (!(m = load(&plain, o.batch, 1, 0)) || data_images(&o, m, 0, CALIBRATION_IMAGES, &set)) goto done;
+    images = set.image, n = set.n;
+  }
   const char *layers = o.int8 ? o.int8 : "all";
   NetCalibrateOpts co = {.layers = layers, .method = o.method, .percentile = o.percentile};
-  if (net_weights_load(m, o.weights) || net_calibrate(m, rt_st_find(in, "image")->data, n, &co, o.out)) {
+  if (net_weights_load(m, o.weights) || net_calibrate(m, images, n, &co, o.out)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     goto done;
   }
   int64_t used = n / net_batch(m) * net_batch(m);
-  printf("netrun: int8 scales of %s's layers (--int8 %s) from %lld images by %s; wrote %s\n", o.model, layers,
-         (long long)used, o.method ? o.method : "percentile", o.out);
+  printf("netrun: int8 scales of %s's layers (--int8 %s) from %lld images%s%s by %s; wrote %s\n", o.model, layers,
+         (long long)used, o.data ? " of " : "", o.data ? o.data : "", o.method ? o.method : "percentile", o.out);
   status = 0;
 done:
+  net_images_free(&set);
   net_free(m);
   rt_st_close(in);
   return status;

@@ -2,6 +2,7 @@
 #include "netrun_report.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* How many classes score higher than class `label` in row (ties to the
  * lower index, as argmax takes the first); classes when label is no class
@@ -60,4 +61,30 @@ void netrun_report_print(FILE *f, const NetrunReport *r, const char *ref_name, c
             r->nonfinite[k] ? "  (rows with NaN or inf counted wrong)" : "");
   fprintf(f, "  top-1 agreement %.2f%% (%lld of %lld); logits: largest difference %.4g, relative L2 %.3g\n",
           pct(r->agree, r->n), (long long)r->agree, (long long)r->n, r->max_diff, r->rel_l2);
+}
+
+typedef struct Ranked {
+  const NetQuantLayer *l;
+  double own; /* the output's error less the error of the input it was handed */
+} Ranked;
+
+static int by_own(const void *a, const void *b) {
+  double x = ((const Ranked *)a)->own, y = ((const Ranked *)b)->own;
+  if (isnan(x) || isnan(y)) return isnan(x) - isnan(y); /* unknown last */
+  return (x < y) - (x > y);
+}
+
+void netrun_report_layers(FILE *f, const NetQuantLayer *l, int n, int show) {
+  Ranked *r = malloc(sizeof *r * (size_t)(n ? n : 1));
+  if (!r) return;
+  for (int i = 0; i < n; i++) r[i] = (Ranked){&l[i], l[i].out - l[i].in};
+  qsort(r, (size_t)n, sizeof *r, by_own);
+  fprintf(f, "  the %d of %d int8 layers whose error grows most (relative L2 against the model without --int8):\n",
+          show < n ? show : n, n);
+  fprintf(f, "    %-32s %10s %10s %10s %10s %10s\n", "layer", "handed", "input q", "weight q", "output", "growth");
+  for (int i = 0; i < n && i < show; i++) {
+    const NetQuantLayer *x = r[i].l;
+    fprintf(f, "    %-32s %10.3g %10.3g %10.3g %10.3g %+10.3g\n", x->layer, x->in, x->act, x->weight, x->out, r[i].own);
+  }
+  free(r);
 }

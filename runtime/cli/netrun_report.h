@@ -3,12 +3,15 @@
  * weights without it, on one labelled batch, side by side: top-1 and top-5
  * of each, how often their top-1 agree, and the largest logit difference.
  * A row with a NaN or an infinity is never a correct prediction, and never
- * an agreement. */
+ * an agreement.  Then the layers where the error grows most (net.h's
+ * net_quant_errors). */
 #ifndef NETC_NETRUN_REPORT_H
 #define NETC_NETRUN_REPORT_H
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include "net.h"
 
 typedef struct NetrunReport {
   int64_t n;                /* images */
@@ -24,5 +27,10 @@ NetrunReport netrun_report(const float *ref, const float *q, const int64_t *labe
 
 /* The report as lines for a user; `what` names the quantized layers. */
 void netrun_report_print(FILE *f, const NetrunReport *r, const char *ref_name, const char *q_name);
+
+/* The `show` layers of l[0..n) whose own error is largest -- the growth of
+ * the output's error over that of the input the layer was handed, what
+ * quantizing it added -- with those errors and its quantization errors. */
+void netrun_report_layers(FILE *f, const NetQuantLayer *l, int n, int show);
 
 #endif

@@ -3,7 +3,8 @@
 # CPU executor's simulation) and `infer --report`: a trained smallcnn's
 # logits with --int8 all differ from the f16 ones yet agree on most top-1
 # classes, the report's numbers are its own (recomputed here from the two
-# logits files), and the misuses are refused.  CPU only, a few seconds.
+# logits files) with its table of layers, calibrate and infer read an IDX
+# folder with --data, and the misuses are refused.  CPU only, a few seconds.
 set -uo pipefail
 netrun=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -41,6 +42,12 @@ echo "$out" | tail -4
 if [ $rc = 0 ] && grep -qE "^  without --int8 +top-1 +[0-9.]+%  top-5 +[0-9.]+%$" <<<"$out" &&
   grep -qE "^  --int8 all +top-1 +[0-9.]+%  top-5 +[0-9.]+%$" <<<"$out"; then ok; else
   bad "infer --report: exit $rc, no report lines"
+fi
+# the layer table: conv2 and conv3 (conv1 stays f32), each with its errors
+if grep -qE "^  the 2 of 2 int8 layers whose error grows most" <<<"$out" &&
+  grep -qE "^    conv2 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[-+][0-9.e-]+$" <<<"$out" &&
+  grep -qE "^    conv3 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[-+][0-9.e-]+$" <<<"$out"; then ok; else
+  bad "infer --report: no layer table for conv2 and conv3"
 fi
 # the report against the two logits files, recomputed
 python3 - "$work" <<PY && ok || bad "the report's numbers are not the logits files'"
@@ -103,6 +110,36 @@ fi
 expect 0 "logits of 64 images" "$netrun" infer "$work/q.so" --device cpu --weights "$work/ck.safetensors" \
   --inputs "$work/batch.safetensors" --out "$work/q.safetensors"
 cmp -s "$work/q.safetensors" "$work/i8s.safetensors" && ok || bad "the model.so's embedded scales give other logits"
+# --data DIR: the same images as an IDX folder (train-* for calibrate, t10k-* for infer), read and
+# normalized by netrun as training would
+python3 - "$work/idx" <<'PY'
+import os, random, struct, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+random.seed(3)
+for prefix, n in (("train", 96), ("t10k", 80)):
+    labels = [i % 10 for i in range(n)]
+    px = bytes(max(0, min(255, int(((p * 7 + l * 13) % 29) * 8 + random.gauss(0, 20)))) for l in labels for p in range(784))
+    open(f"{d}/{prefix}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 2051, n, 28, 28) + px)
+    open(f"{d}/{prefix}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 2049, n) + bytes(labels))
+PY
+expect 0 "int8 scales of .* from 64 images of $work/idx by max; wrote" "$netrun" calibrate "$m" --weights "$work/ck.safetensors" \
+  --data "$work/idx" --images 64 --batch 16 --method max --out "$work/data.scales"
+out=$("$netrun" infer "$m" --device cpu --weights "$work/ck.safetensors" --data "$work/idx" --int8 all \
+  --int8-scales "$work/data.scales" --report --out "$work/d.safetensors" 2>&1)
+rc=$?
+if [ $rc = 0 ] && grep -q "report on 80 labelled images" <<<"$out" && grep -qE "^    conv3 " <<<"$out"; then ok; else
+  echo "$out"
+  bad "infer --report --data: exit $rc"
+fi
+expect 0 "report on 32 labelled images" "$netrun" infer "$m" --device cpu --weights "$work/ck.safetensors" \
+  --data "$work/idx" --images 32 --int8 all --report --out "$work/d.safetensors"
+expect 2 "--images N is for --data DIR" "${inf[@]}" --out "$work/x.safetensors" --images 5
+expect 2 "takes --inputs or --data, not both" "${inf[@]}" --out "$work/x.safetensors" --data "$work/idx"
+expect 1 "$work/nodata: " "$netrun" calibrate "$m" --weights "$work/ck.safetensors" --data "$work/nodata" \
+  --out "$work/x.scales"
+expect 2 "--mean and --std go together" "$netrun" calibrate "$m" --weights "$work/ck.safetensors" --data "$work/idx" \
+  --mean 0.5 --out "$work/x.scales"
 expect 2 "calibrate runs on the CPU" "${cal[@]}" --out "$work/x.scales" --device gpu
 expect 2 "--method must be" "${cal[@]}" --out "$work/x.scales" --method kl
 expect 2 "--percentile" "${cal[@]}" --out "$work/x.scales" --percentile 101
