@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "onnx_import.h"
 
 #define MAX_SOURCE_BYTES ((size_t)256 << 20)
+#define MAX_ONNX_BYTES   ((size_t)2 << 30) /* protobuf's limit on one message: the weights are inside */
 
 char *compile_read_file(const char *path, size_t *len, Diag *d) {
   SrcLoc none = {0};
@@ -47,17 +49,22 @@ char *compile_read_file(const char *path, size_t *len, Diag *d) {
     close(fd);
     return NULL;
   }
+  size_t len_path = strlen(path);
+  size_t most = len_path > 5 && strcmp(path + len_path - 5, ".onnx") == 0 ? MAX_ONNX_BYTES : MAX_SOURCE_BYTES;
   size_t cap = 1 << 16, n = 0;
+  /* the size the file has now as the first guess (it may still grow) */
+  if (st.st_size > 0 && (uint64_t)st.st_size < most) cap = (size_t)st.st_size + 1;
   char *buf = malloc(cap + 1);
   while (buf) {
     if (n == cap) {
-      if (cap >= MAX_SOURCE_BYTES) {
-        diag_error(d, none, "'%s' is larger than %zu MB", path, MAX_SOURCE_BYTES >> 20);
+      if (cap >= most) {
+        diag_error(d, none, "'%s' is larger than %zu MB", path, most >> 20);
         free(buf);
         buf = NULL;
         break;
       }
-      char *nb = realloc(buf, (cap *= 2) + 1);
+      cap = cap * 2 < most ? cap * 2 : most;
+      char *nb = realloc(buf, cap + 1);
       if (!nb) free(buf);
       buf = nb;
       if (!buf) break;
