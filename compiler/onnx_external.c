@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,7 +49,8 @@ static OnnxExternalFile *open_file(OnnxExternal *x, const char *loc, char *err, 
     snprintf(err, errlen, "keeps its values in '%s', a path too long", loc);
     return NULL;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO with no writer must not hang the open */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     int e = fd < 0 ? errno : 0;
@@ -59,32 +59,20 @@ static OnnxExternalFile *open_file(OnnxExternal *x, const char *loc, char *err, 
     if (fd >= 0) close(fd);
     return NULL;
   }
-  const uint8_t *data = NULL;
-  if (st.st_size > 0) {
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      snprintf(err, errlen, "keeps its values in '%s' (external data), which cannot be read: %s", path,
-               strerror(errno));
-      close(fd);
-      return NULL;
-    }
-    data = p;
-  }
-  close(fd);
+  char *name = strdup(loc);
   if (x->nfile == x->cap) {
     int cap = x->cap ? 2 * x->cap : 4;
-    OnnxExternalFile *f = realloc(x->file, sizeof *f * (size_t)cap);
-    if (!f) goto oom;
-    x->file = f, x->cap = cap;
+    OnnxExternalFile *f = name ? realloc(x->file, sizeof *f * (size_t)cap) : NULL;
+    if (f) x->file = f, x->cap = cap;
   }
-  char *name = strdup(loc);
-  if (!name) goto oom;
-  x->file[x->nfile] = (OnnxExternalFile){.location = name, .data = data, .size = (size_t)st.st_size};
+  if (!name || x->nfile == x->cap) {
+    free(name);
+    close(fd);
+    snprintf(err, errlen, "out of host memory");
+    return NULL;
+  }
+  x->file[x->nfile] = (OnnxExternalFile){.location = name, .fd = fd, .size = (uint64_t)st.st_size};
   return &x->file[x->nfile++];
-oom:
-  if (data) munmap((void *)data, (size_t)st.st_size);
-  snprintf(err, errlen, "out of host memory");
-  return NULL;
 }
 
 const uint8_t *onnx_external_data(OnnxExternal *x, const Onnx__TensorProto *t, size_t nbytes, char *err,
@@ -119,20 +107,50 @@ const uint8_t *onnx_external_data(OnnxExternal *x, const Onnx__TensorProto *t, s
   if (!f) return NULL;
   if (off > f->size || nbytes > f->size - off) {
     snprintf(err, errlen,
-             "keeps its values at bytes %" PRIu64 "..%" PRIu64 " of '%s', which holds %zu bytes (truncated?)", off,
-             off + nbytes, loc, f->size);
+             "keeps its values at bytes %" PRIu64 "..%" PRIu64 " of '%s', which holds %" PRIu64 " bytes (truncated?)",
+             off, off + nbytes, loc, f->size);
     return NULL;
   }
-  return f->data ? f->data + off : (const uint8_t *)"";
+  if (x->nbytes == x->capbytes) {
+    int cap = x->capbytes ? 2 * x->capbytes : 64;
+    uint8_t **b = realloc(x->bytes, sizeof *b * (size_t)cap);
+    if (!b) {
+      snprintf(err, errlen, "out of host memory");
+      return NULL;
+    }
+    x->bytes = b, x->capbytes = cap;
+  }
+  uint8_t *buf = malloc(nbytes ? nbytes : 1);
+  if (!buf) {
+    snprintf(err, errlen, "out of host memory (%zu bytes of external data)", nbytes);
+    return NULL;
+  }
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t r = pread(f->fd, buf + got, nbytes - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      snprintf(err, errlen, "keeps its values at bytes %" PRIu64 "..%" PRIu64 " of '%s', which cannot be read: %s", off,
+               off + nbytes, loc, r < 0 ? strerror(errno) : "the file ends first");
+      free(buf);
+      return NULL;
+    }
+    got += (size_t)r;
+  }
+  x->bytes[x->nbytes++] = buf;
+  return buf;
 }
 
 void onnx_external_close(OnnxExternal *x) {
   for (int i = 0; i < x->nfile; i++) {
-    if (x->file[i].data) munmap((void *)x->file[i].data, x->file[i].size);
+    close(x->file[i].fd);
     free(x->file[i].location);
   }
+  for (int i = 0; i < x->nbytes; i++) free(x->bytes[i]);
   free(x->file);
+  free(x->bytes);
   x->file = NULL, x->nfile = x->cap = 0;
+  x->bytes = NULL, x->nbytes = x->capbytes = 0;
 }
 
 #else

@@ -56,6 +56,13 @@ expect external_short 1 "node 13 '/fc/Gemm' \(Gemm\): initializer 'fc.bias' keep
   -- "$models/bad_external_short.onnx"
 expect external_outside 1 "initializer 'conv1.weight' keeps its values in '\.\./bad_external_outside\.onnx\.data', outside the model's folder" \
   -- "$models/bad_external_outside.onnx"
+# its data file a FIFO with no writer (no hang) or a directory
+mkdir -p "$work/fifo" "$work/dir/small_x.onnx.data"
+cp "$models/small_x.onnx" "$work/fifo/" && cp "$models/small_x.onnx" "$work/dir/" && mkfifo "$work/fifo/small_x.onnx.data"
+expect external_fifo 1 "keeps its values in '.*/fifo/small_x\.onnx\.data' \(external data\), which cannot be opened: not a regular file" \
+  -- "$work/fifo/small_x.onnx"
+expect external_dir 1 "keeps its values in '.*/dir/small_x\.onnx\.data' \(external data\), which cannot be opened: not a regular file" \
+  -- "$work/dir/small_x.onnx"
 expect external_missing 1 "initializer 'conv1.weight' keeps its values in '.*/bad_external_missing\.onnx\.data' \(external data\), which cannot be opened: No such file" \
   -- "$models/bad_external_missing.onnx"
 expect train_for_net 2 "--train is for .onnx models" -- --train="$src/small.train" "$src/small.net"
