@@ -17,15 +17,24 @@ int cg_emit_copy_cast(Emit *e) {
   int v = cg_tmpl_flat_vec(tx->dtype);
   if (!i8 && cg_tmpl_flat_vec(ty->dtype) < v) v = cg_tmpl_flat_vec(ty->dtype);
   unsigned G = cg_emit_grid_1d(e, count);
-  if (i8) {
+  /* to i8: a calibrated scale (scale=S), one per slice of dimension 0 (axis=0), or the tensor's maximum */
+  const IrAttr *fixed = i8 ? ir_attr_find(e->n, "scale") : NULL, *axis = i8 ? ir_attr_find(e->n, "axis") : NULL;
+  int64_t slices = axis && ty->rank > 0 && dim(e, ty, 0) > 1 ? dim(e, ty, 0) : 0;
+  if (slices && (count % slices || slices > (1 << 20)))
+    return cg_emit_fail(e, "a cast to i8 along axis 0 of %lld slices of %lld elements", (long long)slices,
+                        (long long)count);
+  if (slices) G = (unsigned)slices;
+  if (i8 && !fixed) {
     if (cg_emit_begin(e, "amax")) return -1;
     cg_emit_def(e, "NETC_CAST_AMAX", "1");
     cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
     cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+    if (slices) cg_emit_def(e, "NETC_SLICES", "%lldLL", (long long)slices);
     CG_EMIT_ARGS(e, in(0), scratch(0));
     need_scratch(e, G * sizeof(float));
     if (cg_emit_end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
   }
+  if (fixed) need_scratch(e, sizeof(float));
   if (cg_emit_begin(e, i8 ? "quant" : "")) return -1;
   cg_emit_def(e, i8 ? "NETC_CAST_I8" : "NETC_CAST", "1");
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
@@ -33,6 +42,8 @@ int cg_emit_copy_cast(Emit *e) {
   cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
   cg_emit_def(e, "NETC_V", "%d", v);
   cg_emit_def(e, "NETC_G", "%u", G);
+  if (fixed) cg_emit_def(e, "NETC_SCALE", "%.9gf", fixed->f);
+  if (slices && !fixed) cg_emit_def(e, "NETC_SLICES", "%lldLL", (long long)slices);
   if (i8)
     CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
   else

@@ -63,7 +63,8 @@ CgDevice kerntest_h200(void) {
   return (CgDevice){132, 1024, 49152, 9, 0, 2048, &kopts};
 }
 
-/* Casts, an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
+/* Casts (to i8 by the tensor's maximum, by a calibrated scale, per slice
+ * of dimension 0), an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
  * reading maxpool_bn_relu's winners on an odd channel count (the compiled
  * graphs have only the second, gathering by cells: here, with C/V = 67, it
  * gathers pixel by pixel). */
@@ -75,6 +76,7 @@ static const char EXTRA[] = "graph extra {\n"
                             "  input %4 loss_scale : f32[]\n"
                             "  input %5 dy : f16[N,3,4,67] NHWC\n"
                             "  input %6 v : f32[67]\n"
+                            "  input %18 k : f32[16,3,3,3] KCRS\n"
                             "  param @w : f32[1001]\n"
                             "  state @b : f32[1001]\n"
                             "  %7 = cast(%0) {to=i8} : i8[N,5,7,67] NHWC\n"
@@ -85,6 +87,8 @@ static const char EXTRA[] = "graph extra {\n"
                             "  %12 = maxpool_bwd_win(%5, %11) {k=3x3 s=2x2 p=1x1 in_hw=5x7} : f16[N,5,7,67] NHWC\n"
                             "  %13, %14, %15 = batchnorm_relu_bwd_win(%5, %11, %6, %1, %6, %6, %6)"
                             " {k=3x3 s=2x2 p=1x1 in_hw=5x7} : f16[N,5,7,67] NHWC, f32[67], f32[67]\n"
+                            "  %16 = cast(%0) {to=i8 scale=0.05} : i8[N,5,7,67] NHWC\n"
+                            "  %17 = cast(%18) {to=i8 axis=0} : i8[16,3,3,3] KCRS\n"
                             "  optimizer:\n"
                             "  sgd_update(@w, %2, @b, %3, %4) {momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
                             "  output %9\n"
@@ -93,6 +97,8 @@ static const char EXTRA[] = "graph extra {\n"
                             "  output %13\n"
                             "  output %14\n"
                             "  output %15\n"
+                            "  output %16\n"
+                            "  output %17\n"
                             "}\n";
 
 IrGraph *kerntest_extra(Arena *a) {
