@@ -6,12 +6,12 @@
 #include <string.h>
 
 static const char *const DTYPE_NAMES[IR_DT_COUNT] = {
-    [IR_DT_F32] = "f32", [IR_DT_F16] = "f16", [IR_DT_BF16] = "bf16", [IR_DT_I8] = "i8",
-    [IR_DT_I32] = "i32", [IR_DT_I64] = "i64", [IR_DT_U8] = "u8",
+    [IR_DT_F32] = "f32", [IR_DT_F16] = "f16", [IR_DT_BF16] = "bf16",     [IR_DT_I8] = "i8",         [IR_DT_I32] = "i32",
+    [IR_DT_I64] = "i64", [IR_DT_U8] = "u8",   [IR_DT_F8E4M3] = "f8e4m3", [IR_DT_F8E5M2] = "f8e5m2",
 };
 static const size_t DTYPE_SIZES[IR_DT_COUNT] = {
-    [IR_DT_F32] = 4, [IR_DT_F16] = 2, [IR_DT_BF16] = 2, [IR_DT_I8] = 1,
-    [IR_DT_I32] = 4, [IR_DT_I64] = 8, [IR_DT_U8] = 1,
+    [IR_DT_F32] = 4, [IR_DT_F16] = 2, [IR_DT_BF16] = 2,   [IR_DT_I8] = 1,     [IR_DT_I32] = 4,
+    [IR_DT_I64] = 8, [IR_DT_U8] = 1,  [IR_DT_F8E4M3] = 1, [IR_DT_F8E5M2] = 1,
 };
 static const char *const LAYOUT_NAMES[IR_LAYOUT_COUNT] = {
     [IR_LAYOUT_ROW] = "",      [IR_LAYOUT_NCHW] = "NCHW", [IR_LAYOUT_NHWC] = "NHWC",

@@ -45,6 +45,8 @@ typedef enum IrDtype {
   IR_DT_I32,
   IR_DT_I64,
   IR_DT_U8,
+  IR_DT_F8E4M3, /* FP8: activations and weights (runtime/ref/rt_ref.h) */
+  IR_DT_F8E5M2, /* FP8: gradients */
   IR_DT_COUNT
 } IrDtype;
 

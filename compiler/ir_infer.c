@@ -699,12 +699,16 @@ static int infer_cast(Ctx *c, IrType *out) {
   const IrAttr *a = ir_attr_find(c->n, "to");
   if (!a || a->kind != IR_ATTR_DTYPE) return fail(c, "cast needs to=DTYPE");
   IrDtype to = (IrDtype)a->i[0], from = in_type(c, 0)->dtype;
-  if (!is_float(from) && from != IR_DT_I8) return fail(c, "cast of a %s tensor", ir_dtype_name(from));
-  if (!is_float(to) && to != IR_DT_I8) return fail(c, "cast to %s", ir_dtype_name(to));
+  int f8 = to == IR_DT_F8E4M3 || to == IR_DT_F8E5M2;
+  int scaled = from == IR_DT_I8 || from == IR_DT_F8E4M3 || from == IR_DT_F8E5M2;
+  if (!is_float(from) && !scaled) return fail(c, "cast of a %s tensor", ir_dtype_name(from));
+  if (!is_float(to) && to != IR_DT_I8 && !f8) return fail(c, "cast to %s", ir_dtype_name(to));
   /* to i8: scale=S, a calibrated per-tensor scale (x is rounded to x/S, clamped to +-127), or axis=0, a scale per
-   * slice of dimension 0 (a weight's output channel) from the slice's own maximum; neither: the tensor's maximum */
+   * slice of dimension 0 (a weight's output channel) from the slice's own maximum; neither: the tensor's maximum.
+   * To f8: scale=S, x rounded to x/S; else S = the largest finite |x| over the format's largest value */
   const IrAttr *scale = ir_attr_find(c->n, "scale"), *axis = ir_attr_find(c->n, "axis");
-  if ((scale || axis) && to != IR_DT_I8) return fail(c, "scale and axis are for a cast to i8");
+  if (scale && to != IR_DT_I8 && !f8) return fail(c, "scale is for a cast to i8 or f8");
+  if (axis && to != IR_DT_I8) return fail(c, "axis is for a cast to i8");
   if (scale && (scale->kind != IR_ATTR_FLOAT || !(scale->f > 0) || scale->f > 1e30))
     return fail(c, "cast scale must be a positive number");
   if (axis && (axis->kind != IR_ATTR_INT || axis->i[0] != 0 || in_type(c, 0)->rank < 1))

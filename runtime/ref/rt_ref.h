@@ -247,6 +247,21 @@ float rt_ref_bf16_to_f32(uint16_t h);
 /* y = float(f16(x)), y = float(bf16(x)); y may alias x. */
 int rt_ref_round_f16(int64_t n, const float *x, float *y);
 int rt_ref_round_bf16(int64_t n, const float *x, float *y);
+/* FP8 (the OCP 8-bit formats, as Hopper's tensor cores take them):
+ *   E4M3 (e4m3fn): bias 7, 3 mantissa bits, largest 448, smallest 2^-9, no
+ *        infinity, NaN 0x7f/0xff (FP8 activations and weights)
+ *   E5M2: bias 15, 2 mantissa bits, largest 57344, smallest 2^-16, inf
+ *        0x7c, NaN 0x7e (FP8 gradients)
+ * Round to nearest, ties to even, saturating: a magnitude beyond the
+ * largest finite value (infinity included) becomes the largest finite
+ * value, as CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE does; NaN
+ * stays NaN. */
+typedef enum RtRefF8 { RT_REF_E4M3 = 0, RT_REF_E5M2 } RtRefF8;
+uint8_t rt_ref_f32_to_f8(float f, RtRefF8 fmt);
+float rt_ref_f8_to_f32(uint8_t b, RtRefF8 fmt);
+float rt_ref_f8_max(RtRefF8 fmt); /* 448 or 57344 */
+/* y = scale * float(f8(x / scale)): scaled FP8 simulation; scale > 0; y may alias x. */
+int rt_ref_round_f8(int64_t n, const float *x, float scale, RtRefF8 fmt, float *y);
 /* q = clamp(round_half_even(x / scale), -128, 127); scale > 0.  NaN -> 0. */
 int rt_ref_quant_i8(int64_t n, const float *x, float scale, int8_t *q);
 /* y = q * scale */

@@ -1,7 +1,8 @@
 /* rt_ref_precision.c - rounding that simulates reduced precision on FP32
  * data: IEEE binary16 and bfloat16 (round to nearest, ties to even; f16
- * keeps subnormals; overflow to inf; NaN stays NaN, quieted) and symmetric
- * saturating int8 quantization.  Bit-exact integer arithmetic, so the
+ * keeps subnormals; overflow to inf; NaN stays NaN, quieted), the two FP8
+ * formats (saturating; rt_ref.h) and symmetric saturating int8
+ * quantization.  Bit-exact integer arithmetic, so the
  * result never depends on the host's float rounding mode except rintf in
  * int8 quantization (the default mode, nearest-even, is assumed). */
 #include <math.h>
@@ -73,6 +74,63 @@ int rt_ref_round_bf16(int64_t n, const float *x, float *y) {
   if (n < 0) return RT_REF_ESHAPE;
   if (n && (!x || !y)) return RT_REF_EARG;
   for (int64_t i = 0; i < n; i++) y[i] = rt_ref_bf16_to_f32(rt_ref_f32_to_bf16(x[i]));
+  return RT_REF_OK;
+}
+
+/* --- FP8 ------------------------------------------------------------------ */
+
+typedef struct F8Format {
+  int mbits, bias;
+  uint8_t max_code; /* the largest finite magnitude's code */
+  uint8_t nan;
+} F8Format;
+
+static const F8Format F8[2] = {
+    [RT_REF_E4M3] = {3, 7, 0x7e, 0x7f},
+    [RT_REF_E5M2] = {2, 15, 0x7b, 0x7e},
+};
+
+float rt_ref_f8_to_f32(uint8_t b, RtRefF8 fmt) {
+  const F8Format *F = &F8[fmt];
+  int sign = b & 0x80, e = (b & 0x7f) >> F->mbits, m = b & ((1 << F->mbits) - 1);
+  int emax_field = (1 << (7 - F->mbits)) - 1;
+  float v;
+  if (fmt == RT_REF_E4M3 && (b & 0x7f) == 0x7f) return NAN;
+  if (fmt == RT_REF_E5M2 && e == emax_field)
+    v = m ? NAN : INFINITY;
+  else if (e == 0)
+    v = ldexpf((float)m, 1 - F->bias - F->mbits); /* subnormal: m * 2^(1-bias-mbits) */
+  else
+    v = ldexpf((float)((1 << F->mbits) | m), e - F->bias - F->mbits);
+  return sign ? -v : v;
+}
+
+float rt_ref_f8_max(RtRefF8 fmt) { return rt_ref_f8_to_f32(F8[fmt].max_code, fmt); }
+
+uint8_t rt_ref_f32_to_f8(float f, RtRefF8 fmt) {
+  const F8Format *F = &F8[fmt];
+  uint8_t sign = signbit(f) ? 0x80 : 0;
+  if (isnan(f)) return sign | F->nan;
+  float a = fabsf(f), top = rt_ref_f8_max(fmt);
+  if (a >= top) return sign | F->max_code; /* saturating (inf too) */
+  /* the step of a's binade (the subnormals' below the smallest normal),
+   * then a / step rounded half to even: exact, as step is a power of two */
+  int emin = 1 - F->bias, e;
+  frexpf(a, &e);
+  e -= 1; /* a in [2^e, 2^(e+1)) */
+  if (e < emin) e = emin;
+  double q = nearbyint((double)a / ldexp(1.0, e - F->mbits)); /* 0 .. 2^(mbits+1) */
+  if (q == 0) return sign;
+  if (q >= (double)(2 << F->mbits)) q /= 2, e++;             /* rounded up into the next binade */
+  if (q < (double)(1 << F->mbits)) return sign | (uint8_t)q; /* subnormal (e == emin) */
+  uint8_t code = (uint8_t)(((e + F->bias) << F->mbits) | ((int)q - (1 << F->mbits)));
+  return sign | (code > F->max_code ? F->max_code : code);
+}
+
+int rt_ref_round_f8(int64_t n, const float *x, float scale, RtRefF8 fmt, float *y) {
+  if (n < 0) return RT_REF_ESHAPE;
+  if ((n && (!x || !y)) || !(scale > 0) || (fmt != RT_REF_E4M3 && fmt != RT_REF_E5M2)) return RT_REF_EARG;
+  for (int64_t i = 0; i < n; i++) y[i] = scale * rt_ref_f8_to_f32(rt_ref_f32_to_f8(x[i] / scale, fmt), fmt);
   return RT_REF_OK;
 }
 

@@ -291,7 +291,43 @@ static void test_precision(void) {
   exectest_close(&c);
 }
 
+/* --- casts to FP8: scaled by the largest finite |x| (or scale=), rounded to
+ * the format; NaN and infinities pass, and so are not in the maximum ------ */
+static void test_cast_f8(void) {
+  const char *text = "graph t {\n  input %0 a : f32[N,7]\n"
+                     "  %1 = cast(%0) {to=f8e4m3} : f8e4m3[N,7]\n"
+                     "  %2 = cast(%0) {to=f8e5m2 scale=0.001} : f8e5m2[N,7]\n"
+                     "  %3 = cast(%1) {to=f32} : f32[N,7]\n"
+                     "  output %1, %2, %3\n}\n";
+  ExectestCase c;
+  if (exectest_open(&c, text, N) == 0) {
+    float *a = exectest_f(c.x, "a");
+    static const float vals[7] = {0.3f, -1.7f, 2.5e-3f, 9.0f, NAN, -INFINITY, 1e-7f};
+    for (int i = 0; i < N * 7; i++) a[i] = vals[i % 7] * (i < 7 ? 1.0f : 0.5f);
+    CHECK(exectest_run(c.x) == 0, "f8 cast run");
+    float amax = 9.0f, s4 = amax / 448.0f, w4[N * 7], w5[N * 7];
+    for (int i = 0; i < N * 7; i++) {
+      w4[i] = isfinite(a[i]) ? s4 * rt_ref_f8_to_f32(rt_ref_f32_to_f8(a[i] / s4, RT_REF_E4M3), RT_REF_E4M3) : a[i];
+      w5[i] =
+          isfinite(a[i]) ? 0.001f * rt_ref_f8_to_f32(rt_ref_f32_to_f8(a[i] / 0.001f, RT_REF_E5M2), RT_REF_E5M2) : a[i];
+    }
+    const float *q4 = exectest_out(&c, 0), *q5 = exectest_out(&c, 1), *back = exectest_out(&c, 2);
+    for (int i = 0; i < N * 7; i++) {
+      int same4 = isnan(w4[i]) ? isnan(q4[i]) : q4[i] == w4[i], same5 = isnan(w5[i]) ? isnan(q5[i]) : q5[i] == w5[i];
+      CHECK(same4 && same5, "[%d] %g: e4m3 %g (want %g), e5m2 %g (want %g)", i, a[i], q4[i], w4[i], q5[i], w5[i]);
+      CHECK(isnan(back[i]) ? isnan(q4[i]) : back[i] == q4[i], "[%d] the cast back to f32 keeps the value", i);
+    }
+    CHECK(q4[3] == 9.0f, "the largest finite value maps to 448 and back exactly: %g", q4[3]);
+    CHECK(q4[2] != a[2], "2.5e-3 is not kept exactly by e4m3 at this scale");
+    CHECK(isinf(q4[5]) && q4[5] < 0 && isnan(q4[4]), "-inf and NaN pass");
+  } else {
+    CHECK(0, "f8 cast graph did not load");
+  }
+  exectest_close(&c);
+}
+
 int main(void) {
+  test_cast_f8();
   test_conv2d();
   test_batchnorm();
   test_relu_add();

@@ -1,7 +1,9 @@
 /* test_precision.c - f16 and bf16 rounding against known bit patterns
  * (1/3, 65504, the overflow threshold, subnormals, ties to even, NaN,
- * signed zero), an exhaustive f16 round trip, and int8 quantization
- * (ties to even, saturation, NaN). */
+ * signed zero), an exhaustive f16 round trip, FP8 E4M3 and E5M2 (every
+ * code round trips; every midpoint between neighbours ties to the even
+ * code, a hair either side rounds to the nearer; saturation; NaN; known
+ * values), and int8 quantization (ties to even, saturation, NaN). */
 #include "ref_test.h"
 
 static float from_bits(uint32_t u) {
@@ -124,7 +126,52 @@ static void int8(void) {
   CHECK(rt_ref_quant_i8(9, x, -1, q) == RT_REF_EARG, "negative scale");
 }
 
+static void f8(RtRefF8 fmt) {
+  const char *name = fmt == RT_REF_E4M3 ? "e4m3" : "e5m2";
+  /* the finite non-negative codes, in increasing order of value */
+  float v[128];
+  int nv = 0;
+  for (int c = 0; c < 128; c++) {
+    float x = rt_ref_f8_to_f32((uint8_t)c, fmt);
+    if (!isfinite(x)) continue;
+    CHECK(nv == 0 || x > v[nv - 1], "%s: code 0x%02x (%g) not above the one before", name, c, x);
+    CHECK(rt_ref_f32_to_f8(x, fmt) == c, "%s: %g encodes as 0x%02x, not 0x%02x", name, x, rt_ref_f32_to_f8(x, fmt), c);
+    CHECK(rt_ref_f32_to_f8(-x, fmt) == (c | 0x80), "%s: -%g", name, x);
+    v[nv++] = x;
+  }
+  CHECK(nv == (fmt == RT_REF_E4M3 ? 127 : 124), "%s: %d finite codes", name, nv);
+  for (int i = 0; i + 1 < nv; i++) {
+    float lo = v[i], hi = v[i + 1], mid = (float)(((double)lo + hi) / 2);
+    int even = (rt_ref_f32_to_f8(lo, fmt) & 1) == 0 ? i : i + 1;
+    CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(mid, fmt), fmt) == v[even], "%s: the tie %g between %g and %g", name, mid,
+          lo, hi);
+    CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(nextafterf(mid, 0), fmt), fmt) == lo, "%s: below %g", name, mid);
+    CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(nextafterf(mid, INFINITY), fmt), fmt) == hi, "%s: above %g", name, mid);
+  }
+  float top = rt_ref_f8_max(fmt);
+  CHECK(top == (fmt == RT_REF_E4M3 ? 448.0f : 57344.0f) && v[nv - 1] == top, "%s: largest %g", name, top);
+  CHECK(v[1] == (fmt == RT_REF_E4M3 ? 0x1p-9f : 0x1p-16f), "%s: smallest subnormal %g", name, v[1]);
+  CHECK(rt_ref_f32_to_f8(1.0f, fmt) == (fmt == RT_REF_E4M3 ? 0x38 : 0x3c), "%s: 1.0", name);
+  CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(top * 1.05f, fmt), fmt) == top, "%s: saturates", name);
+  CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(INFINITY, fmt), fmt) == top, "%s: inf saturates", name);
+  CHECK(rt_ref_f8_to_f32(rt_ref_f32_to_f8(-INFINITY, fmt), fmt) == -top, "%s: -inf saturates", name);
+  CHECK(isnan(rt_ref_f8_to_f32(rt_ref_f32_to_f8(NAN, fmt), fmt)), "%s: NaN stays NaN", name);
+  CHECK(rt_ref_f32_to_f8(v[1] / 2, fmt) == 0, "%s: half the smallest ties to 0", name);
+  CHECK(rt_ref_f32_to_f8(nextafterf(v[1] / 2, 1), fmt) == 1, "%s: just above half rounds up", name);
+  CHECK(rt_ref_f32_to_f8(-0.0f, fmt) == 0x80, "%s: -0", name);
+  /* scaled: x / scale rounded, times scale */
+  float x[3] = {0.3f, -1000.0f, 7e-4f}, y[3];
+  CHECK(rt_ref_round_f8(3, x, 0.01f, fmt, y) == RT_REF_OK, "%s: round_f8", name);
+  for (int i = 0; i < 3; i++) {
+    float want = 0.01f * rt_ref_f8_to_f32(rt_ref_f32_to_f8(x[i] / 0.01f, fmt), fmt);
+    CHECK(y[i] == want, "%s: scaled %g: %g, want %g", name, x[i], y[i], want);
+  }
+  CHECK(rt_ref_round_f8(3, x, 0.0f, fmt, y) == RT_REF_EARG, "%s: scale 0 refused", name);
+}
+
 int main(void) {
+  f8(RT_REF_E4M3);
+  f8(RT_REF_E5M2);
   f16();
   bf16();
   int8();
