@@ -35,8 +35,8 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_word(char c) { return is_alpha_(c) || is_digit(c); }
 
 static int is_keyword(const char *s, size_t n) {
-  static const char *const KW[] = {"block", "network", "input", "train", "if",  "else", "for", "in",  "return",
-                                   "as",    "true",    "false", "f32",   "f16", "bf16", "i8",  "i32", "i64"};
+  static const char *const KW[] = {"block", "network", "input", "train", "if",   "else", "for", "in",  "return", "as",
+                                   "true",  "false",   "f32",   "f16",   "bf16", "i8",   "i32", "i64", "f8"};
   for (size_t i = 0; i < sizeof KW / sizeof KW[0]; i++)
     if (strlen(KW[i]) == n && strncmp(KW[i], s, n) == 0) return 1;
   return 0;
@@ -164,7 +164,7 @@ static const char *arg(Emit *e, const IrNode *n, int k, int in) {
 
 static void put_precision(FILE *f, const IrNode *n) {
   const IrAttr *p = ir_attr_find(n, "precision");
-  if (p) fprintf(f, ", precision=%s", ir_dtype_name((IrDtype)p->i[0]));
+  if (p) fprintf(f, ", precision=%s", p->i[0] == IR_DT_F8E4M3 ? "f8" : ir_dtype_name((IrDtype)p->i[0]));
 }
 
 /* Every attribute of n is one the language can set for its op. */

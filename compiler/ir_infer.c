@@ -111,7 +111,8 @@ static int infer_conv2d(Ctx *c, IrType *out) {
   int h = act_h(x);
   *out = *x;
   out->dim[act_c(x)] = K;
-  if (x->dtype == IR_DT_I8) out->dtype = IR_DT_F32; /* int8 products accumulate and dequantize to f32 */
+  /* int8 and FP8 products accumulate and dequantize to f32 */
+  if (x->dtype == IR_DT_I8 || x->dtype == IR_DT_F8E4M3) out->dtype = IR_DT_F32;
   for (int i = 0; i < 2; i++)
     if (window(c, "conv2d", i, x->dim[h + i], k[i], s[i], p[i], d[i], &out->dim[h + i])) return -1;
   return 0;
@@ -210,7 +211,7 @@ static int infer_linear(Ctx *c, IrType *out) {
       return fail(c, "linear bias %s must be [%" PRId64 "]", ir_type_str(b, b1, sizeof b1), w->dim[0]);
   }
   int64_t d[2] = {x->dim[0], w->dim[0]};
-  *out = ir_type(x->dtype == IR_DT_I8 ? IR_DT_F32 : x->dtype, IR_LAYOUT_ROW, 2, d);
+  *out = ir_type(x->dtype == IR_DT_I8 || x->dtype == IR_DT_F8E4M3 ? IR_DT_F32 : x->dtype, IR_LAYOUT_ROW, 2, d);
   return 0;
 }
 

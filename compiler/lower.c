@@ -597,8 +597,8 @@ __attribute__((noinline)) static Val call_op(Lower *L, Frame *f, const OpDef *de
   }
   if (args.v[ns].k == V_DTYPE) {
     IrDtype p = (IrDtype)args.v[ns].i;
-    if (p != IR_DT_F32 && p != IR_DT_F16 && p != IR_DT_BF16 && p != IR_DT_I8) {
-      error(L, args.loc[ns], "precision must be f32, f16, bf16 or i8, not %s", ir_dtype_name(p));
+    if (p != IR_DT_F32 && p != IR_DT_F16 && p != IR_DT_BF16 && p != IR_DT_I8 && p != IR_DT_F8E4M3) {
+      error(L, args.loc[ns], "precision must be f32, f16, bf16, i8 or f8, not %s", ir_dtype_name(p));
       return verr();
     }
     ir_attr_set_dtype(L->g, id, "precision", p);

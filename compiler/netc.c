@@ -42,7 +42,8 @@ static void usage(FILE *f) {
       "  --print-after=PASS   print the IR after PASS to stdout\n"
       "  --no-loc             leave source locations out of IR dumps\n"
       "  --inference          compile for inference: no backward pass, running statistics\n"
-      "  --precision=P        default precision: fp16 (default), bf16 or fp32\n"
+      "  --precision=P        default precision: fp16 (default), bf16, fp32, or fp8 (fp16 with every\n"
+      "                       convolution but the first in FP8 E4M3, forward; the CPU only for now)\n"
       "  --int8=L1,L2,...     run these layers in int8 (all: every convolution but the first)\n"
       "  --int8-scales=FILE   their inputs' calibrated scales (`netrun calibrate`; default: each tensor's maximum)\n"
       "  --batch=N            batch size the memory plan is made for (default: the train section's)\n"
@@ -187,21 +188,12 @@ int main(int argc, char **argv) {
       break;
     case 'L': cx.no_loc = 1; break;
     case 'I': cx.inference = 1; break;
-    case 'p': {
-      static const struct {
-        const char *name;
-        IrDtype dt;
-      } precisions[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
-      int found = 0;
-      for (int i = 0; i < 3; i++)
-        if (strcmp(optarg, precisions[i].name) == 0) cx.precision = precisions[i].dt, found = 1;
-      if (!found) {
-        fprintf(stderr, "netc: error: --precision must be fp32, fp16 or bf16, not '%s'\n", optarg);
+    case 'p':
+      if (pass_precision_parse(optarg, &cx)) {
+        fprintf(stderr, "netc: error: --precision must be " PASS_PRECISION_NAMES ", not '%s'\n", optarg);
         return EXIT_USAGE;
       }
-      cx.precision_set = 1;
       break;
-    }
     case '8': cx.int8_layers = optarg; break;
     case 'Q': scales_path = optarg; break;
     case 'b': {

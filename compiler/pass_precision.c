@@ -120,6 +120,20 @@ static int int8_all(const char *list) {
   return 0;
 }
 
+int pass_precision_parse(const char *name, PassCtx *cx) {
+  static const struct {
+    const char *name;
+    IrDtype dt;
+  } P[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}, {"fp8", IR_DT_F16}};
+  for (size_t i = 0; i < sizeof P / sizeof P[0]; i++)
+    if (name && strcmp(name, P[i].name) == 0) {
+      cx->precision = P[i].dt, cx->precision_set = 1;
+      if (i == 3) cx->fp8_layers = "all";
+      return 0;
+    }
+  return -1;
+}
+
 /* The dtype node n of g computes in when it is a convolution or linear op
  * (forward or backward); for any other op, the default dtype.  Shared with
  * the layout pass, which pads channels for that dtype's tensor cores. */
@@ -131,12 +145,15 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   const IrAttr *p = ir_attr_find(node, "precision");
   int asked_i8 = int8_listed(cx->int8_layers, node->name) || (p && p->i[0] == IR_DT_I8);
   if (asked_i8 && fwd) return IR_DT_I8;
-  if (p && p->i[0] != IR_DT_I8) return (IrDtype)p->i[0];
+  int asked_f8 = int8_listed(cx->fp8_layers, node->name) || (p && p->i[0] == IR_DT_F8E4M3);
+  if (asked_f8 && fwd) return IR_DT_F8E4M3; /* FP8: the forward op; its backward ops compute in D */
+  if (p && p->i[0] != IR_DT_I8 && p->i[0] != IR_DT_F8E4M3) return (IrDtype)p->i[0];
   int x = node->op == IR_OP_CONV2D_BWD_WEIGHT ? node->in[1] : node->in[0];
   if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
       node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU && from_input(g, x))
     return IR_DT_F32;
   if (fwd && is_conv(node->op) && !p && int8_all(cx->int8_layers)) return IR_DT_I8;
+  if (fwd && is_conv(node->op) && !p && int8_all(cx->fp8_layers)) return IR_DT_F8E4M3;
   return def;
 }
 
@@ -297,8 +314,8 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
     if (node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) /* z in the data gradient's dtype; the vectors f32 */
       return i < 2 || i == 3 ? (int)compute : -1;
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
-    if (i == ir_conv_residual(p->g, node)) /* an i8 convolution's output is f32 */
-      return compute == IR_DT_I8 ? IR_DT_F32 : (int)result_dtype(p, node, compute);
+    if (i == ir_conv_residual(p->g, node)) /* an i8 or f8 convolution's output is f32 */
+      return compute == IR_DT_I8 || compute == IR_DT_F8E4M3 ? IR_DT_F32 : (int)result_dtype(p, node, compute);
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD:
   case IR_OP_MAXPOOL_BWD:
@@ -407,11 +424,11 @@ static int check_requests(Pr *p) {
       IR_OP_GLOBAL_AVGPOOL, IR_OP_FLATTEN, IR_OP_BATCHNORM, IR_OP_BATCHNORM_TRAIN, IR_OP_SOFTMAX_CE};
   for (int n = 0; n < g->nnode; n++) {
     const IrAttr *pa = ir_attr_find(&g->node[n], "precision");
-    if (!pa || pa->i[0] != IR_DT_I8) continue;
+    if (!pa || (pa->i[0] != IR_DT_I8 && pa->i[0] != IR_DT_F8E4M3)) continue;
     for (size_t k = 0; k < sizeof fwd_only / sizeof fwd_only[0]; k++)
       if (g->node[n].op == fwd_only[k]) {
-        diag_error(p->d, g->node[n].loc, "precision=i8 applies to conv2d and linear only, not %s",
-                   ir_op_info(g->node[n].op)->name);
+        diag_error(p->d, g->node[n].loc, "precision=%s applies to conv2d and linear only, not %s",
+                   pa->i[0] == IR_DT_I8 ? "i8" : "f8", ir_op_info(g->node[n].op)->name);
         bad = 1;
       }
   }
@@ -420,7 +437,7 @@ static int check_requests(Pr *p) {
 
 /* Nothing to do: the default is f32 and no layer asks for another dtype. */
 static int all_f32(const IrGraph *g, const PassCtx *cx, IrDtype def) {
-  if (def != IR_DT_F32 || (cx->int8_layers && *cx->int8_layers)) return 0;
+  if (def != IR_DT_F32 || (cx->int8_layers && *cx->int8_layers) || (cx->fp8_layers && *cx->fp8_layers)) return 0;
   for (int n = 0; n < g->nnode; n++) {
     const IrAttr *pa = ir_attr_find(&g->node[n], "precision");
     if (pa && pa->i[0] != IR_DT_F32) return 0;

@@ -21,6 +21,7 @@ typedef struct PassCtx {
   IrDtype precision;                    /* --precision: default dtype of the precision policy (IR_DT_F16 unless set) */
   int precision_set;                    /* --precision given: it overrides the train section's `precision` */
   const char *int8_layers;              /* --int8=NAME,NAME: layers to run in i8, or NULL */
+  const char *fp8_layers;               /* the same for FP8 (E4M3 forward): "all" from --precision fp8 */
   const struct Int8Scales *int8_scales; /* --int8-scales: calibrated input scales of i8 layers, or NULL */
   int64_t batch;          /* --batch: batch size the memory plan is made for (0: the train section's, else 1) */
   const char *train_file; /* --train: the train section of an ONNX model, or NULL (compile.h's default) */
@@ -58,6 +59,11 @@ IrGraph *pass_precision(IrGraph *g, PassCtx *cx);
 /* The dtype the precision policy gives node n of g (the layout pass pads
  * channels for it before the precision pass runs). */
 IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx);
+/* A --precision name into cx: fp32, fp16 or bf16 the default dtype; fp8
+ * the default f16 with every convolution but the first in FP8 (E4M3
+ * forward; fp8_layers "all").  0, or -1 for another name. */
+int pass_precision_parse(const char *name, PassCtx *cx);
+#define PASS_PRECISION_NAMES "fp32, fp16, bf16 or fp8"
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx);
 IrGraph *pass_overlap(IrGraph *g, PassCtx *cx);
 IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);

@@ -47,17 +47,17 @@ static int ends_with(const char *s, const char *tail) {
   return n >= m && strcmp(s + n - m, tail) == 0;
 }
 
-static IrGraph *compile_one(Arena *a, const char *path, int inference, int precision, const NetLoadOpts *o,
-                            const Int8Scales *scales, Catch *c) {
+static IrGraph *compile_one(Arena *a, const char *path, int inference, const NetLoadOpts *o, const Int8Scales *scales,
+                            Catch *c) {
   PassCtx cx = {.d = &c->d,
                 .out = c->d.out,
                 .inference = inference,
                 .batch = o->batch,
-                .precision = precision >= 0 ? (IrDtype)precision : IR_DT_F16,
-                .precision_set = precision >= 0,
+                .precision = IR_DT_F16,
                 .image_hw = {o->image_h, o->image_w ? o->image_w : o->image_h},
                 .int8_layers = o->int8 && *o->int8 ? o->int8 : NULL,
                 .int8_scales = scales};
+  if (o->precision) pass_precision_parse(o->precision, &cx); /* checked by open_net */
   return compile_file(a, &c->d, path, &cx);
 }
 
@@ -76,18 +76,10 @@ static void image_size(const IrGraph *g, int64_t hw[2]) {
 static NetStatus open_net(const char *path, Arena *a, const NetLoadOpts *o, NetGraphs *out, char *err, size_t len) {
   const char *precision = o->precision;
   int want_train = !o->inference_only;
-  int dt = -1;
-  if (precision) {
-    static const struct {
-      const char *name;
-      IrDtype dt;
-    } P[] = {{"fp32", IR_DT_F32}, {"fp16", IR_DT_F16}, {"bf16", IR_DT_BF16}};
-    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++)
-      if (strcmp(precision, P[i].name) == 0) dt = (int)P[i].dt;
-    if (dt < 0) {
-      snprintf(err, len, "precision must be fp32, fp16 or bf16, not '%s'", precision);
-      return NET_ERR_ARG;
-    }
+  PassCtx probe_cx = {0};
+  if (precision && pass_precision_parse(precision, &probe_cx)) {
+    snprintf(err, len, "precision must be " PASS_PRECISION_NAMES ", not '%s'", precision);
+    return NET_ERR_ARG;
   }
   /* a regular file, opened without blocking; else the compiler's own reading says why */
   int probe = rt_file_open_regular(path, NULL, NULL, 0);
@@ -108,8 +100,8 @@ static NetStatus open_net(const char *path, Arena *a, const NetLoadOpts *o, NetG
     catch_close(&c, err, len, "cannot read the int8 scales");
     return NET_ERR_IO;
   }
-  if (want_train) out->train = compile_one(a, path, 0, dt, o, sp, &c);
-  if (!want_train || out->train) out->infer = compile_one(a, path, 1, dt, o, sp, &c);
+  if (want_train) out->train = compile_one(a, path, 0, o, sp, &c);
+  if (!want_train || out->train) out->infer = compile_one(a, path, 1, o, sp, &c);
   int ok = out->infer != NULL;
   catch_close(&c, err, len, "compile failed");
   if (!ok) return NET_ERR_MODEL;

@@ -6,7 +6,7 @@
  *                [--test-images N] [--seed N] [--workers N] [--augment KIND] [--decoder D]
  *                [--accum K] [--export OUT] [--weights W | --resume CKPT]
  *   netrun step MODEL --weights W --inputs B --out OUT [--lr X]
- *               [--loss-scale S] [--precision fp32|fp16|bf16] [--device ...]
+ *               [--loss-scale S] [--precision fp32|fp16|bf16|fp8] [--device ...]
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
  *   netrun bench MODEL [--batch N] [--inference] [--steps N] [--device ...]
  *               (no GPU: refused unless --device cpu)
@@ -127,8 +127,9 @@ static void usage(FILE *f) {
              "  --out FILE           where the results go (replaced atomically)\n"
              "  --lr X               learning rate (default: the train section's)\n"
              "  --loss-scale S       loss scale (default: the train section's static scale, else 1)\n"
-             "  --precision P        fp32, fp16 or bf16, for a .net MODEL (default: the train section's, else fp16;\n"
-             "                       bench and infer take it too)\n"
+             "  --precision P        fp32, fp16, bf16 or fp8, for a .net MODEL (default: the train section's, else\n"
+             "                       fp16; bench and infer take it too; fp8: fp16 with every convolution but the\n"
+             "                       first in FP8 E4M3, the CPU only for now)\n"
              "  --image-size S|HxW   a .net or .onnx MODEL's image height and width (default: as the file\n"
              "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
              "  --int8 L1,L2|all     a .net or .onnx MODEL's layers to run in int8 (all: every convolution but the\n"

@@ -92,8 +92,8 @@ int netrun_opt_word(const char *opt, const char *s, const char *const *words, in
 }
 
 int netrun_opt_precision(const char *s) {
-  static const char *const P[] = {"fp32", "fp16", "bf16"};
-  return netrun_opt_word("--precision", s, P, 3);
+  static const char *const P[] = {"fp32", "fp16", "bf16", "fp8"};
+  return netrun_opt_word("--precision", s, P, 4);
 }
 
 int netrun_opt_bad(int c, char **argv, const char *cmd) {

@@ -220,8 +220,8 @@ static void test_errors(void) {
   expect_err(net_load(at(root, "models/mlp.net"), &o, &m), NET_ERR_ARG, "not 'tpu'", "bad device");
   o = (NetLoadOpts){.batch = -3};
   expect_err(net_load(at(root, "models/mlp.net"), &o, &m), NET_ERR_ARG, "batch", "negative batch");
-  o = (NetLoadOpts){.device = "cpu", .precision = "fp8"};
-  expect_err(net_load(at(root, "models/mlp.net"), &o, &m), NET_ERR_ARG, "fp8", "bad precision");
+  o = (NetLoadOpts){.device = "cpu", .precision = "fp4"};
+  expect_err(net_load(at(root, "models/mlp.net"), &o, &m), NET_ERR_ARG, "fp4", "bad precision");
 
   expect_err(net_step(NULL, NULL, NULL), NET_ERR_ARG, "the model is NULL", "NULL model");
   expect_err(net_infer(NULL, NULL, 1, NULL), NET_ERR_ARG, "NULL", "NULL infer");

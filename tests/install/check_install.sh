@@ -56,9 +56,11 @@ for lib in so a; do
   check "libnetc.$lib exports exactly net.h's $(wc -l <"$work/api.txt") functions; differences:
 $(diff "$work/api.txt" "$work/$lib.txt" | grep '^[<>]' | head -10)" cmp -s "$work/api.txt" "$work/$lib.txt"
 done
-no_undefined_cuda() { ! nm -D --undefined-only "$1" | grep -qE ' (net_|cu[A-Z]|nvrtc|cudnn)'; }
-no_cuda_needed() { ! readelf -d "$1" | grep NEEDED | grep -qiE 'cuda|nvrtc|cudnn|nvidia'; }
-needs_libnetc() { readelf -d "$1" | grep NEEDED | grep -q libnetc; }
+# (each tool's output captured first: under pipefail, grep -q leaving early
+# would make the writer's SIGPIPE the pipeline's status)
+no_undefined_cuda() { local s; s=$(nm -D --undefined-only "$1") && ! grep -qE ' (net_|cu[A-Z]|nvrtc|cudnn)' <<<"$s"; }
+no_cuda_needed() { local s; s=$(readelf -d "$1") && ! grep NEEDED <<<"$s" | grep -qiE 'cuda|nvrtc|cudnn|nvidia'; }
+needs_libnetc() { local s; s=$(readelf -d "$1") && grep NEEDED <<<"$s" | grep -q libnetc; }
 lacks_libnetc() { ! needs_libnetc "$1"; }
 check "libnetc.so leaves net_ or CUDA symbols undefined" no_undefined_cuda "$libdir/libnetc.so"
 check "libnetc.so needs a CUDA library" no_cuda_needed "$libdir/libnetc.so"

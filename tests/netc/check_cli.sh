@@ -57,7 +57,7 @@ out=$("$netc" --inference "$src/models/mlp.net" 2>/dev/null)
 [ -z "$out" ] || { echo "FAIL: the nothing-written note went to stdout"; fail=$((fail + 1)); }
 out=$("$netc" --summary "$src/models/mlp.net" 2>&1 >/dev/null)
 [ -z "$out" ] || { echo "FAIL: --summary also printed '$out'"; fail=$((fail + 1)); }
-expect 2 "--precision must be fp32, fp16 or bf16" "$netc" --precision=fp8 "$src/models/mlp.net"
+expect 2 "--precision must be fp32, fp16, bf16 or fp8, not 'fp4'" "$netc" --precision=fp4 "$src/models/mlp.net"
 expect 2 "--batch must be an integer" "$netc" --batch=0 "$src/models/mlp.net"
 expect 2 "--batch must be an integer" "$netc" --batch=12x "$src/models/mlp.net"
 expect 0 "" "$netc" --precision=bf16 --batch=8 "$src/models/mlp.net"

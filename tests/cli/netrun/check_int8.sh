@@ -98,8 +98,8 @@ assert "# method max over 64 images" in open(f"{w}/max.scales").read()
 PY
 scale=$(awk '$1 == "conv2" {print $2}' "$work/max.scales")
 netc=$(dirname "$netrun")/netc
-if "$netc" "$m" --inference --int8=all --int8-scales="$work/max.scales" --no-loc --print-after=precision 2>&1 |
-  grep -qE "cast\(%[0-9]+\) \{to=i8 scale=$scale\}"; then ok; else bad "the IR lacks conv2's input cast with scale=$scale"; fi
+ir=$("$netc" "$m" --inference --int8=all --int8-scales="$work/max.scales" --no-loc --print-after=precision 2>&1)
+if grep -qE "cast\(%[0-9]+\) \{to=i8 scale=$scale\}" <<<"$ir"; then ok; else bad "the IR lacks conv2's input cast with scale=$scale"; fi
 out=$("${inf[@]}" --out "$work/i8s.safetensors" --int8 all --int8-scales "$work/mse.scales" --report 2>&1)
 agree=$(sed -n 's/.*top-1 agreement [0-9.]*% (\([0-9]*\) of 64).*/\1/p' <<<"$out")
 if [ -n "$agree" ] && [ "$agree" -ge 48 ] && ! cmp -s "$work/i8s.safetensors" "$work/i8.safetensors"; then ok; else
@@ -157,5 +157,21 @@ expect 1 "needs tensors 'image' and 'label'" "$netrun" infer "$m" --device cpu -
   --inputs "$work/batch_unlabelled.safetensors" --out "$work/x.safetensors" --int8 all --report
 expect 1 "--int8: no conv2d or linear layer named 'nosuch'" "${inf[@]}" --out "$work/x.safetensors" --int8 nosuch
 expect 2 "export does not take '--int8'" "$netrun" export "$m" --weights "$work/ck.safetensors" --out "$work/e" --int8 all
+# FP8 (the CPU executor's simulation): --precision fp8 trains, its loss falling; precision=f8 on one layer
+out=$("$netrun" train "$m" "${run[@]}" --steps 60 --precision fp8 2>&1)
+if [ $? = 0 ] && python3 -c "
+import re, sys
+a, b = map(float, re.search(r'loss ([0-9.]+) -> ([0-9.]+)', sys.argv[1]).groups())
+sys.exit(0 if b < 0.8 * a else 1)" "$out"; then ok; else
+  echo "$out" | tail -3
+  bad "train --precision fp8: the loss did not fall"
+fi
+expect 0 "logits of 64 images" "${inf[@]}" --out "$work/f8.safetensors" --precision fp8
+sed 's/conv3 = conv2d(\([^)]*\))/conv3 = conv2d(\1, precision=f8)/' "$m" >"$work/f8layer.net"
+ir=$("$netc" "$work/f8layer.net" --no-loc --print-after=precision 2>&1)
+if grep -qE "cast\(@conv3.weight\) \{to=f8e4m3\}" <<<"$ir" && ! grep -q "conv2.weight) {to=f8e4m3}" <<<"$ir"; then ok; else
+  bad "precision=f8 on conv3 alone: no f8e4m3 cast of its weight, or one of conv2's"
+fi
+expect 2 "--precision must be fp32, fp16, bf16 or fp8, not 'fp4'" "$netc" "$m" --precision fp4
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

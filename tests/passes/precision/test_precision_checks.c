@@ -37,6 +37,16 @@ static IrGraph *compile(Arena *a, Diag *d, const char *path, unsigned off, int i
   return compile_file(a, d, path, &cx);
 }
 
+/* The same with --precision fp8 (pass_precision_parse). */
+static IrGraph *compile_fp8(Arena *a, Diag *d, const char *path, unsigned off, int inference) {
+  PassCtx cx = {.d = d,
+                .out = stdout,
+                .inference = inference,
+                .disabled = off | pipeline_bit("prologue") | pipeline_bit("memplan")};
+  if (pass_precision_parse("fp8", &cx)) return NULL;
+  return compile_file(a, d, path, &cx);
+}
+
 static int is_conv(IrOp op) {
   return op == IR_OP_CONV2D || op == IR_OP_CONV2D_BN_TRAIN || op == IR_OP_CONV2D_BN || op == IR_OP_CONV2D_BWD_DATA ||
          op == IR_OP_CONV2D_BWD_WEIGHT || op == IR_OP_CONV2D_BWD_DATA_RELU;
@@ -128,16 +138,20 @@ done:
 
 /* --int8=all (the policy): every forward convolution but conv1 reads i8
  * input and weight, conv1 stays f32, the backward ops and fc stay in f16
- * (fc in i8 only when listed too: "all,fc"). */
+ * (fc in i8 only when listed too: "all,fc").  With list NULL, --precision
+ * fp8: the same with f8e4m3 for i8. */
 static void check_int8_all(const char *path, unsigned off, int inference, const char *list) {
   Arena a;
   arena_init(&a);
   Diag d;
   diag_init(&d, stderr);
-  IrGraph *g = compile(&a, &d, path, off, inference, IR_DT_F16, list);
+  IrDtype low = list ? IR_DT_I8 : IR_DT_F8E4M3;
+  IrGraph *g =
+      list ? compile(&a, &d, path, off, inference, IR_DT_F16, list) : compile_fp8(&a, &d, path, off, inference);
   char what[128];
-  snprintf(what, sizeof what, "resnet50 --int8=%s %s %s", list, inference ? "inference" : "training",
-           off & pipeline_bit("fuse") ? "unfused" : "fused");
+  snprintf(what, sizeof what, "resnet50 %s%s %s %s", list ? "--int8=" : "--precision fp8", list ? list : "",
+           inference ? "inference" : "training", off & pipeline_bit("fuse") ? "unfused" : "fused");
+  if (!list) list = "";
   CHECK(g != NULL, "%s compiles", what);
   if (!g) goto done;
   int fc_i8 = strstr(list, "fc") != NULL, i8 = 0, fwd = 0, stem = 0, fc = 0;
@@ -154,13 +168,14 @@ static void check_int8_all(const char *path, unsigned off, int inference, const 
       stem += x == IR_DT_F32 && w == IR_DT_F32;
     } else if (forward) {
       fwd++;
-      i8 += x == IR_DT_I8 && w == IR_DT_I8;
-      CHECK(x == IR_DT_I8 && w == IR_DT_I8, "%s: %s reads %s/%s", what, name, ir_dtype_name(x), ir_dtype_name(w));
+      i8 += x == low && w == low;
+      CHECK(x == low && w == low, "%s: %s reads %s/%s", what, name, ir_dtype_name(x), ir_dtype_name(w));
     } else {
-      CHECK(x != IR_DT_I8 && w != IR_DT_I8, "%s: backward op %s reads i8", what, name);
+      CHECK(x != low && w != low, "%s: backward op %s reads %s", what, name, ir_dtype_name(low));
     }
   }
-  CHECK(fwd == 52 && i8 == 52, "%s: %d of %d forward convolutions but conv1 in i8 (52 expected)", what, i8, fwd);
+  CHECK(fwd == 52 && i8 == 52, "%s: %d of %d forward convolutions but conv1 in %s (52 expected)", what, i8, fwd,
+        ir_dtype_name(low));
   CHECK(stem == 1, "%s: conv1 in f32", what);
   CHECK(fc == 1, "%s: fc in %s", what, fc_i8 ? "i8" : "f16");
 done:
@@ -206,6 +221,10 @@ int main(int argc, char **argv) {
     check_int8_all(path, 0, inference, "all");
   }
   check_int8_all(path, 0, 1, "all,fc");
+  for (int inference = 0; inference < 2; inference++) {
+    check_int8_all(path, pipeline_bit("fuse"), inference, NULL);
+    check_int8_all(path, 0, inference, NULL);
+  }
   static const char net[] = "network e {\n"
                             "  input image : f32[3, 8, 8]\n"
                             "  input label : i32[]\n"
@@ -220,5 +239,7 @@ int main(int argc, char **argv) {
   check_error(text, "r", "--int8: no conv2d or linear layer named 'r'");
   snprintf(text, sizeof text, net, "i8");
   check_error(text, NULL, "err.net:5:7: error: precision=i8 applies to conv2d and linear only, not relu");
+  snprintf(text, sizeof text, net, "f8");
+  check_error(text, NULL, "err.net:5:7: error: precision=f8 applies to conv2d and linear only, not relu");
   return check_report();
 }
