@@ -223,10 +223,11 @@ typedef struct NetCalibrateOpts {
 } NetCalibrateOpts;
 NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCalibrateOpts *o, const char *path);
 
-/* Where an int8 model loses accuracy, layer by layer: q (loaded with int8)
- * and ref (the same network and weights without it), both on the CPU, run
+/* Where an int8 (or fp8) model loses accuracy, layer by layer: q (loaded
+ * with int8, or precision fp8) and ref (the same network and weights
+ * without it), both on the CPU, run
  * the same n images (whole batches of their common batch size; a last
- * partial batch too).  For each layer of q that takes an i8 input:
+ * partial batch too).  For each layer of q that takes an i8 or f8e4m3 input:
  *   in     the relative L2 difference of its input, before quantization,
  *          from ref's input of the layer of that name: the error it is handed
  *   act    the relative L2 error its input's quantization makes (the cast's

@@ -26,10 +26,11 @@ typedef struct Track {
   Sum in, act, weight, diff; /* summed over the batches */
 } Track;
 
-/* The producer of value v when it is a cast to i8: its input, else -1. */
+/* The producer of value v when it is a cast to i8 or f8e4m3: its input, else -1. */
 static int i8_cast_from(const IrGraph *g, int v) {
   int d = g->val[v].def;
-  if (d < 0 || g->node[d].op != IR_OP_CAST || g->val[v].type.dtype != IR_DT_I8) return -1;
+  IrDtype dt = g->val[v].type.dtype;
+  if (d < 0 || g->node[d].op != IR_OP_CAST || (dt != IR_DT_I8 && dt != IR_DT_F8E4M3)) return -1;
   return g->node[d].in[0];
 }
 

@@ -956,8 +956,10 @@ static int cmd_infer(int argc, char **argv) {
   RtStFile *in = NULL;
   int rc = batch_command(argc, argv, "DbKwiopzm8rFdNMZW", &o, &in);
   if (rc >= 0) return rc;
-  if (o.report && !(o.int8 && *o.int8)) {
-    fprintf(stderr, "netrun: error: infer --report compares a model with --int8 LAYERS against the same without\n");
+  int fp8 = o.precision && strcmp(o.precision, "fp8") == 0;
+  if (o.report && !(o.int8 && *o.int8) && !fp8) {
+    fprintf(stderr, "netrun: error: infer --report compares a model with --int8 LAYERS (or --precision fp8) against "
+                    "the same without\n");
     rt_st_close(in);
     return EXIT_USAGE;
   }
@@ -996,9 +998,10 @@ static int cmd_infer(int argc, char **argv) {
     goto done;
   }
   printf("netrun: logits of %lld images with %s on %s; wrote %s\n", (long long)n, o.model, where(m), o.out);
-  if (o.report) { /* the same network and weights without --int8 */
+  if (o.report) { /* the same network and weights without --int8, and in fp16 for fp8 */
     Opts plain = o;
     plain.int8 = NULL;
+    if (fp8) plain.precision = "fp16";
     if (!(ref = load(&plain, o.batch, 1, 0))) goto done;
     if (!(ref_logits = malloc(sizeof(float) * (size_t)(n * shape[1])))) {
       fprintf(stderr, "netrun: error: out of memory\n");
@@ -1010,8 +1013,9 @@ static int cmd_infer(int argc, char **argv) {
     }
     NetrunReport r = netrun_report(ref_logits, logits, labels, n, shape[1]);
     char qname[300];
-    snprintf(qname, sizeof qname, "--int8 %.280s", o.int8);
-    netrun_report_print(stdout, &r, o.precision ? o.precision : "without --int8", qname);
+    snprintf(qname, sizeof qname, "%s%.260s%s%s", o.int8 ? "--int8 " : "", o.int8 ? o.int8 : "",
+             o.int8 && fp8 ? " " : "", fp8 ? "--precision fp8" : "");
+    netrun_report_print(stdout, &r, plain.precision ? plain.precision : "without --int8", qname);
     /* layer by layer: both models' values read back, so both on the CPU */
     if (strcmp(net_device(m), "cpu") != 0 || strcmp(net_device(ref), "cpu") != 0) {
       printf("  (the layer-by-layer errors need both models on the CPU: --device cpu)\n");

@@ -79,7 +79,7 @@ void netrun_report_layers(FILE *f, const NetQuantLayer *l, int n, int show) {
   if (!r) return;
   for (int i = 0; i < n; i++) r[i] = (Ranked){&l[i], l[i].out - l[i].in};
   qsort(r, (size_t)n, sizeof *r, by_own);
-  fprintf(f, "  the %d of %d int8 layers whose error grows most (relative L2 against the model without --int8):\n",
+  fprintf(f, "  the %d of %d quantized layers whose error grows most (relative L2 against the reference):\n",
           show < n ? show : n, n);
   fprintf(f, "    %-32s %10s %10s %10s %10s %10s\n", "layer", "handed", "input q", "weight q", "output", "growth");
   for (int i = 0; i < n && i < show; i++) {

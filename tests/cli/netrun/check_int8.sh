@@ -44,7 +44,7 @@ if [ $rc = 0 ] && grep -qE "^  without --int8 +top-1 +[0-9.]+%  top-5 +[0-9.]+%$
   bad "infer --report: exit $rc, no report lines"
 fi
 # the layer table: conv2 and conv3 (conv1 stays f32), each with its errors
-if grep -qE "^  the 2 of 2 int8 layers whose error grows most" <<<"$out" &&
+if grep -qE "^  the 2 of 2 quantized layers whose error grows most" <<<"$out" &&
   grep -qE "^    conv2 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[-+][0-9.e-]+$" <<<"$out" &&
   grep -qE "^    conv3 +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[0-9.e-]+ +[-+][0-9.e-]+$" <<<"$out"; then ok; else
   bad "infer --report: no layer table for conv2 and conv3"
@@ -166,7 +166,12 @@ sys.exit(0 if b < 0.8 * a else 1)" "$out"; then ok; else
   echo "$out" | tail -3
   bad "train --precision fp8: the loss did not fall"
 fi
-expect 0 "logits of 64 images" "${inf[@]}" --out "$work/f8.safetensors" --precision fp8
+out=$("${inf[@]}" --out "$work/f8.safetensors" --precision fp8 --report 2>&1)
+if [ $? = 0 ] && grep -qE "^  fp16 +top-1" <<<"$out" && grep -qE "^  --precision fp8 +top-1" <<<"$out" &&
+  grep -qE "^  the 2 of 2 quantized layers" <<<"$out"; then ok; else
+  echo "$out"
+  bad "infer --precision fp8 --report: fp8 against fp16, with its layer table"
+fi
 sed 's/conv3 = conv2d(\([^)]*\))/conv3 = conv2d(\1, precision=f8)/' "$m" >"$work/f8layer.net"
 ir=$("$netc" "$work/f8layer.net" --no-loc --print-after=precision 2>&1)
 if grep -qE "cast\(@conv3.weight\) \{to=f8e4m3\}" <<<"$ir" && ! grep -q "conv2.weight) {to=f8e4m3}" <<<"$ir"; then ok; else
