@@ -27,11 +27,12 @@ ALLOWED = {
     "runtime/base": [],
     "runtime/ref": ["runtime/base"],
     "runtime/data": ["runtime/base"],
+    "runtime/dist": ["runtime/base"],
     "runtime/cpu": ["runtime/ref", "runtime/base", "compiler"],
     "runtime/train": ["runtime/cpu", "runtime/ref", "runtime/base", "compiler"],
     "runtime/io": ["runtime/cpu", "runtime/ref", "runtime/base", "compiler", "compiler/codegen"],
     "runtime/gpu": ["runtime/ref", "runtime/base", "compiler", "compiler/codegen"],
-    "runtime/api": ["runtime/train", "runtime/gpu", "runtime/cpu", "runtime/io", "runtime/data", "runtime/ref",
+    "runtime/api": ["runtime/train", "runtime/gpu", "runtime/cpu", "runtime/io", "runtime/data", "runtime/dist", "runtime/ref",
                     "runtime/base", "compiler", "compiler/codegen"],
     "runtime/cli": ["runtime/api", "runtime/io", "runtime/base", "compiler"],
 }
