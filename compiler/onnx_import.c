@@ -751,8 +751,6 @@ static int op_flatten(Imp *m, const Node *n) {
   return emit(m, n, IR_OP_FLATTEN, layer_name(m, n, NULL), ins, 1, NULL, 0);
 }
 
-static int allowzero_set(const Node *n) { return attr_int(n, "allowzero", 0) != 0; }
-
 /* Reshape to [N, features] (a flatten), the target folded from constants. */
 static int op_reshape(Imp *m, const Node *n) {
   int bad = 0;
@@ -762,7 +760,8 @@ static int op_reshape(Imp *m, const Node *n) {
   /* allowzero=1 makes a 0 in the shape a dimension of size 0 rather than a
    * copy of the input's: the same reshape when the shape holds no 0 (as
    * the dynamo exporter writes x.view(N, -1)) */
-  for (int i = 0; allowzero_set(n) && i < sh->n; i++)
+  int allowzero = attr_int(n, "allowzero", 0) != 0;
+  for (int i = 0; allowzero && i < sh->n; i++)
     if (sh->c[i] == 0) {
       node_error(m, n, "allowzero=1 with a 0 in the shape (a dimension of size 0) is not supported");
       return -1;
@@ -1013,28 +1012,29 @@ typedef struct OpEntry {
   const char *name;
   OpFn fn;
   const char *attrs; /* the attributes netc reads; any other is an error */
+  int folded;        /* shape arithmetic, folded into the Reshape it feeds: never a layer */
 } OpEntry;
 
 static const OpEntry OPS[] = {
-    {"Conv", op_conv, "kernel_shape strides pads dilations group auto_pad"},
-    {"BatchNormalization", op_batchnorm, "epsilon momentum training_mode spatial"},
-    {"Relu", op_relu, ""},
-    {"Add", op_add, ""},
-    {"MaxPool", op_maxpool, "kernel_shape strides pads dilations ceil_mode storage_order auto_pad"},
-    {"AveragePool", op_avgpool, "kernel_shape strides pads dilations ceil_mode count_include_pad auto_pad"},
-    {"GlobalAveragePool", op_gap, ""},
-    {"ReduceMean", op_reduce_mean, "axes keepdims noop_with_empty_axes"},
-    {"Flatten", op_flatten, "axis"},
-    {"Reshape", op_reshape, "allowzero"},
-    {"Gemm", op_gemm, "alpha beta transA transB"},
-    {"MatMul", op_matmul, ""},
-    {"Identity", op_identity, ""},
-    {"Constant", op_constant, "value value_int value_ints"},
-    {"Shape", op_shape, "start end"},
-    {"Gather", op_gather, "axis"},
-    {"Unsqueeze", op_unsqueeze, "axes"},
-    {"Concat", op_concat, "axis"},
-    {"Cast", op_cast, "to saturate"},
+    {"Conv", op_conv, "kernel_shape strides pads dilations group auto_pad", 0},
+    {"BatchNormalization", op_batchnorm, "epsilon momentum training_mode spatial", 0},
+    {"Relu", op_relu, "", 0},
+    {"Add", op_add, "", 0},
+    {"MaxPool", op_maxpool, "kernel_shape strides pads dilations ceil_mode storage_order auto_pad", 0},
+    {"AveragePool", op_avgpool, "kernel_shape strides pads dilations ceil_mode count_include_pad auto_pad", 0},
+    {"GlobalAveragePool", op_gap, "", 0},
+    {"ReduceMean", op_reduce_mean, "axes keepdims noop_with_empty_axes", 0},
+    {"Flatten", op_flatten, "axis", 0},
+    {"Reshape", op_reshape, "allowzero", 0},
+    {"Gemm", op_gemm, "alpha beta transA transB", 0},
+    {"MatMul", op_matmul, "", 0},
+    {"Identity", op_identity, "", 0},
+    {"Constant", op_constant, "value value_int value_ints", 1},
+    {"Shape", op_shape, "start end", 1},
+    {"Gather", op_gather, "axis", 1},
+    {"Unsqueeze", op_unsqueeze, "axes", 1},
+    {"Concat", op_concat, "axis", 1},
+    {"Cast", op_cast, "to saturate", 1},
 };
 
 /* --- the model ------------------------------------------------------------------------- */
@@ -1186,11 +1186,18 @@ static int dead_weight_arithmetic(Imp *m, const Onnx__NodeProto *p) {
   return 1;
 }
 
+/* The entry of node p's op, or NULL when netc does not know it (or its domain). */
+static const OpEntry *op_entry(const Onnx__NodeProto *p) {
+  int ai_onnx = !p->domain || !*p->domain || strcmp(p->domain, "ai.onnx") == 0;
+  for (size_t k = 0; ai_onnx && p->op_type && k < sizeof OPS / sizeof OPS[0]; k++)
+    if (strcmp(OPS[k].name, p->op_type) == 0) return &OPS[k];
+  return NULL;
+}
+
 /* m->scope_name: the module path of each node that becomes a layer, as
  * its name (onnx_scope.h); folded shape arithmetic, a MatMul's absorbed
  * Add and dead weight arithmetic take no part. */
 static int scope_names(Imp *m) {
-  static const char *const FOLDED[] = {"Constant", "Shape", "Gather", "Unsqueeze", "Concat", "Cast"};
   size_t n = m->gp->n_node;
   OnnxScope *s = arena_alloc(m->a, sizeof *s * (n ? n : 1));
   if (!s || !(m->scope_name = arena_alloc(m->a, sizeof *m->scope_name * (n ? n : 1)))) return -1;
@@ -1205,8 +1212,8 @@ static int scope_names(Imp *m) {
   }
   for (size_t i = 0; i < n; i++) {
     const Onnx__NodeProto *p = m->gp->node[i];
-    int layer = p->op_type && !absorbed[i] && !dead_weight_arithmetic(m, p);
-    for (size_t k = 0; layer && k < sizeof FOLDED / sizeof FOLDED[0]; k++) layer = strcmp(p->op_type, FOLDED[k]) != 0;
+    const OpEntry *e = op_entry(p);
+    int layer = p->op_type && !absorbed[i] && !dead_weight_arithmetic(m, p) && !(e && e->folded);
     s[i] = (OnnxScope){0};
     if (layer && onnx_scope_of(m->a, p->name, name_scopes(m, p), p->op_type, &s[i])) return -1;
   }
@@ -1224,10 +1231,8 @@ static void lower_nodes(Imp *m) {
     const char *op = p->op_type ? p->op_type : "";
     Node n = {p, (int)i, arena_printf(m->a, "node %zu '%s' (%s)", i, p->name ? p->name : "", op)};
     if (!n.what || m->absorbed[i] || dead_weight_arithmetic(m, p)) continue;
-    const OpEntry *e = NULL;
+    const OpEntry *e = op_entry(p);
     int ai_onnx = !p->domain || !*p->domain || strcmp(p->domain, "ai.onnx") == 0;
-    for (size_t k = 0; ai_onnx && k < sizeof OPS / sizeof OPS[0]; k++)
-      if (strcmp(OPS[k].name, op) == 0) e = &OPS[k];
     int failed;
     if (!e) {
       node_error(m, &n, "op %s%s%s is not supported (docs/onnx.md lists what is)", ai_onnx ? "" : p->domain,
