@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "net_impl.h"
 #include "rt_folder.h"
@@ -51,23 +50,13 @@ static int too_big(const NetImagesReq *r, int64_t n, int64_t per, char *msg, siz
 
 static int from_idx(const NetImagesReq *r, const int64_t chw[3], NetImages *out, const float scale[3],
                     const float shift[3], char *msg, size_t cap) {
-  char img[4096], lab[4096];
   const char *prefix = r->test ? "t10k" : "train";
   RtIdxSet set = {0};
-  RtIdxStatus st = RT_IDX_OK;
-  int found = 0;
-  for (int gz = 1; gz >= 0 && !found; gz--) {
-    snprintf(img, sizeof img, "%s/%s-images-idx3-ubyte%s", r->dir, prefix, gz ? ".gz" : "");
-    snprintf(lab, sizeof lab, "%s/%s-labels-idx1-ubyte%s", r->dir, prefix, gz ? ".gz" : "");
-    if (gz && access(img, F_OK) != 0) continue;
-    found = 1;
-    st = rt_idx_load(img, lab, &set, msg, cap);
-  }
-  if (!found || st != RT_IDX_OK) return -1;
+  if (net_load_idx(r->dir, prefix, &set)) return -1; /* its message is in msg (net_err_buf) */
   int64_t c = chw[0], h = chw[1], w = chw[2];
   if (c != 1 || h != set.rows || w != set.cols) {
-    snprintf(msg, cap, "%.3000s: %dx%d grey images; the model takes [%lld,%lld,%lld]", img, set.rows, set.cols,
-             (long long)c, (long long)h, (long long)w);
+    snprintf(msg, cap, "%.3000s: the %s images are %dx%d grey; the model takes [%lld,%lld,%lld]", r->dir, prefix,
+             set.rows, set.cols, (long long)c, (long long)h, (long long)w);
     rt_idx_free(&set);
     return -1;
   }

@@ -99,6 +99,10 @@ NetStatus net_rebatch(NetModel *m, int64_t n);
 /* Makes the inference executor and copies the trained parameters into it
  * when the training executor stepped since the last copy. */
 NetStatus net_infer_ready(NetModel *m);
+
+/* An IDX pair DIR/PREFIX-{images-idx3,labels-idx1}-ubyte, the .gz files
+ * when they exist (net_train.c); the message in net_err_buf on failure. */
+NetStatus net_load_idx(const char *dir, const char *prefix, RtIdxSet *set);
 double net_train_lr(const IrGraph *g);
 float net_train_loss_scale(const IrGraph *g);
 

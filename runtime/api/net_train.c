@@ -93,8 +93,7 @@ static NetStatus synthetic(Data *d, int64_t n, int64_t test_n, int64_t sample, i
   return NET_OK;
 }
 
-/* DIR/PREFIX-images-idx3-ubyte.gz, else without .gz. */
-static NetStatus load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
+NetStatus net_load_idx(const char *dir, const char *prefix, RtIdxSet *set) {
   char img[4096], lab[4096];
   for (int gz = 1; gz >= 0; gz--) {
     snprintf(img, sizeof img, "%s/%s-images-idx3-ubyte%s", dir, prefix, gz ? ".gz" : "");
@@ -242,8 +241,8 @@ static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
   }
   case NET_DATA_IDX: {
     if (!c->idx_dir) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_IDX without idx_dir");
-    NetStatus s = load_idx(c->idx_dir, "train", &d->idx_train);
-    if (!s) s = load_idx(c->idx_dir, "t10k", &d->idx_test);
+    NetStatus s = net_load_idx(c->idx_dir, "train", &d->idx_train);
+    if (!s) s = net_load_idx(c->idx_dir, "t10k", &d->idx_test);
     if (s) return s;
     int64_t sample = (int64_t)d->idx_train.rows * d->idx_train.cols;
     if (sample != m->sample || (int64_t)d->idx_test.rows * d->idx_test.cols != sample)
