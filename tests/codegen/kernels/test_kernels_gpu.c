@@ -269,21 +269,18 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
     free(h);
     return INFINITY;
   }
+  int64_t per = n / slices > 0 ? n / slices : 1; /* element i's scale: q8s[i / per] */
   for (int64_t k = 0; k < slices; k++) q8s[k] = winners ? 1 : fixed ? fixed->f : 0;
-  for (int64_t i = 0; dt == IR_DT_I8 && !winners && !fixed && i < n; i++) {
-    int64_t k = i / (n / slices);
-    if (fabs(want[i]) / 127 > q8s[k]) q8s[k] = fabs(want[i]) / 127;
-  }
-#define q8 q8s[slices > 1 ? at / (n / slices) : 0]
+  for (int64_t i = 0; dt == IR_DT_I8 && !winners && !fixed && i < n; i++)
+    if (fabs(want[i]) / 127 > q8s[i / per]) q8s[i / per] = fabs(want[i]) / 127;
   for (int64_t i = 0; i < n; i++) {
-    float got = device_value(h, dt, i, q8s[slices > 1 ? i / (n / slices) : 0]);
+    float got = device_value(h, dt, i, q8s[i / per]);
     double e = isnan(got) != isnan(want[i]) ? INFINITY : isnan(got) ? 0 : fabs(got - want[i]) / scale;
     if (e > worst) worst = e, at = i;
   }
   double tol = dt == IR_DT_F32 || dt == IR_DT_I8 ? 1e-5 : 1e-2;
   CHECK(worst <= tol, "%s: error %.3g > %.0e at [%lld]: gpu %.9g cpu %.9g (first: gpu %.6g cpu %.6g)", what, worst, tol,
-        (long long)at, device_value(h, dt, at, q8), want[at], device_value(h, dt, 0, q8s[0]), want[0]);
-#undef q8
+        (long long)at, device_value(h, dt, at, q8s[at / per]), want[at], device_value(h, dt, 0, q8s[0]), want[0]);
   free(q8s);
   free(h);
   return worst;
