@@ -13,14 +13,15 @@
  *                   max(part[0..G-1]) / 127, else with NETC_SLICES the
  *                   element's slice's part / 127 (1 for an all-zero max)
  *
- * The i8 result holds q only: runtime/rt_cpu_layout.c keeps scale * q as
- * float, and whoever reads the i8 tensor must know the scale (it is not
- * stored; see docs/codegen.md).  NaN quantizes to -127 (the CPU executor
- * refuses it).
+ * The i8 result holds q, then at the next 16-byte boundary its NETC_NSCALES
+ * f32 scales (compiler/ir.h, ir_value_scales: one, or one per slice), which
+ * the convolutions reading it dequantize with; runtime/rt_cpu_layout.c
+ * keeps scale * q as float instead.  NaN quantizes to -127 (the CPU
+ * executor refuses it).
  *
  * Parameters: NETC_KERNEL_NAME, the op, NETC_TX, NETC_TY (CAST), NETC_COUNT,
  * NETC_V (elements per vector access; CAST and CAST_I8), NETC_G (CAST_I8:
- * the AMAX launch's grid), NETC_SCALE, NETC_SLICES.  Launch: 1-D, 256
+ * the AMAX launch's grid), NETC_SCALE, NETC_SLICES, NETC_NSCALES (CAST_I8).  Launch: 1-D, 256
  * threads a block; CAST and CAST_I8 any grid, AMAX grid G (K with
  * NETC_SLICES). */
 
@@ -82,6 +83,14 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_
   const float scale = m > 0.0f ? m / 127.0f : 1.0f;
 #define NETC_SCALE_AT(i) scale
 #endif
+  {
+    float *tail = (float *)((char *)y + (count + 15) / 16 * 16);
+#if defined(NETC_SLICES) && !defined(NETC_SCALE)
+    for (long long k = first; k < NETC_SLICES; k += stride) tail[k] = part[k] > 0.0f ? part[k] / 127.0f : 1.0f;
+#else
+    for (long long k = first; k < NETC_NSCALES; k += stride) tail[k] = scale;
+#endif
+  }
 #define NETC_CONVERT(f, i) ((signed char)fminf(127.0f, fmaxf(-127.0f, rintf((f) / NETC_SCALE_AT(i)))))
 #else
 #define NETC_CONVERT(f, i) netc_cv<ty_t>(f)

@@ -249,6 +249,29 @@ int64_t ir_type_numel(const IrType *t, int64_t batch) {
 
 size_t ir_dtype_size(IrDtype dt) { return (unsigned)dt < IR_DT_COUNT ? DTYPE_SIZES[dt] : 0; }
 
+int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch) {
+  const IrValue *val = &g->val[v];
+  IrDtype dt = val->type.dtype;
+  if ((dt != IR_DT_I8 && dt != IR_DT_F8E4M3 && dt != IR_DT_F8E5M2) || val->def < 0) return 0;
+  const IrNode *n = &g->node[val->def];
+  if (n->op != IR_OP_CAST || n->out[0] != v) return 0;
+  if (!ir_attr_find(n, "axis") || val->type.rank < 1) return 1;
+  int64_t d0 = val->type.dim[0] == IR_DIM_N ? batch : val->type.dim[0];
+  return d0 > 1 ? d0 : 1;
+}
+
+int64_t ir_scales_offset(int64_t elem_bytes) { return (elem_bytes + 15) / 16 * 16; }
+
+int64_t ir_value_bytes(const IrGraph *g, int v, int64_t batch) {
+  const IrType *t = &g->val[v].type;
+  int64_t n = (int64_t)ir_dtype_size(t->dtype), s = ir_value_scales(g, v, batch);
+  for (int i = 0; i < t->rank; i++)
+    if (__builtin_mul_overflow(n, t->dim[i] == IR_DIM_N ? batch : t->dim[i], &n)) return -1;
+  if (!s) return n;
+  if (n > INT64_MAX / 2 || s > INT64_MAX / 16) return -1;
+  return ir_scales_offset(n) + s * (int64_t)sizeof(float);
+}
+
 const char *ir_dtype_name(IrDtype dt) { return (unsigned)dt < IR_DT_COUNT ? DTYPE_NAMES[dt] : "?"; }
 
 int ir_dtype_parse(const char *s) {

@@ -41,12 +41,11 @@ typedef struct Buf {
 
 static int planned_kind(IrValueKind k) { return k == IR_VAL_ACT || k == IR_VAL_INPUT; }
 
-/* Bytes of t at batch, aligned; -1 when it does not fit in int64. */
-static int64_t buf_size(const IrType *t, int64_t batch) {
-  int64_t n = (int64_t)ir_dtype_size(t->dtype);
-  for (int i = 0; i < t->rank; i++)
-    if (__builtin_mul_overflow(n, t->dim[i] == IR_DIM_N ? batch : t->dim[i], &n)) return -1;
-  if (n > INT64_MAX - MEMPLAN_ALIGN) return -1;
+/* Bytes of value v at batch (ir_value_bytes: a quantized value's scales
+ * included), aligned; -1 when it does not fit in int64. */
+static int64_t buf_size(const IrGraph *g, int v, int64_t batch) {
+  int64_t n = ir_value_bytes(g, v, batch);
+  if (n < 0 || n > INT64_MAX - MEMPLAN_ALIGN) return -1;
   return (n + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
 }
 
@@ -65,7 +64,7 @@ static Buf *live_ranges(const IrGraph *g, int64_t batch, int *n) {
     idx[v] = -1;
     const IrValue *val = &g->val[v];
     if (!planned_kind(val->kind)) continue;
-    int64_t size = buf_size(&val->type, batch);
+    int64_t size = buf_size(g, v, batch);
     if (size < 0) {
       free(idx), free(b);
       *n = -1 - v;

@@ -25,6 +25,7 @@ static void conv_geometry(const Emit *e, CgKArg x, CgKArg w, CgKArg y, CgConvDes
   cg_emit_attr2(n, "d", 1, d->dilation);
   d->groups = (int)ir_attr_int(n, "groups", 1);
   d->dtype = tx->dtype;
+  d->ydtype = ty->dtype;
   const IrAttr *math = ir_attr_find(n, "math");
   d->tf32 = tx->dtype == IR_DT_F32 && math && math->kind == IR_ATTR_STR && strcmp(math->s, "tf32") == 0;
 }
@@ -34,7 +35,8 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
     return cg_emit_fail(e, "convolutions run on NHWC activations and KRSC filters");
-  if (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype))
+  int i8 = kind == CG_CONV_FWD && tx->dtype == IR_DT_I8 && tw->dtype == IR_DT_I8 && ty->dtype == IR_DT_F32;
+  if (!i8 && (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype)))
     return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                         ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
@@ -68,10 +70,64 @@ static int dgrad_bn_relu(Emit *e) {
   return cg_emit_bn_bwd_from(e, 1, out(0), 2, CG_K_UNFUSED);
 }
 
+/* --- i8 convolutions: x and w quantized, their scales in the epilogue ---------- */
+
+/* Whether the node's forward convolution is of i8 by i8 (conv() checked the rest). */
+static int conv_i8(const Emit *e) { return e->k->has_conv && e->k->conv.dtype == IR_DT_I8; }
+
+/* The qscale.cu launch of an i8 convolution, before it: op NETC_QS_SET
+ * (with the node's bias input `bias`, or -1) or NETC_QS_MUL, on the
+ * epilogue's scale and bias at scratch esb; placed right after the node's
+ * launches that already run before the convolution. */
+static int qscale_launch(Emit *e, const char *op, int bias, size_t esb) {
+  CgKNode *k = e->k;
+  const IrNode *n = e->n;
+  int64_t xs = ir_value_scales(e->g, n->in[0], e->batch), ws = ir_value_scales(e->g, n->in[1], e->batch);
+  if (!xs || !ws)
+    return cg_emit_fail(e, "an i8 convolution reads x and w as casts to i8 wrote them (with their scales)");
+  int64_t K = dim(e, in_type(e, 1), 0);
+  if (ws != 1 && ws != K) return cg_emit_fail(e, "w has %lld scales for %lld output channels", (long long)ws, (long long)K);
+  if (cg_emit_begin(e, "qscale")) return -1;
+  cg_emit_def(e, op, "1");
+  cg_emit_def(e, "NETC_K", "%lldLL", (long long)K);
+  cg_emit_def(e, "NETC_XCOUNT", "%lldLL", (long long)numel(e, in_type(e, 0)));
+  cg_emit_def(e, "NETC_WCOUNT", "%lldLL", (long long)numel(e, in_type(e, 1)));
+  cg_emit_def(e, "NETC_WSCALES", "%lldLL", (long long)ws);
+  if (bias >= 0) {
+    if (!cg_tmpl_is_float(in_type(e, bias)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
+    cg_emit_def(e, "NETC_QS_BIAS", "1");
+    cg_emit_def(e, "NETC_TB", "%s", cg_tmpl_ctype(in_type(e, bias)->dtype));
+    CG_EMIT_ARGS(e, in(0), in(1), in(bias), scratch(esb));
+  } else {
+    CG_EMIT_ARGS(e, in(0), in(1), scratch(esb));
+  }
+  if (cg_emit_end(e, "qscale.cu", (unsigned)((K + BLOCK - 1) / BLOCK), 1, BLOCK, 1)) return -1;
+  /* the launches before the convolution come first: move this one up to them */
+  int at = 0;
+  while (at < k->nlaunch - 1 && k->launch[at].before) at++;
+  CgKLaunch l = k->launch[k->nlaunch - 1];
+  memmove(&k->launch[at + 1], &k->launch[at], sizeof l * (size_t)(k->nlaunch - 1 - at));
+  l.before = 1;
+  k->launch[at] = l;
+  return 0;
+}
+
+/* conv2d of i8 by i8 [+ bias]: the epilogue's affine is the dequantization
+ * and the bias (no launch after: without the epilogue there is no plan). */
+static int conv2d_i8(Emit *e) {
+  int64_t K = dim(e, in_type(e, 1), 0);
+  size_t esb = align256(e->k->scratch_bytes);
+  need_scratch(e, esb + (size_t)2 * K * sizeof(float));
+  e->k->conv.epilogue = CG_EPI_AFFINE;
+  e->k->conv_esb = scratch(esb);
+  return qscale_launch(e, "NETC_QS_SET", e->n->nin >= 3 ? 2 : -1, esb);
+}
+
 static int emit_conv_body(Emit *e) {
   switch (e->n->op) {
   case IR_OP_CONV2D: {
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv_i8(e)) return conv2d_i8(e);
     if (e->n->nin < 3) return 0;
     CgEmitChan c;
     if (cg_emit_chan_plan(e, out_type(e, 0), &c)) return -1;
@@ -100,13 +156,17 @@ static int emit_conv_body(Emit *e) {
   }
   case IR_OP_CONV2D_BWD_DATA_BN_RELU: return dgrad_bn_relu(e);
   case IR_OP_CONV2D_BN:
-    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
-    return cg_emit_bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0)) ||
+        cg_emit_bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0)))
+      return -1;
+    return conv_i8(e) ? qscale_launch(e, "NETC_QS_MUL", -1, e->k->conv_esb.offset) : 0;
   case IR_OP_CONV2D_BN_STATS: /* z = out 0, mean, invstd, sb = out 3 */
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv_i8(e)) return cg_emit_fail(e, "i8 training has no GPU kernel (INT8 runs inference)");
     return cg_emit_bn_train(e, out_type(e, 0), out(0), out(0), 2, 1, 1, 3);
   default: /* conv2d_bn_train: z = out 0, y = out 1 */
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
+    if (conv_i8(e)) return cg_emit_fail(e, "i8 training has no GPU kernel (INT8 runs inference)");
     return cg_emit_bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0), -1);
   }
 }

@@ -44,6 +44,7 @@ int cg_emit_copy_cast(Emit *e) {
   cg_emit_def(e, "NETC_G", "%u", G);
   if (fixed) cg_emit_def(e, "NETC_SCALE", "%.9gf", fixed->f);
   if (slices && !fixed) cg_emit_def(e, "NETC_SLICES", "%lldLL", (long long)slices);
+  if (i8) cg_emit_def(e, "NETC_NSCALES", "%lldLL", (long long)ir_value_scales(e->g, e->n->out[0], e->batch));
   if (i8)
     CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
   else

@@ -136,8 +136,12 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
   const char *bad = NULL;
   if (d->kind < CG_CONV_FWD || d->kind > CG_CONV_BWD_FILTER)
     bad = "kind";
-  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16)
+  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16 && d->dtype != IR_DT_I8)
     bad = "dtype";
+  else if (d->dtype == IR_DT_I8 &&
+           (d->kind != CG_CONV_FWD || !(d->epilogue & CG_EPI_AFFINE) || d->genstats || d->prologue || d->dbn ||
+            (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16) || d->c % 4))
+    bad = "i8 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, C a multiple of 4)";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
     bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
@@ -176,6 +180,7 @@ static CgConvDesc normalize(const CgConvDesc *d) {
   for (int i = 0; i < 2; i++) k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
   k.groups = d->groups;
   k.dtype = d->dtype;
+  k.ydtype = d->dtype == IR_DT_I8 ? d->ydtype : d->dtype;
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
   k.genstats = d->genstats != 0;
   k.prologue = d->prologue != 0;
@@ -204,22 +209,30 @@ void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuris
 
 /* p's graph and plan; a dbn graph that gets none is made again in its
  * SUB form (see the top), and its failure then reports both. */
+/* p's graph and plan; where cuDNN has none, the one other form of the
+ * same graph tried: dbn's z - mean as a SUB, an i8 convolution's result as
+ * an i32 tensor before the epilogue's f32 math. */
 static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   RtCudaStatus s = rt_cudnn_graph_make(h, p, err, errlen);
   if (!s) s = rt_cudnn_tune_select(h, p, err, errlen);
-  if (!s || !p->key.dbn || s == RT_CUDA_ENOMEM) return s;
+  int i8 = p->key.dtype == IR_DT_I8;
+  if (!s || !(p->key.dbn || i8) || s == RT_CUDA_ENOMEM) return s;
   char first[1024];
   snprintf(first, sizeof first, "%s", err && errlen ? err : "");
   plan_clear(h->dnn, p);
-  p->dbn_sub = 1;
+  if (i8)
+    p->acc_i32 = 1;
+  else
+    p->dbn_sub = 1;
   size_t len = strlen(p->what);
-  snprintf(p->what + len, sizeof p->what - len, " sub-mean");
+  snprintf(p->what + len, sizeof p->what - len, i8 ? " i32-acc" : " sub-mean");
   s = rt_cudnn_graph_make(h, p, err, errlen);
   if (!s) s = rt_cudnn_tune_select(h, p, err, errlen);
   if (s && err && errlen) {
     char second[1024];
     snprintf(second, sizeof second, "%s", err);
-    rt_errf(err, errlen, "with z - mean as ADD(alpha2 = -1): %s; as SUB: %s", first, second);
+    rt_errf(err, errlen, i8 ? "with the result in f32: %s; in i32: %s" : "with z - mean as ADD(alpha2 = -1): %s; as SUB: %s",
+            first, second);
   }
   return s;
 }
@@ -264,9 +277,12 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
     snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & CG_EPI_RESIDUAL ? "-add" : "",
              key.epilogue & CG_EPI_RELU ? "-relu" : "");
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
+  char dt[12];
+  snprintf(dt, sizeof dt, "%s%s%s", dtype_name(key.dtype), key.ydtype != key.dtype ? "->" : "",
+           key.ydtype != key.dtype ? dtype_name(key.ydtype) : "");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
            key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
-           dtype_name(key.dtype), key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
+           dt, key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
            key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1], key.dilation[0],
            key.dilation[1], key.groups, h->deterministic ? " deterministic" : "");
   if ((s = build(h, p, err, errlen))) {

@@ -21,6 +21,8 @@ static RtCudaStatus make_tensor_as(RtCudnn *h, cudnnBackendDescriptor_t *t, int6
   int64_t align = 16;
   cudnnDataType_t dt = dtype == IR_DT_F32   ? CUDNN_DATA_FLOAT
                        : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
+                       : dtype == IR_DT_I8  ? CUDNN_DATA_INT8
+                       : dtype == IR_DT_I32 ? CUDNN_DATA_INT32
                                             : CUDNN_DATA_BFLOAT16;
   RtCudaStatus s;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_TENSOR_DESCRIPTOR, t), what)) ||
@@ -46,7 +48,8 @@ static RtCudaStatus make_conv(RtCudnn *h, RtConvPlan *p, char *err, size_t errle
   int64_t dil[2] = {d->dilation[0], d->dilation[1]};
   int64_t str[2] = {d->stride[0], d->stride[1]};
   int64_t pad[2] = {d->pad[0], d->pad[1]};
-  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  /* i8 by i8 accumulates in i32 (cuDNN's int8 convolutions) */
+  cudnnDataType_t comp = d->dtype == IR_DT_I8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   RtCudaStatus s;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &p->conv), p->what)) ||
@@ -183,7 +186,7 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
     if ((s = make_tensor(h, &p->escale, UID_ESCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         (s = make_tensor(h, &p->ebias, UID_EBIAS, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         ((e & CG_EPI_RESIDUAL) &&
-         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
+         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->ydtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
       return s;
     mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->escale;
     mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->ebias;
@@ -199,7 +202,8 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
   }
   int64_t c = fwd ? d->k : d->c, hh = fwd ? d->ho : d->h, ww = fwd ? d->wo : d->w;
   for (int i = 0; i < n; i++)
-    if ((s = make_tensor_as(h, &p->evirt[i], UID_EVIRT + i, IR_DT_F32, 1, d->n, c, hh, ww, p->what, err, errlen)))
+    if ((s = make_tensor_as(h, &p->evirt[i], UID_EVIRT + i, i == 0 && p->acc_i32 ? IR_DT_I32 : IR_DT_F32, 1, d->n, c,
+                            hh, ww, p->what, err, errlen)))
       return s;
   for (int i = 0; i < n; i++) {
     cudnnBackendDescriptor_t out = i + 1 < n ? p->evirt[i + 1] : fwd ? p->y : p->x;
@@ -300,7 +304,7 @@ RtCudaStatus rt_cudnn_graph_make(RtCudnn *h, RtConvPlan *p, char *err, size_t er
   RtCudaStatus s;
   if ((s = make_tensor(h, &p->x, UID_X, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
       (s = make_tensor(h, &p->w, UID_W, d->dtype, d->k, d->c / d->groups, d->r, d->s, p->what, err, errlen)) ||
-      (s = make_tensor(h, &p->y, UID_Y, d->dtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen)) ||
+      (s = make_tensor(h, &p->y, UID_Y, d->ydtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen)) ||
       (s = make_conv(h, p, err, errlen)) || (d->prologue && (s = make_prologue(h, p, err, errlen))))
     return s;
   cudnnBackendDescriptor_t conv_x = d->prologue ? p->virt[PRO_RELU] : p->x, conv_y = p->y;

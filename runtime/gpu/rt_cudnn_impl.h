@@ -61,13 +61,14 @@ struct RtConvPlan {
    * pointwise descriptors and operations, the BN_BWD_WEIGHTS operation */
   cudnnBackendDescriptor_t bnz, bnin[BN_INS], bnout[BN_OUTS], bnvirt[BN_OPS], bnpw[BN_OPS], bnop[BN_OPS], bnw;
   int dbn_sub; /* z - mean as a SUB (the fallback form) rather than an ADD with ALPHA2 = -1 */
+  int acc_i32; /* i8: the convolution's result (the epilogue's first input) an i32 tensor, not f32 */
   int64_t workspace;
   int mode, index; /* where the chosen configuration was in the heuristics' lists */
-  char what[256];
+  char what[320];
 };
 
 typedef struct TuneEntry {
-  char what[256];
+  char what[320];
   int mode, index;
 } TuneEntry;
 
@@ -106,9 +107,11 @@ RtCudaStatus rt_cudnn_lib_check(const DnnApi *d, cudnnStatus_t status, const cha
   rt_cudnn_lib_check((h)->dnn, (h)->dnn->fn args, __FILE__, __LINE__, "cudnn" #fn #args, (what), err, errlen)
 #define SET(h, d, name, type, count, values, what) DNN(h, BackendSetAttribute, (d, name, type, count, values), what)
 
-static inline size_t dtype_bytes(IrDtype t) { return t == IR_DT_F32 ? 4 : 2; }
+static inline size_t dtype_bytes(IrDtype t) { return t == IR_DT_F32 ? 4 : t == IR_DT_I8 ? 1 : 2; }
 
-static inline const char *dtype_name(IrDtype t) { return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : "bf16"; }
+static inline const char *dtype_name(IrDtype t) {
+  return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : t == IR_DT_I8 ? "i8" : "bf16";
+}
 
 static inline void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {
   if (*p) d->BackendDestroyDescriptor(*p);

@@ -172,13 +172,13 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
     float ms = 0;
     if (h->tune) {
       const CgConvDesc *d = &p->key;
-      size_t eb = dtype_bytes(d->dtype);
+      size_t eb = dtype_bytes(d->dtype), yb = dtype_bytes(d->ydtype);
       const RtCudaApi *cu = h->cu;
       RtConvIo *io = &b->io;
       if (!io->x &&
           (RT_CU(cu, MemAlloc, (&io->x, eb * (size_t)d->n * d->h * d->w * d->c), p->what, err, errlen) ||
            RT_CU(cu, MemAlloc, (&io->w, eb * (size_t)d->k * d->r * d->s * (d->c / d->groups)), p->what, err, errlen) ||
-           RT_CU(cu, MemAlloc, (&io->y, eb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
+           RT_CU(cu, MemAlloc, (&io->y, yb * (size_t)d->n * d->ho * d->wo * d->k), p->what, err, errlen) ||
            (d->genstats && RT_CU(cu, MemAlloc, (&io->stats, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen)) ||
            (d->prologue &&
             (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
@@ -189,7 +189,7 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                    errlen))) ||
            ((d->epilogue & CG_EPI_RESIDUAL) &&
             RT_CU(cu, MemAlloc,
-                  (&io->residual, d->kind == CG_CONV_FWD ? eb * (size_t)d->n * d->ho * d->wo * d->k
+                  (&io->residual, d->kind == CG_CONV_FWD ? yb * (size_t)d->n * d->ho * d->wo * d->k
                                                          : eb * (size_t)d->n * d->h * d->w * d->c),
                   p->what, err, errlen)) ||
            ((d->epilogue & CG_EPI_DRELU) &&

@@ -90,8 +90,9 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
   for (int v = 0; v < g->nval; v++) {
     const IrValue *val = &g->val[v];
     x->numel[v] = type_numel(&val->type, x->batch);
-    size_t bytes = (size_t)x->numel[v] * ir_dtype_size(val->type.dtype);
-    if (x->numel[v] < 0 || ir_dtype_size(val->type.dtype) == 0) {
+    int64_t vb = ir_value_bytes(g, v, x->batch);
+    size_t bytes = (size_t)vb;
+    if (x->numel[v] < 0 || vb < 0 || ir_dtype_size(val->type.dtype) == 0) {
       free(poff);
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has a shape or dtype the GPU cannot hold", v);
     }
@@ -410,6 +411,8 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     cand[1].prologue = cand[2].prologue = 0;
     cand[0].epilogue = cand[1].epilogue = epi_ok ? want->epilogue : 0;
     cand[2].genstats = cand[2].epilogue = cand[2].dbn = 0;
+    /* an i8 convolution dequantizes in its epilogue: it has no other plan */
+    if (want->dtype == IR_DT_I8) cand[0] = cand[1] = cand[2] = *want;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
     s = RT_CUDA_EARG;
@@ -505,7 +508,7 @@ static RtCudaStatus plan_branches(RtGpu *x, char *err, size_t errlen) {
   int bad = !addr || !bytes;
   for (int v = 0; !bad && v < g->nval; v++) {
     addr[v] = x->addr[v];
-    bytes[v] = (uint64_t)x->numel[v] * ir_dtype_size(g->val[v].type.dtype);
+    bytes[v] = (uint64_t)ir_value_bytes(g, v, x->batch);
   }
   for (int i = 0; !bad && i < g->nnode; i++) bad = node_ranges(x, i, addr, bytes, &set) != 0;
   if (!bad) bad = rt_gpu_branch_plan(&set, &x->branch) != 0;
@@ -756,7 +759,7 @@ static RtCudaStatus stage_for(RtGpu *x, int v, const void *host, size_t *bytes, 
   if (!x || !host || v < 0 || v >= x->g->nval)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %d does not exist (or a NULL argument)", v);
   if (!x->addr[v]) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: value %%%d has no memory", v);
-  *bytes = (size_t)x->numel[v] * ir_dtype_size(x->g->val[v].type.dtype);
+  *bytes = (size_t)ir_value_bytes(x->g, v, x->batch);
   if (*bytes > x->stage_bytes) {
     void *p = realloc(x->stage, *bytes);
     if (!p) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory (%zu bytes staging)", *bytes);
@@ -769,11 +772,54 @@ int rt_gpu_pci_bus_id(const RtGpu *x, char *id, size_t len) {
   return x->api->DeviceGetPCIBusId(id, (int)len, rt_cuda_ctx_device(x->ctx)) == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* A quantized value's device form (ir_value_scales): q, then its scales.
+ * From the host's real values (the CPU executor's scale * q), each slice's
+ * scale is its largest |value| over the format's largest q (1 for none),
+ * q the value over it rounded to the format; back, q * scale. */
+static float quant_max(IrDtype dt) {
+  return dt == IR_DT_I8 ? 127.0f : rt_ref_f8_max(dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
+}
+
+static void pack_quantized(const RtGpu *x, int v, int64_t scales, const float *f, void *dst) {
+  int64_t n = x->numel[v], per = n / scales > 0 ? n / scales : 1;
+  IrDtype dt = x->g->val[v].type.dtype;
+  float *tail = (float *)((char *)dst + ir_scales_offset(n));
+  for (int64_t k = 0; k < scales; k++) {
+    float amax = 0;
+    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++)
+      if (isfinite(f[i])) amax = fmaxf(amax, fabsf(f[i]));
+    float scale = amax > 0 ? amax / quant_max(dt) : 1.0f;
+    tail[k] = scale;
+    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++) {
+      if (dt == IR_DT_I8)
+        ((int8_t *)dst)[i] = (int8_t)(isnan(f[i]) ? 0 : fmaxf(-127, fminf(127, rintf(f[i] / scale))));
+      else
+        ((uint8_t *)dst)[i] = rt_ref_f32_to_f8(f[i] / scale, dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
+    }
+  }
+}
+
+static void unpack_quantized(const RtGpu *x, int v, int64_t scales, const void *src, float *f) {
+  int64_t n = x->numel[v], per = n / scales > 0 ? n / scales : 1;
+  IrDtype dt = x->g->val[v].type.dtype;
+  const float *tail = (const float *)((const char *)src + ir_scales_offset(n));
+  for (int64_t i = 0; i < n; i++) {
+    int64_t k = i / per < scales ? i / per : scales - 1;
+    float q = dt == IR_DT_I8 ? ((const int8_t *)src)[i]
+                             : rt_ref_f8_to_f32(((const uint8_t *)src)[i], dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
+    f[i] = q * tail[k];
+  }
+}
+
 RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, char *err, size_t errlen) {
-  int64_t n = x->numel[v];
+  int64_t n = x->numel[v], scales = ir_value_scales(x->g, v, x->batch);
   const float *f = host;
   const int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
+  if (scales) {
+    pack_quantized(x, v, scales, f, dst);
+    return RT_CUDA_OK;
+  }
   for (int64_t i = 0; i < n; i++) {
     switch (dt) {
     case IR_DT_F32: ((float *)dst)[i] = f[i]; break;
@@ -799,10 +845,14 @@ RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, cha
 }
 
 RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, char *err, size_t errlen) {
-  int64_t n = x->numel[v];
+  int64_t n = x->numel[v], scales = ir_value_scales(x->g, v, x->batch);
   float *f = host;
   int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
+  if (scales) {
+    unpack_quantized(x, v, scales, src, f);
+    return RT_CUDA_OK;
+  }
   for (int64_t i = 0; i < n; i++) {
     switch (dt) {
     case IR_DT_F32: f[i] = ((const float *)src)[i]; break;

@@ -101,8 +101,10 @@ static void fill(RtCpu *x, const IrGraph *g) {
 
 /* --- device buffers ------------------------------------------------------------ */
 
+/* Its device size: a quantized value's scales included (ir_value_bytes). */
 static size_t value_bytes(const RtCpu *x, const IrGraph *g, int v) {
-  size_t b = (size_t)rt_cpu_numel(x, v) * ir_dtype_size(g->val[v].type.dtype);
+  (void)x;
+  size_t b = (size_t)ir_value_bytes(g, v, BATCH);
   return b < 16 ? 16 : b;
 }
 
@@ -259,20 +261,18 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
   /* the CPU keeps an i8 cast as scale * q, its largest |value| is scale * 127;
    * a max pool's winners (maxpool_bn_relu's second output) are plain integers */
   int def = g->val[v].def, winners = def >= 0 && g->node[def].op == IR_OP_MAXPOOL_BN_RELU && g->node[def].out[1] == v;
-  /* the scale of q: the cast's scale=, else the largest |value| / 127 of the tensor, or (axis=0) of each slice of
-   * dimension 0 */
-  const IrAttr *fixed = def >= 0 && g->node[def].op == IR_OP_CAST ? ir_attr_find(&g->node[def], "scale") : NULL;
-  const IrAttr *axis = def >= 0 && g->node[def].op == IR_OP_CAST ? ir_attr_find(&g->node[def], "axis") : NULL;
-  int64_t slices = axis && g->val[v].type.rank > 0 && g->val[v].type.dim[0] > 1 ? g->val[v].type.dim[0] : 1;
-  double *q8s = calloc((size_t)slices, sizeof *q8s);
+  /* a cast's q is read with the scales the cast wrote after it (ir_value_scales): one, or one per slice of
+   * dimension 0; the CPU's scale * q is only equal when those are the CPU's scales too */
+  int64_t slices = dt == IR_DT_I8 && !winners ? ir_value_scales(g, v, BATCH) : 0;
+  double *q8s = calloc((size_t)(slices ? slices : 1), sizeof *q8s);
   if (!q8s) {
     free(h);
     return INFINITY;
   }
-  int64_t per = n / slices > 0 ? n / slices : 1; /* element i's scale: q8s[i / per] */
-  for (int64_t k = 0; k < slices; k++) q8s[k] = winners ? 1 : fixed ? fixed->f : 0;
-  for (int64_t i = 0; dt == IR_DT_I8 && !winners && !fixed && i < n; i++)
-    if (fabs(want[i]) / 127 > q8s[i / per]) q8s[i / per] = fabs(want[i]) / 127;
+  int64_t per = slices && n / slices > 0 ? n / slices : n > 0 ? n : 1; /* element i's scale: q8s[i / per] */
+  const float *tail = (const float *)((const char *)h + ir_scales_offset(n));
+  q8s[0] = 1;
+  for (int64_t k = 0; k < slices; k++) q8s[k] = tail[k];
   for (int64_t i = 0; i < n; i++) {
     float got = device_value(h, dt, i, q8s[i / per]);
     double e = isnan(got) != isnan(want[i]) ? INFINITY : isnan(got) ? 0 : fabs(got - want[i]) / scale;

@@ -617,6 +617,69 @@ done:
   free(w), free(dy), free(z), free(ref), free(ch), free(sums);
 }
 
+/* Shape sh's i8 forward convolution (x and w integers in [-127, 127]) with
+ * the epilogue flags epi (scale and bias always: the dequantization and a
+ * folded batch norm), into f32, against the reference convolution of the
+ * same integers (exact in f32 at these sizes) then the epilogue's
+ * arithmetic: within 1e-5. */
+static void check_i8(Gpu *g, const Shape *sh, int epi) {
+  CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_I8);
+  d.ydtype = IR_DT_F32;
+  d.epilogue = epi | CG_EPI_AFFINE;
+  RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
+  RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
+  RtRefConvParam p = {d.stride[0], d.stride[1], d.pad[0], d.pad[1], d.pad[0], d.pad[1], 1, 1, 1};
+  int64_t nx = rt_ref_act_count(&xs), ny = rt_ref_act_count(&ys), nw = (int64_t)d.k * d.c * d.r * d.s;
+  float *x = malloc(sizeof *x * (size_t)nx), *w = malloc(sizeof *w * (size_t)nw);
+  float *res = rand_array(ny, IR_DT_F32), *esb = rand_array(2 * (int64_t)d.k, IR_DT_F32);
+  float *ref = malloc(sizeof *ref * (size_t)ny), *got = malloc(sizeof *got * (size_t)ny);
+  int8_t *qx = malloc((size_t)nx), *qw = malloc((size_t)nw);
+  CUdeviceptr bx = 0, bw = 0, by = 0, bres = 0, bsb = 0, ws = 0;
+  char what[64];
+  snprintf(what, sizeof what, "fwd+scale-bias%s%s", epi & CG_EPI_RESIDUAL ? "-add" : "", epi & CG_EPI_RELU ? "-relu" : "");
+  CHECK(x && w && res && esb && ref && got && qx && qw, "out of host memory");
+  if (!x || !w || !res || !esb || !ref || !got || !qx || !qw) goto done;
+  for (int64_t i = 0; i < nx; i++) qx[i] = (int8_t)lrintf(127 * rand_value()), x[i] = qx[i];
+  for (int64_t i = 0; i < nw; i++) qw[i] = (int8_t)lrintf(127 * rand_value()), w[i] = qw[i];
+  for (int i = 0; i < d.k; i++) esb[i] *= 1e-4f; /* a dequantization's scale: sums reach 1e6 */
+  int rc = rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL);
+  CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
+  if (rc) goto done;
+  for (int64_t i = 0; i < ny; i++) {
+    int k = (int)(i % d.k);
+    float r = ref[i] * esb[k] + esb[d.k + k];
+    if (epi & CG_EPI_RESIDUAL) r += res[i];
+    ref[i] = (epi & CG_EPI_RELU) && r < 0 ? 0 : r;
+  }
+  RtConvPlan *plan = NULL;
+  size_t ws_bytes = 0;
+  RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
+  CHECK(!s, "%s i8 %s plan: %s", sh->name, what, err);
+  if (s) goto done;
+  int ok = !RT_CU(g->api, MemAlloc, (&bx, (size_t)nx), "x", err, sizeof err) &&
+           !RT_CU(g->api, MemcpyHtoD, (bx, qx, (size_t)nx), "x", err, sizeof err) &&
+           !RT_CU(g->api, MemAlloc, (&bw, (size_t)nw), "w", err, sizeof err) &&
+           !RT_CU(g->api, MemcpyHtoD, (bw, qw, (size_t)nw), "w", err, sizeof err) &&
+           alloc_nan(g, ny, IR_DT_F32, &by) && upload(g, res, ny, IR_DT_F32, &bres) &&
+           upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb) &&
+           (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
+  RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb, .residual = epi & CG_EPI_RESIDUAL ? bres : 0};
+  ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
+       !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) && download(g, by, ny, IR_DT_F32, got);
+  CHECK(ok, "%s i8 %s run: %s", sh->name, what, err);
+  if (!ok) goto done;
+  double rel = rel_error(got, ref, ny, NULL);
+  int pass = rel < 1e-5;
+  printf("%-22s i8   %-26s rel err %.3e  (tol 1e-05) %s  ws %zu B\n", sh->name, what, rel, pass ? "ok" : "FAIL",
+         ws_bytes);
+  CHECK(pass, "%s i8 %s: relative error %.3e", sh->name, what, rel);
+done:
+  CUdeviceptr bufs[] = {bx, bw, by, bres, bsb, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) g->api->MemFree(bufs[i]);
+  free(x), free(w), free(res), free(esb), free(ref), free(got), free(qx), free(qw);
+}
+
 static const Shape CHECKED[] = {
     {"stem 7x7 s2 C=4", 2, 4, 112, 112, 64, 7, 7, 2, 3, 1, 1, 0},
     {"1x1 s1", 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1, 0},
@@ -664,7 +727,7 @@ static const Shape RESNET50[] = {
 enum { NSHAPES = sizeof RESNET50 / sizeof RESNET50[0] };
 
 typedef struct Bench {
-  CUdeviceptr x, w, y, stats, sb, ws;
+  CUdeviceptr x, w, y, stats, sb, ws; /* sb: a prologue's scale and bias, or an epilogue's */
   size_t ws_bytes;
   CUevent ev[2];
 } Bench;
@@ -688,6 +751,7 @@ static double time_conv(Gpu *g, Bench *b, RtCudnn *dnn, const CgConvDesc *d) {
                    .y = b->y,
                    .stats = d->genstats ? b->stats : 0,
                    .sb = d->prologue ? b->sb : 0,
+                   .esb = d->epilogue & CG_EPI_AFFINE ? b->sb : 0,
                    .workspace = b->ws};
     if (rt_cudnn_conv_exec(dnn, plan, &io, err, sizeof err)) return -1;
   }
@@ -726,7 +790,7 @@ static void bench(Gpu *g, double started, int genstats_only) {
   memset(&b, 0, sizeof b);
   int ok = bench_buffer(g, 4 * maxx, &b.x) && bench_buffer(g, 4 * maxw, &b.w) && bench_buffer(g, 4 * maxy, &b.y) &&
            !RT_CU(g->api, MemAlloc, (&b.stats, 2 * sizeof(float) * 2048), "bench", err, sizeof err) &&
-           bench_buffer(g, 2 * sizeof(uint16_t) * 2048, &b.sb) &&
+           bench_buffer(g, 2 * sizeof(float) * 2048, &b.sb) && /* a prologue's f16 or an epilogue's f32 */
            !RT_CU(g->api, EventCreate, (&b.ev[0], CU_EVENT_DEFAULT), "bench", err, sizeof err) &&
            !RT_CU(g->api, EventCreate, (&b.ev[1], CU_EVENT_DEFAULT), "bench", err, sizeof err);
   CHECK(ok, "bench setup: %s", err);
@@ -789,6 +853,23 @@ static void bench(Gpu *g, double started, int genstats_only) {
   printf("weighted by use: plain %.2f ms, with GenStats %.2f ms, with the prologue %.2f ms; wgrad %.2f ms, with "
          "the prologue %.2f ms\n",
          plain_ms, fused_ms, pro_ms, wplain_ms, wpro_ms);
+  /* inference's forward convolutions: f16 into f16 against i8 into f32, each with a scale-bias-relu epilogue */
+  double f16_ms = 0, i8_ms = 0;
+  printf("\ninference forward with scale-bias-relu, tuned, ms per run: f16 -> f16, i8 -> f32\n");
+  for (int i = 1; ok && !genstats_only && i < NSHAPES && now_s() - started < BENCH_BUDGET_S; i++) {
+    const Shape *sh = &RESNET50[i];
+    CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_F16);
+    d.epilogue = CG_EPI_AFFINE | CG_EPI_RELU;
+    double t16 = time_conv(g, &b, g->dnn_tuned, &d);
+    d.dtype = IR_DT_I8, d.ydtype = IR_DT_F32;
+    double t8 = time_conv(g, &b, g->dnn_tuned, &d);
+    printf("%-22s %2d  f16 %7.3f  i8 %7.3f  (%.2fx)%s\n", sh->name, sh->count, t16, t8, t8 > 0 ? t16 / t8 : 0.0,
+           t8 > 0 ? "" : "  (no i8 plan)");
+    CHECK(t16 > 0 && t8 > 0, "bench %s i8: %s", sh->name, err);
+    f16_ms += sh->count * t16, i8_ms += sh->count * (t8 > 0 ? t8 : t16);
+  }
+  if (!genstats_only)
+    printf("weighted by use: f16 %.2f ms, i8 %.2f ms (%.2fx)\n", f16_ms, i8_ms, i8_ms > 0 ? f16_ms / i8_ms : 0.0);
   if (b.ev[0]) g->api->EventDestroy(b.ev[0]);
   if (b.ev[1]) g->api->EventDestroy(b.ev[1]);
   CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.stats, &b.sb, &b.ws};
@@ -872,6 +953,9 @@ int main(int argc, char **argv) {
     check_epilogue(&g, &CHECKED[i], CG_EPI_AFFINE);
     check_epilogue(&g, &CHECKED[i], CG_EPI_DRELU);
     check_epilogue(&g, &CHECKED[i], CG_EPI_RESIDUAL | CG_EPI_DRELU);
+    check_i8(&g, &CHECKED[i], CG_EPI_AFFINE);
+    check_i8(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RELU);
+    check_i8(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RESIDUAL | CG_EPI_RELU);
   }
   const char *expect_dbn = getenv("NETC_EXPECT_DBN");
   for (size_t i = 0; !s && i < sizeof DBN_SHAPES / sizeof DBN_SHAPES[0]; i++)

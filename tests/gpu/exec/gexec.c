@@ -10,13 +10,23 @@
 #include "compile.h"
 #include "rt_ref.h"
 
-IrGraph *gexec_compile(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision) {
+IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
+                            IrDtype precision, const char *int8_layers) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", root, rel);
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .inference = inference, .precision = precision, .precision_set = 1, .batch = batch};
+  PassCtx cx = {.d = &d,
+                .inference = inference,
+                .precision = precision,
+                .precision_set = 1,
+                .batch = batch,
+                .int8_layers = int8_layers};
   return compile_file(a, &d, path, &cx);
+}
+
+IrGraph *gexec_compile(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision) {
+  return gexec_compile_int8(a, root, rel, batch, inference, precision, NULL);
 }
 
 int gexec_is_int(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }

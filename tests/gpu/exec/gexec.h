@@ -14,6 +14,9 @@
  * inference), at precision IR_DT_F32 or IR_DT_F16; NULL after printing the
  * errors. */
 IrGraph *gexec_compile(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision);
+/* The same with --int8=int8_layers (NULL: none). */
+IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
+                            IrDtype precision, const char *int8_layers);
 
 /* Host values of every input/param/state of g at batch: float for float
  * dtypes, int64 for integer ones, each rounded to its value's dtype.

@@ -44,24 +44,27 @@ typedef struct Config {
   int inference;
   IrDtype precision;
   int any_engine; /* 0: deterministic cuDNN engines only; 2: any, every fusion cuDNN plans kept (NETC_FUSION_PICK=0) */
+  const char *int8; /* --int8= (inference: every convolution but the first in i8 on cuDNN), or NULL */
 } Config;
 
 static const Config CONFIGS[] = {
-    {"models/smallcnn.net", 0, IR_DT_F32, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 0},
-    {"models/smallcnn.net", 1, IR_DT_F32, 0},
-    {"models/smallcnn.net", 1, IR_DT_F16, 0},
-    {"models/resnet20.net", 0, IR_DT_F32, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 0},
-    {"models/resnet20.net", 1, IR_DT_F32, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 1},
-    {"models/resnet20.net", 0, IR_DT_F16, 1},
-    {"models/resnet20.net", 0, IR_DT_F16, 2},
-    {"models/resnet20.net", 1, IR_DT_F16, 2},
-    {"models/smallcnn.net", 0, IR_DT_F16, 2},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0},
+    {"models/smallcnn.net", 0, IR_DT_F32, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 0, NULL},
+    {"models/smallcnn.net", 1, IR_DT_F32, 0, NULL},
+    {"models/smallcnn.net", 1, IR_DT_F16, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F32, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F16, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 1, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 2, NULL},
+    {"models/resnet20.net", 1, IR_DT_F16, 2, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL},
+    {"models/smallcnn.net", 1, IR_DT_F16, 1, "all"},
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "all"},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -159,7 +162,7 @@ static RtCpu *cpu_near(const IrGraph *g, void **init, float **want, float **near
 
 static void run_config(const char *root, int ci) {
   const Config *c = &CONFIGS[ci];
-  const char *prec = c->precision == IR_DT_F16 ? "fp16" : "fp32";
+  const char *prec = c->int8 ? "int8" : c->precision == IR_DT_F16 ? "fp16" : "fp32";
   const char *mode = c->inference ? "inference" : "training";
   /* a replay is held to the launched step's own run-to-run spread: reductions
    * with atomics and cuDNN's weight gradients are not bitwise deterministic
@@ -168,7 +171,7 @@ static void run_config(const char *root, int ci) {
   snprintf(table[ci], sizeof table[ci], "%-22s %-9s %s  FAILED before the comparison", c->model, mode, prec);
   Arena arena;
   arena_init(&arena);
-  IrGraph *g = gexec_compile(&arena, root, c->model, BATCH, c->inference, c->precision);
+  IrGraph *g = gexec_compile_int8(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8);
   CHECK(g != NULL, "%s %s %s compiles", c->model, mode, prec);
   RtCpu *cpu = NULL, *cpun[NEAR] = {NULL};
   RtGpu *gpu = NULL;
@@ -308,7 +311,7 @@ static int precompile(const char *root) {
     Arena arena;
     arena_init(&arena);
     const Config *c = &CONFIGS[ci];
-    IrGraph *g = gexec_compile(&arena, root, c->model, BATCH, c->inference, c->precision);
+    IrGraph *g = gexec_compile_int8(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8);
     char err[8192] = "";
     if (!g || rt_gpu_precompile(g, BATCH, &d, cache_dir, err, sizeof err)) {
       fprintf(stderr, "%s: %s\n", c->model, err);

@@ -1,0 +1,51 @@
+/* qscale.cu - the epilogue scales of an i8 convolution: cuDNN accumulates
+ * q_x * q_w in i32, and y = acc * s_x * s_w[k] (then the node's own scale
+ * and bias) is its epilogue's per-channel affine (rt_cudnn.h, esb: K f32
+ * scales, then K f32 biases).  s_x and s_w are the scales the casts wrote
+ * after q (compiler/ir.h, ir_value_scales): one for x, one per output
+ * channel (or one) for w.
+ *
+ *   NETC_QS_SET  esb[k] = s_x * s_w[k]; esb[K + k] = bias[k] (NETC_QS_BIAS
+ *                1: the node's bias input, of type NETC_TB), else 0
+ *   NETC_QS_MUL  esb[k] *= s_x * s_w[k] (a folded batch norm's scale, which
+ *                chan_finalize.cu wrote; its bias stays)
+ *
+ * Parameters: NETC_KERNEL_NAME, NETC_K, NETC_XCOUNT and NETC_WCOUNT (the
+ * elements of q_x and q_w: their scales start at the next 16-byte
+ * boundary), NETC_WSCALES (1 or K), one of NETC_QS_SET / NETC_QS_MUL.
+ * Launch: 1-D, 256 threads a block, at least K threads. */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_K) || !defined(NETC_XCOUNT) || !defined(NETC_WCOUNT)
+#error "qscale.cu is a template: define NETC_KERNEL_NAME, NETC_K, NETC_XCOUNT, NETC_WCOUNT and NETC_QS_SET or _MUL"
+#endif
+
+static constexpr long long K = NETC_K;
+
+__device__ __forceinline__ const float *netc_scales(const signed char *q, long long count) {
+  return (const float *)(q + (count + 15) / 16 * 16);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+#if defined(NETC_QS_SET) && defined(NETC_QS_BIAS) && NETC_QS_BIAS
+NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
+                 const NETC_TB *__restrict__ bias, float *__restrict__ esb)
+#else
+NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq, float *__restrict__ esb)
+#endif
+{
+  const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= K) return;
+  const float s = netc_scales(xq, NETC_XCOUNT)[0] * netc_scales(wq, NETC_WCOUNT)[NETC_WSCALES > 1 ? k : 0];
+#if defined(NETC_QS_SET)
+  esb[k] = s;
+#if defined(NETC_QS_BIAS) && NETC_QS_BIAS
+  esb[K + k] = netc_ld(bias[k]);
+#else
+  esb[K + k] = 0.0f;
+#endif
+#elif defined(NETC_QS_MUL)
+  esb[k] *= s;
+#else
+#error "qscale.cu: define NETC_QS_SET or NETC_QS_MUL"
+#endif
+}
