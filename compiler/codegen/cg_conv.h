@@ -20,28 +20,28 @@ typedef struct CgConvDesc {
   int k, r, s;    /* w: K x R x S x (C / groups) */
   int ho, wo;     /* y: N x Ho x Wo x K */
   int stride[2], pad[2], dilation[2], groups;
-  IrDtype dtype; /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16; or of x and w: IR_DT_I8 */
+  IrDtype dtype;  /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16; or of x and w: IR_DT_I8 */
   IrDtype ydtype; /* of y: dtype, except for an i8 forward convolution (x and w quantized,
                    * their scales folded into the epilogue's, which it must have;
                    * i32 accumulation): IR_DT_F32 */
-  int tf32;      /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
+  int tf32;       /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
                            * FP32 accumulation); 0 keeps full FP32 numerics */
-  int genstats;  /* CG_CONV_FWD on f16/bf16 only: the same kernel also writes the
+  int genstats;   /* CG_CONV_FWD on f16/bf16 only: the same kernel also writes the
                            * per-channel sum and sum of squares of y, f32 (cuDNN's conv +
                            * GenStats fusion); see RtConvIo.stats */
-  int prologue;  /* CG_CONV_FWD / CG_CONV_BWD_FILTER on f16/bf16 only: the convolution
+  int prologue;   /* CG_CONV_FWD / CG_CONV_BWD_FILTER on f16/bf16 only: the convolution
                            * reads relu(x * scale + bias) in place of x (per channel of x, scale
                            * and bias in x's dtype, computed in FP32, zero padding applied after),
                            * a batch norm and its relu applied on the fly (cuDNN's ConvBNfprop
                            * and ConvBNwgrad patterns); see RtConvIo.sb */
-  int epilogue;  /* CG_CONV_FWD, no genstats or prologue: the convolution's FP32 result
+  int epilogue;   /* CG_CONV_FWD, no genstats or prologue: the convolution's FP32 result
                            * r becomes y = [relu](r * scale + bias [+ residual]) (per channel of
                            * y, scale and bias f32; cuDNN's conv-scale-bias-add-relu runtime
                            * fusion); CG_EPI_* flags; see RtConvIo.esb and residual.
                            * CG_CONV_BWD_DATA: CG_EPI_DRELU, dx [+ residual, shaped like dx]
                            * masked where the forward's relu output (RtConvIo.mask, shaped like
                            * dx) is not positive */
-  int dbn;       /* CG_CONV_BWD_DATA on f16/bf16 only, no epilogue: the data gradient
+  int dbn;        /* CG_CONV_BWD_DATA on f16/bf16 only, no epilogue: the data gradient
                            * of a conv whose input was relu(batchnorm(z)) (cuDNN's
                            * DgradDreluBNBwdWeight): the FP32 result r becomes
                            * x = r masked where z's batch norm ((z - mean) * invstd * gamma

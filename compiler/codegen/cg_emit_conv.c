@@ -86,7 +86,8 @@ static int qscale_launch(Emit *e, const char *op, int bias, size_t esb) {
   if (!xs || !ws)
     return cg_emit_fail(e, "an i8 convolution reads x and w as casts to i8 wrote them (with their scales)");
   int64_t K = dim(e, in_type(e, 1), 0);
-  if (ws != 1 && ws != K) return cg_emit_fail(e, "w has %lld scales for %lld output channels", (long long)ws, (long long)K);
+  if (ws != 1 && ws != K)
+    return cg_emit_fail(e, "w has %lld scales for %lld output channels", (long long)ws, (long long)K);
   if (cg_emit_begin(e, "qscale")) return -1;
   cg_emit_def(e, op, "1");
   cg_emit_def(e, "NETC_K", "%lldLL", (long long)K);

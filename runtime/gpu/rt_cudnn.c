@@ -231,8 +231,9 @@ static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   if (s && err && errlen) {
     char second[1024];
     snprintf(second, sizeof second, "%s", err);
-    rt_errf(err, errlen, i8 ? "with the result in f32: %s; in i32: %s" : "with z - mean as ADD(alpha2 = -1): %s; as SUB: %s",
-            first, second);
+    rt_errf(err, errlen,
+            i8 ? "with the result in f32: %s; in i32: %s" : "with z - mean as ADD(alpha2 = -1): %s; as SUB: %s", first,
+            second);
   }
   return s;
 }
@@ -281,10 +282,10 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
   snprintf(dt, sizeof dt, "%s%s%s", dtype_name(key.dtype), key.ydtype != key.dtype ? "->" : "",
            key.ydtype != key.dtype ? dtype_name(key.ydtype) : "");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",
-           key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi,
-           dt, key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s,
-           key.c / key.groups, key.ho, key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1], key.dilation[0],
-           key.dilation[1], key.groups, h->deterministic ? " deterministic" : "");
+           key.prologue ? "scale-bias-relu+" : "", KIND_NAMES[key.kind], key.genstats ? "+genstats" : "", epi, dt,
+           key.tf32 ? " (tf32)" : "", key.n, key.h, key.w, key.c, key.k, key.r, key.s, key.c / key.groups, key.ho,
+           key.wo, key.stride[0], key.stride[1], key.pad[0], key.pad[1], key.dilation[0], key.dilation[1], key.groups,
+           h->deterministic ? " deterministic" : "");
   if ((s = build(h, p, err, errlen))) {
     plan_free(h->dnn, p);
     return s;

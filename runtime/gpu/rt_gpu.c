@@ -805,8 +805,9 @@ static void unpack_quantized(const RtGpu *x, int v, int64_t scales, const void *
   const float *tail = (const float *)((const char *)src + ir_scales_offset(n));
   for (int64_t i = 0; i < n; i++) {
     int64_t k = i / per < scales ? i / per : scales - 1;
-    float q = dt == IR_DT_I8 ? ((const int8_t *)src)[i]
-                             : rt_ref_f8_to_f32(((const uint8_t *)src)[i], dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
+    float q = dt == IR_DT_I8
+                  ? ((const int8_t *)src)[i]
+                  : rt_ref_f8_to_f32(((const uint8_t *)src)[i], dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
     f[i] = q * tail[k];
   }
 }

@@ -636,7 +636,8 @@ static void check_i8(Gpu *g, const Shape *sh, int epi) {
   int8_t *qx = malloc((size_t)nx), *qw = malloc((size_t)nw);
   CUdeviceptr bx = 0, bw = 0, by = 0, bres = 0, bsb = 0, ws = 0;
   char what[64];
-  snprintf(what, sizeof what, "fwd+scale-bias%s%s", epi & CG_EPI_RESIDUAL ? "-add" : "", epi & CG_EPI_RELU ? "-relu" : "");
+  snprintf(what, sizeof what, "fwd+scale-bias%s%s", epi & CG_EPI_RESIDUAL ? "-add" : "",
+           epi & CG_EPI_RELU ? "-relu" : "");
   CHECK(x && w && res && esb && ref && got && qx && qw, "out of host memory");
   if (!x || !w || !res || !esb || !ref || !got || !qx || !qw) goto done;
   for (int64_t i = 0; i < nx; i++) qx[i] = (int8_t)lrintf(127 * rand_value()), x[i] = qx[i];
@@ -659,9 +660,8 @@ static void check_i8(Gpu *g, const Shape *sh, int epi) {
   int ok = !RT_CU(g->api, MemAlloc, (&bx, (size_t)nx), "x", err, sizeof err) &&
            !RT_CU(g->api, MemcpyHtoD, (bx, qx, (size_t)nx), "x", err, sizeof err) &&
            !RT_CU(g->api, MemAlloc, (&bw, (size_t)nw), "w", err, sizeof err) &&
-           !RT_CU(g->api, MemcpyHtoD, (bw, qw, (size_t)nw), "w", err, sizeof err) &&
-           alloc_nan(g, ny, IR_DT_F32, &by) && upload(g, res, ny, IR_DT_F32, &bres) &&
-           upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb) &&
+           !RT_CU(g->api, MemcpyHtoD, (bw, qw, (size_t)nw), "w", err, sizeof err) && alloc_nan(g, ny, IR_DT_F32, &by) &&
+           upload(g, res, ny, IR_DT_F32, &bres) && upload(g, esb, 2 * (int64_t)d.k, IR_DT_F32, &bsb) &&
            (!ws_bytes || !RT_CU(g->api, MemAlloc, (&ws, ws_bytes), "workspace", err, sizeof err));
   RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb, .residual = epi & CG_EPI_RESIDUAL ? bres : 0};
   ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
