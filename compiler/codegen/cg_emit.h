@@ -15,6 +15,7 @@
  *   cg_emit_eltwise.c  relu, add, add_relu, relu_bwd, sum_relu_bwd (eltwise.cu)
  *   cg_emit_bn.c       batch norm: statistics, running-statistics affine, backward
  *   cg_emit_conv.c     the convolution nodes (cuDNN) with their fused launches, s2d folding
+ *   cg_emit_qscale.c   an i8 convolution's dequantization into the epilogue (qscale.cu)
  *   cg_emit_pool.c     max, average and global average pooling, forward and backward (pool.cu)
  *   cg_emit_copy.c     flatten/unflatten copies, casts, relayouts (cast.cu, relayout.cu)
  *   cg_emit_linear.c   linear and its gradients (cuDNN as 1x1 convolutions, else linear.cu)
@@ -179,6 +180,13 @@ int cg_emit_bn_channel_sum(Emit *e);
 
 /* cg_emit_conv.c: every convolution node */
 int cg_emit_conv(Emit *e);
+
+/* cg_emit_qscale.c: an i8 convolution's qscale.cu launch, run before it
+ * after the node's other launches before it (it fails after a launch that
+ * runs later): op NETC_QS_SET (with the node's bias input `bias`, or -1)
+ * writes the epilogue's scale and bias at scratch esb from x's and w's
+ * scales, NETC_QS_MUL multiplies the scale there by them. */
+int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb);
 
 /* cg_emit_pool.c: every pooling node */
 int cg_emit_pool(Emit *e);

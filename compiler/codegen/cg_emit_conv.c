@@ -75,44 +75,6 @@ static int dgrad_bn_relu(Emit *e) {
 /* Whether the node's forward convolution is of i8 by i8 (conv() checked the rest). */
 static int conv_i8(const Emit *e) { return e->k->has_conv && e->k->conv.dtype == IR_DT_I8; }
 
-/* The qscale.cu launch of an i8 convolution, before it: op NETC_QS_SET
- * (with the node's bias input `bias`, or -1) or NETC_QS_MUL, on the
- * epilogue's scale and bias at scratch esb; placed right after the node's
- * launches that already run before the convolution. */
-static int qscale_launch(Emit *e, const char *op, int bias, size_t esb) {
-  CgKNode *k = e->k;
-  const IrNode *n = e->n;
-  int64_t xs = ir_value_scales(e->g, n->in[0], e->batch), ws = ir_value_scales(e->g, n->in[1], e->batch);
-  if (!xs || !ws)
-    return cg_emit_fail(e, "an i8 convolution reads x and w as casts to i8 wrote them (with their scales)");
-  int64_t K = dim(e, in_type(e, 1), 0);
-  if (ws != 1 && ws != K)
-    return cg_emit_fail(e, "w has %lld scales for %lld output channels", (long long)ws, (long long)K);
-  if (cg_emit_begin(e, "qscale")) return -1;
-  cg_emit_def(e, op, "1");
-  cg_emit_def(e, "NETC_K", "%lldLL", (long long)K);
-  cg_emit_def(e, "NETC_XCOUNT", "%lldLL", (long long)numel(e, in_type(e, 0)));
-  cg_emit_def(e, "NETC_WCOUNT", "%lldLL", (long long)numel(e, in_type(e, 1)));
-  cg_emit_def(e, "NETC_WSCALES", "%lldLL", (long long)ws);
-  if (bias >= 0) {
-    if (!cg_tmpl_is_float(in_type(e, bias)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
-    cg_emit_def(e, "NETC_QS_BIAS", "1");
-    cg_emit_def(e, "NETC_TB", "%s", cg_tmpl_ctype(in_type(e, bias)->dtype));
-    CG_EMIT_ARGS(e, in(0), in(1), in(bias), scratch(esb));
-  } else {
-    CG_EMIT_ARGS(e, in(0), in(1), scratch(esb));
-  }
-  if (cg_emit_end(e, "qscale.cu", (unsigned)((K + BLOCK - 1) / BLOCK), 1, BLOCK, 1)) return -1;
-  /* the launches before the convolution come first: move this one up to them */
-  int at = 0;
-  while (at < k->nlaunch - 1 && k->launch[at].before) at++;
-  CgKLaunch l = k->launch[k->nlaunch - 1];
-  memmove(&k->launch[at + 1], &k->launch[at], sizeof l * (size_t)(k->nlaunch - 1 - at));
-  l.before = 1;
-  k->launch[at] = l;
-  return 0;
-}
-
 /* conv2d of i8 by i8 [+ bias]: the epilogue's affine is the dequantization
  * and the bias (no launch after: without the epilogue there is no plan). */
 static int conv2d_i8(Emit *e) {
@@ -121,7 +83,7 @@ static int conv2d_i8(Emit *e) {
   need_scratch(e, esb + (size_t)2 * K * sizeof(float));
   e->k->conv.epilogue = CG_EPI_AFFINE;
   e->k->conv_esb = scratch(esb);
-  return qscale_launch(e, "NETC_QS_SET", e->n->nin >= 3 ? 2 : -1, esb);
+  return cg_emit_qscale(e, "NETC_QS_SET", e->n->nin >= 3 ? 2 : -1, esb);
 }
 
 static int emit_conv_body(Emit *e) {
@@ -157,10 +119,8 @@ static int emit_conv_body(Emit *e) {
   }
   case IR_OP_CONV2D_BWD_DATA_BN_RELU: return dgrad_bn_relu(e);
   case IR_OP_CONV2D_BN:
-    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0)) ||
-        cg_emit_bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0)))
-      return -1;
-    return conv_i8(e) ? qscale_launch(e, "NETC_QS_MUL", -1, e->k->conv_esb.offset) : 0;
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
+    return cg_emit_bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
   case IR_OP_CONV2D_BN_STATS: /* z = out 0, mean, invstd, sb = out 3 */
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     if (conv_i8(e)) return cg_emit_fail(e, "i8 training has no GPU kernel (INT8 runs inference)");

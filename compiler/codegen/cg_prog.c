@@ -90,7 +90,7 @@ typedef struct Unit {
 } Unit;
 
 /* Cuts node i's source at its launches' namespace openings into at[0..n];
- * 0 when it does not cut that way. */
+ * 0 when it does not cut that way, or a piece lacks its launch's kernel. */
 static int cut_node(const CgKNode *k, int node, size_t at[CG_K_MAX_LAUNCH + 1]) {
   if (k->nlaunch < 1) return 0;
   const char *from = k->source;
@@ -103,6 +103,10 @@ static int cut_node(const CgKNode *k, int node, size_t at[CG_K_MAX_LAUNCH + 1]) 
     from = m + 1;
   }
   at[k->nlaunch] = strlen(k->source);
+  for (int j = 0; j < k->nlaunch; j++) { /* each piece holds its launch's kernel */
+    const char *name = k->launch[j].name, *m = strstr(k->source + at[j], name);
+    if (!*name || !m || m + strlen(name) > k->source + at[j + 1]) return 0;
+  }
   return 1;
 }
 

@@ -133,7 +133,7 @@ static void usage(FILE *f) {
              "  --image-size S|HxW   a .net or .onnx MODEL's image height and width (default: as the file\n"
              "                       declares; train, infer and bench take it too; a model.so keeps its own)\n"
              "  --int8 L1,L2|all     a .net or .onnx MODEL's layers to run in int8 (all: every convolution but the\n"
-             "                       first; netc --int8; the CPU only for now; train, infer, bench take it too)\n"
+             "                       first; netc --int8; infer and bench on the GPU too, train on the CPU only)\n"
              "  --int8-scales FILE   with --int8: their inputs' calibrated scales (netrun calibrate)\n"
              "  --memory-limit M     at most M GiB (40) or M%% of the device's memory (50%%) for the model's\n"
              "                       activations, parameters, scratch and cuDNN workspace (train, infer, bench too);\n"

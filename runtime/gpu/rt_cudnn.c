@@ -207,11 +207,10 @@ void rt_cudnn_tune_counts(const RtCudnn *h, int *cached, int *timed, int *heuris
   if (heuristic) *heuristic = h ? h->heuristic : 0;
 }
 
-/* p's graph and plan; a dbn graph that gets none is made again in its
- * SUB form (see the top), and its failure then reports both. */
 /* p's graph and plan; where cuDNN has none, the one other form of the
  * same graph tried: dbn's z - mean as a SUB, an i8 convolution's result as
- * an i32 tensor before the epilogue's f32 math. */
+ * an i32 tensor before the epilogue's f32 math (see the top); a failure
+ * then reports both. */
 static RtCudaStatus build(RtCudnn *h, RtConvPlan *p, char *err, size_t errlen) {
   RtCudaStatus s = rt_cudnn_graph_make(h, p, err, errlen);
   if (!s) s = rt_cudnn_tune_select(h, p, err, errlen);
