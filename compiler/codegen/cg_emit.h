@@ -94,6 +94,9 @@ int cg_emit_check_f32(Emit *e, int first_in, int last_in, int first_out, int las
 /* The node's residual input (conv2d_bn[_train] at a block's end), or -1. */
 static inline int residual_in(const Emit *e) { return ir_conv_residual(e->g, e->n); }
 
+/* Whether the node's forward convolution (set by cg_emit_conv.c) is of i8 by i8. */
+static inline int conv_i8(const Emit *e) { return e->k->has_conv && e->k->conv.dtype == IR_DT_I8; }
+
 /* --- building launches ------------------------------------------------------ */
 
 static inline CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }

@@ -72,9 +72,6 @@ static int dgrad_bn_relu(Emit *e) {
 
 /* --- i8 convolutions: x and w quantized, their scales in the epilogue ---------- */
 
-/* Whether the node's forward convolution is of i8 by i8 (conv() checked the rest). */
-static int conv_i8(const Emit *e) { return e->k->has_conv && e->k->conv.dtype == IR_DT_I8; }
-
 /* conv2d of i8 by i8 [+ bias]: the epilogue's affine is the dequantization
  * and the bias (no launch after: without the epilogue there is no plan). */
 static int conv2d_i8(Emit *e) {
