@@ -32,18 +32,19 @@ typedef struct NetcOpts {
   int pool_tile;    /* max pool + batch norm + relu by shared-memory tiles */
   int linear_cudnn; /* linear layers on cuDNN as 1x1 convolutions (else linear.cu) */
   /* the GPU executor */
-  int cuda_graph;          /* the step captured once as a CUDA graph and replayed */
-  int genstats;            /* batch-norm statistics from the convolution (cuDNN GenStats) */
-  int prologue;            /* a convolution applies the batch norm + relu before it itself */
-  int epilogue;            /* a convolution applies its epilogue (inference batch norm, relu backward) */
-  int fusion_pick;         /* each fused prologue / epilogue timed against the separate kernel */
-  int dbn;                 /* data gradient + batch-norm backward in one cuDNN plan (DgradDreluBNBwdWeight) */
-  int multi_tensor;        /* one launch per run of sgd_updates / weight casts */
-  int branches;            /* 0, 1, 2 = verbose: weight gradients on a side stream */
-  int cudnn_deterministic; /* only engines cuDNN marks deterministic */
-  int cudnn_workspace_mb;  /* cap on each convolution's cuDNN workspace; -1: the executor's default */
-  int cudnn_verbose;       /* print each cuDNN plan's description and workspace */
-  int nvrtc_threads;       /* threads compiling a graph's programs; 0: the usable cores */
+  int cuda_graph;            /* the step captured once as a CUDA graph and replayed */
+  int genstats;              /* batch-norm statistics from the convolution (cuDNN GenStats) */
+  int prologue;              /* a convolution applies the batch norm + relu before it itself */
+  int epilogue;              /* a convolution applies its epilogue (inference batch norm, relu backward) */
+  int fusion_pick;           /* each fused prologue / epilogue timed against the separate kernel */
+  int dbn;                   /* data gradient + batch-norm backward in one cuDNN plan (DgradDreluBNBwdWeight) */
+  int multi_tensor;          /* one launch per run of sgd_updates / weight casts */
+  int branches;              /* 0, 1, 2 = verbose: weight gradients on a side stream */
+  int cudnn_deterministic;   /* only engines cuDNN marks deterministic */
+  int cudnn_workspace_mb;    /* cap on each convolution's cuDNN workspace; -1: the executor's default */
+  int cudnn_tune_candidates; /* with tuning: configurations timed per convolution; 0: all */
+  int cudnn_verbose;         /* print plans, tuning candidates and fusion timings */
+  int nvrtc_threads;         /* threads compiling a graph's programs; 0: the usable cores */
   /* libraries and files (read when first needed) */
   char cuda_driver[OPTS_PATH_MAX]; /* libcuda to load; "": libcuda.so.1 */
   char cudnn[OPTS_PATH_MAX];       /* libcudnn to load; "": libcudnn.so.9 */

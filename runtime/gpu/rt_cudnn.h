@@ -81,9 +81,14 @@ RtCudaStatus rt_cudnn_conv_time(RtCudnn *h, RtConvPlan *plan, const RtConvIo *io
  * atomics in the reductions): bit-identical results run to run, for
  * comparisons; none such is an error.  Off by default. */
 void rt_cudnn_deterministic(RtCudnn *h, int on);
-/* Plans made from now on print their description and workspace (the
+/* Plans made from now on print their description and workspace, and when
+ * tuning each engine configuration with its numerical notes and time (the
  * cudnn_verbose option).  Off by default. */
 void rt_cudnn_verbose(RtCudnn *h, int on);
+/* When tuning, plans made from now on time the first n acceptable engine
+ * configurations (0: every one; the cudnn_tune_candidates option).  8 by
+ * default. */
+void rt_cudnn_tune_candidates(RtCudnn *h, int n);
 
 /* rt_cudnn_conv_exec on `stream` rather than the handle's (the GPU
  * executor's side stream); the handle is set back to its own stream after. */

@@ -27,7 +27,7 @@ enum { BN_DGAMMA, BN_DBETA, BN_EQA, BN_EQB, BN_EQC, BN_OUTS };
 enum { BN_SUBMEAN, BN_INVSTD_MUL, BN_GAMMA_MUL, BN_BETA_ADD, BN_DRELU, BN_OPS };
 enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
 enum { EPI_OPS = 4 };                         /* at most: scale, bias, residual, relu */
-enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };
+enum { TUNE_RUNS = 3 };
 
 typedef struct DnnApi {
   cudnnStatus_t (*Create)(cudnnHandle_t *handle);
@@ -87,6 +87,7 @@ struct RtCudnn {
   int64_t ws_cap;    /* rt_cudnn_workspace_cap; 0: none */
   int deterministic; /* rt_cudnn_deterministic */
   int verbose;       /* rt_cudnn_verbose */
+  int candidates;    /* rt_cudnn_tune_candidates; 0: all */
   int capped;        /* configurations skipped for the cap by the plan being built */
 };
 

@@ -1,7 +1,7 @@
 /* rt_cudnn_tune.c - engine choice for a graph: cuDNN's heuristics (mode
  * A, then the fallback list), the configurations whose numerics keep the
  * contract (and fit the workspace cap, and are deterministic when asked),
- * timing of the first TUNE_CANDIDATES when tuning, and the winners
+ * timing of the first h->candidates (all: 0) when tuning, and the winners
  * remembered by (mode, position) under the description's text, in memory
  * and in the tuning cache file (rt_cudnn_tune_cache). */
 #include "rt_cudnn_impl.h"
@@ -78,6 +78,29 @@ static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype d
   return ok;
 }
 
+/* The configuration's engine as text for the verbose tuning lines: its
+ * global index and numerical notes. */
+static void engine_text(RtCudnn *h, cudnnBackendDescriptor_t cfg, char *out, size_t len) {
+  cudnnBackendDescriptor_t eng = NULL;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  static const char *NOTE[] = {"tensor-core", "down-convert", "reduced-precision", "fft",           "nondeterministic",
+                               "winograd",    "winograd4x4",  "winograd6x6",       "winograd13x13", "strict-nan"};
+  int64_t n = 0, one = 0, gidx = -1;
+  snprintf(out, len, "engine ?");
+  if (h->dnn->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS) return;
+  if (h->dnn->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &one, &eng) ==
+      CUDNN_STATUS_SUCCESS) {
+    h->dnn->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &one, &gidx);
+    size_t at = (size_t)snprintf(out, len, "engine %lld", (long long)gidx);
+    if (h->dnn->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                    CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT && at < len; i++)
+        at += (size_t)snprintf(out + at, len - at, " %s",
+                               (size_t)notes[i] < sizeof NOTE / sizeof NOTE[0] ? NOTE[notes[i]] : "note?");
+  }
+  destroy(h->dnn, &eng);
+}
+
 /* The *_HANDLE attributes: deprecated in the 9.19 header, needed by 9.14. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -152,13 +175,20 @@ static RtCudaStatus tune_alloc_bn(RtCudnn *h, const RtConvPlan *p, RtConvIo *io,
 
 /* Picks p->plan/p->cfg from cfgs (taking ownership of the chosen one):
  * the first acceptable configuration that finalizes or, when tuning, the
- * fastest of the first TUNE_CANDIDATES that do. */
+ * fastest of the first h->candidates that do (0: of all). */
 static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDescriptor_t *cfgs, int64_t n, TuneBufs *b,
                            int *acceptable, char *err, size_t errlen) {
   float best_ms = 0;
   int tried = 0;
-  for (int64_t i = 0; i < n && tried < (h->tune ? TUNE_CANDIDATES : 1); i++) {
-    if (!engine_acceptable(h, cfgs[i], p->key.dtype, p->key.tf32)) continue;
+  int limit = !h->tune ? 1 : h->candidates > 0 ? h->candidates : INT32_MAX;
+  for (int64_t i = 0; i < n && tried < limit; i++) {
+    char eng[160] = "";
+    if (h->verbose && h->tune) engine_text(h, cfgs[i], eng, sizeof eng);
+    if (!engine_acceptable(h, cfgs[i], p->key.dtype, p->key.tf32)) {
+      if (h->verbose && h->tune)
+        fprintf(stderr, "netc: tune %s: mode %d #%lld %s: numerics refused\n", p->what, mode, (long long)i, eng);
+      continue;
+    }
     ++*acceptable;
     int64_t ws = 0;
     cudnnBackendDescriptor_t plan = make_plan(h, p, cfgs[i], &ws, err, errlen);
@@ -199,6 +229,9 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
         return RT_CUDA_ECALL;
       }
       ms = time_plan(h, p, plan, ws, b, err, errlen);
+      if (h->verbose)
+        fprintf(stderr, "netc: tune %s: mode %d #%lld %s: workspace %.1f MiB, %.4f ms\n", p->what, mode, (long long)i,
+                eng, (double)ws / 1048576.0, (double)ms);
       if (ms < 0) {
         destroy(h->dnn, &plan);
         continue;

@@ -248,9 +248,9 @@ typedef struct PickBufs {
   size_t stats_bytes, workspace_bytes, copy_bytes, esb_bytes;
 } PickBufs;
 
-/* One timed description and its outcome: the fused plan or not. */
+/* One timed pair of descriptions and its outcome: the fused plan or not. */
 typedef struct PickMemo {
-  CgConvDesc fused_desc;
+  CgConvDesc fused_desc, plain_desc;
   int fused;
 } PickMemo;
 
@@ -294,16 +294,17 @@ static RtCudaStatus time_copy(RtGpu *x, CUdeviceptr src, size_t bytes, PickBufs 
   return s;
 }
 
-/* Times node i's convolution as planned from desc with its prologue or
- * epilogue fused (fused) against the plan without it (plain) plus what the
- * kernel doing that part moves: a copy of x's bytes for a prologue, of the
- * output's for an epilogue (half a copy more for each residual or mask it
- * also reads).  On the node's own value addresses (they hold
- * nothing yet) and temporary statistics, scale and bias, workspace and copy
- * buffers; *use_fused = whether the fused one is no slower. */
+/* Times node i's convolution as planned from desc (fused) against the
+ * plan from plain_desc, which leaves out some of what desc fuses, plus what
+ * the kernels doing that part move: a copy of x's bytes for a prologue, of
+ * the output's for an epilogue (half a copy more for each residual or mask
+ * it also reads), half a copy of the output for statistics (one read).
+ * On the node's own value addresses (they hold nothing yet) and temporary
+ * statistics, scale and bias, workspace and copy buffers; *use_fused =
+ * whether the fused one is no slower. */
 static RtCudaStatus time_fusion(RtGpu *x, int i, const CgConvDesc *desc, RtConvPlan *fused, size_t ws_fused,
-                                RtConvPlan *plain, size_t ws_plain, PickBufs *b, int *use_fused, char *err,
-                                size_t errlen) {
+                                const CgConvDesc *plain_desc, RtConvPlan *plain, size_t ws_plain, PickBufs *b,
+                                int *use_fused, char *err, size_t errlen) {
   const CgKNode *k = &x->prog.kn[i];
   int e = desc->epilogue;
   RtConvIo io;
@@ -327,15 +328,26 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const CgConvDesc *desc, RtConvP
   io.esb = e & CG_EPI_AFFINE ? b->esb : 0;
   io.stats = desc->genstats ? b->stats : 0;
   io.workspace = ws ? b->workspace : 0;
-  float t_fused = 0, t_plain = 0, t_copy = 0;
+  float t_fused = 0, t_plain = 0, t_x = 0, t_y = 0;
   if ((s = rt_cudnn_conv_time(x->dnn, fused, &io, PICK_RUNS, &t_fused, err, errlen))) return s;
-  io.sb = io.esb = io.residual = io.mask = 0;
-  int fwd_out = desc->kind == CG_CONV_FWD && e;
-  if ((s = rt_cudnn_conv_time(x->dnn, plain, &io, PICK_RUNS, &t_plain, err, errlen)) ||
-      (s = time_copy(x, fwd_out ? io.y : io.x, fwd_out ? y_bytes : x_bytes, b, &t_copy, err, errlen)))
+  RtConvIo pio = io;
+  if (!plain_desc->prologue) pio.sb = 0;
+  if (!plain_desc->epilogue) pio.esb = pio.residual = pio.mask = 0;
+  if (!plain_desc->genstats) pio.stats = 0;
+  int pro = desc->prologue && !plain_desc->prologue, epi = e && !plain_desc->epilogue;
+  int stats = desc->genstats && !plain_desc->genstats;
+  int epi_y = desc->kind == CG_CONV_FWD; /* a forward epilogue rewrites y, a backward one x */
+  if ((s = rt_cudnn_conv_time(x->dnn, plain, &pio, PICK_RUNS, &t_plain, err, errlen)) ||
+      ((pro || (epi && !epi_y)) && (s = time_copy(x, io.x, x_bytes, b, &t_x, err, errlen))) ||
+      ((stats || (epi && epi_y)) && (s = time_copy(x, io.y, y_bytes, b, &t_y, err, errlen))))
     return s;
-  t_copy *= (2 + !!(e & CG_EPI_RESIDUAL) + !!(e & CG_EPI_DRELU)) / 2.0f; /* tensors read and written */
-  *use_fused = t_fused <= t_plain + t_copy;
+  float extra = stats ? t_y / 2 : 0; /* tensors read and written, in copies */
+  if (pro) extra += t_x;
+  if (epi) extra += (epi_y ? t_y : t_x) * (2 + !!(e & CG_EPI_RESIDUAL) + !!(e & CG_EPI_DRELU)) / 2.0f;
+  *use_fused = t_fused <= t_plain + extra;
+  if (x->opts.cudnn_verbose)
+    fprintf(stderr, "netc: node %d: fused %.4f ms, plain %.4f ms + %.4f ms of kernels: %s\n", i, (double)t_fused,
+            (double)t_plain, (double)extra, *use_fused ? "fused" : "plain");
   return RT_CUDA_OK;
 }
 
@@ -348,38 +360,42 @@ static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc
 }
 
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
- * takes plain_desc's (without the prologue or epilogue) with the kernel
- * doing that part: timed once per description (memo), the fused plan kept
- * on any failure. */
-static void pick_fusion(RtGpu *x, int i, const CgConvDesc *fused_desc, const CgConvDesc *plain_desc, size_t *ws,
-                        PickMemo *memo, int *nmemo, PickBufs *b) {
+ * takes plain_desc's (without some of what fused_desc fuses) with the
+ * kernels doing that part: timed once per pair of descriptions (memo), the
+ * fused plan kept on any failure.  Returns whether it took plain_desc's. */
+static int pick_fusion(RtGpu *x, int i, const CgConvDesc *fused_desc, const CgConvDesc *plain_desc, size_t *ws,
+                       PickMemo *memo, int *nmemo, PickBufs *b) {
   GpuConv *c = &x->conv[i];
   char err[1024];
   int m = 0;
-  while (m < *nmemo && memcmp(&memo[m].fused_desc, fused_desc, sizeof *fused_desc)) m++;
+  while (m < *nmemo && (memcmp(&memo[m].fused_desc, fused_desc, sizeof *fused_desc) ||
+                        memcmp(&memo[m].plain_desc, plain_desc, sizeof *plain_desc)))
+    m++;
   int use_fused = m < *nmemo ? memo[m].fused : 1;
-  if (m < *nmemo && use_fused) return;
+  if (m < *nmemo && use_fused) return 0;
   RtConvPlan *plain = NULL;
   size_t ws_plain = 0;
   int planned = !rt_cudnn_conv_plan(x->dnn, plain_desc, &plain, &ws_plain, err, sizeof err);
   if (m == *nmemo) {
-    if (!planned || time_fusion(x, i, fused_desc, c->plan, *ws, plain, ws_plain, b, &use_fused, err, sizeof err))
+    if (!planned ||
+        time_fusion(x, i, fused_desc, c->plan, *ws, plain_desc, plain, ws_plain, b, &use_fused, err, sizeof err))
       use_fused = 1;
-    memo[*nmemo].fused_desc = *fused_desc, memo[*nmemo].fused = use_fused;
+    memo[*nmemo].fused_desc = *fused_desc, memo[*nmemo].plain_desc = *plain_desc, memo[*nmemo].fused = use_fused;
     ++*nmemo;
   }
-  if (use_fused || !planned) return;
+  if (use_fused || !planned) return 0;
   c->plan = plain, *ws = ws_plain;
   take_desc(c, &x->prog.kn[i].conv, plain_desc);
+  return 1;
 }
 
 /* Every node's cuDNN plan, into x->conv; *ws_max = the largest workspace.
  * A convolution gets the most fused plan cuDNN has an engine for, trying
  * in order: its description (statistics and prologue as the node asks),
  * without the prologue, then plain; the node runs the launches that make
- * up for what its plan leaves out.  Where a fused prologue or epilogue
- * plans, it is timed against the plan without it plus the kernel doing
- * that part (pick_fusion), and the faster is kept. */
+ * up for what its plan leaves out.  Where a fused prologue, epilogue or
+ * GenStats plans, it is timed against the plan without it plus the kernel
+ * doing that part (pick_fusion), and the faster is kept. */
 static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errlen) {
   *ws_max = 0;
   /* Switches for comparisons, each "0" to turn its fusion off: GenStats
@@ -397,7 +413,7 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
    * run on the plain data gradient. */
   int dbn_ok = x->opts.dbn && !x->opts.cudnn_deterministic;
   int pick = x->opts.fusion_pick, nmemo = 0;
-  PickMemo *memo = pick ? calloc((size_t)x->g->nnode + 1, sizeof *memo) : NULL;
+  PickMemo *memo = pick ? calloc(2 * (size_t)x->g->nnode + 1, sizeof *memo) : NULL;
   PickBufs bufs;
   memset(&bufs, 0, sizeof bufs);
   RtCudaStatus s = RT_CUDA_OK;
@@ -423,10 +439,21 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
       take_desc(c, want, &cand[t]);
     }
     if (s) break;
-    if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes)
-      pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs);
-    else if (memo && t == 1 && cand[0].epilogue)
-      pick_fusion(x, i, &cand[0], &cand[2], &ws, memo, &nmemo, &bufs);
+    CgConvDesc got = cand[t - 1];
+    if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes) {
+      if (pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs)) got = cand[1];
+    } else if (memo && t == 1 && cand[0].epilogue) {
+      if (pick_fusion(x, i, &cand[0], &cand[2], &ws, memo, &nmemo, &bufs)) got = cand[2];
+    }
+    /* statistics from the convolution against the plain convolution and
+     * the statistics kernel: for some shapes (grouped convolutions with
+     * few channels a group) cuDNN's only GenStats engine is many times
+     * slower than its plain convolution */
+    if (memo && got.genstats && !got.prologue) {
+      CgConvDesc nostats = got;
+      nostats.genstats = 0;
+      pick_fusion(x, i, &got, &nostats, &ws, memo, &nmemo, &bufs);
+    }
     c->ws = ws;
     if (ws > *ws_max) *ws_max = ws;
   }
@@ -622,6 +649,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
   rt_cudnn_workspace_cap(x->dnn, workspace_cap(x));
   rt_cudnn_deterministic(x->dnn, x->opts.cudnn_deterministic);
   rt_cudnn_verbose(x->dnn, x->opts.cudnn_verbose);
+  rt_cudnn_tune_candidates(x->dnn, x->opts.cudnn_tune_candidates);
   if (o && o->tune) { /* the winners of earlier tuning runs, and where new ones go */
     char path[4200];
     snprintf(path, sizeof path, "%s/cudnn-tune.txt", x->cache_dir);

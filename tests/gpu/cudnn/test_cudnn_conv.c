@@ -688,6 +688,9 @@ static const Shape CHECKED[] = {
     {"1x1 s2 downsample", 8, 512, 28, 28, 1024, 1, 1, 2, 0, 1, 1, 0},
     {"3x3 p2 dilation 2", 3, 64, 28, 28, 64, 3, 3, 1, 2, 2, 1, 0},
     {"3x3 p1 groups 4", 2, 64, 28, 28, 128, 3, 3, 1, 1, 1, 4, 0},
+    /* ResNeXt-50 32x4d's layer1 and layer2.0 3x3 convolutions, smaller */
+    {"3x3 p1 g32 of 4", 2, 128, 28, 28, 128, 3, 3, 1, 1, 1, 32, 0},
+    {"3x3 s2 p1 g32 of 8", 2, 256, 28, 28, 256, 3, 3, 2, 1, 1, 32, 0},
 };
 
 /* The dbn rows' shapes: x (dx, z) is the batch-normed side, C channels. */
