@@ -33,7 +33,7 @@
  * statistics pass reads the f32 z once (zc_cast).
  *
  * Assumes a verified graph after the precision pass.  P qualifies when it has
- * relu=1, groups=1, no residual, a is no graph output, and a has at least
+ * relu=1 (grouped or not), no residual, a is no graph output, and a has at least
  * one use, each input 0 of a conv2d_bn_train or conv2d_bn_stats or input 1
  * of a conv2d_bwd_weight, with groups=1 and no prologue of its own (then z
  * must be f16 or bf16: an f32 z, as in fp32 training or the f32 first conv,
@@ -128,8 +128,7 @@ static int prologue_use(const Pro *p, int u, int k) {
 static int qualifies(const Pro *p, int n) {
   const IrGraph *g = p->g;
   const IrNode *node = &g->node[n];
-  if (node->op != IR_OP_CONV2D_BN_TRAIN || ir_attr_int(node, "relu", 0) != 1 || ir_attr_int(node, "groups", 1) != 1 ||
-      ir_conv_residual(g, node) >= 0)
+  if (node->op != IR_OP_CONV2D_BN_TRAIN || ir_attr_int(node, "relu", 0) != 1 || ir_conv_residual(g, node) >= 0)
     return 0;
   IrDtype dt = g->val[node->out[0]].type.dtype;
   int a = node->out[1], convs = 0, pools = 0;

@@ -8,7 +8,8 @@
  *    conv2d_bn_train {relu=1} reading the stored relu(bn(z)): outputs,
  *    statistics, running statistics and the weight gradient agree to f32
  *    rounding, and sb is gamma*invstd, beta - mean*scale.
- * 3. tests/passes/prologue/bottleneck.net and the stem of
+ * 3. tests/passes/prologue/bottleneck.net, grouped.net (its grouped conv2
+ *    the one conv2d_bn_stats) and the stem of
  *    tests/codegen/kernels/stem7.net (whose max pool's backward becomes
  *    batchnorm_relu_bwd_win) trained four steps in f16 with and without the
  *    pass (which must fire): losses and every parameter agree within f16
@@ -450,6 +451,7 @@ int main(int argc, char **argv) {
   check_kernels();
   check_f32_semantics();
   check_training(argv[1], "tests/passes/prologue/bottleneck.net", 2, 0);
+  check_training(argv[1], "tests/passes/prologue/grouped.net", 1, 0);
   check_training(argv[1], "tests/codegen/kernels/stem7.net", 1, 1);
   check_resnet50(argv[1], IR_DT_F16);
   check_resnet50(argv[1], IR_DT_F32);
