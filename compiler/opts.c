@@ -32,7 +32,8 @@ static const OptsInfo TABLE[] = {
      "a convolution applies its epilogue (inference batch norm, relu backward) itself, not its own kernel",
      F(epilogue)},
     {"fusion_pick", "NETC_FUSION_PICK", OPTS_BOOL, NULL, "1", 0,
-     "each fused prologue / epilogue cuDNN plans is timed against the separate kernel (0: every one kept)",
+     "each fused prologue / epilogue / GenStats cuDNN plans is timed against the separate kernel (0: every one "
+     "kept)",
      F(fusion_pick)},
     {"dbn", "NETC_DBN", OPTS_BOOL, NULL, "1", 0,
      "a data gradient followed by a batch norm + relu backward in one cuDNN plan (DgradDreluBNBwdWeight)", F(dbn)},
