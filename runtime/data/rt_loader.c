@@ -60,10 +60,11 @@ struct RtLoader {
   RtLoaderConfig c;
   RtAugKind aug;
   int min_short;
-  int window; /* the transform is one window (rt_augment_window) */
-  int64_t n, S, nbatch;
-  int64_t *items; /* n indices into the set */
-  int64_t *order; /* training: the epoch's permutation of 0..n-1 */
+  int window;           /* the transform is one window (rt_augment_window) */
+  int64_t n, S, nbatch; /* nbatch: this rank's */
+  int64_t rank, world;  /* world >= 1 */
+  int64_t *items;       /* n indices into the set */
+  int64_t *order;       /* training: the epoch's permutation of 0..n-1 */
   Slot *ring;
   Worker *workers;
   int nworkers;
@@ -90,8 +91,17 @@ static uint64_t mix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
+/* The epoch position (in batches of batch * world) of this rank's
+ * position p; the position itself when the loader serves the whole epoch. */
+static int64_t epoch_pos(const RtLoader *l, int64_t p) {
+  int64_t B = l->c.batch;
+  return (p / B * l->world + l->rank) * B + p % B;
+}
+
+/* Images in this rank's batch b: all but an evaluation epoch's last. */
 static int64_t batch_len(const RtLoader *l, int64_t b) {
-  int64_t left = l->total - b * l->c.batch;
+  if (l->c.train) return l->c.batch;
+  int64_t left = l->n - epoch_pos(l, b * l->c.batch);
   return left < l->c.batch ? left : l->c.batch;
 }
 
@@ -243,13 +253,13 @@ static int read_item(RtLoader *l, Worker *wk, int64_t i, int64_t pos, Slot *s, i
 /* Fills position p of the epoch (outside the lock). */
 static void fill(RtLoader *l, Worker *wk, int64_t p) {
   Slot *s = &l->ring[(p / l->c.batch) % l->c.depth];
-  int64_t k = p % l->c.batch;
+  int64_t k = p % l->c.batch, e = epoch_pos(l, p);
   if (!l->c.train) {
-    s->ok[k] = read_item(l, wk, p, p, s, k) == 0;
+    s->ok[k] = read_item(l, wk, e, e, s, k) == 0;
     return;
   }
   for (int64_t t = 0; t < l->n; t++)
-    if (read_item(l, wk, l->order[(p + t) % l->n], p, s, k) == 0) return;
+    if (read_item(l, wk, l->order[(e + t) % l->n], e, s, k) == 0) return;
   pthread_mutex_lock(&l->mu);
   if (!l->fatal)
     snprintf(l->fatal_msg, sizeof l->fatal_msg, "none of the %lld images can be read (%s)", (long long)l->n,
@@ -323,6 +333,13 @@ RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err,
   RtLoader *l = calloc(1, sizeof *l);
   if (!l) return snprintf(err, errmax, "loader: out of memory"), RT_LOADER_ERR_NOMEM;
   l->c = *c;
+  l->world = c->world > 1 ? c->world : 1;
+  l->rank = c->rank;
+  if (c->rank < 0 || c->rank >= l->world) {
+    snprintf(err, errmax, "loader: rank %d of a world of %d", c->rank, c->world);
+    free(l);
+    return RT_LOADER_ERR_ARG;
+  }
   l->share = l->share_next = c->cpu_share < 0 ? 0 : c->cpu_share > 100 ? 100 : c->cpu_share;
   if (!l->c.depth) l->c.depth = 3;
   if (l->c.depth < 2) l->c.depth = 2;
@@ -332,9 +349,14 @@ RtLoaderStatus rt_loader_new(const RtLoaderConfig *c, RtLoader **out, char *err,
   l->min_short = rt_augment_min_short(l->aug, c->train, c->H, c->W);
   l->n = c->limit > 0 && c->limit < c->set->n ? c->limit : c->set->n;
   l->S = 3 * (int64_t)c->H * c->W;
-  l->nbatch = c->train ? l->n / c->batch : (l->n + c->batch - 1) / c->batch;
+  int64_t all = c->train ? l->n / (c->batch * l->world) : (l->n + c->batch - 1) / c->batch;
+  l->nbatch = c->train ? all : all > l->rank ? (all - l->rank + l->world - 1) / l->world : 0;
   if (c->train && l->nbatch < 1) {
-    snprintf(err, errmax, "%lld images are fewer than one batch of %lld", (long long)l->n, (long long)c->batch);
+    if (l->world > 1)
+      snprintf(err, errmax, "%lld images are fewer than one batch of %lld on each of %lld processes", (long long)l->n,
+               (long long)c->batch, (long long)l->world);
+    else
+      snprintf(err, errmax, "%lld images are fewer than one batch of %lld", (long long)l->n, (long long)c->batch);
     free(l);
     return RT_LOADER_ERR_DATA;
   }
@@ -427,10 +449,9 @@ void rt_loader_start_at(RtLoader *l, int64_t epoch, int64_t first) {
       int64_t j = (int64_t)(mix(&r) % (uint64_t)(i + 1)), t = l->order[i];
       l->order[i] = l->order[j], l->order[j] = t;
     }
-    l->total = l->nbatch * l->c.batch;
-  } else {
-    l->total = l->n;
   }
+  /* only an evaluation epoch's last batch may be short */
+  l->total = l->nbatch ? (l->nbatch - 1) * l->c.batch + batch_len(l, l->nbatch - 1) : 0;
   l->consumed = first < 0 ? 0 : first > l->nbatch ? l->nbatch : first;
   l->next_pos = l->consumed * l->c.batch < l->total ? l->consumed * l->c.batch : l->total;
   l->started = 1;

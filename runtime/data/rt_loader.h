@@ -16,6 +16,14 @@
  * last may be partial; an unreadable image is counted and left out of its
  * batch (which is then shorter).
  *
+ * A data-parallel run gives each of its `world` processes a loader with its
+ * `rank`: the epoch is then cut into batches of batch * world, and rank r
+ * serves positions [r * batch, (r + 1) * batch) of each -- the same
+ * images, with the same transforms (seeded by the position in the whole
+ * batch), as one process with batch * world would, so a run on N GPUs
+ * sees one GPU's order.  Evaluation batches go round the ranks: rank r
+ * takes batches r, r + world, ... of batch images each.
+ *
  * Threads take one image at a time and write it straight into a ring of
  * `depth` batch buffers; they run at most depth - 1 batches ahead of the
  * one the caller holds.  A batch returned by rt_loader_next stays valid
@@ -80,6 +88,7 @@ typedef struct RtLoaderConfig {
    * only the part the window reads (RT_ITEM_RGB with its box), the same
    * bytes RT_LOADER_DECODE makes of them.  0..100. */
   int cpu_share;
+  int rank, world; /* this process's share of a data-parallel run (world 0 or 1: the whole epoch) */
 } RtLoaderConfig;
 
 typedef struct RtLoaderBatch {

@@ -1,7 +1,8 @@
 /* test_data.c - the data pipeline on pictures made here: JPEG decoding
  * (colours, grey, DCT scaling, CMYK and damaged files), the transforms,
  * ImageFolder scanning and its errors, and the loader (same batches for 1
- * and 4 threads, an evaluation pass that visits each image once, unreadable
+ * and 4 threads, the shards of a data-parallel run equal to one process's
+ * batches, an evaluation pass that visits each image once, unreadable
  * images skipped, a FIFO named x.jpg among them).  Usage: data_test_data WORKDIR */
 #include <errno.h>
 #include <stdio.h>
@@ -265,6 +266,81 @@ static uint8_t *train_bytes(const RtFolder *f, int workers, int epochs, RtAugKin
   return all;
 }
 
+/* Every batch of epoch `epoch` of a loader made from c: images (3 * H * W
+ * bytes each) and labels, in order, into fresh buffers; the batches'
+ * lengths into len (at most cap); how many batches (-1 on failure). */
+static int epoch_batches(const RtLoaderConfig *c, int epoch, uint8_t **images, int64_t **labels, int64_t *len,
+                         int cap) {
+  RtLoader *l = NULL;
+  char err[1024];
+  *images = NULL, *labels = NULL;
+  CHECK(rt_loader_new(c, &l, err, sizeof err) == RT_LOADER_OK, "rank %d of %d: %s", c->rank, c->world, err);
+  if (!l) return -1;
+  int64_t S = 3 * (int64_t)c->H * c->W, most = rt_loader_batches(l) * c->batch;
+  *images = malloc((size_t)(most * S + 1)), *labels = malloc(sizeof **labels * (size_t)(most + 1));
+  int nb = 0, got;
+  int64_t at = 0;
+  rt_loader_start(l, epoch);
+  RtLoaderBatch b;
+  while (*images && *labels && (got = rt_loader_next(l, &b, err, sizeof err)) == 1 && nb < cap) {
+    memcpy(*images + at * S, b.images, (size_t)(b.n * S));
+    memcpy(*labels + at, b.labels, sizeof **labels * (size_t)b.n);
+    len[nb++] = b.n, at += b.n;
+  }
+  rt_loader_free(l);
+  return nb;
+}
+
+/* A data-parallel run's loaders (rank r of 3, batch 2; evaluation: of 2,
+ * batch 4) serve the batches of one loader with batch 6 (evaluation: 4)
+ * between them: the same images, transforms and labels, byte for byte. */
+static void test_shards(const RtFolder *f) {
+  enum { CAP = 16, S = 3 * 16 * 16 };
+  int64_t len1[CAP], lenr[CAP];
+  uint8_t *one, *part;
+  int64_t *lab1, *labr;
+  for (int e = 0; e < 2; e++) {
+    RtLoaderConfig c = {
+        .set = f, .batch = 6, .H = 16, .W = 16, .train = 1, .augment = RT_AUG_RRC, .seed = 9, .workers = 2};
+    int nb1 = epoch_batches(&c, e, &one, &lab1, len1, CAP), same = nb1 == 3;
+    for (int r = 0; r < 3; r++) {
+      c.batch = 2, c.rank = r, c.world = 3;
+      int nbr = epoch_batches(&c, e, &part, &labr, lenr, CAP);
+      same &= nbr == nb1;
+      for (int b = 0; same && b < nbr; b++)
+        same &= lenr[b] == 2 && !memcmp(part + (b * 2) * S, one + (b * 6 + r * 2) * S, 2 * S) &&
+                !memcmp(labr + b * 2, lab1 + b * 6 + r * 2, 2 * sizeof *labr);
+      free(part), free(labr);
+    }
+    CHECK(same, "epoch %d: 3 ranks' training batches of 2 are one loader's batches of 6", e);
+    free(one), free(lab1);
+  }
+  RtLoaderConfig c = {.set = f, .batch = 4, .H = 16, .W = 16, .workers = 2};
+  int nb1 = epoch_batches(&c, 0, &one, &lab1, len1, CAP), same = nb1 == 6, total = 0;
+  for (int r = 0; r < 2; r++) {
+    c.rank = r, c.world = 2;
+    int nbr = epoch_batches(&c, 0, &part, &labr, lenr, CAP);
+    same &= nbr == 3;
+    for (int b = 0, at = 0; same && b < nbr; at += (int)lenr[b], b++) {
+      int g = b * 2 + r; /* the whole epoch's batch */
+      same &= lenr[b] == len1[g] && !memcmp(part + at * S, one + g * 4 * S, (size_t)lenr[b] * S) &&
+              !memcmp(labr + at, lab1 + g * 4, (size_t)lenr[b] * sizeof *labr);
+      total += (int)lenr[b];
+    }
+    free(part), free(labr);
+  }
+  CHECK(same && total == 21, "evaluation batches go round 2 ranks, each image once (%d of 21)", total);
+  free(one), free(lab1);
+  RtLoader *l = NULL;
+  char err[1024];
+  c = (RtLoaderConfig){.set = f, .batch = 4, .H = 16, .W = 16, .train = 1, .rank = 0, .world = 6};
+  CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_ERR_DATA && strstr(err, "on each of 6 processes"),
+        "21 images, 6 ranks of 4: %s", err);
+  c.rank = 6;
+  CHECK(rt_loader_new(&c, &l, err, sizeof err) == RT_LOADER_ERR_ARG && strstr(err, "rank 6 of a world of 6"),
+        "rank 6 of 6: %s", err);
+}
+
 static void test_loader(void) {
   make_ids();
   char err[1024];
@@ -281,6 +357,7 @@ static void test_loader(void) {
   int64_t half = n1 / 2;
   CHECK(a && memcmp(a, a + half, (size_t)half) != 0, "epochs differ");
   free(a), free(b);
+  test_shards(&f);
 
   /* evaluation: every picture once, in order, last batch partial */
   RtLoaderConfig c = {.set = &f, .batch = 4, .H = 16, .W = 16, .workers = 3};
