@@ -25,6 +25,9 @@
  * against the separate kernel (NETC_FUSION_PICK=0), so that the executor's
  * fused paths run whatever the timing picks.
  *
+ * Last, a NaN in one filter element of a model must make the GPU's loss
+ * (training) or every logit (inference) NaN, as it does on the CPU.
+ *
  * Without a GPU, only the checks that need none run (a graph planned for
  * another batch is refused with the batch it was planned for), then the
  * test exits 77.  `test_gpu_exec --precompile ROOT CACHE` compiles every
@@ -280,6 +283,75 @@ done:
   arena_free(&arena);
 }
 
+/* A NaN in one filter element keeps the step's results NaN, as in PyTorch
+ * and the CPU executor (issue 22's non-finite values): on the GPU the NaN
+ * passes cuDNN's convolutions, GenStats, fused prologues (scale, bias,
+ * relu), epilogues and the generated relu, pool and batch-norm kernels.
+ * Training: the loss is NaN; inference: every logit is.  The CPU runs the
+ * same graph from the same values and must agree, so the test says what
+ * PyTorch's semantics give, not what one executor happens to do. */
+static const struct {
+  const char *model, *weight;
+  int inference, any_engine;
+} NAN_CASES[] = {
+    {"models/smallcnn.net", "conv2.weight", 0, 1},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 1},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 2},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 1, 2},
+    {"tests/gpu/exec/resnext_tiny.net", "layer1.conv2.weight", 0, 1},
+};
+
+static void test_nan(const char *root, int ci) {
+  Arena arena;
+  arena_init(&arena);
+  const char *mode = NAN_CASES[ci].inference ? "inference" : "training";
+  IrGraph *g = gexec_compile(&arena, root, NAN_CASES[ci].model, BATCH, NAN_CASES[ci].inference, IR_DT_F16);
+  CHECK(g != NULL, "%s %s compiles", NAN_CASES[ci].model, mode);
+  RtGpu *gpu = NULL;
+  RtCpu *cpu = NULL;
+  void **init = NULL;
+  float **got = NULL;
+  char err[4096];
+  if (!g) goto done;
+  int w = -1;
+  for (int v = 0; v < g->nval; v++)
+    if (g->val[v].name && !strcmp(g->val[v].name, NAN_CASES[ci].weight)) w = v;
+  CHECK(w >= 0, "%s has %s", NAN_CASES[ci].model, NAN_CASES[ci].weight);
+  init = gexec_values(g, BATCH, 99 + (uint64_t)ci, 1024.0f);
+  if (w < 0 || !init) goto done;
+  ((float *)init[w])[1] = NAN;
+  RtGpuOpts o = {.device = 0, .cache_dir = cache_dir};
+  setenv("NETC_CUDNN_DETERMINISTIC", "0", 1);
+  setenv("NETC_FUSION_PICK", NAN_CASES[ci].any_engine == 2 ? "0" : "1", 1);
+  int ok = !rt_gpu_new(g, BATCH, &o, &gpu, err, sizeof err) && gexec_write_all(gpu, g, init) == 0 &&
+           !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err) &&
+           !rt_cpu_new(g, BATCH, &cpu, err, sizeof err);
+  CHECK(ok, "%s %s with a NaN weight: %s", NAN_CASES[ci].model, mode, err);
+  if (!ok) goto done;
+  for (int v = 0; v < g->nval; v++)
+    if (init[v]) memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+  ok = !rt_cpu_run(cpu, err, sizeof err);
+  CHECK(ok, "CPU run: %s", err);
+  got = read_all(gpu, g);
+  int out = g->output[0];
+  int64_t n = gexec_numel(g, out, BATCH), gpu_nan = 0, cpu_nan = 0;
+  const float *want = rt_cpu_data(cpu, out);
+  for (int64_t i = 0; ok && i < n; i++) gpu_nan += isnan(got[out][i]), cpu_nan += isnan(want[i]);
+  printf("%s %s, %s[1] = NaN, %s: %lld of %lld outputs NaN on the GPU, %lld on the CPU\n", NAN_CASES[ci].model, mode,
+         NAN_CASES[ci].weight, NAN_CASES[ci].any_engine == 2 ? "every fusion" : "any engine", (long long)gpu_nan,
+         (long long)n, (long long)cpu_nan);
+  CHECK(cpu_nan == n, "%s %s: the CPU gives NaN everywhere (%lld of %lld)", NAN_CASES[ci].model, mode,
+        (long long)cpu_nan, (long long)n);
+  CHECK(gpu_nan == n, "%s %s: the GPU gives NaN everywhere as the CPU does (%lld of %lld)", NAN_CASES[ci].model, mode,
+        (long long)gpu_nan, (long long)n);
+done:
+  if (init) gexec_values_free(g, init);
+  if (g) free_all(g, got);
+  rt_gpu_free(gpu);
+  rt_cpu_free(cpu);
+  arena_free(&arena);
+}
+
 /* Refusals that need no GPU. */
 static void test_refusals(const char *root) {
   Arena arena;
@@ -345,6 +417,7 @@ int main(int argc, char **argv) {
   if (!gexec_have_gpu()) return check_nfail ? check_report() : 77;
   test_oom(root);
   for (int ci = 0; ci < NCONFIG; ci++) run_config(root, ci);
+  for (size_t ci = 0; ci < sizeof NAN_CASES / sizeof NAN_CASES[0]; ci++) test_nan(root, (int)ci);
   printf("\n%-22s %-9s prec  result\n", "model", "mode");
   for (int ci = 0; ci < NCONFIG; ci++) printf("%s\n", table[ci]);
   return check_report();
