@@ -16,8 +16,10 @@
  * The i8 result holds q, then at the next 16-byte boundary its NETC_NSCALES
  * f32 scales (compiler/ir.h, ir_value_scales: one, or one per slice), which
  * the convolutions reading it dequantize with; runtime/rt_cpu_layout.c
- * keeps scale * q as float instead.  NaN quantizes to -127 (the CPU
- * executor refuses it).
+ * keeps scale * q as float instead.  A NaN makes its tensor's (or slice's)
+ * maximum and so its scale NaN, and every dequantized value NaN, as on the
+ * CPU executor; with a calibrated scale it quantizes to -127 (i8 has no
+ * NaN).
  *
  * Parameters: NETC_KERNEL_NAME, the op, NETC_TX, NETC_TY (CAST), NETC_COUNT,
  * NETC_V (elements per vector access; CAST and CAST_I8), NETC_G (CAST_I8:
@@ -61,9 +63,9 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_
 #if defined(NETC_SLICES)
   constexpr long long per = count / NETC_SLICES;
   (void)stride, (void)first; /* a block a slice */
-  for (long long i = threadIdx.x; i < per; i += blockDim.x) m = fmaxf(m, fabsf(netc_ld(x[blockIdx.x * per + i])));
+  for (long long i = threadIdx.x; i < per; i += blockDim.x) m = netc_nanmax(m, fabsf(netc_ld(x[blockIdx.x * per + i])));
 #else
-  for (long long i = first; i < count; i += stride) m = fmaxf(m, fabsf(netc_ld(x[i])));
+  for (long long i = first; i < count; i += stride) m = netc_nanmax(m, fabsf(netc_ld(x[i])));
 #endif
   m = netc_block_max(m, sh);
   if (threadIdx.x == 0) part[blockIdx.x] = m;
@@ -74,19 +76,19 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_
 #define NETC_SCALE_AT(i) scale
 #elif defined(NETC_SLICES)
   constexpr long long per = count / NETC_SLICES;
-#define NETC_SCALE_AT(i) (part[(i) / per] > 0.0f ? part[(i) / per] / 127.0f : 1.0f)
+#define NETC_SCALE_AT(i) (!(part[(i) / per] <= 0.0f) ? part[(i) / per] / 127.0f : 1.0f)
 #else
   __shared__ float sh[32];
   float m = 0.0f;
-  for (int g = threadIdx.x; g < NETC_G; g += blockDim.x) m = fmaxf(m, part[g]);
+  for (int g = threadIdx.x; g < NETC_G; g += blockDim.x) m = netc_nanmax(m, part[g]);
   m = netc_block_max(m, sh);
-  const float scale = m > 0.0f ? m / 127.0f : 1.0f;
+  const float scale = !(m <= 0.0f) ? m / 127.0f : 1.0f; /* NaN when x holds one */
 #define NETC_SCALE_AT(i) scale
 #endif
   {
     float *tail = (float *)((char *)y + (count + 15) / 16 * 16);
 #if defined(NETC_SLICES) && !defined(NETC_SCALE)
-    for (long long k = first; k < NETC_SLICES; k += stride) tail[k] = part[k] > 0.0f ? part[k] / 127.0f : 1.0f;
+    for (long long k = first; k < NETC_SLICES; k += stride) tail[k] = !(part[k] <= 0.0f) ? part[k] / 127.0f : 1.0f;
 #else
     for (long long k = first; k < NETC_NSCALES; k += stride) tail[k] = scale;
 #endif

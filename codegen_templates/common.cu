@@ -59,14 +59,18 @@ __device__ __forceinline__ double netc_warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+/* The larger of a and b, NaN when either is (fmaxf drops a NaN): a
+ * maximum over a tensor with a NaN is NaN, as torch.max's is. */
+__device__ __forceinline__ float netc_nanmax(float a, float b) { return a > b || a != a ? a : b; }
 __device__ __forceinline__ float netc_warp_max(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o >>= 1) v = netc_nanmax(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-/* The sum (or max) of v over a 1-D block of blockDim.x (a multiple of 32,
- * at most 1024) threads, returned to every thread.  sh: 32 slots. */
+/* The sum (or max, NaN when any is) of v over a 1-D block of blockDim.x
+ * (a multiple of 32, at most 1024) threads, returned to every thread.
+ * sh: 32 slots. */
 template <typename T> __device__ __forceinline__ T netc_block_sum(T v, T *sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
   v = netc_warp_sum(v);

@@ -65,8 +65,6 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
     memmove(dst, src, (size_t)count * sizeof(float));
     return 0;
   }
-  for (int64_t i = 0; i < count; i++)
-    if (!isfinite(src[i])) return rt_cpu_op_fail(x, n, "cannot quantize a non-finite value to i8");
   /* scale=S: calibrated; axis=0: one scale per slice of dimension 0 (a weight's output channels), from its
    * maximum; else the tensor's maximum (ir_infer.c, infer_cast) */
   const IrAttr *fixed = ir_attr_find(n, "scale"), *axis = ir_attr_find(n, "axis");
@@ -75,9 +73,12 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
   for (int64_t k = 0; k < slices; k++) {
     const float *s = src + k * per;
     float *d = dst + k * per;
+    /* a NaN makes the maximum and the scale NaN (torch.max's NaN), and so
+     * every value of the slice, as on the GPU (cast.cu); with a calibrated
+     * scale it becomes -127: i8 has no NaN */
     float amax = 0;
-    for (int64_t i = 0; i < per && !fixed; i++) amax = fmaxf(amax, fabsf(s[i]));
-    float scale = fixed ? (float)fixed->f : amax > 0 ? amax / 127.0f : 1.0f;
+    for (int64_t i = 0; i < per && !fixed; i++) amax = amax > fabsf(s[i]) || isnan(amax) ? amax : fabsf(s[i]);
+    float scale = fixed ? (float)fixed->f : !(amax <= 0) ? amax / 127.0f : 1.0f;
     for (int64_t i = 0; i < per; i++) d[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(s[i] / scale)));
   }
   return 0;

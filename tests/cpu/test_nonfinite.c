@@ -15,7 +15,8 @@
  * - one pixel of image 0 NaN: in training, batch statistics spread it to
  *   the whole batch (every logit NaN, as PyTorch's training-mode batch
  *   norm); in inference, where batch norm uses the running statistics, only
- *   image 0's logits are NaN and the other images' stay finite. */
+ *   image 0's logits are NaN and the other images' stay finite; in INT8
+ *   inference (--int8=all) every logit is NaN (the batch shares one scale). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,10 +29,10 @@
 
 enum { BATCH = 4 };
 
-static IrGraph *compile_model(Arena *a, const char *path, int inference) {
+static IrGraph *compile_model(Arena *a, const char *path, int inference, const char *int8) {
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout, .inference = inference, .batch = BATCH};
+  PassCtx cx = {.d = &d, .out = stdout, .inference = inference, .batch = BATCH, .int8_layers = int8};
   return compile_file(a, &d, path, &cx);
 }
 
@@ -138,13 +139,38 @@ static void infer_case(const IrGraph *g, const char *rel) {
   rt_cpu_free(x);
 }
 
+/* INT8 inference (--int8=all: activations quantized by their tensor's
+ * maximum) with a NaN pixel in image 0: the maximum, the scale and so
+ * every quantized value are NaN -- every image's logits, as per-tensor
+ * quantization shares one scale over the batch (PyTorch's observers take
+ * torch.max, which is NaN too); never finite logits, never a refusal. */
+static void int8_case(const IrGraph *g, const char *rel) {
+  RtCpu *x = exectest_new(g, BATCH);
+  CHECK(x != NULL, "%s int8: executor", rel);
+  if (!x) return;
+  int64_t classes = g->val[g->output[g->noutput - 1]].type.dim[1], nan, finite;
+  fill(x, g, classes);
+  CHECK(exectest_run(x) == 0, "%s int8 runs", rel);
+  count(rt_cpu_data(x, g->output[g->noutput - 1]), 0, BATCH * classes, &nan, &finite);
+  CHECK(finite == BATCH * classes, "%s int8: finite logits from finite images (%lld)", rel, (long long)finite);
+  exectest_f(x, "image")[5] = NAN;
+  CHECK(exectest_run(x) == 0, "%s int8 runs with a NaN pixel", rel);
+  count(rt_cpu_data(x, g->output[g->noutput - 1]), 0, BATCH * classes, &nan, &finite);
+  printf("%s int8 inference, NaN pixel in image 0: %lld of %lld logits NaN\n", rel, (long long)nan,
+         (long long)(BATCH * classes));
+  CHECK(nan == BATCH * classes, "%s int8: every logit NaN (%lld of %lld)", rel, (long long)nan,
+        (long long)(BATCH * classes));
+  rt_cpu_free(x);
+}
+
 static void test_model(const char *root, const char *rel) {
   char path[4096], what[256];
   snprintf(path, sizeof path, "%s/%s", root, rel);
   Arena arena;
   arena_init(&arena);
-  IrGraph *gt = compile_model(&arena, path, 0), *gi = compile_model(&arena, path, 1);
-  CHECK(gt && gi, "%s compiles (whole pipeline, training and inference)", rel);
+  IrGraph *gt = compile_model(&arena, path, 0, NULL), *gi = compile_model(&arena, path, 1, NULL);
+  IrGraph *g8 = compile_model(&arena, path, 1, "all");
+  CHECK(gt && gi && g8, "%s compiles (whole pipeline, training, inference, int8 inference)", rel);
   if (gt && gi) {
     snprintf(what, sizeof what, "%s finite", rel);
     train_case(gt, what, 0, 0, 0, 0, 0);
@@ -155,6 +181,7 @@ static void test_model(const char *root, const char *rel) {
     snprintf(what, sizeof what, "%s, a NaN pixel in image 0", rel);
     train_case(gt, what, 0, 0, 1, NAN, 1);
     infer_case(gi, rel);
+    if (g8) int8_case(g8, rel);
   }
   arena_free(&arena);
 }

@@ -293,19 +293,23 @@ done:
 static const struct {
   const char *model, *weight;
   int inference, any_engine;
+  const char *int8; /* --int8=, or NULL */
 } NAN_CASES[] = {
-    {"models/smallcnn.net", "conv2.weight", 0, 1},
-    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 1},
-    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 2},
-    {"models/resnet20.net", "layer2.0.conv1.weight", 1, 2},
-    {"tests/gpu/exec/resnext_tiny.net", "layer1.conv2.weight", 0, 1},
+    {"models/smallcnn.net", "conv2.weight", 0, 1, NULL},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 1, NULL},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 0, 2, NULL},
+    {"models/resnet20.net", "layer2.0.conv1.weight", 1, 2, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", "layer1.conv2.weight", 0, 1, NULL},
+    /* i8: the weight's slice maximum and scale NaN, then the next input's */
+    {"models/resnet20.net", "layer2.0.conv1.weight", 1, 1, "all"},
 };
 
 static void test_nan(const char *root, int ci) {
   Arena arena;
   arena_init(&arena);
   const char *mode = NAN_CASES[ci].inference ? "inference" : "training";
-  IrGraph *g = gexec_compile(&arena, root, NAN_CASES[ci].model, BATCH, NAN_CASES[ci].inference, IR_DT_F16);
+  IrGraph *g = gexec_compile_int8(&arena, root, NAN_CASES[ci].model, BATCH, NAN_CASES[ci].inference, IR_DT_F16,
+                                  NAN_CASES[ci].int8);
   CHECK(g != NULL, "%s %s compiles", NAN_CASES[ci].model, mode);
   RtGpu *gpu = NULL;
   RtCpu *cpu = NULL;
@@ -337,9 +341,10 @@ static void test_nan(const char *root, int ci) {
   int64_t n = gexec_numel(g, out, BATCH), gpu_nan = 0, cpu_nan = 0;
   const float *want = rt_cpu_data(cpu, out);
   for (int64_t i = 0; ok && i < n; i++) gpu_nan += isnan(got[out][i]), cpu_nan += isnan(want[i]);
-  printf("%s %s, %s[1] = NaN, %s: %lld of %lld outputs NaN on the GPU, %lld on the CPU\n", NAN_CASES[ci].model, mode,
-         NAN_CASES[ci].weight, NAN_CASES[ci].any_engine == 2 ? "every fusion" : "any engine", (long long)gpu_nan,
-         (long long)n, (long long)cpu_nan);
+  printf("%s %s%s, %s[1] = NaN, %s: %lld of %lld outputs NaN on the GPU, %lld on the CPU\n", NAN_CASES[ci].model, mode,
+         NAN_CASES[ci].int8 ? " int8" : "", NAN_CASES[ci].weight,
+         NAN_CASES[ci].any_engine == 2 ? "every fusion" : "any engine", (long long)gpu_nan, (long long)n,
+         (long long)cpu_nan);
   CHECK(cpu_nan == n, "%s %s: the CPU gives NaN everywhere (%lld of %lld)", NAN_CASES[ci].model, mode,
         (long long)cpu_nan, (long long)n);
   CHECK(gpu_nan == n, "%s %s: the GPU gives NaN everywhere as the CPU does (%lld of %lld)", NAN_CASES[ci].model, mode,
