@@ -49,7 +49,9 @@ struct Binding {
 
 typedef struct Frame Frame;
 struct Frame {
-  Binding *vars;
+  Binding *vars;  /* newest first */
+  Binding **slot; /* vars by name hash (open addressing, at most half full), or NULL */
+  int nslot, nvars;
   const char *scope;     /* layer-name prefix, "" at network level */
   const AstBlock *block; /* NULL at network level */
   SrcLoc call;           /* where this block was called */
@@ -167,20 +169,39 @@ static const char *unique_name(Lower *L, const char *want, SrcLoc loc) {
 
 /* --- variables -------------------------------------------------------------- */
 
+/* A frame's variables are found through a hash of their names, so a
+ * network of 100,000 assignments binds and looks them up in linear time. */
 static Binding *lookup(Frame *f, const char *name) {
-  for (Binding *b = f->vars; b; b = b->next)
-    if (strcmp(b->name, name) == 0) return b;
-  return NULL;
+  if (!f->nslot) return NULL;
+  for (uint64_t i = name_hash(name) & (uint64_t)(f->nslot - 1);; i = (i + 1) & (uint64_t)(f->nslot - 1)) {
+    Binding *b = f->slot[i];
+    if (!b || strcmp(b->name, name) == 0) return b;
+  }
+}
+
+static void frame_index(Frame *f, Binding *b) {
+  uint64_t i = name_hash(b->name) & (uint64_t)(f->nslot - 1);
+  while (f->slot[i]) i = (i + 1) & (uint64_t)(f->nslot - 1);
+  f->slot[i] = b;
 }
 
 static void bind(Lower *L, Frame *f, const char *name, Val v) {
   Binding *b = lookup(f, name);
   if (!b) {
+    if (2 * (f->nvars + 1) > f->nslot) { /* keep the table at most half full */
+      int nslot = f->nslot ? 2 * f->nslot : 16;
+      Binding **slot = arena_alloc(L->a, sizeof *slot * (size_t)nslot);
+      if (!slot) return; /* zeroed */
+      f->slot = slot, f->nslot = nslot;
+      for (Binding *o = f->vars; o; o = o->next) frame_index(f, o);
+    }
     b = arena_alloc(L->a, sizeof *b);
     if (!b) return;
     b->name = name;
     b->next = f->vars;
     f->vars = b;
+    f->nvars++;
+    frame_index(f, b);
   }
   b->v = v;
 }

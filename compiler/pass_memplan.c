@@ -18,7 +18,8 @@
  * on an activation (sgd_update and batchnorm_train write PARAM/STATE).
  * Offsets come from greedy-by-size: inputs first, then activations largest
  * first, each placed in the smallest gap left between the already placed
- * buffers whose lifetimes meet its own, or on top of them.
+ * buffers whose lifetimes meet its own, or on top of them; graphs of more
+ * than SWEEP_MIN buffers are placed by a sweep over time (below).
  *
  *   before:  %1 = relu(%0) : f32[N,64]        after:  plan bytes=768 batch=1
  *            %2 = relu(%1) : f32[N,64]                %1 = relu(%0) : f32[N,64] @256
@@ -149,6 +150,126 @@ static void insert_by_offset(int *order, const int64_t *off, int k) {
   order[lo] = k;
 }
 
+/* --- the sweep for very large graphs ------------------------------------------ */
+
+/* Above this many planned buffers (generated networks of tens of thousands
+ * of layers; ResNet-152's training graph has under a thousand) best_fit's
+ * scan of every placed buffer makes the pass quadratic, and the buffers are
+ * placed by a sweep over time instead: an allocator run in step order,
+ * each buffer taken at its start from the smallest free block that holds
+ * it (or the top), and given back once the node after its end runs.  Near
+ * linear (a heap of live buffers, the free blocks in offset order), and
+ * just as safe -- buffers whose lifetimes meet never share a byte -- though
+ * its arena may be larger than greedy-by-size's. */
+enum { SWEEP_MIN = 16384 };
+
+typedef struct Block {
+  int64_t at, size;
+} Block;
+
+typedef struct Sweep {
+  Block *free; /* by offset, never touching */
+  int nfree;
+  int64_t top;
+  int *heap; /* live buffers by end (a min-heap of indices into b) */
+  int nheap;
+} Sweep;
+
+static void heap_push(Sweep *s, const Buf *b, int k) {
+  int i = s->nheap++;
+  while (i > 0 && b[s->heap[(i - 1) / 2]].end > b[k].end) s->heap[i] = s->heap[(i - 1) / 2], i = (i - 1) / 2;
+  s->heap[i] = k;
+}
+
+static int heap_pop(Sweep *s, const Buf *b) {
+  int top = s->heap[0], last = s->heap[--s->nheap], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= s->nheap) break;
+    if (c + 1 < s->nheap && b[s->heap[c + 1]].end < b[s->heap[c]].end) c++;
+    if (b[last].end <= b[s->heap[c]].end) break;
+    s->heap[i] = s->heap[c], i = c;
+  }
+  if (s->nheap) s->heap[i] = last;
+  return top;
+}
+
+/* Gives [at, at + size) back: merged with its neighbours, or lowering the top. */
+static void sweep_free(Sweep *s, int64_t at, int64_t size) {
+  int lo = 0, hi = s->nfree;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (s->free[mid].at < at)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo > 0 && s->free[lo - 1].at + s->free[lo - 1].size == at) { /* joins the block before */
+    lo--, at = s->free[lo].at, size += s->free[lo].size;
+    memmove(s->free + lo, s->free + lo + 1, sizeof *s->free * (size_t)(--s->nfree - lo));
+  }
+  if (lo < s->nfree && at + size == s->free[lo].at) { /* and the one after */
+    size += s->free[lo].size;
+    memmove(s->free + lo, s->free + lo + 1, sizeof *s->free * (size_t)(--s->nfree - lo));
+  }
+  if (at + size == s->top) {
+    s->top = at;
+    return;
+  }
+  memmove(s->free + lo + 1, s->free + lo, sizeof *s->free * (size_t)(s->nfree - lo));
+  s->free[lo] = (Block){at, size};
+  s->nfree++;
+}
+
+/* The offset for size bytes: the smallest free block that holds it, else
+ * the top; -1 when the top would pass INT64_MAX. */
+static int64_t sweep_take(Sweep *s, int64_t size) {
+  int best = -1;
+  for (int i = 0; i < s->nfree; i++)
+    if (s->free[i].size >= size && (best < 0 || s->free[i].size < s->free[best].size)) best = i;
+  if (best < 0) {
+    if (s->top > INT64_MAX - size) return -1;
+    s->top += size;
+    return s->top - size;
+  }
+  int64_t at = s->free[best].at;
+  s->free[best].at += size, s->free[best].size -= size;
+  if (!s->free[best].size) memmove(s->free + best, s->free + best + 1, sizeof *s->free * (size_t)(--s->nfree - best));
+  return at;
+}
+
+/* Start first, then larger first, then value order (inputs, start -1, first). */
+static int by_start(const void *pa, const void *pb) {
+  const Buf *a = pa, *b = pb;
+  if (a->start != b->start) return a->start - b->start;
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  return a->value - b->value;
+}
+
+/* off[k] for every b[k] (b sorted by by_start); the number placed (< n: b[that]
+ * does not fit in int64), or -1 when out of memory. */
+static int sweep_place(Buf *b, int n, int64_t *off, int64_t *top) {
+  Sweep s = {malloc(sizeof(Block) * ((size_t)n + 1)), 0, 0, malloc(sizeof(int) * ((size_t)n + 1)), 0};
+  if (!s.free || !s.heap) {
+    free(s.free), free(s.heap);
+    return -1;
+  }
+  int64_t high = 0;
+  int k;
+  for (k = 0; k < n; k++) {
+    while (s.nheap && b[s.heap[0]].end < b[k].start) {
+      int j = heap_pop(&s, b);
+      sweep_free(&s, off[j], b[j].size);
+    }
+    if ((off[k] = sweep_take(&s, b[k].size)) < 0) break;
+    if (s.top > high) high = s.top;
+    heap_push(&s, b, k);
+  }
+  free(s.free), free(s.heap);
+  *top = high;
+  return k;
+}
+
 static void report_too_large(const IrGraph *g, PassCtx *cx, int v, int64_t batch) {
   char t[128];
   diag_error(cx->d, (SrcLoc){0}, "memplan: a value of type %s does not fit in the arena at batch %lld",
@@ -170,7 +291,8 @@ IrGraph *pass_memplan(IrGraph *g, PassCtx *cx) {
     if (n < 0) report_too_large(g, cx, -1 - n, batch);
     return NULL;
   }
-  qsort(b, (size_t)n, sizeof *b, by_placement_order);
+  int sweep = n > SWEEP_MIN;
+  qsort(b, (size_t)n, sizeof *b, sweep ? by_start : by_placement_order);
   int64_t *off = malloc(sizeof *off * ((size_t)n + 1));
   int *order = malloc(sizeof *order * ((size_t)n + 1));
   if (!off || !order) {
@@ -180,12 +302,20 @@ IrGraph *pass_memplan(IrGraph *g, PassCtx *cx) {
   for (int v = 0; v < g->nval; v++) g->val[v].offset = -1;
   int64_t top = 0;
   int k;
-  for (k = 0; k < n; k++) {
-    off[k] = best_fit(b, off, order, k);
-    if (off[k] > INT64_MAX - b[k].size) break;
-    insert_by_offset(order, off, k);
-    if (off[k] + b[k].size > top) top = off[k] + b[k].size;
-    g->val[b[k].value].offset = off[k];
+  if (sweep) {
+    if ((k = sweep_place(b, n, off, &top)) < 0) {
+      free(b), free(off), free(order);
+      return NULL;
+    }
+    for (int i = 0; i < k; i++) g->val[b[i].value].offset = off[i];
+  } else {
+    for (k = 0; k < n; k++) {
+      off[k] = best_fit(b, off, order, k);
+      if (off[k] > INT64_MAX - b[k].size) break;
+      insert_by_offset(order, off, k);
+      if (off[k] + b[k].size > top) top = off[k] + b[k].size;
+      g->val[b[k].value].offset = off[k];
+    }
   }
   if (k < n) report_too_large(g, cx, b[k].value, batch);
   g->plan_bytes = top;

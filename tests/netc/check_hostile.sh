@@ -44,5 +44,21 @@ for f in *.net; do
     echo "ok   $f (${secs}s): $(head -n 1 <<<"$out" | cut -c1-110)"; pass=$((pass + 1))
   fi
 done
+# Not hostile but huge: a valid network of 100,000 layers compiles in
+# seconds (name lookup and memory planning were quadratic: over 120 s).
+python3 -c '
+n = 100000
+print("network deep {\n  input image : f32[3, 8, 8]\n  input label : i32[]\n  x0 = conv2d(image, 4, k=1, bias=false)")
+for i in range(1, n): print("  x%d = relu(x%d)" % (i, i - 1))
+print("  gap = global_avgpool(x%d)\n  flat = flatten(gap)\n  fc = linear(flat, 3)" % (n - 1))
+print("  loss = softmax_cross_entropy(fc, label)\n}")' >deep100k.net
+start=$(date +%s)
+out=$(timeout 120 "$netc" deep100k.net --summary 2>&1)
+rc=$? secs=$(( $(date +%s) - start ))
+if [ $rc -eq 0 ] && [ $secs -le 30 ] && grep -q "activation memory" <<<"$out"; then
+  echo "ok   deep100k.net (${secs}s): $(grep "activation memory" <<<"$out")"; pass=$((pass + 1))
+else
+  echo "FAIL deep100k.net: exit $rc after ${secs}s (want 0 within 30 s)"; head -c 600 <<<"$out"; echo; fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
