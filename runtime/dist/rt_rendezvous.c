@@ -323,3 +323,112 @@ int rt_rendezvous_agree(RtRendezvous *r, int ok, char *err, size_t errlen) {
   rt_errf(err, errlen, "rank 0: rank %u %s", first, how);
   return 0;
 }
+
+/* --- sum and same: gathered at rank 0, answered to all -------------------- */
+
+enum { XCH_OK = 0, XCH_LEFT = 2, XCH_LATE = 3, XCH_LENGTH = 4, XCH_DIFFER = 5 };
+
+static void put_f64(uint8_t *p, double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  put_u32(p, (uint32_t)(u >> 32)), put_u32(p + 4, (uint32_t)u);
+}
+static double get_f64(const uint8_t *p) {
+  uint64_t u = (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+static const char *x_why(int code) {
+  return code == XCH_LEFT     ? "left the run"
+         : code == XCH_LATE   ? "did not answer in time"
+         : code == XCH_LENGTH ? "passed another length"
+         : code == XCH_DIFFER ? "holds other bytes than rank 0"
+                              : "failed";
+}
+
+/* One exchange: every rank's len bytes to rank 0; combine(acc, bytes of
+ * rank k) there, in rank order from rank 0's own (acc starts as them);
+ * rank 0's answer, with acc (answer_len bytes) when all went well, back to
+ * every rank into acc.  1, 0 (err names the rank), -1 as agree. */
+static int exchange(RtRendezvous *r, const uint8_t *mine, uint8_t *acc, size_t len, size_t answer_len,
+                    int (*combine)(uint8_t *acc, const uint8_t *theirs, size_t len), const char *what, char *err,
+                    size_t errlen) {
+  double deadline = now() + r->timeout_s;
+  uint8_t head[5];
+  if (r->rank != 0) {
+    uint8_t n[4];
+    put_u32(n, (uint32_t)len);
+    int s = send_all(r->fd[0], n, 4, deadline);
+    if (!s) s = send_all(r->fd[0], mine, len, deadline);
+    if (!s) s = recv_all(r->fd[0], head, 5, deadline);
+    if (!s && head[0] == XCH_OK) s = recv_all(r->fd[0], acc, answer_len, deadline);
+    if (s == 1) return rt_errf(err, errlen, "rank %d: %s: rank 0 left the run", r->rank, what), 0;
+    if (s == 2)
+      return rt_errf(err, errlen, "rank %d: %s: rank 0 did not answer within %g s", r->rank, what, r->timeout_s), 0;
+    if (s)
+      return rt_errf(err, errlen, "rank %d: %s: the connection to rank 0 failed: %s", r->rank, what, strerror(errno));
+    if (head[0] == XCH_OK) return 1;
+    rt_errf(err, errlen, "rank %d: %s: rank %u %s", r->rank, what, get_u32(head + 1), x_why(head[0]));
+    return 0;
+  }
+  uint8_t *theirs = malloc(len + 1), *lost = calloc((size_t)r->world, 1);
+  if (!theirs || !lost) {
+    free(theirs), free(lost);
+    return rt_errf(err, errlen, "rank 0: %s: out of host memory", what), -1;
+  }
+  memcpy(acc, mine, len);
+  int code = XCH_OK;
+  uint32_t who = 0xffffffffu;
+  for (int k = 1; k < r->world; k++) {
+    uint8_t n[4];
+    int s = r->fd[k] >= 0 ? recv_all(r->fd[k], n, 4, deadline) : 1, c = XCH_OK;
+    if (!s && get_u32(n) != len) c = XCH_LENGTH;
+    if (!s && !c) s = recv_all(r->fd[k], theirs, len, deadline);
+    if (s) c = s == 2 ? XCH_LATE : XCH_LEFT;
+    if (!c && code == XCH_OK && !combine(acc, theirs, len)) c = XCH_DIFFER;
+    lost[k] = s || c == XCH_LENGTH; /* its stream is no longer in step */
+    if (c && code == XCH_OK) code = c, who = (uint32_t)k;
+  }
+  head[0] = (uint8_t)code;
+  put_u32(head + 1, who);
+  for (int k = 1; k < r->world; k++)
+    if (r->fd[k] >= 0 && !send_all(r->fd[k], head, 5, deadline) && code == XCH_OK)
+      send_all(r->fd[k], acc, answer_len, deadline);
+  for (int k = 1; k < r->world; k++)
+    if (lost[k] && r->fd[k] >= 0) close(r->fd[k]), r->fd[k] = -1;
+  free(theirs), free(lost);
+  if (code == XCH_OK) return 1;
+  rt_errf(err, errlen, "rank 0: %s: rank %u %s", what, who, x_why(code));
+  return 0;
+}
+
+static int add_f64(uint8_t *acc, const uint8_t *theirs, size_t len) {
+  for (size_t i = 0; i + 8 <= len; i += 8) put_f64(acc + i, get_f64(acc + i) + get_f64(theirs + i));
+  return 1;
+}
+
+static int same_bytes(uint8_t *acc, const uint8_t *theirs, size_t len) { return memcmp(acc, theirs, len) == 0; }
+
+int rt_rendezvous_sum(RtRendezvous *r, double *v, int n, char *err, size_t errlen) {
+  if (!r || !v || n < 0 || n > RT_RENDEZVOUS_MAX_SUM)
+    return rt_errf(err, errlen, "rt_rendezvous_sum: bad arguments (n %d, at most %d)", n, RT_RENDEZVOUS_MAX_SUM), -1;
+  if (r->world == 1) return 1;
+  uint8_t mine[8 * RT_RENDEZVOUS_MAX_SUM + 1] = {0}, acc[8 * RT_RENDEZVOUS_MAX_SUM + 1];
+  for (int i = 0; i < n; i++) put_f64(mine + 8 * i, v[i]);
+  int got = exchange(r, mine, acc, 8 * (size_t)n, 8 * (size_t)n, add_f64, "sum", err, errlen);
+  if (got == 1)
+    for (int i = 0; i < n; i++) v[i] = get_f64(acc + 8 * i);
+  return got;
+}
+
+int rt_rendezvous_same(RtRendezvous *r, const void *bytes, size_t len, char *err, size_t errlen) {
+  if (!r || (!bytes && len) || len > RT_RENDEZVOUS_MAX_BLOB)
+    return rt_errf(err, errlen, "rt_rendezvous_same: bad arguments (%zu bytes, at most %d)", len,
+                   RT_RENDEZVOUS_MAX_BLOB),
+           -1;
+  if (r->world == 1) return 1;
+  uint8_t acc[RT_RENDEZVOUS_MAX_BLOB + 1];
+  return exchange(r, bytes, acc, len, 0, same_bytes, "same weights", err, errlen);
+}

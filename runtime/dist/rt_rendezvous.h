@@ -18,7 +18,11 @@
  * the reason as text of the length the next byte gives) and then the blob's
  * length (big-endian u32) and bytes.  agree: one byte each way (1 ok, 0
  * not), rank 0's answer followed by the first failed rank (big-endian u32,
- * or 0xffffffff for none). */
+ * or 0xffffffff for none).  sum and same: a rank sends its payload's
+ * length (u32) and the payload (doubles as big-endian IEEE-754 bits); rank
+ * 0 answers a status byte (0 ok, 2 left, 3 timed out, 4 another length, 5
+ * other bytes), the rank it concerns (u32) and, for sum when all went
+ * well, the sums. */
 #ifndef NETC_RT_RENDEZVOUS_H
 #define NETC_RT_RENDEZVOUS_H
 
@@ -31,7 +35,7 @@ typedef struct RtRendezvousConfig {
   double timeout_s; /* each wait's deadline (0: 60 s) */
 } RtRendezvousConfig;
 
-enum { RT_RENDEZVOUS_MAX_WORLD = 4096, RT_RENDEZVOUS_MAX_BLOB = 4096 };
+enum { RT_RENDEZVOUS_MAX_WORLD = 4096, RT_RENDEZVOUS_MAX_BLOB = 4096, RT_RENDEZVOUS_MAX_SUM = 512 };
 
 /* The configuration from RANK, WORLD_SIZE, MASTER_ADDR (default
  * 127.0.0.1) and MASTER_PORT; 0, or -1 with the variable at fault in err. */
@@ -51,6 +55,20 @@ int rt_rendezvous_open(const RtRendezvousConfig *c, void *blob, size_t len, RtRe
  * time (err then names it: "rank 2 left the run"), -1 when this rank's own
  * connection failed. */
 int rt_rendezvous_agree(RtRendezvous *r, int ok, char *err, size_t errlen);
+
+/* The sum over the ranks of n doubles (every rank calls it with the same
+ * n): v is replaced by the sum on every rank, added in rank order so that
+ * every rank gets the same bits (an evaluation's counts and losses).
+ * Returns as rt_rendezvous_agree does: 1, 0 when a rank left, did not
+ * answer in time or passed another n (err names it; v is then left as it
+ * was), -1 when this rank's own connection failed.  n at most
+ * RT_RENDEZVOUS_MAX_SUM. */
+int rt_rendezvous_sum(RtRendezvous *r, double *v, int n, char *err, size_t errlen);
+/* Whether every rank holds the same len bytes as rank 0 (a digest of the
+ * weights at the start of a run): 1, 0 naming the first rank that holds
+ * others ("rank 2 holds other bytes than rank 0"), left or did not answer,
+ * -1 as for rt_rendezvous_sum.  len at most RT_RENDEZVOUS_MAX_BLOB. */
+int rt_rendezvous_same(RtRendezvous *r, const void *bytes, size_t len, char *err, size_t errlen);
 
 void rt_rendezvous_close(RtRendezvous *r); /* takes NULL */
 
