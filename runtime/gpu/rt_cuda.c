@@ -33,16 +33,19 @@ RtCudaStatus rt_cuda_fail(RtCudaStatus s, char *err, size_t errlen, const char *
   return s;
 }
 
+void *rt_cuda_dlsym(void *lib, const char *name, void *slot, size_t slot_size) {
+  void *p = dlsym(lib, name);
+  if (slot_size != sizeof p) p = NULL;
+  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
+  return p;
+}
+
 /* Resolves name (or, when that is missing, fallback) into *slot. */
 static int load_sym(void *lib, const char *name, const char *fallback, void *slot, size_t slot_size) {
-  void *p = dlsym(lib, name);
-  if (!p && fallback) p = dlsym(lib, fallback);
-  if (!p || slot_size != sizeof p) {
-    snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s in libcuda.so.1 is missing: driver too old?)", name);
-    return 0;
-  }
-  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
-  return 1;
+  if (rt_cuda_dlsym(lib, name, slot, slot_size) || (fallback && rt_cuda_dlsym(lib, fallback, slot, slot_size)))
+    return 1;
+  snprintf(loaded.why, sizeof loaded.why, "no CUDA driver (%s in libcuda.so.1 is missing: driver too old?)", name);
+  return 0;
 }
 
 #define LOAD(field, fn, fallback) \

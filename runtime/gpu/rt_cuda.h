@@ -114,6 +114,11 @@ typedef struct RtCudaApi {
   CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
 } RtCudaApi;
 
+/* *slot (a function pointer of slot_size bytes) = the function called
+ * name in the dlopen'ed lib, or NULL when it is missing; returns it.  The
+ * one lookup of every library this folder loads at run time. */
+void *rt_cuda_dlsym(void *lib, const char *name, void *slot, size_t slot_size);
+
 /* The process-wide driver table (loaded on first use).  On failure *api is
  * NULL, the status is RT_CUDA_ENODRIVER or RT_CUDA_ENODEVICE and err says
  * why, e.g. "no CUDA driver (libcuda.so.1 not found)". */

@@ -14,7 +14,7 @@
  * TF32, on every dtype reduced-precision reductions (the header promises
  * FP32 accumulation).
  *
- * Tuning times the first 8 acceptable configurations (rt_cudnn_tune_candidates) and
+ * Tuning times the first TUNE_CANDIDATES acceptable configurations (rt_cudnn_tune_candidates) and
  * keeps the fastest; its winner is remembered as (heuristics mode, position
  * in that mode's list) under the description's text and cuDNN's version,
  * in memory and, with rt_cudnn_tune_cache, in a file: heuristics are
@@ -86,7 +86,7 @@ RtCudaStatus rt_cudnn_init(RtCudnn **out, CUstream stream, int tune, char *err, 
   h->cu = cu;
   h->stream = stream;
   h->tune = tune;
-  h->candidates = 8;
+  h->candidates = TUNE_CANDIDATES;
   if ((s = DNN(h, Create, (&h->handle), "cuDNN handle"))) {
     free(h);
     return s;

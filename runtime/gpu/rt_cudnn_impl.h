@@ -27,7 +27,7 @@ enum { BN_DGAMMA, BN_DBETA, BN_EQA, BN_EQB, BN_EQC, BN_OUTS };
 enum { BN_SUBMEAN, BN_INVSTD_MUL, BN_GAMMA_MUL, BN_BETA_ADD, BN_DRELU, BN_OPS };
 enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
 enum { EPI_OPS = 4 };                         /* at most: scale, bias, residual, relu */
-enum { TUNE_RUNS = 3 };
+enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };  /* TUNE_CANDIDATES: rt_cudnn_tune_candidates's default */
 
 typedef struct DnnApi {
   cudnnStatus_t (*Create)(cudnnHandle_t *handle);

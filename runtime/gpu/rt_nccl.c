@@ -1,9 +1,10 @@
 /* rt_nccl.c - NCCL loaded with dlopen (rt_nccl.h gives the contract).
  *
  * The library and its entry points are resolved by the first rt_nccl_load
- * that succeeds, under a mutex, and read-only afterwards.  The NCCL types and enum values used are declared here, as
- * nccl.h of NCCL 2.28 (the version on the GPU machines) defines them; they
- * have not changed since NCCL 2.10, the first with ncclAvg. */
+ * that succeeds, under a mutex, and read-only afterwards.  The NCCL types
+ * and enum values used are declared here, as nccl.h of NCCL 2.28 (the
+ * version on the GPU machines) defines them; they have not changed since
+ * NCCL 2.10, the first with ncclAvg. */
 #include "rt_nccl.h"
 
 #include <dlfcn.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rt_cuda.h"
 
 /* ---- the NCCL ABI (nccl.h) ---- */
 typedef struct ncclComm *ncclComm_t;
@@ -41,18 +44,9 @@ static NcclApi api;
 
 struct RtNccl {
   ncclComm_t comm;
-  int world, rank;
 };
 
-/* *slot = the function called name, or NULL. */
-static void *sym(void *lib, const char *name, void *slot, size_t slot_size) {
-  void *p = dlsym(lib, name);
-  if (slot_size != sizeof p) p = NULL;
-  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
-  return p;
-}
-
-#define SYM(field, name) sym(lib, (name), &api.field, sizeof api.field)
+#define SYM(field, name) rt_cuda_dlsym(lib, (name), &api.field, sizeof api.field)
 
 static void load_locked(const char *path) {
   const char *file = path && *path ? path : "libnccl.so.2";
@@ -72,16 +66,12 @@ static void load_locked(const char *path) {
                         : !SYM(AllReduce, "ncclAllReduce")           ? "ncclAllReduce"
                                                                      : NULL;
   int version = 0;
-  if (!missing && (api.GetVersion(&version) != ncclSuccess || version < 21000)) {
-    snprintf(load_why, sizeof load_why, "%s is NCCL %d.%d: 2.10 or later is needed (ncclAvg)", file, version / 10000,
-             version / 100 % 100);
-    memset(&api, 0, sizeof api);
-    dlclose(lib);
-    load_state = -1;
-    return;
-  }
-  if (missing) {
-    snprintf(load_why, sizeof load_why, "%s has no %s: not an NCCL library", file, missing);
+  if (missing || api.GetVersion(&version) != ncclSuccess || version < 21000) {
+    if (missing)
+      snprintf(load_why, sizeof load_why, "%s has no %s: not an NCCL library", file, missing);
+    else
+      snprintf(load_why, sizeof load_why, "%s is NCCL %d.%d: 2.10 or later is needed (ncclAvg)", file, version / 10000,
+               version / 100 % 100);
     memset(&api, 0, sizeof api);
     dlclose(lib);
     load_state = -1;
@@ -146,7 +136,6 @@ int rt_nccl_join(const void *id, int world, int rank, RtNccl **out, char *err, s
     free(c);
     return -1;
   }
-  c->world = world, c->rank = rank;
   *out = c;
   return 0;
 }

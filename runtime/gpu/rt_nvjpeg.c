@@ -123,14 +123,9 @@ static struct {
 } loaded = {PTHREAD_ONCE_INIT, RT_CUDA_OK, {0}, ""};
 
 static int load_sym(void *lib, const char *libname, const char *name, void *slot, size_t slot_size) {
-  void *p = dlsym(lib, name);
-  if (!p || slot_size != sizeof p) {
-    snprintf(loaded.why, sizeof loaded.why, "no nvJPEG (%s in %s is missing: nvJPEG older than CUDA 11?)", name,
-             libname);
-    return 0;
-  }
-  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
-  return 1;
+  if (rt_cuda_dlsym(lib, name, slot, slot_size)) return 1;
+  snprintf(loaded.why, sizeof loaded.why, "no nvJPEG (%s in %s is missing: nvJPEG older than CUDA 11?)", name, libname);
+  return 0;
 }
 
 #define LOAD(field) \

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_cuda.h"
+
 /* ---- the NVML ABI (nvml.h) ---- */
 typedef int nvmlReturn_t; /* an enum in nvml.h: NVML_SUCCESS = 0, then the errors */
 enum { NVML_SUCCESS = 0 };
@@ -49,15 +51,7 @@ static struct {
   char why[512];
 } loaded = {PTHREAD_ONCE_INIT, 0, {0}, ""};
 
-/* *slot = the function called name, or NULL. */
-static void *sym(void *lib, const char *name, void *slot, size_t slot_size) {
-  void *p = dlsym(lib, name);
-  if (slot_size != sizeof p) p = NULL;
-  memcpy(slot, &p, sizeof p); /* POSIX: object and function pointers agree */
-  return p;
-}
-
-#define SYM(field, name) sym(lib, (name), &a->field, sizeof a->field)
+#define SYM(field, name) rt_cuda_dlsym(lib, (name), &a->field, sizeof a->field)
 
 static void load_once(void) {
   void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -149,6 +149,13 @@ static double compare_all(const IrGraph *g, float **a, float **b, float **near[N
   return worst;
 }
 
+/* The CPU executor x's values from init (gexec_values: f32, or i64 for the
+ * integer inputs), where init has one. */
+static void cpu_seed(RtCpu *x, const IrGraph *g, void **init) {
+  for (int v = 0; v < g->nval; v++)
+    if (init[v]) memcpy(rt_cpu_data(x, v), init[v], (size_t)rt_cpu_numel(x, v) * (rt_cpu_is_int(x, v) ? 8 : 4));
+}
+
 /* The CPU step again from init with the image scaled by 1 + u, |u| <= 2^-11
  * (f16 rounding) or 2^-20 (f32: small), u drawn from seed: how much the
  * model itself amplifies rounding.  Fills near[v] with the other executor's
@@ -157,8 +164,7 @@ static RtCpu *cpu_near(const IrGraph *g, void **init, float **want, float **near
   RtCpu *y = NULL;
   char err[1024];
   if (rt_cpu_new(g, BATCH, &y, err, sizeof err)) return NULL;
-  for (int v = 0; v < g->nval; v++)
-    if (init[v]) memcpy(rt_cpu_data(y, v), init[v], (size_t)rt_cpu_numel(y, v) * (rt_cpu_is_int(y, v) ? 8 : 4));
+  cpu_seed(y, g, init);
   int img = rt_cpu_find(y, "image");
   uint64_t s = seed;
   for (int64_t i = 0; img >= 0 && i < rt_cpu_numel(y, img); i++) {
@@ -208,8 +214,7 @@ static void run_config(const char *root, int ci) {
   init = gexec_values(g, BATCH, 7 + (uint64_t)ci, c->precision == IR_DT_F16 ? 1024.0f : 8.0f);
   CHECK(init != NULL, "values");
   if (!init) goto done;
-  for (int v = 0; v < g->nval; v++)
-    if (init[v]) memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+  cpu_seed(cpu, g, init);
   int ok = gexec_write_all(gpu, g, init) == 0;
   CHECK(ok, "seeding the GPU");
   if (!ok) goto done;
@@ -332,8 +337,7 @@ static void test_nan(const char *root, int ci) {
            !rt_cpu_new(g, BATCH, &cpu, err, sizeof err);
   CHECK(ok, "%s %s with a NaN weight: %s", NAN_CASES[ci].model, mode, err);
   if (!ok) goto done;
-  for (int v = 0; v < g->nval; v++)
-    if (init[v]) memcpy(rt_cpu_data(cpu, v), init[v], (size_t)rt_cpu_numel(cpu, v) * (rt_cpu_is_int(cpu, v) ? 8 : 4));
+  cpu_seed(cpu, g, init);
   ok = !rt_cpu_run(cpu, err, sizeof err);
   CHECK(ok, "CPU run: %s", err);
   got = read_all(gpu, g);
