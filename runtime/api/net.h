@@ -63,7 +63,8 @@ typedef enum NetStatus {
   NET_ERR_RUN,      /* the CPU executor failed on a node */
   NET_ERR_DIVERGED, /* the loss became NaN or infinite */
   NET_ERR_NOMEM,
-  NET_STOPPED, /* a net_train callback asked to stop (not a failure of the run) */
+  NET_STOPPED,  /* a net_train callback asked to stop (not a failure of the run) */
+  NET_ERR_DIST, /* data parallel: another rank failed, left or did not answer in time (the message names it) */
 } NetStatus;
 
 /* "NET_ERR_IO", ... */
@@ -158,6 +159,9 @@ typedef struct NetTrainState {
   char data[96];               /* the training data ("ImageFolder, 5000 training images in 10 classes"),
                                 * which net_train resumes on no other; "": not recorded (older
                                 * checkpoints, or a caller's own loop) */
+  int64_t world;               /* the processes of the data-parallel run that made it (0 counts as 1; a
+                                * checkpoint without the entry loads as 1): each step took world * batch
+                                * images (net_dist_join) */
 } NetTrainState;
 
 /* Writes m's parameters and state and st's position to path, replaced
@@ -313,6 +317,12 @@ typedef struct NetStepInfo {
   /* the GPU decoder's two sides: images/s of its decode time on the GPU
    * and of the host's time feeding it (0 without it) */
   double decode_gpu_images_per_s, decode_host_images_per_s;
+  /* a data-parallel run (net_dist_join): its ranks, every rank's own step
+   * rate (step_images_per_s as that rank measured it; NULL outside a run
+   * or past 512 ranks), and the slowest rank, which the others wait for */
+  int ranks;
+  const double *rank_step_images_per_s;
+  int slowest_rank;
 } NetStepInfo;
 
 typedef struct NetEpochInfo {
@@ -411,6 +421,43 @@ typedef struct NetTrainConfig {
  * accuracy on the test set.  Folder data are decoded and augmented by a
  * pool of threads while the steps run (docs/data.md). */
 NetStatus net_train(NetModel *m, const NetTrainConfig *cfg);
+
+/* --- data-parallel training (docs/training.md, "Several GPUs") ------------ */
+
+/* Where this process stands in a data-parallel run: one process per GPU
+ * (or per CPU executor), each with its rank.  world 0 takes everything
+ * from the environment as torchrun sets it: RANK, WORLD_SIZE, MASTER_ADDR
+ * (default 127.0.0.1) and MASTER_PORT. */
+typedef struct NetDistOpts {
+  int rank, world;
+  const char *addr;    /* rank 0's address (NULL: 127.0.0.1) */
+  int port;            /* rank 0's port, 1..65535 */
+  double timeout_s;    /* each wait for the other ranks (0: 300 s) */
+  size_t bucket_bytes; /* GPU: gradient bytes per all-reduce (0: 25 MiB) */
+} NetDistOpts;
+
+/* Joins m (loaded for training, on the GPU this process uses) to a
+ * data-parallel run: every rank calls it, with the same model file, batch,
+ * precision and device kind.  The ranks meet at rank 0's address (the
+ * rendezvous: runtime/dist/rt_rendezvous.h); on the GPU they join one
+ * NCCL communicator, and each training step all-reduces (averages) the
+ * gradients inside its captured graph, bucket by bucket as the backward
+ * pass makes them; on the CPU the gradients are averaged over the
+ * rendezvous's connections.  net_train then gives each rank its share of
+ * every epoch (the global order of one process with world * batch),
+ * averages the batch-norm statistics and sums the evaluation over the
+ * ranks, checks at its start that every rank holds the same weights, and
+ * saves checkpoints on rank 0 only.  A rank that fails, leaves or does not
+ * answer within the timeout ends every rank's run with a message naming it
+ * (a rank stuck in a collective whose peer died is ended by a watchdog).
+ * NET_ERR_ARG for a model loaded for inference, or one already joined;
+ * NET_ERR_NO_GPU when NCCL cannot be loaded for a GPU model; NET_ERR_DIST
+ * when the ranks do not meet or do not agree (another model, batch or
+ * device kind on one of them). */
+NetStatus net_dist_join(NetModel *m, const NetDistOpts *o);
+/* m's rank and world (0 and 1 when not joined). */
+int net_dist_rank(const NetModel *m);
+int net_dist_world(const NetModel *m);
 
 /* --- benchmark ------------------------------------------------------------ */
 

@@ -38,7 +38,8 @@ NetStatus net_fail(NetStatus s, const char *fmt, ...) {
 const char *net_status_name(NetStatus s) {
   static const char *const NAMES[] = {"NET_OK",          "NET_ERR_ARG",      "NET_ERR_IO",     "NET_ERR_MODEL",
                                       "NET_ERR_WEIGHTS", "NET_ERR_DATA",     "NET_ERR_NO_GPU", "NET_ERR_DEVICE",
-                                      "NET_ERR_RUN",     "NET_ERR_DIVERGED", "NET_ERR_NOMEM",  "NET_STOPPED"};
+                                      "NET_ERR_RUN",     "NET_ERR_DIVERGED", "NET_ERR_NOMEM",  "NET_STOPPED",
+                                      "NET_ERR_DIST"};
   return (unsigned)s < sizeof NAMES / sizeof NAMES[0] ? NAMES[s] : "NET_ERR_UNKNOWN";
 }
 
@@ -340,6 +341,7 @@ NetStatus net_load(const char *path, const NetLoadOpts *opts, NetModel **out) {
 
 void net_free(NetModel *m) {
   if (!m) return;
+  if (m->dist) m->dist_leave(m->dist); /* leaves the run before the executor frees its communicator */
   net_exec_free(m->xt);
   net_exec_free(m->xi);
   net_model_close(&m->graphs);
@@ -377,6 +379,9 @@ int64_t net_image_numel(const NetModel *m, int64_t chw[3]) {
 }
 
 NetStatus net_rebatch(NetModel *m, int64_t n) {
+  if (m->dist)
+    return net_fail(NET_ERR_ARG, "batch %lld: a model in a data-parallel run keeps its batch of %lld", (long long)n,
+                    (long long)m->batch);
   float **sh = NULL;
   NetStatus s = shadow_new(m, 1, &sh);
   if (!s) {

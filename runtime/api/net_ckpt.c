@@ -49,6 +49,8 @@ static const char KEY_SEED[] = "netc.seed";
 static const char KEY_LR[] = "netc.lr";
 static const char KEY_ACCUM[] = "netc.accum_steps"; /* optional: absent in older checkpoints, meaning 1 */
 static const char KEY_DATA[] = "netc.data";         /* optional: absent in older checkpoints, not checked */
+static const char KEY_WORLD[] = "netc.world";       /* optional: absent in older checkpoints, meaning 1 */
+enum { MAX_WORLD = 4096 };                          /* rt_rendezvous.h's RT_RENDEZVOUS_MAX_WORLD */
 
 enum { N_INT_KEYS = sizeof INT_KEYS / sizeof INT_KEYS[0] };
 
@@ -129,13 +131,15 @@ static int set_meta(RtStWriter *w, void *user) {
   int64_t accum = st->accum_steps > 1 ? st->accum_steps : 1;
   if (!s) s = rt_st_writer_set_meta(w, KEY_ACCUM, (snprintf(buf, sizeof buf, "%lld", (long long)accum), buf));
   if (!s && st->data[0]) s = rt_st_writer_set_meta(w, KEY_DATA, st->data);
+  int64_t world = st->world > 1 ? st->world : 1;
+  if (!s) s = rt_st_writer_set_meta(w, KEY_WORLD, (snprintf(buf, sizeof buf, "%lld", (long long)world), buf));
   return s != RT_ST_OK;
 }
 
 /* A position past its own plan's end, or a plan whose steps times its
  * accumulation (netrun export's num_batches_tracked) would not fit. */
 static int outside_plan(const NetTrainState *st) {
-  return st->step > st->steps_total || st->epoch > st->epochs || st->accum_steps > MAX_ACCUM ||
+  return st->step > st->steps_total || st->epoch > st->epochs || st->accum_steps > MAX_ACCUM || st->world > MAX_WORLD ||
          st->steps_total > INT64_MAX / MAX_ACCUM;
 }
 
@@ -238,6 +242,11 @@ static NetStatus read_position(const RtStFile *f, const char *path, NetTrainStat
   if (accum && (!parse_i64(accum, &st->accum_steps) || st->accum_steps < 1 || st->accum_steps > MAX_ACCUM))
     return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not an integer in 1..%d", path, KEY_ACCUM, accum,
                     MAX_ACCUM);
+  const char *world = rt_st_meta_get(f, KEY_WORLD);
+  st->world = 1;
+  if (world && (!parse_i64(world, &st->world) || st->world < 1 || st->world > MAX_WORLD))
+    return net_fail(NET_ERR_WEIGHTS, "%s: __metadata__ '%s' is '%s', not an integer in 1..%d", path, KEY_WORLD, world,
+                    MAX_WORLD);
   /* a position inside its own plan (net_train checks it against the resuming run's) */
   if (outside_plan(st))
     return net_fail(NET_ERR_WEIGHTS,

@@ -270,6 +270,20 @@ NetStatus net_exec_accum_set(NetExec *x, int k, char *err, size_t len) {
 
 int net_exec_accum_pending(const NetExec *x) { return x ? x->accum_i : 0; }
 
+/* --- data parallel --------------------------------------------------------- */
+
+NetStatus net_exec_dist_set(NetExec *x, const NetExecDist *d, char *err, size_t len) {
+  if (x->accum > 1)
+    return net_status_errf(NET_ERR_ARG, err, len, "data parallel: set before gradient accumulation, not after");
+  if (!x->be->dist_set)
+    return net_status_errf(NET_ERR_ARG, err, len, "data parallel: the %s executor has none", x->be->name);
+  int *grad = NULL, ngrad = 0;
+  NetStatus s = net_graph_optimizer_section(x->g, &grad, &ngrad, err, len);
+  if (!s) s = x->be->dist_set(x->self, d, grad, ngrad, err, len);
+  free(grad);
+  return s;
+}
+
 static NetStatus run_accum(NetExec *x, char *err, size_t len) {
   int last = x->accum_i + 1 == x->accum;
   NetStatus s = x->be->accum_run(x->self, x->accum, last, err, len);

@@ -125,6 +125,22 @@ NetStatus net_exec_post(NetExec *x, int v, const void *host, char *err, size_t l
 NetStatus net_exec_fetch(NetExec *x, int v, int64_t *ticket, char *err, size_t len);
 NetStatus net_exec_fetched(NetExec *x, int64_t ticket, int wait, void *host, int *done, char *err, size_t len);
 
+/* Data parallel (net_dist.c): every run of x then averages the gradients
+ * its optimizer section reads over the ranks before that section runs --
+ * on the GPU with NCCL inside the captured step, bucket by bucket as the
+ * backward pass makes them; on the CPU through d->allreduce -- and with
+ * accumulation, the last micro-step's mean.  Set it before accumulation
+ * (NET_ERR_ARG after); every rank calls it (the NCCL join waits for all). */
+typedef struct NetExecDist {
+  int rank, world;
+  const void *nccl_id; /* GPU: the communicator's id (RT_NCCL_ID_BYTES), made by rank 0 */
+  size_t bucket_bytes; /* GPU: gradient bytes per all-reduce (0: the executor's default) */
+  /* CPU: the mean over the ranks of v[0..n), in place, the same bits on every rank */
+  NetStatus (*allreduce)(void *user, float *v, size_t n, char *err, size_t len);
+  void *user;
+} NetExecDist;
+NetStatus net_exec_dist_set(NetExec *x, const NetExecDist *d, char *err, size_t len);
+
 /* --- the backend table (net_exec_cpu.c, net_exec_gpu.c) ------------------- */
 
 typedef enum NetDevice { NET_DEVICE_CPU, NET_DEVICE_GPU, NET_DEVICE_COUNT } NetDevice;
@@ -186,6 +202,8 @@ typedef struct NetExecBackend {
   NetStatus (*post)(void *self, int v, const void *host, char *err, size_t len);
   NetStatus (*fetch)(void *self, int v, int64_t *ticket, char *err, size_t len);
   NetStatus (*fetched)(void *self, int64_t ticket, int wait, void *host, int *done, char *err, size_t len);
+  /* net_exec_dist_set, with the ngrad gradients grad of the optimizer section */
+  NetStatus (*dist_set)(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len);
 } NetExecBackend;
 
 extern const NetExecBackend net_exec_cpu; /* net_exec_cpu.c */

@@ -13,12 +13,20 @@
 #include "net_exec.h"
 #include "net_status.h"
 #include "rt_cpu.h"
+#include "rt_ref.h"
 
 typedef struct Cpu {
   RtCpu *cpu;
+  const IrGraph *g;
   RtCpuAccum *acc;
   NetCpuFeed feed;
   int feed_v, label_v; /* the inputs the pipeline feeds (label_v -1: none) */
+  /* data parallel (net_exec_dist_set): the gradients averaged between the
+   * backward pass and the optimizer section, through one flat buffer */
+  NetExecDist dist;
+  int *grad, ngrad;
+  float *flat;
+  size_t nflat;
 } Cpu;
 
 static void cpu_free(void *self);
@@ -47,6 +55,7 @@ static NetStatus cpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, 
     cpu_free(c);
     return NET_ERR_MODEL;
   }
+  c->g = g;
   *self = c;
   return NET_OK;
 }
@@ -54,6 +63,8 @@ static NetStatus cpu_new(const NetExecOpts *o, const IrGraph *g, int64_t batch, 
 static void cpu_free(void *self) {
   Cpu *c = self;
   if (!c) return;
+  free(c->grad);
+  free(c->flat);
   net_cpu_feed_stop(&c->feed);
   rt_cpu_accum_free(c->acc);
   rt_cpu_free(c->cpu);
@@ -84,8 +95,40 @@ static NetStatus cpu_read(void *self, int v, void *host, char *err, size_t len) 
   return NET_OK;
 }
 
+/* The gradients replaced by their mean over the ranks, each rounded to its dtype. */
+static NetStatus average(Cpu *c, char *err, size_t len) {
+  size_t at = 0;
+  for (int i = 0; i < c->ngrad; i++) {
+    size_t n = (size_t)rt_cpu_numel(c->cpu, c->grad[i]);
+    memcpy(c->flat + at, rt_cpu_data(c->cpu, c->grad[i]), sizeof(float) * n);
+    at += n;
+  }
+  NetStatus s = c->dist.allreduce(c->dist.user, c->flat, c->nflat, err, len);
+  at = 0;
+  for (int i = 0; !s && i < c->ngrad; i++) {
+    int64_t n = rt_cpu_numel(c->cpu, c->grad[i]);
+    float *g = rt_cpu_data(c->cpu, c->grad[i]);
+    memcpy(g, c->flat + at, sizeof(float) * (size_t)n);
+    IrDtype dt = c->g->val[c->grad[i]].type.dtype;
+    if (dt == IR_DT_F16) rt_ref_round_f16(n, g, g);
+    if (dt == IR_DT_BF16) rt_ref_round_bf16(n, g, g);
+    at += (size_t)n;
+  }
+  return s;
+}
+
+/* The optimizer section, after the gradients' average when the run is data parallel. */
+static NetStatus optimizer(Cpu *c, char *err, size_t len) {
+  NetStatus s = average(c, err, len);
+  if (!s && rt_cpu_run_nodes(c->cpu, c->g->opt_first, c->g->nnode, err, len)) s = NET_ERR_RUN;
+  return s;
+}
+
 static NetStatus cpu_run(void *self, char *err, size_t len) {
-  return rt_cpu_run(((Cpu *)self)->cpu, err, len) ? NET_ERR_RUN : NET_OK;
+  Cpu *c = self;
+  if (!c->flat) return rt_cpu_run(c->cpu, err, len) ? NET_ERR_RUN : NET_OK;
+  if (rt_cpu_run_nodes(c->cpu, 0, c->g->opt_first, err, len)) return NET_ERR_RUN;
+  return optimizer(c, err, len);
 }
 
 /* The sums are made once and reset for every new update (k is given with each run). */
@@ -98,7 +141,31 @@ static NetStatus cpu_accum_set(void *self, const int *grad, int ngrad, int k, ch
 }
 
 static NetStatus cpu_accum_run(void *self, int k, int last, char *err, size_t len) {
-  return rt_cpu_accum_run(((Cpu *)self)->acc, k, last, err, len) ? NET_ERR_RUN : NET_OK;
+  Cpu *c = self;
+  if (!c->flat) return rt_cpu_accum_run(c->acc, k, last, err, len) ? NET_ERR_RUN : NET_OK;
+  if (rt_cpu_accum_micro(c->acc, k, last, err, len)) return NET_ERR_RUN;
+  return last ? optimizer(c, err, len) : NET_OK;
+}
+
+static NetStatus cpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
+  Cpu *c = self;
+  if (!d->allreduce) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the CPU: no all-reduce");
+  size_t n = 0;
+  for (int i = 0; i < ngrad; i++) {
+    if (rt_cpu_is_int(c->cpu, grad[i]))
+      return net_status_errf(NET_ERR_MODEL, err, len, "data parallel: gradient %%%d is not a float value", grad[i]);
+    n += (size_t)rt_cpu_numel(c->cpu, grad[i]);
+  }
+  int *g = malloc(sizeof(int) * (ngrad > 0 ? (size_t)ngrad : 1));
+  float *flat = malloc(sizeof(float) * (n ? n : 1));
+  if (!g || !flat) {
+    free(g), free(flat);
+    return net_status_errf(NET_ERR_NOMEM, err, len, "out of memory for %zu gradient floats", n);
+  }
+  if (ngrad > 0) memcpy(g, grad, sizeof(int) * (size_t)ngrad);
+  free(c->grad), free(c->flat);
+  c->dist = *d, c->grad = g, c->ngrad = ngrad, c->flat = flat, c->nflat = n;
+  return NET_OK;
 }
 
 static NetStatus cpu_input_start(void *self, int v, int label_v, const RtRefInput *in, char *err, size_t len) {
@@ -148,6 +215,7 @@ const NetExecBackend net_exec_cpu = {
     .run = cpu_run,
     .accum_set = cpu_accum_set,
     .accum_run = cpu_accum_run,
+    .dist_set = cpu_dist_set,
     .input_start = cpu_input_start,
     .input_stop = cpu_input_stop,
     .input_buffer = cpu_input_buffer,

@@ -62,6 +62,8 @@ struct NetModel {
   float last_scale;
   float *img; /* one batch of images in the executor's layout */
   int64_t *lab;
+  struct NetDist *dist;                  /* net_dist_join's run, or NULL */
+  void (*dist_leave)(struct NetDist *d); /* net_free's way out of it (net_dist.c's) */
 };
 
 /* Records a failure for net_last_error() and returns s. */
@@ -99,6 +101,22 @@ NetStatus net_rebatch(NetModel *m, int64_t n);
 /* Makes the inference executor and copies the trained parameters into it
  * when the training executor stepped since the last copy. */
 NetStatus net_infer_ready(NetModel *m);
+
+/* --- net_dist.c: the model's side of a data-parallel run (net_dist_join) ---
+ * Each is a collective: every rank calls it at the same point of its run.
+ * On a model not joined each does nothing and returns NET_OK. */
+/* v[0..n) replaced by its sum over the ranks (added in rank order: the same bits everywhere). */
+NetStatus net_dist_sum(NetModel *m, double *v, int n);
+/* Every rank holds rank 0's parameters and state (a SHA-256 of the training executor's). */
+NetStatus net_dist_same_weights(NetModel *m);
+/* The training executor's float state (batch-norm running statistics; the optimizer's
+ * buffers, which agree anyway) averaged over the ranks. */
+NetStatus net_dist_average_state(NetModel *m);
+/* *any: whether `mine` is set on any rank (a stop asked for on one rank stops all at one step). */
+NetStatus net_dist_any(NetModel *m, int mine, int *any);
+/* The run's end on every rank: a barrier that says whether all went well
+ * (ok); a rank closing after it is no loss to the others. */
+NetStatus net_dist_finish(NetModel *m, int ok);
 
 /* An IDX pair DIR/PREFIX-{images-idx3,labels-idx1}-ubyte, the .gz files
  * when they exist (net_train.c); the message in net_err_buf on failure. */

@@ -216,7 +216,9 @@ static NetStatus load_folder(NetModel *m, const NetTrainConfig *c, Data *d) {
                        .train = 1,
                        .augment = aug,
                        .seed = c->seed,
-                       .workers = c->workers};
+                       .workers = c->workers,
+                       .rank = net_dist_rank(m),
+                       .world = net_dist_world(m)};
   d->lc = lc;
   d->auto_decoder = d->defer && (!c->decoder || strcmp(c->decoder, "auto") == 0);
   RtLoaderStatus ls = rt_loader_new(&lc, &d->ltrain, err, NET_ERRMAX);
@@ -284,6 +286,7 @@ typedef struct Feed {
  * a free buffer) is data wait. */
 static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int64_t b, double *wait) {
   int64_t B = m->batch, S = m->sample, *lab = f->lab;
+  int64_t at = (b * net_dist_world(m) + net_dist_rank(m)) * B; /* this rank's share of the epoch's batch b */
   double w0 = now_s();
   NetStatus s;
   if (d->defer) { /* the GPU decoder: the loader's items and their labels */
@@ -303,7 +306,7 @@ static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int6
     memcpy(lab, lb.labels, sizeof(int64_t) * (size_t)B);
   } else {
     for (int64_t i = 0; i < B; i++) {
-      int64_t idx = order[b * B + i];
+      int64_t idx = order[at + i];
       memcpy(buf + i * S, d->train.images + idx * S, (size_t)S);
       lab[i] = d->train.labels[idx];
     }
@@ -324,9 +327,12 @@ static NetStatus eval_batch(NetModel *m, const uint8_t *u8, const int64_t *label
 }
 
 /* The evaluation pass over the test set: in memory, or the test loader's
- * epoch (every image once; unreadable ones are left out of test_n). */
+ * epoch (every image once; unreadable ones are left out of test_n).  In a
+ * data-parallel run each rank takes every world-th batch (the loader's
+ * evaluation shards, or batches rank, rank + world, ... of the set in
+ * memory) and the counts are summed over the ranks. */
 static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const float shift[3], NetEpochInfo *ep) {
-  int64_t top1 = 0, top5 = 0, n = 0;
+  int64_t top1 = 0, top5 = 0, n = 0, R = net_dist_rank(m), W = net_dist_world(m);
   NetStatus s = NET_OK;
   if (d->ltest) {
     rt_loader_start(d->ltest, 0);
@@ -337,7 +343,7 @@ static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const floa
       if (b.n) s = eval_batch(m, b.images, b.labels, b.n, scale, shift, &top1, &top5);
       n += b.n;
     }
-  } else if (scale[0] == scale[1] && scale[1] == scale[2] && shift[0] == shift[1] && shift[1] == shift[2]) {
+  } else if (W == 1 && scale[0] == scale[1] && scale[1] == scale[2] && shift[0] == shift[1] && shift[1] == shift[2]) {
     float std = 1.0f / (255.0f * scale[0]);
     s = net_evaluate_u8(m, d->test.images, d->test.labels, d->test.n, -shift[0] * std, std, &ep->test_accuracy,
                         &ep->test_top5);
@@ -346,14 +352,17 @@ static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const floa
   } else {
     int64_t *lab = malloc(sizeof(int64_t) * (size_t)m->batch);
     if (!lab) return net_fail(NET_ERR_NOMEM, "out of memory");
-    for (int64_t at = 0; at < d->test.n && !s; at += m->batch) {
+    for (int64_t at = R * m->batch; at < d->test.n && !s; at += W * m->batch) {
       int64_t k = d->test.n - at < m->batch ? d->test.n - at : m->batch;
       for (int64_t i = 0; i < k; i++) lab[i] = d->test.labels[at + i];
       s = eval_batch(m, d->test.images + at * m->sample, lab, k, scale, shift, &top1, &top5);
+      n += k;
     }
     free(lab);
-    n = d->test.n;
   }
+  double sum[3] = {(double)top1, (double)top5, (double)n};
+  if (!s) s = net_dist_sum(m, sum, 3);
+  top1 = (int64_t)sum[0], top5 = (int64_t)sum[1], n = (int64_t)sum[2];
   ep->test_n = n;
   ep->test_accuracy = n ? (double)top1 / (double)n : 0;
   ep->test_top5 = n ? (double)top5 / (double)n : 0;
@@ -402,6 +411,7 @@ typedef struct Run {
    * the scale (backoff 0.5; growth only raises it), so the scale after each step tells */
   float scale_first, scale_last; /* the scale before this call's first step, after its last finished one */
   int64_t skipped;               /* this call's steps that skipped their update */
+  NetStatus failed;              /* the ranks' agreement on stopping failed (stop_asked) */
 } Run;
 
 /* One epoch's own numbers. */
@@ -414,9 +424,10 @@ typedef struct Epoch {
 /* A training set of at least one batch, and labels that are classes. */
 static NetStatus check_data(Run *r) {
   const Data *d = r->d;
-  if (!d->ltrain && d->train.n < r->m->batch)
-    return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld",
-                    (long long)d->train.n, (long long)r->m->batch);
+  int64_t W = net_dist_world(r->m);
+  if (!d->ltrain && d->train.n < r->m->batch * W)
+    return net_fail(NET_ERR_DATA, "training set of %lld images is smaller than one batch of %lld%s",
+                    (long long)d->train.n, (long long)(r->m->batch * W), W > 1 ? " (over every rank)" : "");
   NetStatus s;
   if ((s = check_labels(r->m, &d->train, "training")) || (s = check_labels(r->m, &d->test, "test"))) return s;
   return NET_OK;
@@ -427,7 +438,7 @@ static NetStatus check_data(Run *r) {
 static NetStatus plan_steps(Run *r) {
   const NetTrainConfig *c = r->c;
   const Data *d = r->d;
-  int64_t B = r->m->batch, batches = d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / B;
+  int64_t B = r->m->batch, batches = d->ltrain ? rt_loader_batches(d->ltrain) : d->train.n / (B * net_dist_world(r->m));
   r->K = c->accum_steps > 0 ? c->accum_steps : 1;
   r->spe = batches / r->K;
   if (r->spe < 1)
@@ -517,13 +528,55 @@ static NetStatus check_position(const Run *r, const NetTrainState *st, const cha
   return NET_OK;
 }
 
+/* A checkpoint made by a data-parallel run of another number of processes
+ * (NetTrainState.world): its position moved onto this run's steps, which
+ * take world * batch * K images each -- the same images into the same
+ * epoch, so the global order goes on where it was.  Whole-epoch runs only,
+ * at a position that is a whole number of this run's steps; said once. */
+static NetStatus other_world(Run *r, NetTrainState *st, const char *path) {
+  int64_t wo = st->world > 1 ? st->world : 1, W = net_dist_world(r->m);
+  st->world = W;
+  if (wo == W) return NET_OK;
+  const Data *d = r->d;
+  int64_t images = d->ltrain ? rt_loader_size(d->ltrain) : d->train.n, B = r->m->batch;
+  int64_t spe_old = images / (B * wo) / r->K;
+  if (st->steps_total != st->epochs * spe_old || r->total != r->epochs * r->spe)
+    return net_fail(NET_ERR_ARG,
+                    "%s: made by a run of %lld processes; one of %lld continues it only when both run whole epochs "
+                    "(without --steps)",
+                    path, (long long)wo, (long long)W);
+  if (st->batch_in_epoch * wo % W)
+    return net_fail(NET_ERR_ARG,
+                    "%s: its position, %lld steps of %lld x %lld images into epoch %lld, is not a whole number of "
+                    "steps of %lld x %lld: resume it on %lld processes, or from a checkpoint at an epoch's end",
+                    path, (long long)st->batch_in_epoch, (long long)wo, (long long)(B * r->K), (long long)st->epoch + 1,
+                    (long long)W, (long long)(B * r->K), (long long)wo);
+  st->batch_in_epoch = st->batch_in_epoch * wo / W;
+  st->step = st->epoch * r->spe + st->batch_in_epoch;
+  st->steps_total = r->total;
+  if (r->c->on_warning) {
+    char msg[320];
+    snprintf(msg, sizeof msg,
+             "%s was made by a run of %lld processes; this one has %lld: it goes on at step %lld of %lld (epoch "
+             "%lld), each step now %lld images",
+             path, (long long)wo, (long long)W, (long long)st->step + 1, (long long)r->total, (long long)st->epoch + 1,
+             (long long)(W * B * r->K));
+    r->c->on_warning(msg, r->c->user);
+  }
+  return NET_OK;
+}
+
 /* The position to start from: step 0, or the checkpoint's (c->resume) when
  * it was made by a run of the same plan on the same data.  The epochs
  * before it only shuffle, so each epoch's order is as it was. */
 static NetStatus resume(Run *r) {
   const NetTrainConfig *c = r->c;
   r->t_start = now_s();
-  r->st = (NetTrainState){.seed = c->seed, .epochs = r->epochs, .steps_total = r->total, .accum_steps = r->K};
+  r->st = (NetTrainState){.seed = c->seed,
+                          .epochs = r->epochs,
+                          .steps_total = r->total,
+                          .accum_steps = r->K,
+                          .world = net_dist_world(r->m)};
   NetTrainState *st = &r->st;
   char data[sizeof st->data];
   describe_data(c, r->d, data, sizeof data);
@@ -535,6 +588,8 @@ static NetStatus resume(Run *r) {
                    "%s: made by a run accumulating %lld batches per step; this run accumulates %lld (resume with "
                    "the same --accum)",
                    c->resume, (long long)st->accum_steps, (long long)r->K);
+    else if ((s = other_world(r, st, c->resume)))
+      ;
     else if (st->seed != c->seed || st->epochs != r->epochs || st->steps_total != r->total)
       s = net_fail(NET_ERR_ARG,
                    "%s: made by a run of %lld epochs, %lld steps, seed %llu; this run has %lld, %lld, seed %llu "
@@ -730,13 +785,30 @@ static void record_step(Run *r, Epoch *ep, float loss, double lr) {
   r->t++, ep->info.steps++;
 }
 
+/* Every rank's step rate, gathered at a logged step of a data-parallel run
+ * (each rank adds its own into its slot of a sum over the ranks); the
+ * slowest rank into *slowest.  NULL outside a run or past RANKS_MAX. */
+enum { RANKS_MAX = 512 };
+static const double *rank_rates(Run *r, double mine, int *slowest, NetStatus *s) {
+  static _Thread_local double rate[RANKS_MAX];
+  int W = net_dist_world(r->m);
+  *slowest = 0, *s = NET_OK;
+  if (W == 1 || W > RANKS_MAX) return NULL;
+  memset(rate, 0, sizeof(double) * (size_t)W);
+  rate[net_dist_rank(r->m)] = mine;
+  if ((*s = net_dist_sum(r->m, rate, W))) return NULL;
+  for (int k = 1; k < W; k++)
+    if (rate[k] < rate[*slowest]) *slowest = k;
+  return rate;
+}
+
 /* on_step, every log_every steps and at the last. */
 static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
   const NetTrainConfig *c = r->c;
   int64_t t = r->t, images = (t - r->t_first) * r->K * r->m->batch;
   double el = now_s() - r->t_start, ran = r->t_run + now_s() - ep->t0;
   double wait = r->wait_run + ep->info.data_wait_seconds;
-  if (!c->on_step || (t % r->log_every != 0 && t != r->total)) return NET_OK;
+  if (t % r->log_every != 0 && t != r->total) return NET_OK;
   /* the step's own rate: the device's time in its steps, else the loop's time less its waits */
   double dev_s = 0;
   int64_t dev_steps = 0;
@@ -745,6 +817,11 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
                      : ran - wait > 0           ? (double)images / (ran - wait)
                                                 : 0;
   double input_rate = input_capacity(r, wait);
+  int slowest;
+  NetStatus rs;
+  const double *rates = rank_rates(r, step_rate, &slowest, &rs); /* every rank, whether it calls back or not */
+  if (rs) return rs;
+  if (!c->on_step) return NET_OK;
   NetStepInfo si = {.step = t,
                     .steps_total = r->total,
                     .epoch = ep->info.epoch,
@@ -757,7 +834,10 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
                     .decoder = r->d->decoder,
                     .input_images_per_s = input_rate,
                     .step_images_per_s = step_rate,
-                    .input_bound = input_rate > 0 && input_rate < step_rate};
+                    .input_bound = input_rate > 0 && input_rate < step_rate,
+                    .ranks = net_dist_world(r->m),
+                    .rank_step_images_per_s = rates,
+                    .slowest_rank = slowest};
   double dec[3] = {0, 0, 0};
   net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
   si.decode_gpu_images_per_s = dec[1], si.decode_host_images_per_s = dec[2];
@@ -777,12 +857,27 @@ static void mark_position(Run *r, const Epoch *ep, int64_t b, double lr) {
 static NetStatus checkpoint_every(Run *r) {
   const NetTrainConfig *c = r->c;
   if (!c->checkpoint || c->checkpoint_every <= 0 || r->t % c->checkpoint_every != 0) return NET_OK;
+  if (net_dist_rank(r->m) != 0) { /* rank 0 saves for the run */
+    r->last_ckpt = r->t;
+    return NET_OK;
+  }
   NetStatus s = net_checkpoint_save(r->m, c->checkpoint, &r->st);
   if (s) return s;
   r->last_ckpt = r->t;
   if (c->on_checkpoint && c->on_checkpoint(r->t, c->checkpoint, c->user))
     return net_fail(NET_STOPPED, "stopped by the caller after checkpoint %lld", (long long)r->t);
   return NET_OK;
+}
+
+/* Whether the run is to stop (NetTrainConfig.stop): in a data-parallel run,
+ * whether it is set on any rank, so that every rank stops after the same
+ * step.  A failed agreement stops the run with its error (r->failed). */
+static int stop_asked(Run *r) {
+  int mine = r->c->stop && *r->c->stop, any = mine;
+  if (!r->c->stop || net_dist_world(r->m) == 1) return mine;
+  NetStatus s = net_dist_any(r->m, mine, &any);
+  if (s && !r->failed) r->failed = s;
+  return any || s;
 }
 
 /* Does the step that micro-step p ends call back or save (a progress
@@ -792,8 +887,10 @@ static NetStatus checkpoint_every(Run *r) {
 static int ends_in_sync(Run *r, const Pending *p) {
   if (!p->live || (p->b + 1) % r->K) return 0;
   int64_t t = r->t + 1, every = r->c->checkpoint_every;
-  if (r->c->stop && *r->c->stop) r->stopping = 1; /* latched here: the step is finished before any other launch */
-  return r->stopping || (r->c->on_step && (t % r->log_every == 0 || t == r->total)) ||
+  if (stop_asked(r)) r->stopping = 1; /* latched here: the step is finished before any other launch */
+  /* a data-parallel run's logged steps gather the ranks' rates: every rank at the same point */
+  int logs = r->c->on_step || net_dist_world(r->m) > 1;
+  return r->stopping || (logs && (t % r->log_every == 0 || t == r->total)) ||
          (r->c->checkpoint && every > 0 && t % every == 0) || t == r->total;
 }
 
@@ -823,7 +920,7 @@ static NetStatus finish(Run *r, Epoch *ep, Pending *p, double *micro_sum) {
   s = log_step(r, ep, loss, p->lr);
   mark_position(r, ep, p->b, p->lr);
   if (!s) s = checkpoint_every(r);
-  if (!s && r->stopping) s = net_fail(NET_STOPPED, "stopped after step %lld", (long long)r->t);
+  if (!s && r->stopping) s = r->failed ? r->failed : net_fail(NET_STOPPED, "stopped after step %lld", (long long)r->t);
   return s;
 }
 
@@ -871,9 +968,10 @@ static void tally_run(Run *r, Epoch *ep) {
 
 /* Top-1 and top-5 accuracy on the test set, when there is one. */
 static NetStatus evaluate_epoch(Run *r, Epoch *ep) {
-  if (!r->have_test) return NET_OK;
+  NetStatus s = net_dist_average_state(r->m); /* each rank's running statistics saw its own share */
+  if (s || !r->have_test) return s;
   double t1 = now_s();
-  NetStatus s = evaluate(r->m, r->d, r->scale, r->shift, &ep->info);
+  s = evaluate(r->m, r->d, r->scale, r->shift, &ep->info);
   if (s) return s;
   ep->info.eval_seconds = now_s() - t1;
   r->res->test_accuracy = ep->info.test_accuracy, r->res->test_top5 = ep->info.test_top5;
@@ -904,7 +1002,7 @@ static NetStatus log_epoch(Run *r, Epoch *ep) {
 static NetStatus last_checkpoint(Run *r, NetStatus s) {
   const NetTrainConfig *c = r->c;
   const char *path = c->checkpoint ? c->checkpoint : s == NET_STOPPED ? c->stop_checkpoint : NULL;
-  if ((s && s != NET_STOPPED) || !path || r->t <= r->last_ckpt) return s;
+  if ((s && s != NET_STOPPED) || !path || r->t <= r->last_ckpt || net_dist_rank(r->m) != 0) return s;
   char why[NET_ERRMAX];
   snprintf(why, sizeof why, "%s", s ? net_last_error() : "");
   NetStatus cs = net_checkpoint_save(r->m, path, &r->st);
@@ -926,6 +1024,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   r.log_every = c->log_every > 0 ? c->log_every : 1;
   if (!s) s = make_order(&r);
   if (!s) s = resume(&r);
+  if (!s) s = net_dist_same_weights(m); /* every rank starts from rank 0's weights */
   if (!s) s = start_input(&r);
   if (s) {
     free_order(&r);
@@ -935,8 +1034,8 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
   snprintf(res->decoder, sizeof res->decoder, "%s", d->decoder);
   net_exec_watch(m->xt, &res->gpu_start);
   for (int64_t e = 0; e < r.epochs && r.t < r.total && !s; e++) {
-    if (e > 0 && c->stop && *c->stop && e >= r.st.epoch) { /* between epochs: nothing in flight */
-      s = net_fail(NET_STOPPED, "stopped after step %lld", (long long)r.t);
+    if (e > 0 && e >= r.st.epoch && stop_asked(&r)) { /* between epochs: nothing in flight */
+      s = r.failed ? r.failed : net_fail(NET_STOPPED, "stopped after step %lld", (long long)r.t);
       break;
     }
     Epoch ep;
@@ -961,6 +1060,11 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
                  "the train section's loss_scale, or a lower rate, may help)",
                  (long long)ran, (double)r.scale_first, (double)r.scale_last);
   s = last_checkpoint(&r, s);
+  /* every rank ends here together, unless one failed (the others then learn it from the rendezvous) */
+  if ((!s || s == NET_STOPPED) && !r.failed) {
+    NetStatus fs = net_dist_finish(m, 1);
+    if (!s) s = fs;
+  }
   if (r.K > 1) net_exec_accum_set(m->xt, 1, NULL, 0); /* net_step runs whole steps again */
   free_order(&r);
   return s;

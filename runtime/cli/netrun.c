@@ -39,6 +39,7 @@
 #include "net.h"
 #include "netrun_data.h"
 #include "netrun_files.h"
+#include "netrun_launch.h"
 #include "netrun_plot.h"
 #include "netrun_opt.h"
 #include "netrun_profile.h"
@@ -74,6 +75,10 @@ static void usage(FILE *f) {
              "  --cache DIR          NVRTC kernel cache (default $XDG_CACHE_HOME/netc or ~/.cache/netc)\n"
              "  --tune               GPU: time cuDNN's candidate engines for each convolution once, keep the\n"
              "                       fastest (remembered in the cache directory's cudnn-tune.txt)\n"
+             "  --gpus N             train, bench: N processes on this machine, one per GPU (data parallel: each\n"
+             "                       its batch, gradients averaged with NCCL); --nproc N: N on whichever device\n"
+             "                       (with --device cpu, CPU ranks); other launchers set RANK, WORLD_SIZE,\n"
+             "                       LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does\n"
              "  -h, --help           show this help\n"
              "  -V, --version        show the version\n"
              "\n"
@@ -379,7 +384,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
 }
 
 static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep_grads) {
+  int ordinal = 0; /* a rank's GPU: LOCAL_RANK (netrun_launch.h) */
+  netrun_rank_env(&ordinal);
   NetLoadOpts lo = {.device = o->device,
+                    .gpu = ordinal,
                     .batch = batch,
                     .seed = (uint64_t)o->seed,
                     .precision = o->precision,
@@ -418,6 +426,7 @@ typedef struct Progress {
   int64_t warned;     /* unreadable images already reported */
   const char *saved;  /* the last checkpoint written (NULL: none) */
   int64_t saved_step; /* its step */
+  int world;          /* ranks of a data-parallel run: the images/s shown are all of theirs */
 } Progress;
 
 static void on_warning(const char *message, void *user) {
@@ -446,12 +455,17 @@ static int on_step(const NetStepInfo *s, void *user) {
             "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.6g, \"lr\": %.6g, \"images_per_s\": %.1f, "
             "\"data_wait_s\": %.4g, \"decoder\": \"%s\", \"input_images_per_s\": %.1f, \"step_images_per_s\": %.1f, "
             "\"bound\": \"%s\"",
-            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s, s->data_wait_s,
+            (long long)s->step, (long long)s->epoch + 1, s->loss, s->lr, s->images_per_s * p->world, s->data_wait_s,
             s->decoder ? s->decoder : "", s->input_images_per_s, s->step_images_per_s,
             s->input_bound ? "input" : "step");
     if (s->decode_gpu_images_per_s > 0)
       fprintf(p->log, ", \"decode_gpu_images_per_s\": %.1f, \"decode_host_images_per_s\": %.1f",
               s->decode_gpu_images_per_s, s->decode_host_images_per_s);
+    if (s->rank_step_images_per_s) {
+      fprintf(p->log, ", \"rank_step_images_per_s\": [");
+      for (int k = 0; k < s->ranks; k++) fprintf(p->log, "%s%.1f", k ? ", " : "", s->rank_step_images_per_s[k]);
+      fprintf(p->log, "], \"slowest_rank\": %d", s->slowest_rank);
+    }
     char w[256];
     fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
     fflush(p->log); /* a record at a time: a killed run leaves at most a torn last line */
@@ -461,11 +475,13 @@ static int on_step(const NetStepInfo *s, void *user) {
     double wait = s->elapsed_s > 0 ? 100 * s->data_wait_s / s->elapsed_s : 0;
     printf("step %lld/%lld  epoch %lld/%lld  loss %.4f  lr %.4g  %.0f images/s  ETA %.0f s  data wait %.0f%%",
            (long long)s->step, (long long)s->steps_total, (long long)s->epoch + 1, (long long)s->epochs, s->loss, s->lr,
-           s->images_per_s, eta, wait);
+           s->images_per_s * p->world, eta, wait);
     if (s->decoder) printf("  input %s", s->decoder);
     if (s->input_images_per_s > 0) printf(" %.0f/s", s->input_images_per_s);
     if (s->step_images_per_s > 0)
       printf(", step %.0f/s: %s-bound", s->step_images_per_s, s->input_bound ? "input" : "step");
+    if (s->rank_step_images_per_s)
+      printf("  slowest rank %d: step %.0f/s", s->slowest_rank, s->rank_step_images_per_s[s->slowest_rank]);
     if (s->gpu.power_w >= 0) printf("  %.0f W", s->gpu.power_w);
     if (s->gpu.sm_clock_mhz >= 0) printf(" %d MHz", s->gpu.sm_clock_mhz);
     if (s->gpu.temp_c >= 0) printf(" %d C", s->gpu.temp_c);
@@ -481,8 +497,8 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
     fprintf(p->log,
             "{\"epoch\": %lld, \"steps\": %lld, \"loss_mean\": %.6g, \"test_accuracy\": %.6g, "
             "\"test_top5\": %.6g, \"images_per_s\": %.1f, \"data_wait_s\": %.4g, \"unreadable\": %lld}\n",
-            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5, e->images_per_s,
-            e->data_wait_seconds, (long long)e->unreadable);
+            (long long)e->epoch + 1, (long long)e->steps, e->loss_mean, e->test_accuracy, e->test_top5,
+            e->images_per_s * p->world, e->data_wait_seconds, (long long)e->unreadable);
   if (p->log) fflush(p->log);
   if (e->unreadable > p->warned) {
     fprintf(stderr, "netrun: warning: %lld unreadable images skipped so far: %s%s\n", (long long)e->unreadable,
@@ -490,7 +506,7 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
     p->warned = e->unreadable;
   }
   printf("epoch %lld: %lld steps, loss %.4f, %.0f images/s, data wait %.1f s", (long long)e->epoch + 1,
-         (long long)e->steps, e->loss_mean, e->images_per_s, e->data_wait_seconds);
+         (long long)e->steps, e->loss_mean, e->images_per_s * p->world, e->data_wait_seconds);
   if (e->test_accuracy >= 0)
     printf(", test accuracy %.2f%% (top-5 %.2f%%) on %lld images", 100 * e->test_accuracy, 100 * e->test_top5,
            (long long)e->test_n);
@@ -581,6 +597,8 @@ static void print_resume_command(int argc, char **argv, const char *ckpt) {
     putchar(' ');
     print_shell_word(a);
   }
+  const char *launch = netrun_launch_option(); /* the ranks' arguments lack --gpus N */
+  if (launch) printf(" %s", launch);
   printf(" --resume ");
   print_shell_word(ckpt);
   printf("\n");
@@ -636,7 +654,17 @@ static int cmd_train(int argc, char **argv) {
     net_free(m);
     return EXIT_FAIL;
   }
-  Progress p = {NULL, 1, 0, NULL, 0};
+  int rank = 0;
+  if (netrun_join(m, &rank)) {
+    net_free(m);
+    return EXIT_FAIL;
+  }
+  int world = net_dist_world(m);
+  if (rank != 0) { /* rank 0 speaks for the run; the others' errors still reach stderr */
+    o.log = o.plot = o.export_to = NULL;
+    if (!freopen("/dev/null", "w", stdout)) return EXIT_FAIL;
+  }
+  Progress p = {NULL, 1, 0, NULL, 0, world};
   char stop_ckpt[4096];
   interrupted_path(o.model, stop_ckpt, sizeof stop_ckpt);
   /* a resumed run continues its log */
@@ -684,7 +712,9 @@ static int cmd_train(int argc, char **argv) {
   if (o.accum > 1)
     snprintf(accum, sizeof accum, " x %lld accumulated (%lld images an update)", o.accum,
              (long long)(o.accum * net_batch(m)));
-  printf("netrun: training %s on %s, batch %lld%s, %s\n", o.model, where(m), (long long)net_batch(m), accum,
+  char ranks[64] = "";
+  if (world > 1) snprintf(ranks, sizeof ranks, " on each of %d ranks", world);
+  printf("netrun: training %s on %s, batch %lld%s%s, %s\n", o.model, where(m), (long long)net_batch(m), ranks, accum,
          o.synthetic ? "synthetic data"
          : folder    ? train_dir
                      : c.idx_dir);
@@ -699,8 +729,8 @@ static int cmd_train(int argc, char **argv) {
   if (s == NET_OK)
     printf("netrun: %lld steps, loss %.4f -> %.4f, %.0f images/s, data wait %.1f s, test top-5 %.2f%%, "
            "test accuracy %.2f%%\n",
-           (long long)r.steps, r.loss_first, r.loss_last, r.images_per_s, r.data_wait_seconds, 100 * r.test_top5,
-           100 * r.test_accuracy);
+           (long long)r.steps, r.loss_first, r.loss_last, r.images_per_s * world, r.data_wait_seconds,
+           100 * r.test_top5, 100 * r.test_accuracy);
   else if (!(s == NET_STOPPED && sig))
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
   int log_failed = 0;
@@ -1156,13 +1186,20 @@ static int cmd_bench(int argc, char **argv) {
   }
   NetModel *m = load(&o, o.batch, o.inference, 0);
   if (!m) return EXIT_FAIL;
+  int rank = 0;
+  if (!o.inference && netrun_join(m, &rank)) {
+    net_free(m);
+    return EXIT_FAIL;
+  }
+  char who[32] = "";
+  if (net_dist_world(m) > 1) snprintf(who, sizeof who, "rank %d of %d: ", rank, net_dist_world(m));
   NetBenchResult r;
   NetStatus s = net_bench(m, o.inference, (int)o.steps, &r);
   if (s) {
     fprintf(stderr, "netrun: error: %s: %s\n", o.model, net_last_error());
   } else {
     const double gib = 1073741824.0;
-    printf("netrun: bench %s %s batch %lld on %s: %.3f ms/step, %.0f images/s, peak device memory %.2f GiB%s\n",
+    printf("netrun: %sbench %s %s batch %lld on %s: %.3f ms/step, %.0f images/s, peak device memory %.2f GiB%s\n", who,
            o.model, o.inference ? "inference" : "training", (long long)net_batch(m), where(m), r.ms_per_step,
            r.images_per_s, (double)r.device_bytes / gib, r.cache_hit ? " (kernels cached)" : "");
     if (r.device_bytes)
@@ -1189,8 +1226,15 @@ int main(int argc, char **argv) {
   } CMDS[] = {{"train", cmd_train},       {"step", cmd_step},   {"infer", cmd_infer},
               {"export", cmd_export},     {"bench", cmd_bench}, {"profile", netrun_profile_main},
               {"plot", netrun_plot_main}, {"info", cmd_info},   {"calibrate", cmd_calibrate}};
-  for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
-    if (strcmp(argv[1], CMDS[i].name) == 0) return CMDS[i].run(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++) {
+    if (strcmp(argv[1], CMDS[i].name) != 0) continue;
+    int n = argc - 1;
+    if (CMDS[i].run == cmd_train || CMDS[i].run == cmd_bench) { /* --gpus N, --nproc N */
+      int rc = netrun_launch(&n, argv + 1);
+      if (rc >= 0) return rc;
+    }
+    return CMDS[i].run(n, argv + 1);
+  }
   fprintf(stderr, "netrun: error: unknown command '%s' (see netrun --help)\n", argv[1]);
   return EXIT_USAGE;
 }

@@ -56,5 +56,9 @@ void rt_cpu_accum_reset(RtCpuAccum *a);
  * into the gradient (rounded to its dtype), zeroes the sums and runs the
  * optimizer section.  Returns 0, or -1 with a message. */
 int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen);
+/* rt_cpu_accum_run without the last micro-step's optimizer section, which
+ * the caller runs (rt_cpu_run_nodes from opt_first) after doing what comes
+ * between: a data-parallel run's average over the ranks. */
+int rt_cpu_accum_micro(RtCpuAccum *a, int k, int last, char *err, size_t errlen);
 
 #endif

@@ -77,7 +77,7 @@ static void finish(RtCpuAccum *a, int i, int k) {
   if (dt == IR_DT_BF16) rt_ref_round_bf16(n, g, g);
 }
 
-int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen) {
+int rt_cpu_accum_micro(RtCpuAccum *a, int k, int last, char *err, size_t errlen) {
   if (!a || k < 1) return rt_errf(err, errlen, "rt_cpu_accum_run: bad arguments");
   RtCpu *x = a->x;
   if (rt_cpu_run_nodes(x, 0, a->first, err, errlen)) return -1;
@@ -90,5 +90,10 @@ int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen) {
     float *s = a->sum[i];
     for (int64_t j = 0; j < x->numel[a->grad[i]]; j++) s[j] += g[j];
   }
-  return last ? rt_cpu_run_nodes(x, a->first, x->g->nnode, err, errlen) : 0;
+  return 0;
+}
+
+int rt_cpu_accum_run(RtCpuAccum *a, int k, int last, char *err, size_t errlen) {
+  if (rt_cpu_accum_micro(a, k, last, err, errlen)) return -1;
+  return last ? rt_cpu_run_nodes(a->x, a->first, a->x->g->nnode, err, errlen) : 0;
 }

@@ -38,7 +38,9 @@ ALLOWED = {
 }
 TOP = {"compiler/netc.c": ["compiler/codegen"]}  # executables above their folder's library
 # the system's variables, and the launcher's (torchrun's) for a data-parallel run's ranks (runtime/dist)
-STANDARD_ENV = {"XDG_CACHE_HOME", "HOME", "TMPDIR", "CC", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+# the usual ones, and a data-parallel launcher's (torchrun's, and netrun --gpus's NETRUN_LAUNCH to its ranks)
+STANDARD_ENV = {"XDG_CACHE_HOME", "HOME", "TMPDIR", "CC", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                "LOCAL_RANK", "NETRUN_LAUNCH"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 DEFINITION = re.compile(r"^(?!static)[A-Za-z_][\w \*]*?\b([a-z_][a-z0-9_]*)\s*\([^;{]*\)\s*\{", re.M)
 CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
