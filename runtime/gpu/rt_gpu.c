@@ -18,8 +18,12 @@
  * joined back by another right before the first later node that touches
  * their memory (rt_gpu_branch.h; $NETC_BRANCHES=0 keeps them on the main
  * stream): captured, the step graph gets a branch that overlaps the data
- * gradients.  Every launched range of nodes ends with all branches joined,
- * so the main stream alone orders a step against what follows it.  Host
+ * gradients.  With a data-parallel all-reduce set (rt_gpu_allreduce.c),
+ * the whole step also forks each bucket of gradients to a third stream
+ * for its NCCL all-reduce once the bucket is complete, and joins that
+ * stream right before the optimizer section.  Every launched range of
+ * nodes ends with all branches joined, so the main stream alone orders a
+ * step against what follows it.  Host
  * copies go through a staging buffer that converts
  * float <-> f16/bf16/i8 and int64 <-> i32/u8 and synchronize the stream, so
  * they see (and are seen by) the steps in order. */
@@ -718,6 +722,7 @@ void rt_gpu_free(RtGpu *x) {
     rt_cuda_ctx_bind(x->ctx, NULL, 0);
     x->api->StreamSynchronize(x->stream);
     if (x->exec) x->api->GraphExecDestroy(x->exec);
+    rt_gpu_allreduce_free(x);
     for (int e = 0; e < 2; e++)
       for (int k = 0; k < 4; k++)
         if (x->clock_ev[e][k]) x->api->EventDestroy(x->clock_ev[e][k]);
@@ -916,11 +921,6 @@ RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) 
   return rt_gpu_unpack(x, v, x->stage, host, err, errlen);
 }
 
-/* Every node's convolution and launches, on the stream. */
-static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
-  return rt_gpu_launch_nodes(x, 0, x->g->nnode, err, errlen);
-}
-
 /* Node i's convolution (j < 0) or its launch j, on stream st. */
 static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size_t errlen) {
   if (j < 0) {
@@ -974,13 +974,15 @@ static RtCudaStatus launch_side(RtGpu *x, int i, int *forked, char *err, size_t 
   return s ? s : d;
 }
 
-/* accumulation (rt_gpu_accum.c) captures parts of the step: launch_all's
- * loop over nodes lo..hi-1.  The stream waits for a side node right before
- * its join (one wait for the latest side node joining there covers the
- * earlier ones: the side stream runs in order) and for the last one at the
- * end of the range, so a range never leaves a branch open (a capture could
- * not end). */
-RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen) {
+/* Nodes lo..hi-1 on the stream, the side nodes forked.  The stream waits
+ * for a side node right before its join (one wait for the latest side node
+ * joining there covers the earlier ones: the side stream runs in order)
+ * and for the last one at the end of the range, so a range never leaves a
+ * branch open (a capture could not end).  With reduce (the whole step),
+ * each gradient bucket's all-reduce is forked after the node that
+ * completes it and joined right before the optimizer section (or at the
+ * end), through the same kind of wait (rt_gpu_allreduce.c). */
+static RtCudaStatus launch_range(RtGpu *x, int lo, int hi, GpuReduceCursor *reduce, char *err, size_t errlen) {
   int last = -1, joined = -1; /* the latest side node queued, and the latest the stream waited for */
   const char *what = "joining the side stream";
   RtCudaStatus s = RT_CUDA_OK;
@@ -990,21 +992,40 @@ RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t err
       s = RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[w], 0), what, err, errlen);
       joined = w;
     }
+    if (!s && reduce && i == x->g->opt_first) s = rt_gpu_allreduce_join(x, reduce, err, errlen);
     if (s) break;
     if (!x->conv[i].side) {
       s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
-      continue;
+    } else {
+      int forked = 0;
+      s = launch_side(x, i, &forked, err, errlen);
+      if (forked) last = i;
     }
-    int forked = 0;
-    s = launch_side(x, i, &forked, err, errlen);
-    if (forked) last = i;
+    if (!s && reduce) s = rt_gpu_allreduce_after(x, i, reduce, err, errlen);
   }
   if (last > joined) {
     RtCudaStatus j =
         RT_CU(x->api, StreamWaitEvent, (x->stream, x->done_ev[last], 0), what, s ? NULL : err, s ? 0 : errlen);
     if (!s) s = j;
   }
+  if (reduce) { /* joined even after a failure */
+    RtCudaStatus j = rt_gpu_allreduce_join(x, reduce, s ? NULL : err, s ? 0 : errlen);
+    if (!s) s = j;
+  }
   return s;
+}
+
+/* accumulation (rt_gpu_accum.c) captures parts of the step: without the
+ * all-reduce, which only the whole step queues. */
+RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen) {
+  return launch_range(x, lo, hi, NULL, err, errlen);
+}
+
+/* Every node's convolution and launches, on the stream, with the
+ * gradients' all-reduce when one is set. */
+static RtCudaStatus launch_all(RtGpu *x, char *err, size_t errlen) {
+  GpuReduceCursor reduce = {0, 0};
+  return launch_range(x, 0, x->g->nnode, x->nccl ? &reduce : NULL, err, errlen);
 }
 
 /* The step clock's place for the next run, its last pair read into the
@@ -1027,6 +1048,8 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
   if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s) return s;
+  /* rt_gpu_allreduce_set dropped the graph captured before */
+  if (!x->exec && x->recapture && (s = rt_gpu_capture(x, err, errlen))) return s;
   if (!x->exec) return launch_all(x, err, errlen);
   CUevent *ev = clock_place(x);
   int k = (int)(x->clock_runs % 4);
@@ -1044,6 +1067,7 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     x->api->GraphExecDestroy(x->exec);
     x->exec = NULL;
   }
+  x->recapture = 0;
   if (!x->opts.cuda_graph) return RT_CUDA_OK; /* launch node by node, for comparisons */
   if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
                  err, errlen)))

@@ -21,6 +21,7 @@
 
 #include "ir.h"
 #include "rt_cuda.h"
+#include "rt_nccl.h"
 #include "cg_kernels.h"
 #include "cg_prog.h"
 #include "opts.h"
@@ -103,7 +104,8 @@ int rt_gpu_prebuilt_hit(const RtGpu *x);
 /* --- gradient accumulation (rt_gpu_accum.c, docs/training.md) --- */
 
 /* Queues nodes lo..hi-1 of the step on the stream, uncaptured (0..nnode is
- * the whole step). */
+ * the whole step, but without the all-reduce of rt_gpu_allreduce_set:
+ * only rt_gpu_run and rt_gpu_capture queue it). */
 RtCudaStatus rt_gpu_launch_nodes(RtGpu *x, int lo, int hi, char *err, size_t errlen);
 
 /* f32 sums on the device of the gradients `grad` (ngrad value ids, each
@@ -121,8 +123,37 @@ void rt_gpu_accum_free(RtGpuAccum *a); /* takes NULL */
 int rt_gpu_accum_k(const RtGpuAccum *a);
 /* Zeroes the sums (a new update starts). */
 RtCudaStatus rt_gpu_accum_reset(RtGpuAccum *a, char *err, size_t errlen);
-/* Replays one micro-step (last != 0: the one that updates). */
+/* Replays one micro-step (last != 0: the one that updates).  With an
+ * all-reduce set (below), the last one all-reduces the finished means,
+ * after the sums and before the optimizer section, on the stream itself;
+ * the micro-steps all-reduce nothing.  An accumulator made before
+ * rt_gpu_allreduce_set captures its last micro-step again on its next run. */
 RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen);
+
+/* --- data-parallel training (rt_gpu_allreduce.c, rt_gpu_bucket.h) --- */
+
+/* Joins NCCL's communicator of id as rank of world (rt_nccl_join) with the
+ * executor's context current, so the communicator is on its device.  Every
+ * rank must call it (it waits for all).  *out is the caller's, freed with
+ * rt_nccl_free after the executors that use it.  RT_CUDA_ENOLIB when NCCL
+ * cannot be loaded (the message says why), RT_CUDA_ECALL when the join
+ * fails. */
+RtCudaStatus rt_gpu_nccl_join(RtGpu *x, const void *id, int world, int rank, RtNccl **out, char *err, size_t errlen);
+/* Averages the gradients grad[0..ngrad) (the values the optimizer section
+ * reads, each written by one node before it) over c's ranks in every
+ * step, in place, overlapped with the backward pass: the gradients are
+ * grouped into buckets of bucket_bytes (0: 25 MiB) in the order the
+ * backward pass makes them (rt_gpu_bucket.h); each bucket's all-reduce
+ * (one NCCL group, ncclAvg in the gradient's dtype) is queued on a stream
+ * of its own as soon as its last gradient is queued, and the optimizer
+ * section waits for all of them.  c NULL turns it off.  A captured step
+ * graph is dropped and rt_gpu_run captures the step again; an accumulator
+ * made before captures its last micro-step again.  c must outlive its use
+ * by x.  On failure the all-reduce is off. */
+RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngrad, size_t bucket_bytes, char *err,
+                                  size_t errlen);
+/* The buckets of the all-reduce set (0 when off). */
+int rt_gpu_allreduce_buckets(const RtGpu *x);
 
 /* --- profiling (rt_gpu_profile.c) --- */
 
@@ -152,7 +183,10 @@ typedef struct RtGpuProfile {
  * node (its layer name) around them; then times the captured graph (captured
  * here when it was not yet).  The step's work is queued while the stream is
  * held, so the timings are the GPU's, not the host's launch rate.  Training
- * steps change the parameters.  out is freed with rt_gpu_profile_free. */
+ * steps change the parameters.  The launch-by-launch steps leave out the
+ * all-reduce of rt_gpu_allreduce_set (a rank's weights then part from the
+ * others'), the timed replays hold it (every rank must profile together).
+ * out is freed with rt_gpu_profile_free. */
 RtCudaStatus rt_gpu_profile(RtGpu *x, int reps, RtGpuProfile *out, char *err, size_t errlen);
 void rt_gpu_profile_free(RtGpuProfile *p); /* takes NULL; leaves *p empty */
 /* Dense f16 tensor-core FLOPs per SM per clock for compute capability

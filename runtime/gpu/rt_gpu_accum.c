@@ -12,7 +12,15 @@
  * finish launch per gradient, then the optimizer section).  Every address
  * is fixed, so both graphs stay valid for every later update; k is an
  * argument of the finish launches, so another k needs another accumulator.
- * The executor's whole-step graph (k = 1) is not touched. */
+ * The executor's whole-step graph (k = 1) is not touched.
+ *
+ * With the data-parallel all-reduce set (rt_gpu_allreduce.c), the last
+ * micro-step all-reduces the finished means on the stream, bucket by
+ * bucket, between the finish launches and the optimizer section; the
+ * micro-steps all-reduce nothing (their sums stay each rank's own).
+ * rt_gpu_allreduce_set drops the last micro-step's graph of the
+ * executor's latest accumulator, and an accumulator whose graph was
+ * captured under an earlier setting captures it again when it next runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +47,7 @@ struct RtGpuAccum {
   size_t bytes;
   RtCudaModule *mod;
   CUgraphExec micro, last;
+  unsigned gen; /* x->allreduce_gen when last was captured */
 };
 
 static const char *dtype_suffix(IrDtype dt) {
@@ -123,6 +132,7 @@ static RtCudaStatus capture(RtGpuAccum *a, int last, CUgraphExec *exec, char *er
   if (s) return s;
   RtCudaStatus ls = rt_gpu_launch_nodes(x, 0, a->first, err, errlen);
   if (!ls) ls = launch_sums(a, last, err, errlen);
+  if (!ls && last) ls = rt_gpu_allreduce_all(x, err, errlen);
   if (!ls && last) ls = rt_gpu_launch_nodes(x, a->first, x->g->nnode, err, errlen);
   CUgraph graph = NULL;
   /* capture must end even after a failed launch, or the stream stays unusable */
@@ -166,6 +176,8 @@ RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpu
     rt_gpu_accum_free(a);
     return s;
   }
+  a->gen = x->allreduce_gen;
+  x->accum_last = &a->last;
   *out = a;
   return RT_CUDA_OK;
 }
@@ -173,6 +185,7 @@ RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpu
 void rt_gpu_accum_free(RtGpuAccum *a) {
   if (!a) return;
   RtGpu *x = a->x;
+  if (x->accum_last == &a->last) x->accum_last = NULL;
   /* teardown errors have nobody to report to */
   rt_cuda_ctx_bind(x->ctx, NULL, 0);
   x->api->StreamSynchronize(x->stream);
@@ -198,6 +211,14 @@ RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen)
   if (!a) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_accum_run: no accumulator");
   RtGpu *x = a->x;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
-  return s ? s
-           : RT_CU(x->api, GraphLaunch, (last ? a->last : a->micro, x->stream), "replaying a micro-step", err, errlen);
+  if (s) return s;
+  /* the all-reduce changed since the last micro-step was captured */
+  if (last && (!a->last || a->gen != x->allreduce_gen)) {
+    if ((s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing accumulation", err, errlen))) return s;
+    if (a->last) x->api->GraphExecDestroy(a->last);
+    a->last = NULL;
+    if ((s = capture(a, 1, &a->last, err, errlen))) return s;
+    a->gen = x->allreduce_gen;
+  }
+  return RT_CU(x->api, GraphLaunch, (last ? a->last : a->micro, x->stream), "replaying a micro-step", err, errlen);
 }

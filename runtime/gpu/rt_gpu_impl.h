@@ -7,6 +7,7 @@
 #include "rt_cudnn.h"
 #include "rt_gpu.h"
 #include "rt_gpu_branch.h"
+#include "rt_gpu_bucket.h"
 #include "rt_gpu_optim.h"
 #include "rt_gpu_prog.h"
 
@@ -65,7 +66,41 @@ struct RtGpu {
   CUevent clock_ev[2][4];
   int64_t clock_runs, clock_steps;
   double clock_ms;
+  /* the data-parallel all-reduce (rt_gpu_allreduce.c), off while nccl is
+   * NULL: the gradients in buckets, each bucket's all-reduce queued on
+   * comm_stream once the node that completes it is queued (after the
+   * stream's bucket_ev and, when one of its producers runs on the side
+   * stream, the latest such producer's done event), joined back by
+   * comm_ev right before the optimizer section */
+  RtNccl *nccl; /* the caller's */
+  RtGpuBucketPlan buckets;
+  int *bucket_side;     /* per bucket: its latest side-stream producer, or -1 */
+  CUevent *bucket_ev;   /* per bucket */
+  CUstream comm_stream; /* made by the first rt_gpu_allreduce_set, kept */
+  CUevent comm_ev;
+  int recapture;           /* rt_gpu_allreduce_set dropped the step graph: rt_gpu_run captures again */
+  unsigned allreduce_gen;  /* rt_gpu_allreduce_set calls so far: an accumulator captured before recaptures */
+  CUgraphExec *accum_last; /* the last micro-step graph of the latest accumulator made, or NULL */
 };
+
+/* The whole step's all-reduce while launch_all queues it: the next bucket,
+ * and whether comm_stream waits for the stream since its last join. */
+typedef struct GpuReduceCursor {
+  int next, open;
+} GpuReduceCursor;
+
+/* Queues the all-reduce of every bucket that node completes (the node is
+ * queued), on comm_stream. */
+RtCudaStatus rt_gpu_allreduce_after(RtGpu *x, int node, GpuReduceCursor *c, char *err, size_t errlen);
+/* The stream waits for everything queued on comm_stream (nothing when
+ * comm_stream does not wait for it since the last join). */
+RtCudaStatus rt_gpu_allreduce_join(RtGpu *x, GpuReduceCursor *c, char *err, size_t errlen);
+/* Every bucket's all-reduce on the stream itself, in order (gradient
+ * accumulation's last micro-step); nothing when the all-reduce is off. */
+RtCudaStatus rt_gpu_allreduce_all(RtGpu *x, char *err, size_t errlen);
+/* Frees the buckets, their events and the comm stream (teardown; the
+ * executor's context is current). */
+void rt_gpu_allreduce_free(RtGpu *x);
 
 /* The usable multi-tensor run whose head is node (launched there), else NULL. */
 const CgMultiRun *rt_gpu_run_at(const RtGpu *x, int node);

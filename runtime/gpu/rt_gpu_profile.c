@@ -10,6 +10,9 @@
  * stream until the host has queued the whole step (or a deadline passes, in
  * case the driver's queue fills up first): the GPU then runs it from a full
  * queue.  Every piece gets the median of its durations over the steps.
+ * The profiled steps leave out the data-parallel all-reduce
+ * (rt_gpu_allreduce.c): they run the nodes one by one on the main stream;
+ * the step time that follows replays the captured step, which holds it.
  *
  * FLOPs are counted where the arithmetic is the point: a convolution of any
  * kind is 2*N*Ho*Wo*K*(C/groups)*R*S, a linear layer (or either of its

@@ -35,6 +35,8 @@ typedef struct NcclApi {
   const char *(*GetLastError)(ncclComm_t comm); /* may be missing (before 2.13) */
   ncclResult_t (*AllReduce)(const void *send, void *recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op,
                             ncclComm_t comm, CUstream stream);
+  ncclResult_t (*GroupStart)(void);
+  ncclResult_t (*GroupEnd)(void);
 } NcclApi;
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -64,6 +66,8 @@ static void load_locked(const char *path) {
                         : !SYM(CommAbort, "ncclCommAbort")           ? "ncclCommAbort"
                         : !SYM(GetErrorString, "ncclGetErrorString") ? "ncclGetErrorString"
                         : !SYM(AllReduce, "ncclAllReduce")           ? "ncclAllReduce"
+                        : !SYM(GroupStart, "ncclGroupStart")         ? "ncclGroupStart"
+                        : !SYM(GroupEnd, "ncclGroupEnd")             ? "ncclGroupEnd"
                                                                      : NULL;
   int version = 0;
   if (missing || api.GetVersion(&version) != ncclSuccess || version < 21000) {
@@ -153,6 +157,18 @@ int rt_nccl_allreduce(RtNccl *c, CUdeviceptr send, CUdeviceptr recv, size_t coun
   ncclResult_t r = api.AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
                                  mean ? ncclAvg : ncclSum, c->comm, stream);
   return r == ncclSuccess ? 0 : fail(c->comm, r, "ncclAllReduce", err, len);
+}
+
+int rt_nccl_group_begin(char *err, size_t len) {
+  if (rt_nccl_load(NULL, err, len)) return -1;
+  ncclResult_t r = api.GroupStart();
+  return r == ncclSuccess ? 0 : fail(NULL, r, "ncclGroupStart", err, len);
+}
+
+int rt_nccl_group_end(char *err, size_t len) {
+  if (rt_nccl_load(NULL, err, len)) return -1;
+  ncclResult_t r = api.GroupEnd();
+  return r == ncclSuccess ? 0 : fail(NULL, r, "ncclGroupEnd", err, len);
 }
 
 void rt_nccl_free(RtNccl *c, int abort) {

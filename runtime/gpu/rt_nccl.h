@@ -38,6 +38,12 @@ int rt_nccl_join(const void *id, int world, int rank, RtNccl **out, char *err, s
  * the ranks, or their mean when mean is set.  0, or -1 with why. */
 int rt_nccl_allreduce(RtNccl *c, CUdeviceptr send, CUdeviceptr recv, size_t count, IrDtype dtype, int mean,
                       CUstream stream, char *err, size_t len);
+/* ncclGroupStart and ncclGroupEnd: the all-reduces queued between them
+ * are launched together, as one operation (a bucket's gradients).  Every
+ * begin that succeeded needs its end, even after a failed all-reduce.  0,
+ * or -1 with why. */
+int rt_nccl_group_begin(char *err, size_t len);
+int rt_nccl_group_end(char *err, size_t len);
 /* Leaves and frees the communicator (takes NULL); abort (a rank failed)
  * does not wait for the others. */
 void rt_nccl_free(RtNccl *c, int abort);

@@ -6,7 +6,8 @@
  * from a fresh unique id; the all-reduce of f32 and f16 buffers (sum and
  * mean of one rank: the buffer itself, in place and into another buffer),
  * queued on a stream and captured into a CUDA graph that is replayed
- * twice, as a training step's gradient all-reduce is.  Exits 77 without a
+ * twice, as a training step's gradient all-reduce is; two of them in one
+ * group (rt_nccl_group_begin/_end).  Exits 77 without a
  * GPU or without NCCL.  (Ranks on several GPUs need a machine with several;
  * NCCL refuses two ranks on one device.) */
 #include <math.h>
@@ -69,6 +70,20 @@ static void test_allreduce(const RtCudaApi *cu, CUstream stream, RtNccl *c, IrDt
       CHECK(ok && !memcmp(back, host, bytes), "%s %s %s: one rank's result is its input", ir_dtype_name(dtype),
             mean ? "mean" : "sum", which ? "in place" : "into another buffer");
     }
+  }
+  /* a group of two, launched together when it ends (a bucket's gradients) */
+  ok = !RT_CU(cu, MemcpyHtoD, (b, host, bytes), "nccl test", err, sizeof err) && !rt_nccl_group_begin(err, sizeof err);
+  if (ok) {
+    int queued = !rt_nccl_allreduce(c, a, a, N, dtype, 1, stream, err, sizeof err) &&
+                 !rt_nccl_allreduce(c, b, b, N, dtype, 1, stream, err, sizeof err);
+    ok = !rt_nccl_group_end(queued ? err : NULL, queued ? sizeof err : 0) && queued;
+  }
+  ok = ok && !RT_CU(cu, StreamSynchronize, (stream), "nccl test", err, sizeof err);
+  CHECK(ok, "%s: a group of two all-reduces: %s", ir_dtype_name(dtype), err);
+  for (int which = 0; ok && which < 2; which++) {
+    ok = !RT_CU(cu, MemcpyDtoH, (back, which ? a : b, bytes), "nccl test", err, sizeof err);
+    CHECK(ok && !memcmp(back, host, bytes), "%s group: one rank's mean is its input (buffer %d)", ir_dtype_name(dtype),
+          which);
   }
   /* captured: the graph holds the all-reduce; each replay gives the same */
   ok = !RT_CU(cu, MemsetD8Async, (b, 0, bytes, stream), "nccl test", err, sizeof err) &&

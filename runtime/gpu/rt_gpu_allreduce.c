@@ -1,0 +1,184 @@
+/* rt_gpu_allreduce.c - data-parallel training on the GPU executor: every
+ * step's gradients averaged over the ranks with NCCL, inside the step
+ * (rt_gpu.h gives the contract; docs/runtime_gpu.md).
+ *
+ * The gradients the optimizer section reads are planned into buckets in
+ * the order the backward pass writes them (rt_gpu_bucket.h).  While the
+ * whole step is queued (launch_all in rt_gpu.c, captured or not), right
+ * after the node that completes a bucket the stream records the bucket's
+ * event, and comm_stream waits for it -- and for the done event of the
+ * bucket's latest producer on the side stream, when one of its producers
+ * runs there (the side stream is in order, so that covers the earlier
+ * ones) -- then queues one NCCL group of in-place ncclAvg all-reduces, one
+ * per gradient in its own dtype.  The main stream goes on with the
+ * backward pass meanwhile; right before the optimizer section's first node
+ * (or at the end of the step when the section is empty) it waits for
+ * comm_ev, recorded on comm_stream after the last bucket, so a captured
+ * step joins every stream and the optimizer reads averaged gradients.
+ *
+ * The memory plan keeps a gradient's bytes from its producer to the
+ * optimizer node that reads it, and the planner refuses a gradient read in
+ * between, so nothing the main or side stream does meanwhile touches a
+ * bucket in flight.  Gradient accumulation (rt_gpu_accum.c) all-reduces
+ * the finished means of its last micro-step with rt_gpu_allreduce_all, on
+ * the main stream, bucket by bucket; rt_gpu_launch_nodes never
+ * all-reduces, so its micro-steps do not either. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_gpu_impl.h"
+
+/* The all-reduce of bucket b's gradients as one NCCL group on stream st. */
+static RtCudaStatus reduce_bucket(RtGpu *x, int b, CUstream st, char *err, size_t errlen) {
+  const RtGpuBucket *k = &x->buckets.bucket[b];
+  if (rt_nccl_group_begin(err, errlen)) return RT_CUDA_ECALL;
+  int bad = 0;
+  for (int j = k->first; !bad && j < k->first + k->n; j++) {
+    int v = x->buckets.grad[j];
+    if (x->numel[v] > 0)
+      bad = rt_nccl_allreduce(x->nccl, x->addr[v], x->addr[v], (size_t)x->numel[v], x->g->val[v].type.dtype, 1, st, err,
+                              errlen) != 0;
+  }
+  /* a group that began must end, even after a failed all-reduce */
+  int end = rt_nccl_group_end(bad ? NULL : err, bad ? 0 : errlen);
+  return bad || end ? RT_CUDA_ECALL : RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_allreduce_after(RtGpu *x, int node, GpuReduceCursor *c, char *err, size_t errlen) {
+  const char *what = "forking a gradient bucket's all-reduce";
+  RtCudaStatus s = RT_CUDA_OK;
+  for (; !s && x->nccl && c->next < x->buckets.nbucket && x->buckets.bucket[c->next].done <= node; c->next++) {
+    int b = c->next, side = x->bucket_side[b];
+    s = RT_CU(x->api, EventRecord, (x->bucket_ev[b], x->stream), what, err, errlen);
+    if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->comm_stream, x->bucket_ev[b], 0), what, err, errlen);
+    if (s) break;
+    c->open = 1; /* comm_stream depends on the stream: it must be joined back, even after a failure */
+    if (side >= 0) s = RT_CU(x->api, StreamWaitEvent, (x->comm_stream, x->done_ev[side], 0), what, err, errlen);
+    if (!s) s = reduce_bucket(x, b, x->comm_stream, err, errlen);
+  }
+  return s;
+}
+
+RtCudaStatus rt_gpu_allreduce_join(RtGpu *x, GpuReduceCursor *c, char *err, size_t errlen) {
+  if (!c->open) return RT_CUDA_OK;
+  const char *what = "joining the gradients' all-reduce";
+  RtCudaStatus s = RT_CU(x->api, EventRecord, (x->comm_ev, x->comm_stream), what, err, errlen);
+  if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->stream, x->comm_ev, 0), what, err, errlen);
+  if (!s) c->open = 0;
+  return s;
+}
+
+RtCudaStatus rt_gpu_allreduce_all(RtGpu *x, char *err, size_t errlen) {
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int b = 0; !s && x->nccl && b < x->buckets.nbucket; b++) s = reduce_bucket(x, b, x->stream, err, errlen);
+  return s;
+}
+
+int rt_gpu_allreduce_buckets(const RtGpu *x) { return x && x->nccl ? x->buckets.nbucket : 0; }
+
+/* The buckets and their events, not the comm stream. */
+static void drop_buckets(RtGpu *x) {
+  for (int b = 0; x->bucket_ev && b < x->buckets.nbucket; b++)
+    if (x->bucket_ev[b]) x->api->EventDestroy(x->bucket_ev[b]);
+  free(x->bucket_ev);
+  free(x->bucket_side);
+  x->bucket_ev = NULL, x->bucket_side = NULL;
+  rt_gpu_bucket_plan_free(&x->buckets);
+  x->nccl = NULL;
+}
+
+void rt_gpu_allreduce_free(RtGpu *x) {
+  if (x->comm_stream) x->api->StreamSynchronize(x->comm_stream);
+  drop_buckets(x);
+  if (x->comm_ev) x->api->EventDestroy(x->comm_ev);
+  if (x->comm_stream) x->api->StreamDestroy(x->comm_stream);
+  x->comm_ev = NULL, x->comm_stream = NULL;
+}
+
+RtCudaStatus rt_gpu_nccl_join(RtGpu *x, const void *id, int world, int rank, RtNccl **out, char *err, size_t errlen) {
+  if (!out) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_nccl_join: out is NULL");
+  *out = NULL;
+  if (!x || !id || world < 1 || rank < 0 || rank >= world)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_nccl_join: bad arguments (rank %d of %d%s%s)", rank, world,
+                        id ? "" : ", no id", x ? "" : ", no executor");
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (s) return s;
+  if (rt_nccl_load(NULL, err, errlen)) return RT_CUDA_ENOLIB;
+  return rt_nccl_join(id, world, rank, out, err, errlen) ? RT_CUDA_ECALL : RT_CUDA_OK;
+}
+
+/* The buckets of grad for x, each gradient checked (a float dtype NCCL
+ * sums, device memory), each bucket's latest side-stream producer, and
+ * the events; the comm stream made once. */
+static RtCudaStatus plan(RtGpu *x, const int *grad, int ngrad, size_t bucket_bytes, char *err, size_t errlen) {
+  const IrGraph *g = x->g;
+  uint64_t *bytes = calloc((size_t)g->nval + 1, sizeof *bytes);
+  if (!bytes) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_allreduce_set: out of host memory");
+  for (int k = 0; k < ngrad; k++)
+    if (grad[k] >= 0 && grad[k] < g->nval) bytes[grad[k]] = (uint64_t)ir_value_bytes(g, grad[k], x->batch);
+  int bad = rt_gpu_bucket_plan(g, grad, ngrad, bytes, bucket_bytes, &x->buckets, err, errlen);
+  free(bytes);
+  if (bad) return RT_CUDA_EARG;
+  for (int j = 0; j < x->buckets.ngrad; j++) {
+    int v = x->buckets.grad[j];
+    IrDtype dt = g->val[v].type.dtype;
+    if ((dt != IR_DT_F32 && dt != IR_DT_F16 && dt != IR_DT_BF16) || !x->addr[v])
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
+                          "rt_gpu_allreduce_set: gradient %%%d (%s, from node %d) is not an f32/f16/bf16 value in "
+                          "device memory",
+                          v, ir_dtype_name(dt), x->buckets.producer[j]);
+  }
+  int n = x->buckets.nbucket;
+  x->bucket_side = malloc(sizeof(int) * ((size_t)n + 1));
+  x->bucket_ev = calloc((size_t)n + 1, sizeof *x->bucket_ev);
+  if (!x->bucket_side || !x->bucket_ev)
+    return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_allreduce_set: out of host memory");
+  for (int b = 0; b < n; b++) {
+    const RtGpuBucket *k = &x->buckets.bucket[b];
+    x->bucket_side[b] = -1;
+    for (int j = k->first; j < k->first + k->n; j++) {
+      int p = x->buckets.producer[j];
+      if (x->conv[p].side && p > x->bucket_side[b]) x->bucket_side[b] = p;
+    }
+  }
+  const char *what = "the gradients' all-reduce";
+  RtCudaStatus s = RT_CUDA_OK;
+  if (!x->comm_stream)
+    s = RT_CU(x->api, StreamCreate, (&x->comm_stream, CU_STREAM_NON_BLOCKING), "the all-reduce stream", err, errlen);
+  if (!s && !x->comm_ev) s = RT_CU(x->api, EventCreate, (&x->comm_ev, CU_EVENT_DISABLE_TIMING), what, err, errlen);
+  for (int b = 0; !s && b < n; b++)
+    s = RT_CU(x->api, EventCreate, (&x->bucket_ev[b], CU_EVENT_DISABLE_TIMING), what, err, errlen);
+  return s;
+}
+
+RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngrad, size_t bucket_bytes, char *err,
+                                  size_t errlen) {
+  if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_allreduce_set: no executor");
+  if (c && (ngrad < 0 || (ngrad && !grad)))
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_allreduce_set: bad arguments (%d gradients)", ngrad);
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (!s) s = RT_CU(x->api, StreamSynchronize, (x->stream), "before setting the all-reduce", err, errlen);
+  if (!s && x->comm_stream)
+    s = RT_CU(x->api, StreamSynchronize, (x->comm_stream), "before setting the all-reduce", err, errlen);
+  if (s) return s;
+  /* what was captured holds the old all-reduce (or none) */
+  if (x->exec) {
+    x->api->GraphExecDestroy(x->exec);
+    x->exec = NULL;
+    x->recapture = 1;
+  }
+  /* the accumulator's last micro-step captures again when it next runs (allreduce_gen) */
+  if (x->accum_last && *x->accum_last) {
+    x->api->GraphExecDestroy(*x->accum_last);
+    *x->accum_last = NULL;
+  }
+  x->allreduce_gen++;
+  drop_buckets(x);
+  if (!c) return RT_CUDA_OK;
+  if ((s = plan(x, grad, ngrad, bucket_bytes, err, errlen))) {
+    drop_buckets(x);
+    return s;
+  }
+  x->nccl = c;
+  return RT_CUDA_OK;
+}
