@@ -27,6 +27,7 @@ typedef struct Gpu {
   RtGpuJpeg *jpeg; /* the GPU decoder, in place of feed */
   RtNvml *nvml;    /* net_exec_watch's, opened on first use */
   int nvml_tried;
+  RtNccl *nccl; /* data parallel: the communicator the step's all-reduce uses (net_exec_dist_set) */
 } Gpu;
 
 static void gpu_free(void *self);
@@ -76,6 +77,7 @@ static void gpu_free(void *self) {
   rt_nvml_close(x->nvml);
   rt_gpu_accum_free(x->acc);
   rt_gpu_free(x->dev);
+  rt_nccl_free(x->nccl, 0); /* after the executor whose graphs use it */
   free(x);
 }
 
@@ -265,6 +267,22 @@ static NetStatus gpu_fetched(void *self, int64_t ticket, int wait, void *host, i
   return s ? s : net_status_of_cuda(rt_gpu_mail_read(x->mail, ticket, wait, host, done, err, len));
 }
 
+/* Joins the ranks' NCCL communicator and puts its all-reduce into the step. */
+static NetStatus gpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
+  Gpu *x = self;
+  if (x->nccl) return net_status_errf(NET_ERR_ARG, err, len, "data parallel: the executor is in a run already");
+  if (!d->nccl_id) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the GPU: no NCCL id");
+  NetStatus s = net_status_of_cuda(rt_gpu_nccl_join(x->dev, d->nccl_id, d->world, d->rank, &x->nccl, err, len));
+  if (!s) s = net_status_of_cuda(rt_gpu_allreduce_set(x->dev, x->nccl, grad, ngrad, d->bucket_bytes, err, len));
+  if (s) {
+    rt_nccl_free(x->nccl, 1);
+    x->nccl = NULL;
+    return s;
+  }
+  x->captured = 0; /* the step is captured again, with the all-reduce */
+  return NET_OK;
+}
+
 const NetExecBackend net_exec_gpu = {
     .name = "gpu",
     .present = gpu_present,
@@ -295,4 +313,5 @@ const NetExecBackend net_exec_gpu = {
     .post = gpu_post,
     .fetch = gpu_fetch,
     .fetched = gpu_fetched,
+    .dist_set = gpu_dist_set,
 };
