@@ -111,6 +111,10 @@ void net_free(NetModel *m); /* takes NULL */
  * reason in why (may be NULL). */
 int net_gpu_available(char *why, size_t len);
 
+/* The GPUs a model could run on (ordinals 0 .. count-1); 0 without a
+ * CUDA driver or the GPU back end. */
+int net_gpu_count(void);
+
 /* "gpu" or "cpu": where the model runs. */
 const char *net_device(const NetModel *m);
 /* The current training batch, the number of classes, and the elements of

@@ -355,6 +355,8 @@ void net_free(NetModel *m) {
   free(m);
 }
 
+int net_gpu_count(void) { return net_exec_gpu_count(); }
+
 const char *net_device(const NetModel *m) { return m && m->gpu ? "gpu" : "cpu"; }
 int64_t net_batch(const NetModel *m) { return m ? m->batch : 0; }
 int64_t net_classes(const NetModel *m) { return m ? m->classes : 0; }

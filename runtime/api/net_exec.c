@@ -51,6 +51,12 @@ int net_exec_gpu_present(char *why, size_t len) {
   return b && b->present(why, len);
 }
 
+int net_exec_gpu_count(void) {
+  char why[256];
+  const NetExecBackend *b = net_exec_backend(NET_DEVICE_GPU, why, sizeof why);
+  return b && b->count && b->present(why, sizeof why) ? b->count() : 0;
+}
+
 double net_exec_total_memory(int gpu, int ordinal) {
   char why[256];
   const NetExecBackend *b = net_exec_backend(gpu ? NET_DEVICE_GPU : NET_DEVICE_CPU, why, sizeof why);

@@ -35,6 +35,8 @@ typedef struct NetExec NetExec;
 /* Is a GPU usable?  1, or 0 with the reason ("no CUDA driver (...)", "this
  * build has no GPU back end ...") in why. */
 int net_exec_gpu_present(char *why, size_t len);
+/* GPUs the driver sees (0 without a driver or the GPU back end). */
+int net_exec_gpu_count(void);
 /* The memory of the device an executor would run on (gpu: GPU `ordinal`,
  * else the machine's), in bytes; 0 when unknown. */
 double net_exec_total_memory(int gpu, int ordinal);
@@ -165,6 +167,7 @@ typedef struct NetExecBackend {
   const char *name; /* "cpu", "gpu" */
   /* 1 when the device is usable, else 0 with the reason in why. */
   int (*present)(char *why, size_t len);
+  int (*count)(void); /* devices of this kind present (NULL: one, the CPU) */
   /* The memory of device `ordinal` in bytes (the machine's for the CPU), 0 when unknown. */
   double (*total_memory)(int ordinal);
   NetStatus (*new)(const NetExecOpts *o, const IrGraph *g, int64_t batch, void **self, char *err, size_t len);

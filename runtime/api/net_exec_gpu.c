@@ -42,6 +42,12 @@ static int gpu_present(char *why, size_t len) {
   return 1;
 }
 
+static int gpu_count(void) {
+  int count = 0;
+  char why[256];
+  return rt_cuda_device_count(&count, why, sizeof why) ? 0 : count;
+}
+
 static double gpu_total_memory(int ordinal) {
   RtCudaDeviceInfo info;
   char why[256];
@@ -314,4 +320,5 @@ const NetExecBackend net_exec_gpu = {
     .fetch = gpu_fetch,
     .fetched = gpu_fetched,
     .dist_set = gpu_dist_set,
+    .count = gpu_count,
 };

@@ -150,6 +150,14 @@ int netrun_launch(int *argc, char **argv) {
   }
   int n = (int)a.n;
   strip(argc, argv, &a);
+  int gpus = a.gpus ? net_gpu_count() : 0;
+  if (a.gpus && gpus < n) {
+    char why[256] = "";
+    if (!net_gpu_available(why, sizeof why)) snprintf(why + strlen(why), sizeof why - strlen(why), "; ");
+    fprintf(stderr, "netrun: error: --gpus %d: %sthe driver sees %d GPU%s (--nproc N runs N ranks on the CPU)\n", n,
+            why, gpus, gpus == 1 ? "" : "s");
+    return NETRUN_EXIT_FAIL;
+  }
   if (n == 1) return -1;
   int port = free_port();
   if (port < 0) {

@@ -73,6 +73,7 @@ grep -q -- "--nproc 2" <<<"$resume" && ok || bad "Ctrl-C: the resume command los
 
 # --- usage ------------------------------------------------------------------------
 expect 2 "--gpus runs one process per GPU" "$netrun" train "$m" "${run[@]}" --gpus 2
+expect 1 "--gpus 2: .*the driver sees 0 GPUs" "$netrun" train "$m" --synthetic --gpus 2
 expect 2 "--nproc must be" "$netrun" train "$m" "${run[@]}" --nproc 0
 expect 2 "give --gpus or --nproc once" "$netrun" train "$m" "${run[@]}" --nproc 2 --gpus 2
 expect 2 "inside a rank of a run already" env WORLD_SIZE=2 "$netrun" train "$m" "${run[@]}" --nproc 2
