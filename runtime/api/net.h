@@ -296,11 +296,16 @@ void net_images_free(NetImages *s); /* takes NULL */
 
 /* What the GPU says while it trains, through NVML (libnvidia-ml.so.1,
  * loaded at run time): -1 in every field it cannot tell (no NVML, the CPU
- * executor, ECC off). */
+ * executor, ECC off, no NVLink). */
 typedef struct NetGpuWatch {
   double power_w;
   int sm_clock_mhz, temp_c;
   long long ecc_corrected, ecc_uncorrected; /* volatile counts since the driver loaded */
+  /* the interconnect, MB/s (10^6 bytes) sent and received: PCIe as NVML
+   * last measured it (over 20 ms, once a second), NVLink over all links
+   * averaged over the last second or more (unknown in the first second) */
+  double pcie_tx_mb_s, pcie_rx_mb_s;
+  double nvlink_tx_mb_s, nvlink_rx_mb_s;
 } NetGpuWatch;
 
 typedef struct NetStepInfo {

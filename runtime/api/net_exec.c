@@ -207,7 +207,15 @@ void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *h
 }
 
 void net_exec_watch(NetExec *x, NetGpuWatch *w) {
-  *w = (NetGpuWatch){-1, -1, -1, -1, -1};
+  *w = (NetGpuWatch){.power_w = -1,
+                     .sm_clock_mhz = -1,
+                     .temp_c = -1,
+                     .ecc_corrected = -1,
+                     .ecc_uncorrected = -1,
+                     .pcie_tx_mb_s = -1,
+                     .pcie_rx_mb_s = -1,
+                     .nvlink_tx_mb_s = -1,
+                     .nvlink_rx_mb_s = -1};
   if (x && x->be->watch) x->be->watch(x->self, w);
 }
 

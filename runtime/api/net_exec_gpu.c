@@ -242,6 +242,8 @@ static void gpu_watch(void *self, NetGpuWatch *w) {
   if (!x->nvml || rt_nvml_sample(x->nvml, &s)) return;
   w->power_w = s.power_w, w->sm_clock_mhz = s.sm_clock_mhz, w->temp_c = s.temp_c;
   if (s.have_ecc) w->ecc_corrected = s.ecc_corrected, w->ecc_uncorrected = s.ecc_uncorrected;
+  w->pcie_tx_mb_s = s.pcie_tx_mb_s, w->pcie_rx_mb_s = s.pcie_rx_mb_s;
+  w->nvlink_tx_mb_s = s.nvlink_tx_mb_s, w->nvlink_rx_mb_s = s.nvlink_rx_mb_s;
 }
 
 static void gpu_step_time(const void *self, double *seconds, int64_t *steps) {

@@ -1072,6 +1072,9 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
 
 NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   if (!m || !cfg) return net_fail(NET_ERR_ARG, "net_train: %s is NULL", m ? "the config" : "the model");
+  NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
+  memset(res, 0, sizeof *res);
+  net_exec_watch(NULL, &res->gpu_start), net_exec_watch(NULL, &res->gpu_end); /* unknown until sampled */
   if (!m->xt) return net_fail(NET_ERR_ARG, "net_train: the model was loaded for inference only");
   if (cfg->epochs < 0 || cfg->steps < 0 || cfg->checkpoint_every < 0)
     return net_fail(NET_ERR_ARG, "net_train: epochs, steps and checkpoint_every must not be negative");
@@ -1092,8 +1095,6 @@ NetStatus net_train(NetModel *m, const NetTrainConfig *cfg) {
   char why[4608];
   if (cfg->checkpoint && rt_file_check_writable(cfg->checkpoint, 1, why, sizeof why))
     return net_fail(NET_ERR_IO, "checkpoint %s", why);
-  NetTrainResult local = {0}, *res = cfg->result ? cfg->result : &local;
-  memset(res, 0, sizeof *res);
   Data d = {0};
   NetStatus s = run(m, cfg, &d, res);
   net_exec_input_stop(m->xt);

@@ -443,8 +443,17 @@ static const char *watch_members(const NetGpuWatch *w, char *buf, size_t cap) {
     n += (size_t)snprintf(buf + n, cap - n, ", \"sm_clock_mhz\": %d", w->sm_clock_mhz);
   if (w->temp_c >= 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, ", \"temp_c\": %d", w->temp_c);
   if (w->ecc_corrected >= 0 && n < cap)
-    snprintf(buf + n, cap - n, ", \"ecc_corrected\": %lld, \"ecc_uncorrected\": %lld", w->ecc_corrected,
-             w->ecc_uncorrected);
+    n += (size_t)snprintf(buf + n, cap - n, ", \"ecc_corrected\": %lld, \"ecc_uncorrected\": %lld", w->ecc_corrected,
+                          w->ecc_uncorrected);
+  const struct {
+    const char *name;
+    double v;
+  } link[] = {{"pcie_tx_mb_s", w->pcie_tx_mb_s},
+              {"pcie_rx_mb_s", w->pcie_rx_mb_s},
+              {"nvlink_tx_mb_s", w->nvlink_tx_mb_s},
+              {"nvlink_rx_mb_s", w->nvlink_rx_mb_s}};
+  for (size_t k = 0; k < sizeof link / sizeof link[0]; k++)
+    if (link[k].v >= 0 && n < cap) n += (size_t)snprintf(buf + n, cap - n, ", \"%s\": %.1f", link[k].name, link[k].v);
   return buf;
 }
 
@@ -466,7 +475,7 @@ static int on_step(const NetStepInfo *s, void *user) {
       for (int k = 0; k < s->ranks; k++) fprintf(p->log, "%s%.1f", k ? ", " : "", s->rank_step_images_per_s[k]);
       fprintf(p->log, "], \"slowest_rank\": %d", s->slowest_rank);
     }
-    char w[256];
+    char w[512];
     fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
     fflush(p->log); /* a record at a time: a killed run leaves at most a torn last line */
   }
@@ -485,6 +494,10 @@ static int on_step(const NetStepInfo *s, void *user) {
     if (s->gpu.power_w >= 0) printf("  %.0f W", s->gpu.power_w);
     if (s->gpu.sm_clock_mhz >= 0) printf(" %d MHz", s->gpu.sm_clock_mhz);
     if (s->gpu.temp_c >= 0) printf(" %d C", s->gpu.temp_c);
+    if (s->gpu.nvlink_tx_mb_s >= 0 && s->gpu.nvlink_rx_mb_s >= 0)
+      printf("  NVLink %.1f/%.1f GB/s", s->gpu.nvlink_tx_mb_s / 1000, s->gpu.nvlink_rx_mb_s / 1000);
+    if (s->gpu.pcie_tx_mb_s >= 0 && s->gpu.pcie_rx_mb_s >= 0)
+      printf("  PCIe %.1f/%.1f GB/s", s->gpu.pcie_tx_mb_s / 1000, s->gpu.pcie_rx_mb_s / 1000);
     printf("\n");
     fflush(stdout);
   }
@@ -740,7 +753,7 @@ static int cmd_train(int argc, char **argv) {
             : sig       ? "interrupted"
                         : "stopped",
             (long long)r.steps, r.images_per_s, r.decoder);
-    char w0[256], w1[256];
+    char w0[512], w1[512];
     const char *a = watch_members(&r.gpu_start, w0, sizeof w0), *b = watch_members(&r.gpu_end, w1, sizeof w1);
     fprintf(p.log, ", \"gpu_start\": {%s}, \"gpu_end\": {%s}}\n", *a ? a + 2 : "", *b ? b + 2 : "");
     if ((log_failed = ferror(p.log) | fclose(p.log)))

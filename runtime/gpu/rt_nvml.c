@@ -9,14 +9,29 @@
  *
  * The NVML types and enum values used are declared here (nvml.h is not
  * needed to build); they follow nvml.h of CUDA 12.6 (NVML API version 12),
- * which CUDA 13's keeps. */
+ * which CUDA 13's keeps.  The interconnect's were checked against nvml.h
+ * 12.6.77 (CUDA 12.6.2): nvmlPcieUtilCounter_t, nvmlValueType_t,
+ * nvmlValue_t, nvmlFieldValue_t (40 bytes; scopeId was `unused` before the
+ * NVLink throughput fields and sits where it did), field ids 138 and 139.
+ *
+ * The interconnect: nvmlDeviceGetPcieThroughput measures over 20 ms before
+ * it returns, so a sample asks it at most once a second and repeats the
+ * last reading in between (the watch runs after every step).  NVLink's
+ * NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/_RX are cumulative KiB of payload
+ * (no protocol overhead), asked with scopeId UINT_MAX for all links
+ * together, and made a rate over windows of a second (RtNvmlRate).  Any
+ * reading NVML refuses (the call, or a field's own nvmlReturn: no NVLink,
+ * NVML_ERROR_NOT_SUPPORTED, an old driver without the fields) leaves that
+ * number unknown. */
 #include "rt_nvml.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_cuda.h"
 
@@ -29,6 +44,27 @@ typedef enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
 typedef enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
 typedef enum { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 } nvmlMemoryErrorType_t;
 typedef enum { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 } nvmlEccCounterType_t;
+typedef enum { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 } nvmlPcieUtilCounter_t; /* KB/s */
+typedef enum {
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+} nvmlValueType_t;
+typedef union {
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal; /* nvml.h's other members are no larger */
+} nvmlValue_t;
+typedef struct {
+  unsigned int fieldId;
+  unsigned int scopeId; /* NVLink fields: the link, or UINT_MAX for all of them summed */
+  long long timestamp, latencyUsec;
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn; /* this field's own status: value means nothing unless NVML_SUCCESS */
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+_Static_assert(sizeof(nvmlFieldValue_t) == 40 || sizeof(long) != 8, "nvmlFieldValue_t is 40 bytes in nvml.h");
+enum { NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139 }; /* KiB */
 
 typedef struct NvmlApi {
   nvmlReturn_t (*Init)(void); /* nvmlInit_v2 */
@@ -42,6 +78,8 @@ typedef struct NvmlApi {
   nvmlReturn_t (*EccMode)(nvmlDevice_t dev, nvmlEnableState_t *current, nvmlEnableState_t *pending);
   nvmlReturn_t (*TotalEccErrors)(nvmlDevice_t dev, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,
                                  unsigned long long *count);
+  nvmlReturn_t (*PcieThroughput)(nvmlDevice_t dev, nvmlPcieUtilCounter_t counter, unsigned int *kb_s);
+  nvmlReturn_t (*FieldValues)(nvmlDevice_t dev, int count, nvmlFieldValue_t *values);
 } NvmlApi;
 
 static struct {
@@ -76,12 +114,22 @@ static void load_once(void) {
   SYM(Temperature, "nvmlDeviceGetTemperature");
   SYM(EccMode, "nvmlDeviceGetEccMode");
   SYM(TotalEccErrors, "nvmlDeviceGetTotalEccErrors");
+  SYM(PcieThroughput, "nvmlDeviceGetPcieThroughput");
+  SYM(FieldValues, "nvmlDeviceGetFieldValues");
   loaded.ok = 1; /* the library stays loaded until the process ends */
 }
+
+/* The windows of the interconnect's numbers, in seconds: one PCIe reading
+ * and one NVLink rate per second at most. */
+#define PCIE_EVERY_S    1.0
+#define NVLINK_WINDOW_S 1.0
 
 struct RtNvml {
   const NvmlApi *api;
   nvmlDevice_t dev;
+  double pcie_t; /* when PCIe was last read (< 0: never) */
+  double pcie_tx_mb_s, pcie_rx_mb_s;
+  RtNvmlRate nvlink_tx, nvlink_rx;
 };
 
 static int nvml_fail(const NvmlApi *a, nvmlReturn_t r, const char *call, char *why, size_t len) {
@@ -138,6 +186,8 @@ int rt_nvml_open(const char *pci_bus_id, RtNvml **out, char *why, size_t len) {
     return -1;
   }
   n->api = a, n->dev = dev;
+  n->pcie_t = -1, n->pcie_tx_mb_s = -1, n->pcie_rx_mb_s = -1;
+  n->nvlink_tx = RT_NVML_RATE_NONE, n->nvlink_rx = RT_NVML_RATE_NONE;
   *out = n;
   return 0;
 }
@@ -148,10 +198,72 @@ void rt_nvml_close(RtNvml *n) {
   free(n);
 }
 
+double rt_nvml_counter_rate(unsigned long long kib0, double t0, unsigned long long kib1, double t1) {
+  if (!(t1 > t0) || kib1 < kib0) return -1;
+  return (double)(kib1 - kib0) * 1024 / 1e6 / (t1 - t0);
+}
+
+double rt_nvml_rate_add(RtNvmlRate *r, unsigned long long kib, double t, double min_s) {
+  if (r->t >= 0 && t - r->t < min_s) return r->mb_s;
+  if (r->t >= 0) r->mb_s = rt_nvml_counter_rate(r->kib, r->t, kib, t);
+  r->kib = kib, r->t = t;
+  return r->mb_s;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* 1 and *v, a counter field's value; 0 when NVML did not give one. */
+static int field_count(const nvmlFieldValue_t *f, unsigned long long *v) {
+  if (f->nvmlReturn != NVML_SUCCESS) return 0;
+  switch (f->valueType) {
+  case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: *v = f->value.ullVal; return 1;
+  case NVML_VALUE_TYPE_UNSIGNED_LONG: *v = f->value.ulVal; return 1;
+  case NVML_VALUE_TYPE_UNSIGNED_INT: *v = f->value.uiVal; return 1;
+  default: return 0;
+  }
+}
+
+/* PCIe (at most once per PCIE_EVERY_S, else the last reading) and NVLink's
+ * rates into s; the number of readings NVML gave. */
+static int sample_links(RtNvml *n, RtNvmlSample *s) {
+  const NvmlApi *a = n->api;
+  int got = 0;
+  double t = now_s();
+  if (a->PcieThroughput && (n->pcie_t < 0 || t - n->pcie_t >= PCIE_EVERY_S)) {
+    unsigned int tx = 0, rx = 0; /* KB/s of 1024 bytes, as NVLink's KiB */
+    int ok = a->PcieThroughput(n->dev, NVML_PCIE_UTIL_TX_BYTES, &tx) == NVML_SUCCESS &&
+             a->PcieThroughput(n->dev, NVML_PCIE_UTIL_RX_BYTES, &rx) == NVML_SUCCESS;
+    n->pcie_t = now_s(); /* after the 20 ms, so that the next second is the steps' */
+    n->pcie_tx_mb_s = ok ? tx * 1024.0 / 1e6 : -1, n->pcie_rx_mb_s = ok ? rx * 1024.0 / 1e6 : -1;
+  }
+  s->pcie_tx_mb_s = n->pcie_tx_mb_s, s->pcie_rx_mb_s = n->pcie_rx_mb_s;
+  got += s->pcie_tx_mb_s >= 0;
+  nvmlFieldValue_t f[2];
+  memset(f, 0, sizeof f);
+  f[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, f[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+  f[0].scopeId = f[1].scopeId = UINT_MAX;
+  unsigned long long tx = 0, rx = 0;
+  t = now_s();
+  if (a->FieldValues && a->FieldValues(n->dev, 2, f) == NVML_SUCCESS && field_count(&f[0], &tx) &&
+      field_count(&f[1], &rx)) {
+    s->nvlink_tx_mb_s = rt_nvml_rate_add(&n->nvlink_tx, tx, t, NVLINK_WINDOW_S);
+    s->nvlink_rx_mb_s = rt_nvml_rate_add(&n->nvlink_rx, rx, t, NVLINK_WINDOW_S);
+    got++;
+  } else {
+    n->nvlink_tx = RT_NVML_RATE_NONE, n->nvlink_rx = RT_NVML_RATE_NONE;
+  }
+  return got;
+}
+
 int rt_nvml_sample(RtNvml *n, RtNvmlSample *s) {
   if (!s) return -1;
   s->power_w = -1, s->sm_clock_mhz = -1, s->temp_c = -1;
   s->have_ecc = 0, s->ecc_corrected = -1, s->ecc_uncorrected = -1;
+  s->pcie_tx_mb_s = -1, s->pcie_rx_mb_s = -1, s->nvlink_tx_mb_s = -1, s->nvlink_rx_mb_s = -1;
   if (!n) return -1;
   const NvmlApi *a = n->api;
   int got = 0;
@@ -167,5 +279,6 @@ int rt_nvml_sample(RtNvml *n, RtNvmlSample *s) {
       a->TotalEccErrors(n->dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ue) == NVML_SUCCESS) {
     s->have_ecc = 1, s->ecc_corrected = (long long)ce, s->ecc_uncorrected = (long long)ue, got++;
   }
+  got += sample_links(n, s);
   return got ? 0 : -1;
 }

@@ -36,8 +36,10 @@ static void check_nvml(void) {
   } else if (rc == 0) {
     RtNvmlSample s;
     int got = rt_nvml_sample(n, &s);
-    printf("NVML: %d: power %.1f W, SM clock %d MHz, %d C, ECC %s (%lld corrected, %lld uncorrected)\n", got, s.power_w,
-           s.sm_clock_mhz, s.temp_c, s.have_ecc ? "on" : "unknown/off", s.ecc_corrected, s.ecc_uncorrected);
+    printf("NVML: %d: power %.1f W, SM clock %d MHz, %d C, ECC %s (%lld corrected, %lld uncorrected), "
+           "PCIe %.1f/%.1f MB/s, NVLink %.1f/%.1f MB/s (none in a first sample)\n",
+           got, s.power_w, s.sm_clock_mhz, s.temp_c, s.have_ecc ? "on" : "unknown/off", s.ecc_corrected,
+           s.ecc_uncorrected, s.pcie_tx_mb_s, s.pcie_rx_mb_s, s.nvlink_tx_mb_s, s.nvlink_rx_mb_s);
     rt_nvml_close(n);
   } else {
     CHECK(rc == -1 && n == NULL && *why, "rt_nvml_open returned %d, handle %p, reason '%s'", rc, (void *)n, why);
@@ -52,7 +54,8 @@ static void check_nvml(void) {
   rt_nvml_close(n2);
   /* nothing to sample, nothing to close */
   RtNvmlSample s;
-  CHECK(rt_nvml_sample(NULL, &s) == -1 && s.power_w < 0 && s.sm_clock_mhz < 0 && s.temp_c < 0 && !s.have_ecc,
+  CHECK(rt_nvml_sample(NULL, &s) == -1 && s.power_w < 0 && s.sm_clock_mhz < 0 && s.temp_c < 0 && !s.have_ecc &&
+            s.pcie_tx_mb_s < 0 && s.pcie_rx_mb_s < 0 && s.nvlink_tx_mb_s < 0 && s.nvlink_rx_mb_s < 0,
         "sampling no device reads something");
   rt_nvml_close(NULL);
   CHECK(rt_nvml_open(NULL, NULL, why, sizeof why) == -1 && *why, "rt_nvml_open accepts a NULL out");
