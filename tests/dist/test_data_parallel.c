@@ -28,29 +28,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "loopback.h"
 #include "net.h"
 #include "rt_safetensors.h"
 
 enum { MAXR = 4 };
 
 static const char *ROOT, *WORK;
-
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t n = sizeof a;
-  int port = -1;
-  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &n) == 0)
-    port = ntohs(a.sin_port);
-  if (s >= 0) close(s);
-  return port;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* One rank's run. */
 typedef struct Job {

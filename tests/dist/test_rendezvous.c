@@ -32,26 +32,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "loopback.h"
 #include "rt_rendezvous.h"
 
 enum { MAXR = 8, BLOB = 128 };
-
-static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t n = sizeof a;
-  int port = -1;
-  if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &n) == 0)
-    port = ntohs(a.sin_port);
-  if (s >= 0) close(s);
-  return port;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* What rank k does: join (world `says` in its hello), then agree with ok,
  * or leave right after joining.  Its outcome and message go to out. */
