@@ -45,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import struct
 import sys
 import time
 
@@ -191,6 +192,27 @@ def check(seed):
     return ok
 
 
+def read_safetensors(path):
+    """The tensors of a safetensors file (F32, F16, BF16 as float32; I64) by name, without the package."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = json.loads(raw[8:8 + n])
+    head.pop("__metadata__", None)
+    kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+    out = {}
+    for name, t in head.items():
+        a, b = t["data_offsets"]
+        buf = raw[8 + n + a:8 + n + b]
+        if t["dtype"] == "BF16":
+            v = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif t["dtype"] in kinds:
+            v = np.frombuffer(buf, kinds[t["dtype"]]).astype(np.float32 if t["dtype"] == "F16" else kinds[t["dtype"]])
+        else:
+            sys.exit(f"divergence.py: error: {path}: {name} is {t['dtype']}")
+        out[name] = v.reshape(t["shape"]).copy()
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=int, default=3)
@@ -211,6 +233,8 @@ def main(argv=None):
     p.add_argument("--data-cache", help="a .npz to keep the generated images in (made when absent)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the generator")
     p.add_argument("--torch-seed", type=int, default=0, help="torch.manual_seed for the initial weights")
+    p.add_argument("--init", help="start from this state_dict (safetensors: netrun export's, e.g. netc's "
+                   "initialization), loaded strictly, instead of torch's own draw")
     p.add_argument("--check", action="store_true", help="check the generator against C, then exit")
     a = p.parse_args(argv)
     if a.check:
@@ -263,7 +287,10 @@ def main(argv=None):
     x_all = torch.from_numpy(imgs).view(n, 3, a.image, a.image).to(dev)  # bytes on the device: 0.6 GB at 256
     y_all = torch.from_numpy(labels).to(dev)
     torch.manual_seed(a.torch_seed)
-    model = getattr(torchvision.models, a.arch)(num_classes=a.classes).to(dev).to(memory_format=torch.channels_last)
+    model = getattr(torchvision.models, a.arch)(num_classes=a.classes)
+    if a.init:
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in read_safetensors(a.init).items()}, strict=True)
+    model = model.to(dev).to(memory_format=torch.channels_last)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
                           nesterov=False)

@@ -21,7 +21,9 @@
 # WARMUP (1), BATCH (256), N (training images; default netrun's 16 * batch),
 # SEED (1), PRECISION (netrun --precision; default the model's, fp16),
 # DEVICE (gpu), TORCH_AMPS ("bf16 fp16"; "" skips PyTorch), TORCH_DEVICE
-# (cuda), PYTHON (python3), CACHE (netrun's kernel cache), EVERY (print every
+# (cuda), PYTHON (python3), CACHE (netrun's kernel cache), SAME_INIT (1:
+# PyTorch starts from netc's initial weights, `netrun export --seed`; default
+# 0: each draws its own from the same distributions), EVERY (print every
 # k-th step, 1).  Logs (JSON lines) go to $OUT.  About 2 minutes on the H200
 # (netrun's compile when its kernels are not cached, ~10 s of data
 # generation, 48 steps each).
@@ -68,12 +70,20 @@ echo "=== netc: $netrun train $net --synthetic ${opt[*]} --log $out/netc.jsonl"
 netc_rc=${PIPESTATUS[0]}
 [ "$netc_rc" -eq 0 ] || echo "=== netc: failed (exit $netc_rc); its steps so far are in $out/netc.jsonl"
 
+# SAME_INIT=1: PyTorch starts from netc's own initial weights (netrun export without --weights: the
+# initialization of --seed), so the two runs differ in their arithmetic alone
+init=()
+if [ "${SAME_INIT:-0}" = 1 ]; then
+  "$netrun" export "$net" --seed "$seed" --out "$tmp/init.safetensors" || die "netrun export of the initialization failed"
+  init=(--init "$tmp/init.safetensors")
+fi
+
 runs=(netc)
 for a in $amps; do
   echo "=== PyTorch, $a: bench/divergence.py --amp $a"
   env -u LD_LIBRARY_PATH "$py" bench/divergence.py --epochs "$epochs" --warmup "$warmup" --batch "$batch" \
     --n "$n" --seed "$seed" --amp "$a" --device "${TORCH_DEVICE:-cuda}" --data-cache "$tmp/data.npz" \
-    --log "$out/torch_$a.jsonl" >"$out/torch_$a.log" 2>&1
+    --log "$out/torch_$a.jsonl" "${init[@]}" >"$out/torch_$a.log" 2>&1
   rc=$?
   tail -3 "$out/torch_$a.log"
   [ "$rc" -eq 0 ] || echo "=== PyTorch $a: failed (exit $rc; log $out/torch_$a.log)"

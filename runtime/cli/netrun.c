@@ -10,7 +10,7 @@
  *   netrun infer MODEL --weights W --inputs B --out OUT [--batch N] [--device ...]
  *   netrun bench MODEL [--batch N] [--inference] [--steps N] [--device ...]
  *               (no GPU: refused unless --device cpu)
- *   netrun export MODEL --weights IN --out OUT [--batches-tracked N]
+ *   netrun export MODEL [--weights IN | --seed N] --out OUT [--batches-tracked N]
  *   netrun --version
  *
  * MODEL is a model.so from `netc -o`, a .net file or an .onnx model (compiled in-process;
@@ -61,7 +61,7 @@ static void usage(FILE *f) {
              "       netrun step MODEL --weights W --inputs B --out OUT [options]\n"
              "       netrun infer MODEL --weights W --inputs B|--data DIR --out OUT [options]\n"
              "       netrun calibrate MODEL --weights W --inputs B|--data DIR --out SCALES [options]\n"
-             "       netrun export MODEL --weights IN --out OUT [options]\n"
+             "       netrun export MODEL [--weights IN | --seed N] --out OUT [options]\n"
              "       netrun bench MODEL [options]\n"
              "       netrun profile MODEL [options]   (netrun profile --help)\n"
              "       netrun plot LOG.jsonl OUT.png\n"
@@ -162,7 +162,8 @@ static void usage(FILE *f) {
              "exactly the keys of torchvision's model (every parameter and running statistic, f32, filters\n"
              "KCRS, and `<bn>.num_batches_tracked` i64 for every batch norm), no momentum or loss scale, so\n"
              "that model.load_state_dict(safetensors.torch.load_file(OUT), strict=True) takes it.  The model\n"
-             "is loaded on the CPU unless --device says otherwise.\n"
+             "is loaded on the CPU unless --device says otherwise.  Without --weights: the initialization\n"
+             "`netrun train --seed N` starts from (--seed, default 1), for a comparison from the same weights.\n"
              "  --batches-tracked N  num_batches_tracked (default: the batches a checkpoint's run trained,\n"
              "                       its steps times its accumulation; 0 for a weights file)\n"
              "\n"
@@ -1138,15 +1139,16 @@ done:
  * checkpoint's steps times its accumulation. */
 static int cmd_export(int argc, char **argv) {
   Opts o = {.seed = 1, .device = "cpu"};
-  int rc = parse(argc, argv, "DKwoG", &o);
+  int rc = parse(argc, argv, "DKwoGs", &o);
   if (rc) return rc == 1 ? 0 : rc;
-  if (!o.weights || !o.out) {
-    fprintf(stderr, "netrun: error: export takes one MODEL and --weights and --out\n");
+  if (!o.out) {
+    fprintf(stderr, "netrun: error: export takes one MODEL and --out (and --weights, else the --seed's "
+                    "initialization)\n");
     return EXIT_USAGE;
   }
   if ((rc = check_files(&o, NULL))) return rc;
   NetTrainState st = {0};
-  if (net_checkpoint_info(o.weights, &st)) {
+  if (o.weights && net_checkpoint_info(o.weights, &st)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     return EXIT_FAIL;
   }
@@ -1155,11 +1157,17 @@ static int cmd_export(int argc, char **argv) {
   NetModel *m = load(&o, 1, 1, 0);
   if (!m) return EXIT_FAIL;
   int status = EXIT_FAIL;
-  if (net_weights_load(m, o.weights) || net_weights_export(m, o.out, batches))
+  char what[4200], kind[32] = "";
+  if (o.weights)
+    snprintf(what, sizeof what, "%s", o.weights),
+        snprintf(kind, sizeof kind, "%s, ", st.from_weights ? "weights" : "checkpoint");
+  else
+    snprintf(what, sizeof what, "the initialization of seed %lld", o.seed);
+  if ((o.weights && net_weights_load(m, o.weights)) || net_weights_export(m, o.out, batches))
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
   else {
-    printf("netrun: exported %s of %s (%s, num_batches_tracked %lld) to %s\n", o.weights, o.model,
-           st.from_weights ? "weights" : "checkpoint", (long long)batches, o.out);
+    printf("netrun: exported %s of %s (%snum_batches_tracked %lld) to %s\n", what, o.model, kind, (long long)batches,
+           o.out);
     status = 0;
   }
   net_free(m);

@@ -142,6 +142,20 @@ for cmd in step infer; do
     --weights "$work/step.safetensors" --inputs "$work/batch.safetensors" --out "$work/x.safetensors"
 done
 [ ! -e "$work/x.safetensors" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a refused load wrote --out"; }
+# export without --weights: the initialization a run of that --seed starts from (a comparison from the same
+# weights): training from it gives that run's losses bit for bit
+expect 0 "the initialization of seed 3 .*num_batches_tracked 0" "$netrun" export "$src/models/smallcnn.net" --seed 3 \
+  --out "$work/init3.safetensors"
+for w in seeded exported; do
+  extra=()
+  [ $w = exported ] && extra=(--weights "$work/init3.safetensors")
+  "$netrun" train "$src/models/smallcnn.net" --device cpu --synthetic --seed 3 --steps 3 --batch 16 \
+    --train-images 64 --log "$work/init_$w.jsonl" "${extra[@]}" >/dev/null 2>&1
+done
+a=$(grep -o '"loss": [^,]*' "$work/init_seeded.jsonl") b=$(grep -o '"loss": [^,]*' "$work/init_exported.jsonl")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL: training from the exported initialization: $b, not the seeded run's $a"
+fi
 # export: the checkpoint as a strict PyTorch state_dict (12 steps: num_batches_tracked 12), the same logits
 expect 0 "num_batches_tracked 12\) to" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
   --out "$work/export.safetensors"
@@ -172,7 +186,7 @@ expect 0 "num_batches_tracked 3\) to" "$netrun" export "$src/models/smallcnn.net
   --out "$work/export3.safetensors" --batches-tracked 3
 expect 0 "\(weights, num_batches_tracked 0\)" "$netrun" export "$src/models/smallcnn.net" \
   --weights "$work/export.safetensors" --out "$work/export0.safetensors"
-expect 2 "export takes one MODEL and --weights and --out" "$netrun" export "$src/models/smallcnn.net" \
+expect 2 "export takes one MODEL and --out" "$netrun" export "$src/models/smallcnn.net" \
   --weights "$work/ck.safetensors"
 expect 2 "--batches-tracked must be" "$netrun" export "$src/models/smallcnn.net" --weights "$work/ck.safetensors" \
   --out "$work/x.safetensors" --batches-tracked -1
