@@ -71,6 +71,12 @@ grep -aq "\"netc.step\":\"${at:-x}\"" "$work/int.safetensors" && ok || bad "Ctrl
 resume=$(grep -E '^netrun: resume with: netrun train ' "$work/int.txt" | sed 's/^netrun: resume with: netrun //')
 grep -q -- "--nproc 2" <<<"$resume" && ok || bad "Ctrl-C: the resume command lost --nproc: $resume"
 
+# --- bench on 2 ranks: each times the step with the all-reduce, and says which it is --
+out=$(timeout 120 "$netrun" bench "$m" --device cpu --precision fp32 --batch 16 --steps 5 --nproc 2 2>&1)
+rc=$?
+[ $rc = 0 ] && grep -q "rank 0 of 2: bench" <<<"$out" && grep -q "rank 1 of 2: bench" <<<"$out" && ok ||
+  bad "bench --nproc 2: exit $rc: $out"
+
 # --- usage ------------------------------------------------------------------------
 expect 2 "--gpus runs one process per GPU" "$netrun" train "$m" "${run[@]}" --gpus 2
 expect 1 "--gpus 2: .*the driver sees 0 GPUs" "$netrun" train "$m" --synthetic --gpus 2
