@@ -208,7 +208,8 @@ int netrun_join(NetModel *m, int *rank) {
   *rank = 0;
   int local;
   if (!netrun_rank_env(&local)) return 0;
-  NetDistOpts o = {0}; /* world 0: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT */
+  if (strcmp(getenv("WORLD_SIZE"), "1") == 0) return 0; /* one rank: a plain run, without the all-reduce's cost */
+  NetDistOpts o = {0};                                  /* world 0: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT */
   if (net_dist_join(m, &o)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     return -1;

@@ -34,8 +34,9 @@ const char *netrun_launch_option(void);
  * GPU ordinal (LOCAL_RANK, else 0) and 1; else 0. */
 int netrun_rank_env(int *local_rank);
 
-/* Joins m to the run the environment describes, when there is one
- * (net_dist_join); 0, or -1 after printing the error.  *rank is m's rank
+/* Joins m to the run the environment describes, when there is one of
+ * more than one rank (net_dist_join; WORLD_SIZE=1 is a plain run); 0, or
+ * -1 after printing the error.  *rank is m's rank
  * (0 outside a run). */
 int netrun_join(NetModel *m, int *rank);
 

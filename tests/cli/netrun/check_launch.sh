@@ -39,6 +39,9 @@ wait %2; rc1=$?
 grep -q "on each of 2 ranks" "$work/env0.txt" && [ ! -s "$work/env1.txt" ] && ok ||
   bad "RANK/WORLD_SIZE: rank 0 should speak, rank 1 be quiet: $(cat "$work/env1.txt")"
 
+# WORLD_SIZE=1 (torchrun with one process) is a plain run: nothing to meet, no port needed
+expect 0 "netrun: 2 steps" env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "$netrun" train "$m" "${run[@]}" --steps 2
+
 # --- ranks that disagree: other weights (seeds) -------------------------------
 port=$((20000 + RANDOM % 20000))
 for r in 0 1; do
