@@ -201,6 +201,9 @@ int netrun_rank_env(int *local_rank) {
   const char *lr = getenv("LOCAL_RANK");
   long long v = 0;
   if (lr && netrun_opt_int("LOCAL_RANK", lr, 0, 1 << 20, &v) == 0) *local_rank = (int)v;
+  /* a launcher that gives each rank one GPU of its own (CUDA_VISIBLE_DEVICES, as Slurm's --gpus-per-task
+   * does) leaves it ordinal 0 whatever the local rank */
+  if (*local_rank > 0 && net_gpu_count() == 1) *local_rank = 0;
   return 1;
 }
 
