@@ -459,6 +459,11 @@ typedef struct NetDistOpts {
  * saves checkpoints on rank 0 only.  A rank that fails, leaves or does not
  * answer within the timeout ends every rank's run with a message naming it
  * (a rank stuck in a collective whose peer died is ended by a watchdog).
+ * The images/s that net_train reports (callbacks, NetTrainResult) are this
+ * rank's; every rank's step rate comes with each logged step
+ * (NetStepInfo.rank_step_images_per_s).  Every rank must pass the same
+ * steps, epochs, seed, accumulation, log_every and stop settings, and a
+ * callback that stops the run must stop it on every rank.
  * NET_ERR_ARG for a model loaded for inference, or one already joined;
  * NET_ERR_NO_GPU when NCCL cannot be loaded for a GPU model; NET_ERR_DIST
  * when the ranks do not meet or do not agree (another model, batch or
