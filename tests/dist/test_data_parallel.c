@@ -263,6 +263,12 @@ static void test_batchnorm(void) {
          (long long)o[0].steps, 100 * o[0].accuracy);
 }
 
+/* Ranks 0..n-1 all ended with status and a message holding `has`. */
+static void expect_all(const Outcome *o, int n, int status, const char *has, const char *what) {
+  for (int k = 0; k < n; k++)
+    CHECK(o[k].status == status && strstr(o[k].msg, has), "%s, rank %d: %d %s", what, k, o[k].status, o[k].msg);
+}
+
 static void test_resume(void) {
   char ck[4096], ck2[4096];
   path_of(ck, sizeof ck, "dp.ckpt.safetensors");
@@ -308,9 +314,7 @@ static void test_resume(void) {
   three.stop_after_epoch = 0, three.checkpoint = NULL, three.resume = ck2;
   same_jobs(jobs, 3, &three);
   run(jobs, 3, o, NULL);
-  for (int k = 0; k < 3; k++)
-    CHECK(o[k].status == NET_ERR_ARG && strstr(o[k].msg, "not a whole number of steps"),
-          "resumed inside an epoch on 3 ranks, rank %d: %d %s", k, o[k].status, o[k].msg);
+  expect_all(o, 3, NET_ERR_ARG, "not a whole number of steps", "resumed inside an epoch on 3 ranks");
   printf("  a 2-rank run stopped after epoch 1 goes on on 1 rank from step 17 to 48\n");
 }
 
@@ -325,27 +329,19 @@ static void test_refusals(void) {
   Job jobs[MAXR];
   Outcome o[MAXR];
   double secs;
-  /* other weights */
+  /* other weights; another batch; a rank that dies at step 3 of 40 */
   same_jobs(jobs, 2, &j);
   jobs[1].init_seed = 5;
   run(jobs, 2, o, &secs);
-  for (int k = 0; k < 2; k++)
-    CHECK(o[k].status == NET_ERR_DIST && strstr(o[k].msg, "different weights"), "other weights, rank %d: %d %s", k,
-          o[k].status, o[k].msg);
-  /* another batch */
+  expect_all(o, 2, NET_ERR_DIST, "different weights", "other weights");
   same_jobs(jobs, 2, &j);
   jobs[1].batch = 8;
   run(jobs, 2, o, &secs);
-  for (int k = 0; k < 2; k++)
-    CHECK(o[k].status == NET_ERR_DIST && strstr(o[k].msg, "different things"), "another batch, rank %d: %d %s", k,
-          o[k].status, o[k].msg);
-  /* a rank that dies at step 3 of 40 */
+  expect_all(o, 2, NET_ERR_DIST, "different things", "another batch");
   same_jobs(jobs, 3, &j);
   jobs[2].die_at_step = 3;
   run(jobs, 3, o, &secs);
-  for (int k = 0; k < 2; k++)
-    CHECK(o[k].status == NET_ERR_DIST && strstr(o[k].msg, "rank"), "rank 2 died: rank %d: %d %s", k, o[k].status,
-          o[k].msg);
+  expect_all(o, 2, NET_ERR_DIST, "left", "rank 2 died"); /* rank 0 names rank 2; rank 1 hears it from rank 0 */
   CHECK(o[2].status == -1, "rank 2 should have died: %d %s", o[2].status, o[2].msg);
   CHECK(secs < 15, "rank 2 died: the others took %.1f s to end", secs);
   printf("  refused: other weights, another batch; a rank that died ended the others in %.1f s (%s)\n", secs, o[0].msg);

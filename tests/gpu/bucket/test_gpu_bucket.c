@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "net_exec.h"
 #include "compile.h"
 #include "rt_gpu_bucket.h"
 
@@ -28,17 +29,13 @@ enum { BATCH = 8 };
 
 static char err[1024];
 
-/* The distinct gradients the sgd_updates of the optimizer section read,
- * in node order (net_graph_optimizer_section's list). */
+/* The distinct gradients the optimizer section reads (the API's own list). */
 static int *optimizer_grads(const IrGraph *g, int *n) {
-  int *out = malloc(sizeof(int) * (size_t)(g->nnode + 1));
-  *n = 0;
-  for (int i = g->opt_first; out && i >= 0 && i < g->nnode; i++) {
-    const IrNode *node = &g->node[i];
-    if (node->op != IR_OP_SGD_UPDATE) continue;
-    int v = node->in[1], seen = 0;
-    for (int k = 0; k < *n; k++) seen |= out[k] == v;
-    if (!seen) out[(*n)++] = v;
+  int *out = NULL;
+  char why[256];
+  if (net_graph_optimizer_section(g, &out, n, why, sizeof why)) {
+    fprintf(stderr, "%s\n", why);
+    *n = 0;
   }
   return out;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "net_exec.h"
 #include "gexec.h"
 #include "rt_nccl.h"
 
@@ -58,17 +59,13 @@ static unsigned char nccl_id[RT_NCCL_ID_BYTES];
 static RtNccl *comm; /* made by the first executor that needs it, freed at the end */
 static char table[NROW][200];
 
-/* The distinct gradients the sgd_updates of the optimizer section read
- * (runtime/api/net_graph.c's net_graph_optimizer_section). */
+/* The distinct gradients the optimizer section reads (the API's own list). */
 static int *optimizer_grads(const IrGraph *g, int *n) {
-  int *out = malloc(sizeof(int) * (size_t)(g->nnode + 1));
-  *n = 0;
-  for (int i = g->opt_first; out && i >= 0 && i < g->nnode; i++) {
-    const IrNode *node = &g->node[i];
-    if (node->op != IR_OP_SGD_UPDATE) continue;
-    int v = node->in[1], seen = 0;
-    for (int k = 0; k < *n; k++) seen |= out[k] == v;
-    if (!seen) out[(*n)++] = v;
+  int *out = NULL;
+  char why[256];
+  if (net_graph_optimizer_section(g, &out, n, why, sizeof why)) {
+    fprintf(stderr, "%s\n", why);
+    *n = 0;
   }
   return out;
 }
