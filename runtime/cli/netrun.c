@@ -428,10 +428,13 @@ typedef struct Progress {
   const char *saved;  /* the last checkpoint written (NULL: none) */
   int64_t saved_step; /* its step */
   int world;          /* ranks of a data-parallel run: the images/s shown are all of theirs */
+  int rank;           /* this process's */
 } Progress;
 
+/* Warnings of the run's settings come alike from every rank of a data-parallel run: rank 0 says them. */
 static void on_warning(const char *message, void *user) {
-  (void)user;
+  const Progress *p = user;
+  if (p && p->rank != 0) return;
   fprintf(stderr, "netrun: warning: %s\n", message);
 }
 
@@ -515,7 +518,9 @@ static int on_epoch(const NetEpochInfo *e, void *user) {
             e->images_per_s * p->world, e->data_wait_seconds, (long long)e->unreadable);
   if (p->log) fflush(p->log);
   if (e->unreadable > p->warned) {
-    fprintf(stderr, "netrun: warning: %lld unreadable images skipped so far: %s%s\n", (long long)e->unreadable,
+    char who[32] = ""; /* each rank reads its own share */
+    if (p->world > 1) snprintf(who, sizeof who, "rank %d: ", p->rank);
+    fprintf(stderr, "netrun: %swarning: %lld unreadable images skipped so far: %s%s\n", who, (long long)e->unreadable,
             e->unreadable_first, e->unreadable > 3 ? "; ..." : "");
     p->warned = e->unreadable;
   }
@@ -678,7 +683,7 @@ static int cmd_train(int argc, char **argv) {
     o.log = o.plot = o.export_to = NULL;
     if (!freopen("/dev/null", "w", stdout)) return EXIT_FAIL;
   }
-  Progress p = {NULL, 1, 0, NULL, 0, world};
+  Progress p = {NULL, 1, 0, NULL, 0, world, rank};
   char stop_ckpt[4096];
   interrupted_path(o.model, stop_ckpt, sizeof stop_ckpt);
   /* a resumed run continues its log */

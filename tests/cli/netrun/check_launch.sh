@@ -20,6 +20,10 @@ out=$(timeout 120 "$netrun" train "$m" "${run[@]}" --steps 8 --nproc 2 --checkpo
 rc=$?
 [ $rc = 0 ] && ok || bad "--nproc 2: exit $rc: $(tail -3 <<<"$out")"
 grep -q "batch 16 on each of 2 ranks" <<<"$out" && ok || bad "--nproc 2: no ranks in the first line"
+# the run's warnings are said once, by rank 0 (resnet20's warm-up of 1 epoch over a 1-epoch run)
+out1=$(timeout 120 "$netrun" train "$src/models/resnet20.net" --device cpu --synthetic --batch 8 --epochs 1 \
+  --train-images 64 --test-images 8 --nproc 2 2>&1)
+[ "$(grep -c 'warning: the train section' <<<"$out1")" = 1 ] && ok || bad "--nproc 2: the warning not once: $out1"
 [ "$(grep -c '^netrun: 8 steps' <<<"$out")" = 1 ] && ok || bad "--nproc 2: not one summary line: $out"
 [ "$(grep -c '"step"' "$work/two.jsonl")" = 8 ] && ok || bad "--nproc 2: the log has not 8 steps (one writer)"
 grep -aq '"netc.world":"2"' "$work/two.safetensors" && ok || bad "--nproc 2: the checkpoint does not say world 2"
