@@ -239,9 +239,18 @@ NetStatus net_dist_same_weights(NetModel *m) {
   return verdict(d, ok, "comparing the weights", err);
 }
 
+/* Whether the optimizer section reads v (momentum buffers, the loss scale):
+ * those agree on every rank already, and are the bulk of the state. */
+static int optimizer_reads(const IrGraph *g, int v) {
+  for (int i = g->opt_first; i >= 0 && i < g->nnode; i++)
+    for (int k = 0; k < g->node[i].nin; k++)
+      if (g->node[i].in[k] == v) return 1;
+  return 0;
+}
+
 static NetStatus average_one(NetModel *m, int v, int64_t n, float *buf, void *user) {
   NetDist *d = user;
-  if (!is_float(m->gt->val[v].type.dtype)) return NET_OK;
+  if (!is_float(m->gt->val[v].type.dtype) || optimizer_reads(m->gt, v)) return NET_OK;
   NetStatus s = net_exec_read(m->xt, v, buf, net_err_buf(), NET_ERRMAX);
   if (s) return net_failed(s);
   char err[NET_ERRMAX];

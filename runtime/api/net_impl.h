@@ -109,8 +109,8 @@ NetStatus net_infer_ready(NetModel *m);
 NetStatus net_dist_sum(NetModel *m, double *v, int n);
 /* Every rank holds rank 0's parameters and state (a SHA-256 of the training executor's). */
 NetStatus net_dist_same_weights(NetModel *m);
-/* The training executor's float state (batch-norm running statistics; the optimizer's
- * buffers, which agree anyway) averaged over the ranks. */
+/* The training executor's float state outside the optimizer's (the batch-norm running
+ * statistics) averaged over the ranks. */
 NetStatus net_dist_average_state(NetModel *m);
 /* *any: whether `mine` is set on any rank (a stop asked for on one rank stops all at one step). */
 NetStatus net_dist_any(NetModel *m, int mine, int *any);
