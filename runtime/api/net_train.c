@@ -378,6 +378,8 @@ static double window_mean(const double *w, int64_t n) {
 
 /* --- the run, step by step -------------------------------------------------- */
 
+enum { RANKS_MAX = 512 }; /* ranks whose step rates a logged step gathers (rt_rendezvous_sum's limit) */
+
 /* One call of net_train: what it was asked, its plan (made before the first
  * step) and where it is. */
 typedef struct Run {
@@ -412,6 +414,7 @@ typedef struct Run {
   float scale_first, scale_last; /* the scale before this call's first step, after its last finished one */
   int64_t skipped;               /* this call's steps that skipped their update */
   NetStatus failed;              /* the ranks' agreement on stopping failed (stop_asked) */
+  double rate[RANKS_MAX];        /* every rank's step rate at the last logged step (rank_rates) */
 } Run;
 
 /* One epoch's own numbers. */
@@ -786,11 +789,11 @@ static void record_step(Run *r, Epoch *ep, float loss, double lr) {
 }
 
 /* Every rank's step rate, gathered at a logged step of a data-parallel run
- * (each rank adds its own into its slot of a sum over the ranks); the
- * slowest rank into *slowest.  NULL outside a run or past RANKS_MAX. */
-enum { RANKS_MAX = 512 };
+ * (each rank adds its own into its slot of a sum over the ranks) into
+ * r->rate; the slowest rank into *slowest.  NULL outside a run or past
+ * RANKS_MAX. */
 static const double *rank_rates(Run *r, double mine, int *slowest, NetStatus *s) {
-  static _Thread_local double rate[RANKS_MAX];
+  double *rate = r->rate;
   int W = net_dist_world(r->m);
   *slowest = 0, *s = NET_OK;
   if (W == 1 || W > RANKS_MAX) return NULL;
