@@ -332,6 +332,12 @@ typedef struct NetStepInfo {
   int ranks;
   const double *rank_step_images_per_s;
   int slowest_rank;
+  /* this rank's gradient exchange per step, mean over the steps timed so
+   * far (ms): all of it (on the GPU from the first bucket's all-reduce to
+   * the last's end) and the part the step waited for, not hidden behind
+   * the backward pass; -1 outside a data-parallel run or before any step
+   * was timed */
+  double allreduce_ms, allreduce_exposed_ms;
 } NetStepInfo;
 
 typedef struct NetEpochInfo {

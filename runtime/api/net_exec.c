@@ -224,6 +224,11 @@ void net_exec_step_time(const NetExec *x, double *seconds, int64_t *steps) {
   if (x && x->be->step_time) x->be->step_time(x->self, seconds, steps);
 }
 
+void net_exec_comm_time(const NetExec *x, double *seconds, double *exposed_s, int64_t *steps) {
+  *seconds = 0, *exposed_s = 0, *steps = 0;
+  if (x && x->be->comm_time) x->be->comm_time(x->self, seconds, exposed_s, steps);
+}
+
 /* --- per-step values without waiting --------------------------------------- */
 
 /* Value v's host form (float, or int64 for integer dtypes) fits a slot. */

@@ -114,6 +114,12 @@ void net_exec_watch(NetExec *x, NetGpuWatch *w);
 /* The device's own time in whole steps so far and how many were timed
  * (the GPU's step clock, rt_gpu_step_time); 0 and 0 where not measured. */
 void net_exec_step_time(const NetExec *x, double *seconds, int64_t *steps);
+/* The gradients' exchange of a data-parallel run (net_exec_dist_set) in
+ * the steps timed so far: its seconds (on the GPU from the first bucket's
+ * all-reduce to the last's end, through the step clock), the seconds of
+ * it the step waited for (not hidden behind the backward pass; all of it
+ * on the CPU), and how many steps were timed; 0, 0, 0 where none. */
+void net_exec_comm_time(const NetExec *x, double *seconds, double *exposed_s, int64_t *steps);
 
 /* Per-step values without waiting for the device (on the GPU rt_gpu_mail.h:
  * pinned slots, copies in stream order; on the CPU plain writes and reads):
@@ -199,8 +205,9 @@ typedef struct NetExecBackend {
   NetStatus (*jpeg_start)(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err, size_t len);
   NetStatus (*jpeg_send)(void *self, const RtLoaderItem *items, int n, const int64_t *labels, char *err, size_t len);
   void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed, double rate[3]);
-  void (*watch)(void *self, NetGpuWatch *w);                            /* NULL: nothing known */
-  void (*step_time)(const void *self, double *seconds, int64_t *steps); /* NULL: not measured */
+  void (*watch)(void *self, NetGpuWatch *w);                                               /* NULL: nothing known */
+  void (*step_time)(const void *self, double *seconds, int64_t *steps);                    /* NULL: not measured */
+  void (*comm_time)(const void *self, double *seconds, double *exposed_s, int64_t *steps); /* NULL: none */
   /* net_exec_post/fetch/fetched; NULL: net_exec.c writes and reads at once */
   NetStatus (*post)(void *self, int v, const void *host, char *err, size_t len);
   NetStatus (*fetch)(void *self, int v, int64_t *ticket, char *err, size_t len);

@@ -9,6 +9,7 @@
  * is no device memory to report. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "net_exec.h"
 #include "net_status.h"
@@ -27,6 +28,8 @@ typedef struct Cpu {
   int *grad, ngrad;
   float *flat;
   size_t nflat;
+  double comm_s; /* the exchanges' wall time, over comm_steps steps */
+  int64_t comm_steps;
 } Cpu;
 
 static void cpu_free(void *self);
@@ -103,7 +106,12 @@ static NetStatus average(Cpu *c, char *err, size_t len) {
     memcpy(c->flat + at, rt_cpu_data(c->cpu, c->grad[i]), sizeof(float) * n);
     at += n;
   }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   NetStatus s = c->dist.allreduce(c->dist.user, c->flat, c->nflat, err, len);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  c->comm_s += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  c->comm_steps++;
   at = 0;
   for (int i = 0; !s && i < c->ngrad; i++) {
     int64_t n = rt_cpu_numel(c->cpu, c->grad[i]);
@@ -129,6 +137,12 @@ static NetStatus cpu_run(void *self, char *err, size_t len) {
   if (!c->flat) return rt_cpu_run(c->cpu, err, len) ? NET_ERR_RUN : NET_OK;
   if (rt_cpu_run_nodes(c->cpu, 0, c->g->opt_first, err, len)) return NET_ERR_RUN;
   return optimizer(c, err, len);
+}
+
+/* The exchange is the step's own work: all of it is exposed. */
+static void cpu_comm_time(const void *self, double *seconds, double *exposed_s, int64_t *steps) {
+  const Cpu *c = self;
+  *seconds = *exposed_s = c->comm_s, *steps = c->comm_steps;
 }
 
 /* The sums are made once and reset for every new update (k is given with each run). */
@@ -216,6 +230,7 @@ const NetExecBackend net_exec_cpu = {
     .accum_set = cpu_accum_set,
     .accum_run = cpu_accum_run,
     .dist_set = cpu_dist_set,
+    .comm_time = cpu_comm_time,
     .input_start = cpu_input_start,
     .input_stop = cpu_input_stop,
     .input_buffer = cpu_input_buffer,

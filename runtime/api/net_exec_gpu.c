@@ -252,6 +252,12 @@ static void gpu_step_time(const void *self, double *seconds, int64_t *steps) {
   *seconds = ms / 1000;
 }
 
+static void gpu_comm_time(const void *self, double *seconds, double *exposed_s, int64_t *steps) {
+  double ms = 0, exposed = 0;
+  rt_gpu_comm_time(((const Gpu *)self)->dev, &ms, &exposed, steps);
+  *seconds = ms / 1000, *exposed_s = exposed / 1000;
+}
+
 /* The mail ring, made on the first post or fetch. */
 static NetStatus mail(Gpu *x, char *err, size_t len) {
   return x->mail ? NET_OK : net_status_of_cuda(rt_gpu_mail_new(x->dev, &x->mail, err, len));
@@ -322,5 +328,6 @@ const NetExecBackend net_exec_gpu = {
     .fetch = gpu_fetch,
     .fetched = gpu_fetched,
     .dist_set = gpu_dist_set,
+    .comm_time = gpu_comm_time,
     .count = gpu_count,
 };

@@ -841,6 +841,11 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
                     .ranks = net_dist_world(r->m),
                     .rank_step_images_per_s = rates,
                     .slowest_rank = slowest};
+  double comm_s = 0, comm_exposed_s = 0;
+  int64_t comm_steps = 0;
+  net_exec_comm_time(r->m->xt, &comm_s, &comm_exposed_s, &comm_steps);
+  si.allreduce_ms = si.ranks > 1 && comm_steps > 0 ? 1000 * comm_s / (double)comm_steps : -1;
+  si.allreduce_exposed_ms = si.ranks > 1 && comm_steps > 0 ? 1000 * comm_exposed_s / (double)comm_steps : -1;
   double dec[3] = {0, 0, 0};
   net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
   si.decode_gpu_images_per_s = dec[1], si.decode_host_images_per_s = dec[2];

@@ -479,6 +479,9 @@ static int on_step(const NetStepInfo *s, void *user) {
       for (int k = 0; k < s->ranks; k++) fprintf(p->log, "%s%.1f", k ? ", " : "", s->rank_step_images_per_s[k]);
       fprintf(p->log, "], \"slowest_rank\": %d", s->slowest_rank);
     }
+    if (s->allreduce_ms >= 0)
+      fprintf(p->log, ", \"allreduce_ms\": %.3f, \"allreduce_exposed_ms\": %.3f", s->allreduce_ms,
+              s->allreduce_exposed_ms);
     char w[512];
     fprintf(p->log, "%s}\n", watch_members(&s->gpu, w, sizeof w));
     fflush(p->log); /* a record at a time: a killed run leaves at most a torn last line */
@@ -495,6 +498,7 @@ static int on_step(const NetStepInfo *s, void *user) {
       printf(", step %.0f/s: %s-bound", s->step_images_per_s, s->input_bound ? "input" : "step");
     if (s->rank_step_images_per_s)
       printf("  slowest rank %d: step %.0f/s", s->slowest_rank, s->rank_step_images_per_s[s->slowest_rank]);
+    if (s->allreduce_ms >= 0) printf("  all-reduce %.1f ms (%.1f exposed)", s->allreduce_ms, s->allreduce_exposed_ms);
     if (s->gpu.power_w >= 0) printf("  %.0f W", s->gpu.power_w);
     if (s->gpu.sm_clock_mhz >= 0) printf(" %d MHz", s->gpu.sm_clock_mhz);
     if (s->gpu.temp_c >= 0) printf(" %d C", s->gpu.temp_c);

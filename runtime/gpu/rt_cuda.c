@@ -99,6 +99,11 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(MemcpyDtoDAsync, cuMemcpyDtoDAsync, NULL);
   LOAD(EventQuery, cuEventQuery, NULL);
   LOAD(DeviceGetPCIBusId, cuDeviceGetPCIBusId, NULL);
+  LOAD(EventRecordWithFlags, cuEventRecordWithFlags, NULL);
+  LOAD(GraphGetNodes, cuGraphGetNodes, NULL);
+  LOAD(GraphNodeGetType, cuGraphNodeGetType, NULL);
+  LOAD(GraphEventRecordNodeGetEvent, cuGraphEventRecordNodeGetEvent, NULL);
+  LOAD(GraphExecEventRecordNodeSetEvent, cuGraphExecEventRecordNodeSetEvent, NULL);
   return 1;
 }
 

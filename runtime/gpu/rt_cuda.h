@@ -112,6 +112,13 @@ typedef struct RtCudaApi {
    * device by its PCI bus id */
   CUresult (*EventQuery)(CUevent ev);
   CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
+  /* the all-reduce's clock (rt_gpu_allreduce.c): events captured as
+   * record nodes of the step graph, pointed at another event each replay */
+  CUresult (*EventRecordWithFlags)(CUevent ev, CUstream stream, unsigned int flags);
+  CUresult (*GraphGetNodes)(CUgraph graph, CUgraphNode *nodes, size_t *n);
+  CUresult (*GraphNodeGetType)(CUgraphNode node, CUgraphNodeType *type);
+  CUresult (*GraphEventRecordNodeGetEvent)(CUgraphNode node, CUevent *ev);
+  CUresult (*GraphExecEventRecordNodeSetEvent)(CUgraphExec exec, CUgraphNode node, CUevent ev);
 } RtCudaApi;
 
 /* *slot (a function pointer of slot_size bytes) = the function called

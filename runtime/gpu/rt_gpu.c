@@ -721,7 +721,7 @@ void rt_gpu_free(RtGpu *x) {
     /* teardown errors have nobody to report to */
     rt_cuda_ctx_bind(x->ctx, NULL, 0);
     x->api->StreamSynchronize(x->stream);
-    if (x->exec) x->api->GraphExecDestroy(x->exec);
+    rt_gpu_drop_exec(x);
     rt_gpu_allreduce_free(x);
     for (int e = 0; e < 2; e++)
       for (int k = 0; k < 4; k++)
@@ -1053,6 +1053,7 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
   if (!x->exec) return launch_all(x, err, errlen);
   CUevent *ev = clock_place(x);
   int k = (int)(x->clock_runs % 4);
+  if (ev && (s = rt_gpu_allreduce_clock_place(x, k, err, errlen))) return s;
   if (ev) x->api->EventRecord(x->clock_ev[0][k], x->stream);
   s = RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
   if (ev && !s && x->api->EventRecord(x->clock_ev[1][k], x->stream) == CUDA_SUCCESS) x->clock_runs++;
@@ -1063,16 +1064,15 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
   if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_capture: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s || (s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing the step", err, errlen))) return s;
-  if (x->exec) {
-    x->api->GraphExecDestroy(x->exec);
-    x->exec = NULL;
-  }
+  rt_gpu_drop_exec(x);
   x->recapture = 0;
   if (!x->opts.cuda_graph) return RT_CUDA_OK; /* launch node by node, for comparisons */
   if ((s = RT_CU(x->api, StreamBeginCapture, (x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "capturing the step",
                  err, errlen)))
     return s;
+  x->capturing = 1;
   RtCudaStatus ls = launch_all(x, err, errlen);
+  x->capturing = 0;
   CUgraph graph = NULL;
   /* capture must end even after a failed launch, or the stream stays unusable */
   CUresult r = x->api->StreamEndCapture(x->stream, &graph);
@@ -1085,7 +1085,9 @@ RtCudaStatus rt_gpu_capture(RtGpu *x, char *err, size_t errlen) {
     return s;
   s = RT_CU(x->api, GraphInstantiate, (&x->exec, graph, 0), "instantiating the step graph", err, errlen);
   if (s) x->exec = NULL;
-  x->api->GraphDestroy(graph);
+  x->graph = graph; /* kept beside exec: the all-reduce clock's nodes are its */
+  if (!s) s = rt_gpu_allreduce_clock_find(x, graph, err, errlen);
+  if (s) rt_gpu_drop_exec(x);
   return s;
 }
 

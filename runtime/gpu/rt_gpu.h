@@ -68,6 +68,12 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
 /* The GPU's time in the captured step's replays so far (events around
  * each replay, read a few replays later), and how many are counted. */
 void rt_gpu_step_time(const RtGpu *x, double *ms, int64_t *steps);
+/* The gradients' all-reduce in those replays of the step graph (with
+ * rt_gpu_allreduce_set): *ms the milliseconds from its first bucket's
+ * start to its last bucket's end, *exposed_ms those the stream waited for
+ * it after its own work (the all-reduce not hidden behind the backward
+ * pass), summed over *steps replays; read as the step clock's are. */
+void rt_gpu_comm_time(const RtGpu *x, double *ms, double *exposed_ms, int64_t *steps);
 /* Records the step once as a CUDA graph that rt_gpu_run replays from then
  * on (unless the cuda_graph option is off).  The switches that change what
  * the executor does (CUDA graphs, cuDNN's fusions, the side stream, ...)

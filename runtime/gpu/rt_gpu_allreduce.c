@@ -28,6 +28,17 @@
 
 #include "rt_gpu_impl.h"
 
+/* the all-reduce clock's events in a row of x->comm_clock */
+enum { COMM_START, COMM_END, COMM_READY };
+
+/* Event i of the clock's row 0 on st, as an event record node of the
+ * step graph; nothing outside a capture (the clock runs with the graph). */
+static RtCudaStatus clock_mark(RtGpu *x, int i, CUstream st, char *err, size_t errlen) {
+  if (!x->capturing || !x->comm_clock[0][i]) return RT_CUDA_OK;
+  return RT_CU(x->api, EventRecordWithFlags, (x->comm_clock[0][i], st, CU_EVENT_RECORD_EXTERNAL),
+               "the all-reduce's clock", err, errlen);
+}
+
 /* The all-reduce of bucket b's gradients as one NCCL group on stream st. */
 static RtCudaStatus reduce_bucket(RtGpu *x, int b, CUstream st, char *err, size_t errlen) {
   const RtGpuBucket *k = &x->buckets.bucket[b];
@@ -54,6 +65,7 @@ RtCudaStatus rt_gpu_allreduce_after(RtGpu *x, int node, GpuReduceCursor *c, char
     if (s) break;
     c->open = 1; /* comm_stream depends on the stream: it must be joined back, even after a failure */
     if (side >= 0) s = RT_CU(x->api, StreamWaitEvent, (x->comm_stream, x->done_ev[side], 0), what, err, errlen);
+    if (!s && b == 0) s = clock_mark(x, COMM_START, x->comm_stream, err, errlen);
     if (!s) s = reduce_bucket(x, b, x->comm_stream, err, errlen);
   }
   return s;
@@ -62,7 +74,9 @@ RtCudaStatus rt_gpu_allreduce_after(RtGpu *x, int node, GpuReduceCursor *c, char
 RtCudaStatus rt_gpu_allreduce_join(RtGpu *x, GpuReduceCursor *c, char *err, size_t errlen) {
   if (!c->open) return RT_CUDA_OK;
   const char *what = "joining the gradients' all-reduce";
-  RtCudaStatus s = RT_CU(x->api, EventRecord, (x->comm_ev, x->comm_stream), what, err, errlen);
+  RtCudaStatus s = clock_mark(x, COMM_END, x->comm_stream, err, errlen);
+  if (!s) s = RT_CU(x->api, EventRecord, (x->comm_ev, x->comm_stream), what, err, errlen);
+  if (!s) s = clock_mark(x, COMM_READY, x->stream, err, errlen);
   if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->stream, x->comm_ev, 0), what, err, errlen);
   if (!s) c->open = 0;
   return s;
@@ -90,6 +104,10 @@ static void drop_buckets(RtGpu *x) {
 void rt_gpu_allreduce_free(RtGpu *x) {
   if (x->comm_stream) x->api->StreamSynchronize(x->comm_stream);
   drop_buckets(x);
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < 3; i++)
+      if (x->comm_clock[k][i]) x->api->EventDestroy(x->comm_clock[k][i]);
+  memset(x->comm_clock, 0, sizeof x->comm_clock);
   if (x->comm_ev) x->api->EventDestroy(x->comm_ev);
   if (x->comm_stream) x->api->StreamDestroy(x->comm_stream);
   x->comm_ev = NULL, x->comm_stream = NULL;
@@ -148,6 +166,10 @@ static RtCudaStatus plan(RtGpu *x, const int *grad, int ngrad, size_t bucket_byt
   if (!s && !x->comm_ev) s = RT_CU(x->api, EventCreate, (&x->comm_ev, CU_EVENT_DISABLE_TIMING), what, err, errlen);
   for (int b = 0; !s && b < n; b++)
     s = RT_CU(x->api, EventCreate, (&x->bucket_ev[b], CU_EVENT_DISABLE_TIMING), what, err, errlen);
+  for (int k = 0; !s && k < 4; k++)
+    for (int i = 0; !s && i < 3; i++)
+      if (!x->comm_clock[k][i])
+        s = RT_CU(x->api, EventCreate, (&x->comm_clock[k][i], CU_EVENT_DEFAULT), what, err, errlen);
   return s;
 }
 
@@ -163,8 +185,7 @@ RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngra
   if (s) return s;
   /* what was captured holds the old all-reduce (or none) */
   if (x->exec) {
-    x->api->GraphExecDestroy(x->exec);
-    x->exec = NULL;
+    rt_gpu_drop_exec(x);
     x->recapture = 1;
   }
   /* the accumulator's last micro-step captures again when it next runs (allreduce_gen) */
@@ -181,4 +202,60 @@ RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngra
   }
   x->nccl = c;
   return RT_CUDA_OK;
+}
+
+RtCudaStatus rt_gpu_allreduce_clock_find(RtGpu *x, CUgraph graph, char *err, size_t errlen) {
+  memset(x->comm_node, 0, sizeof x->comm_node);
+  if (!x->nccl || !x->comm_clock[0][0] || !x->buckets.nbucket) return RT_CUDA_OK;
+  const char *what = "finding the all-reduce's clock in the step graph";
+  size_t n = 0;
+  RtCudaStatus s = RT_CU(x->api, GraphGetNodes, (graph, NULL, &n), what, err, errlen);
+  CUgraphNode *node = s ? NULL : malloc(sizeof *node * (n + 1));
+  if (!s && !node) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "%s: out of host memory", what);
+  if (!s) s = RT_CU(x->api, GraphGetNodes, (graph, node, &n), what, err, errlen);
+  for (size_t j = 0; !s && j < n; j++) {
+    CUgraphNodeType type;
+    CUevent ev = NULL;
+    s = RT_CU(x->api, GraphNodeGetType, (node[j], &type), what, err, errlen);
+    if (s || type != CU_GRAPH_NODE_TYPE_EVENT_RECORD) continue;
+    s = RT_CU(x->api, GraphEventRecordNodeGetEvent, (node[j], &ev), what, err, errlen);
+    for (int i = 0; !s && i < 3; i++)
+      if (ev == x->comm_clock[0][i]) x->comm_node[i] = node[j];
+  }
+  free(node);
+  if (!s && (!x->comm_node[COMM_START] || !x->comm_node[COMM_END] || !x->comm_node[COMM_READY]))
+    s = rt_cuda_fail(RT_CUDA_ECALL, err, errlen, "%s: the graph lacks its event record nodes", what);
+  if (s) memset(x->comm_node, 0, sizeof x->comm_node);
+  return s;
+}
+
+RtCudaStatus rt_gpu_allreduce_clock_place(RtGpu *x, int k, char *err, size_t errlen) {
+  if (!x->exec || !x->comm_node[COMM_START]) return RT_CUDA_OK;
+  CUevent *row = x->comm_clock[k];
+  float span = 0, exposed = 0;
+  /* a replay not done yet (or a row never recorded) reads as not ready: not counted */
+  if (x->comm_timed[k] && x->api->EventElapsedTime(&span, row[COMM_START], row[COMM_END]) == CUDA_SUCCESS &&
+      x->api->EventElapsedTime(&exposed, row[COMM_READY], row[COMM_END]) == CUDA_SUCCESS) {
+    x->comm_ms += span, x->comm_exposed_ms += exposed > 0 ? exposed : 0;
+    x->comm_steps++;
+  }
+  x->comm_timed[k] = 0;
+  RtCudaStatus s = RT_CUDA_OK;
+  for (int i = 0; !s && i < 3; i++)
+    s = RT_CU(x->api, GraphExecEventRecordNodeSetEvent, (x->exec, x->comm_node[i], row[i]), "the all-reduce's clock",
+              err, errlen);
+  if (!s) x->comm_timed[k] = 1;
+  return s;
+}
+
+void rt_gpu_comm_time(const RtGpu *x, double *ms, double *exposed_ms, int64_t *steps) {
+  *ms = x ? x->comm_ms : 0, *exposed_ms = x ? x->comm_exposed_ms : 0, *steps = x ? x->comm_steps : 0;
+}
+
+/* here, beside the clock: the graph is kept for its nodes */
+void rt_gpu_drop_exec(RtGpu *x) {
+  if (x->exec) x->api->GraphExecDestroy(x->exec);
+  if (x->graph) x->api->GraphDestroy(x->graph);
+  x->exec = NULL, x->graph = NULL;
+  memset(x->comm_node, 0, sizeof x->comm_node);
 }

@@ -78,6 +78,20 @@ struct RtGpu {
   CUevent *bucket_ev;   /* per bucket */
   CUstream comm_stream; /* made by the first rt_gpu_allreduce_set, kept */
   CUevent comm_ev;
+  /* the all-reduce's clock (rt_gpu_comm_time), one row of events per
+   * place of the step clock: COMM_START on comm_stream before the first
+   * bucket, COMM_END after the last, COMM_READY on the stream where it
+   * starts to wait for them.  The capture records row 0 as event record
+   * nodes (comm_node; graph is exec's, kept for them) and every replay
+   * points them at its place's row; a row is read when its place comes
+   * round again, as the step clock's are (comm_timed: it was recorded) */
+  CUevent comm_clock[4][3];
+  CUgraphNode comm_node[3];
+  CUgraph graph;
+  int capturing;
+  unsigned char comm_timed[4];
+  int64_t comm_steps;
+  double comm_ms, comm_exposed_ms;
   int recapture;           /* rt_gpu_allreduce_set dropped the step graph: rt_gpu_run captures again */
   unsigned allreduce_gen;  /* rt_gpu_allreduce_set calls so far: an accumulator captured before recaptures */
   CUgraphExec *accum_last; /* the last micro-step graph of the latest accumulator made, or NULL */
@@ -101,6 +115,14 @@ RtCudaStatus rt_gpu_allreduce_all(RtGpu *x, char *err, size_t errlen);
 /* Frees the buckets, their events and the comm stream (teardown; the
  * executor's context is current). */
 void rt_gpu_allreduce_free(RtGpu *x);
+/* The all-reduce's clock (x->comm_clock): the places of comm_clock's row
+ * 0 found among the event record nodes of graph, the step graph just
+ * captured; before replay k, place k's row read into the sums (when it
+ * was recorded and its replay is done) and the nodes pointed at it. */
+RtCudaStatus rt_gpu_allreduce_clock_find(RtGpu *x, CUgraph graph, char *err, size_t errlen);
+RtCudaStatus rt_gpu_allreduce_clock_place(RtGpu *x, int k, char *err, size_t errlen);
+/* Drops the step graph (exec and the graph it came from). */
+void rt_gpu_drop_exec(RtGpu *x);
 
 /* The usable multi-tensor run whose head is node (launched there), else NULL. */
 const CgMultiRun *rt_gpu_run_at(const RtGpu *x, int node);

@@ -54,11 +54,13 @@ typedef struct Outcome {
   int status;
   double accuracy;
   int64_t steps;
+  double allreduce_ms, exposed_ms; /* the last progress report's (NetStepInfo) */
   char msg[512];
 } Outcome;
 
 static volatile int stop_flag;
 static const Job *cur;
+static double seen_allreduce_ms = -2, seen_exposed_ms = -2;
 
 static int on_epoch(const NetEpochInfo *e, void *user) {
   (void)user;
@@ -70,6 +72,7 @@ static int on_step(const NetStepInfo *s, void *user) {
   (void)user;
   if (cur->die_at_step && s->step == cur->die_at_step) _exit(9);
   if (cur->stop_at_step && s->step == cur->stop_at_step) stop_flag = 1;
+  seen_allreduce_ms = s->allreduce_ms, seen_exposed_ms = s->allreduce_exposed_ms;
   return 0;
 }
 
@@ -108,6 +111,7 @@ static void run_rank(const Job *j, int rank, int world, int port, Outcome *o) {
     if (ws) s = ws;
   }
   o->status = s, o->accuracy = r.test_accuracy, o->steps = r.steps;
+  o->allreduce_ms = seen_allreduce_ms, o->exposed_ms = seen_exposed_ms;
   snprintf(o->msg, sizeof o->msg, "%s", s ? net_last_error() : "");
   net_free(m);
 }
@@ -212,10 +216,16 @@ static void test_equal(int accum) {
   same_jobs(jobs, 2, &j);
   run(jobs, 2, o, NULL);
   CHECK(o[0].status == 0 && o[1].status == 0, "accum %d: 2 ranks: %s / %s", accum, o[0].msg, o[1].msg);
+  /* the exchange's time: measured on every rank, and on the CPU all of it exposed */
+  for (int k = 0; k < 2; k++)
+    CHECK(o[k].allreduce_ms > 0 && o[k].exposed_ms == o[k].allreduce_ms,
+          "accum %d: rank %d's all-reduce %g ms (%g exposed)", accum, k, o[k].allreduce_ms, o[k].exposed_ms);
   Job one = j;
   one.batch = 32, one.weights_out = w1;
   run(&one, 0, o, NULL);
   CHECK(o[0].status == 0 && o[0].steps == 6, "accum %d: 1 process: %s", accum, o[0].msg);
+  CHECK(o[0].allreduce_ms == -1 && o[0].exposed_ms == -1, "accum %d: 1 process reports an all-reduce (%g ms)", accum,
+        o[0].allreduce_ms);
   snprintf(r0, sizeof r0, w2, 0), snprintf(r1, sizeof r1, w2, 1);
   int same = 0;
   double d = weights_diff(r0, r1, &same);

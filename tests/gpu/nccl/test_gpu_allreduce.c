@@ -15,7 +15,8 @@
  * size (one bucket); accumulation k = 2, the all-reduce set before the
  * accumulator and after it (its last micro-step captured again).  Also:
  * rt_gpu_nccl_join's and rt_gpu_allreduce_set's refusals, and turning the
- * all-reduce off.  The communicator is made once through rt_gpu_nccl_join
+ * all-reduce off; the all-reduce's clock (rt_gpu_comm_time) over more
+ * replays.  The communicator is made once through rt_gpu_nccl_join
  * (unique id, rank 0 of 1) and shared by the rows.
  *
  * Exits 77 without a GPU, or without NCCL (the reason printed).
@@ -113,6 +114,31 @@ static void refusals(RtGpu *x, const int *grad, int n) {
 /* STEPS steps (or updates) of row's graph from init in a new executor,
  * with the all-reduce when reduce; every compared value into out[v] and
  * the buckets into *nbucket.  0, or -1 after a failed CHECK. */
+/* The all-reduce's clock (rt_gpu_comm_time) after more replays of the
+ * step: with the all-reduce in a captured step, replays timed (a row is
+ * read when its place of the step clock comes round again), each one's
+ * span positive and its exposed part no longer; nothing otherwise. */
+static void clock_check(RtGpu *x, const Row *row, int reduce) {
+  char err[4096] = "";
+  int ok = 1;
+  for (int k = 0; ok && k < 8; k++) ok = !rt_gpu_run(x, err, sizeof err);
+  if (ok) ok = !rt_gpu_sync(x, err, sizeof err);
+  CHECK(ok, "%s: the clock's replays: %s", row->model, err);
+  double ms = 0, exposed = 0;
+  int64_t timed = 0;
+  rt_gpu_comm_time(x, &ms, &exposed, &timed);
+  if (reduce && row->graph) {
+    CHECK(ok && timed >= 4 && ms > 0 && exposed >= 0 && exposed <= ms + 1e-3,
+          "%s: the all-reduce's clock: %.4f ms, %.4f exposed over %lld replays", row->model, ms, exposed,
+          (long long)timed);
+    printf("  %s: all-reduce %.4f ms a step, %.4f of it exposed (%lld replays timed)\n", row->model,
+           timed ? ms / (double)timed : 0, timed ? exposed / (double)timed : 0, (long long)timed);
+  } else {
+    CHECK(timed == 0 && ms == 0 && exposed == 0, "%s: an all-reduce clock without one (%lld replays, %.4f ms)",
+          row->model, (long long)timed, ms);
+  }
+}
+
 static int steps(const IrGraph *g, const Row *row, void **init, int reduce, float **out, int *nbucket) {
   char err[4096] = "";
   RtGpu *x = NULL;
@@ -166,6 +192,7 @@ static int steps(const IrGraph *g, const Row *row, void **init, int reduce, floa
     ok = out[v] && !rt_gpu_read(x, v, out[v], err, sizeof err);
     CHECK(ok, "%s: reading %%%d: %s", row->model, v, err);
   }
+  if (ok && row->accum == 1) clock_check(x, row, reduce);
   *nbucket = rt_gpu_allreduce_buckets(x);
   if (row->min_buckets < 0 && reduce) CHECK(*nbucket == n, "%s: %d buckets for %d gradients", row->model, *nbucket, n);
   rt_gpu_accum_free(acc);
