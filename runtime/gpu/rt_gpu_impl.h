@@ -117,10 +117,11 @@ RtCudaStatus rt_gpu_allreduce_all(RtGpu *x, char *err, size_t errlen);
 void rt_gpu_allreduce_free(RtGpu *x);
 /* The all-reduce's clock (x->comm_clock): the places of comm_clock's row
  * 0 found among the event record nodes of graph, the step graph just
- * captured; before replay k, place k's row read into the sums (when it
- * was recorded and its replay is done) and the nodes pointed at it. */
+ * captured (not found: the clock stays off, never an error); before
+ * replay k, place k's row read into the sums (when it was recorded and its
+ * replay is done) and the nodes pointed at it. */
 RtCudaStatus rt_gpu_allreduce_clock_find(RtGpu *x, CUgraph graph, char *err, size_t errlen);
-RtCudaStatus rt_gpu_allreduce_clock_place(RtGpu *x, int k, char *err, size_t errlen);
+void rt_gpu_allreduce_clock_place(RtGpu *x, int k);
 /* Drops the step graph (exec and the graph it came from). */
 void rt_gpu_drop_exec(RtGpu *x);
 
