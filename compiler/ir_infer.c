@@ -300,9 +300,14 @@ static int infer_conv2d_bwd_data(Ctx *c, IrType *out) {
   int64_t groups = ir_attr_int(c->n, "groups", 1);
   int64_t Cg = w->dim[w->layout == IR_LAYOUT_KRSC ? 3 : 1];
   if (with_hw(c, dy, Cg * groups, out)) return -1;
-  out->dtype = dy->dtype;
+  /* FP8: an E5M2 gradient and E4M3 weights, the products dequantized to f32 */
+  int f8 = dy->dtype == IR_DT_F8E5M2;
+  if (f8 != (w->dtype == IR_DT_F8E4M3))
+    return fail(c, "conv2d_bwd_data of a %s gradient and %s weights (FP8 takes an f8e5m2 gradient and f8e4m3 weights)",
+                ir_dtype_name(dy->dtype), ir_dtype_name(w->dtype));
+  out->dtype = f8 ? IR_DT_F32 : dy->dtype;
   IrType wt = *w;
-  wt.dtype = dy->dtype;
+  wt.dtype = out->dtype;
   return check_forward(c, IR_OP_CONV2D, out, &wt, dy);
 }
 
@@ -317,8 +322,17 @@ static int infer_conv2d_bwd_weight(Ctx *c, IrType *out) {
   int64_t K = dy->dim[act_c(dy)], Cg = x->dim[act_c(x)] / groups;
   int nhwc = x->layout == IR_LAYOUT_NHWC;
   int64_t d[4] = {K, nhwc ? k[0] : Cg, nhwc ? k[1] : k[0], nhwc ? Cg : k[1]};
-  *out = ir_type(x->dtype, nhwc ? IR_LAYOUT_KRSC : IR_LAYOUT_KCRS, 4, d);
-  return check_forward(c, IR_OP_CONV2D, x, out, dy) || optional_inputs(c, 2, 1);
+  /* FP8: an E5M2 gradient and E4M3 activations, the products dequantized to f32 */
+  int f8 = dy->dtype == IR_DT_F8E5M2;
+  if (f8 != (x->dtype == IR_DT_F8E4M3))
+    return fail(c,
+                "conv2d_bwd_weight of a %s gradient and %s activations (FP8 takes an f8e5m2 gradient and f8e4m3 "
+                "activations)",
+                ir_dtype_name(dy->dtype), ir_dtype_name(x->dtype));
+  *out = ir_type(f8 ? IR_DT_F32 : x->dtype, nhwc ? IR_LAYOUT_KRSC : IR_LAYOUT_KCRS, 4, d);
+  IrType wt = *out;
+  wt.dtype = x->dtype;
+  return check_forward(c, IR_OP_CONV2D, x, &wt, dy) || optional_inputs(c, 2, 1);
 }
 
 static int infer_channel_sum(Ctx *c, IrType *out) {

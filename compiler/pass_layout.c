@@ -144,7 +144,9 @@ static int64_t padded(Lay *l, int n, int64_t C) {
   const IrNode *node = &l->g->node[n];
   if (ir_attr_int(node, "groups", 1) != 1) return C;
   IrDtype dt = l->precision_on ? pass_precision_policy(l->g, n, l->cx) : IR_DT_F32;
-  int64_t granule = dt == IR_DT_I8 || dt == IR_DT_F8E4M3 ? 16 : dt == IR_DT_F16 || dt == IR_DT_BF16 ? 8 : 4;
+  int64_t granule = dt == IR_DT_I8 || dt == IR_DT_F8E4M3 || dt == IR_DT_F8E5M2 ? 16
+                    : dt == IR_DT_F16 || dt == IR_DT_BF16                      ? 8
+                                                                               : 4;
   return (C + granule - 1) / granule * granule;
 }
 

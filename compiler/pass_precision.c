@@ -146,14 +146,15 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   int asked_i8 = int8_listed(cx->int8_layers, node->name) || (p && p->i[0] == IR_DT_I8);
   if (asked_i8 && fwd) return IR_DT_I8;
   int asked_f8 = int8_listed(cx->fp8_layers, node->name) || (p && p->i[0] == IR_DT_F8E4M3);
-  if (asked_f8 && fwd) return IR_DT_F8E4M3; /* FP8: the forward op; its backward ops compute in D */
+  if (asked_f8 && fwd) return IR_DT_F8E4M3;               /* FP8: the forward op E4M3 x E4M3 */
+  if (asked_f8 && is_conv(node->op)) return IR_DT_F8E5M2; /* its backward: the gradient E5M2, the rest E4M3 */
   if (p && p->i[0] != IR_DT_I8 && p->i[0] != IR_DT_F8E4M3) return (IrDtype)p->i[0];
   int x = node->op == IR_OP_CONV2D_BWD_WEIGHT ? node->in[1] : node->in[0];
   if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
       node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU && from_input(g, x))
     return IR_DT_F32;
   if (fwd && is_conv(node->op) && !p && int8_all(cx->int8_layers)) return IR_DT_I8;
-  if (fwd && is_conv(node->op) && !p && int8_all(cx->fp8_layers)) return IR_DT_F8E4M3;
+  if (is_conv(node->op) && !p && int8_all(cx->fp8_layers)) return fwd ? IR_DT_F8E4M3 : IR_DT_F8E5M2;
   return def;
 }
 
@@ -294,9 +295,21 @@ static IrDtype stored_y_dtype(Pr *p, int z) {
   return dtype_of(p, z);
 }
 
+/* Input i of a backward convolution in FP8 (compute f8e5m2): the gradient
+ * E5M2, the weights (data gradient) or activations (weight gradient) E4M3
+ * -- the forward's own casts, kept --, z and an addend in f32, the
+ * products' dtype; the rest (a mask, the vectors) as they are. */
+static int fp8_bwd_wanted(const IrGraph *g, const IrNode *node, int i) {
+  if (i == 0) return IR_DT_F8E5M2;
+  if (i == 1) return IR_DT_F8E4M3;
+  if ((node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU && i == 3) || i == ir_conv_residual(g, node)) return IR_DT_F32;
+  return -1;
+}
+
 /* The dtype input i of node n must arrive in, or -1 for as it is. */
 static int wanted(Pr *p, int n, int i, IrDtype compute) {
   const IrNode *node = &p->g->node[n];
+  if (compute == IR_DT_F8E5M2) return fp8_bwd_wanted(p->g, node, i);
   const IrAttr *pa = ir_attr_find(node, "precision");
   int asked = pa && is_float((IrDtype)pa->i[0]) ? (int)pa->i[0] : -1;
   switch (node->op) {

@@ -177,6 +177,13 @@ ir=$("$netc" "$work/f8layer.net" --no-loc --print-after=precision 2>&1)
 if grep -qE "cast\(@conv3.weight\) \{to=f8e4m3\}" <<<"$ir" && ! grep -q "conv2.weight) {to=f8e4m3}" <<<"$ir"; then ok; else
   bad "precision=f8 on conv3 alone: no f8e4m3 cast of its weight, or one of conv2's"
 fi
+# and its backward in FP8 (an f8e5m2 gradient, the forward's f8e4m3 casts, f32 results), conv2's not
+if grep -qE "conv2d_bwd_data[a-z_]*\(%[0-9]+, %[0-9]+.*precision=f8e5m2\} : f32.*# conv3.dgrad" <<<"$ir" &&
+  grep -qE "conv2d_bwd_weight\(.*precision=f8e5m2\} : f32.*# conv3.wgrad" <<<"$ir" &&
+  grep -qE "cast\(.*\) \{to=f8e5m2\}" <<<"$ir" && ! grep -qE "precision=f8e5m2.*# conv2\." <<<"$ir"; then ok; else
+  grep -E "dgrad|wgrad" <<<"$ir"
+  bad "precision=f8 on conv3 alone: its data and weight gradients not in FP8 (f8e5m2 gradient, f32 result), or conv2's too"
+fi
 expect 2 "--precision must be fp32, fp16, bf16 or fp8, not 'fp4'" "$netc" "$m" --precision fp4
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

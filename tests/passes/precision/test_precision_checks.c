@@ -139,7 +139,10 @@ done:
 /* --int8=all (the policy): every forward convolution but conv1 reads i8
  * input and weight, conv1 stays f32, the backward ops and fc stay in f16
  * (fc in i8 only when listed too: "all,fc").  With list NULL, --precision
- * fp8: the same with f8e4m3 for i8. */
+ * fp8: the same with f8e4m3 for i8, and the backward convolutions but
+ * conv1's in FP8 too: an f8e5m2 gradient, f8e4m3 weights (data gradients)
+ * or activations (weight gradients), each the forward's own cast, an f32
+ * result. */
 static void check_int8_all(const char *path, unsigned off, int inference, const char *list) {
   Arena a;
   arena_init(&a);
@@ -154,11 +157,11 @@ static void check_int8_all(const char *path, unsigned off, int inference, const 
   if (!list) list = "";
   CHECK(g != NULL, "%s compiles", what);
   if (!g) goto done;
-  int fc_i8 = strstr(list, "fc") != NULL, i8 = 0, fwd = 0, stem = 0, fc = 0;
+  int fc_i8 = strstr(list, "fc") != NULL, i8 = 0, fwd = 0, stem = 0, fc = 0, bwd = 0, f8 = 0;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
     int forward = node->op == IR_OP_CONV2D || node->op == IR_OP_CONV2D_BN_TRAIN || node->op == IR_OP_CONV2D_BN;
-    if (!is_conv(node->op) && node->op != IR_OP_LINEAR) continue;
+    if (!is_conv(node->op) && node->op != IR_OP_LINEAR && node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU) continue;
     IrDtype x = dt_of(g, node->in[0]), w = dt_of(g, node->in[1]);
     const char *name = node->name ? node->name : "";
     if (node->op == IR_OP_LINEAR) {
@@ -170,10 +173,24 @@ static void check_int8_all(const char *path, unsigned off, int inference, const 
       fwd++;
       i8 += x == low && w == low;
       CHECK(x == low && w == low, "%s: %s reads %s/%s", what, name, ir_dtype_name(x), ir_dtype_name(w));
-    } else {
+    } else if (low == IR_DT_I8 || strncmp(name, "conv1.", 6) == 0) {
       CHECK(x != low && w != low, "%s: backward op %s reads %s", what, name, ir_dtype_name(low));
+    } else {
+      /* the other operand is a forward op's cast (a block input's shared by conv1 and the shortcut) */
+      int other = node->in[1], def = g->val[other].def, shared = 0;
+      for (int m = 0; m < g->nnode && def >= 0; m++)
+        if (m != n && (g->node[m].op == IR_OP_CONV2D || g->node[m].op == IR_OP_CONV2D_BN_TRAIN ||
+                       g->node[m].op == IR_OP_CONV2D_BN_STATS))
+          for (int i = 0; i < 2; i++) shared += g->node[m].in[i] == other;
+      int ok = x == IR_DT_F8E5M2 && w == IR_DT_F8E4M3 && dt_of(g, node->out[0]) == IR_DT_F32 && shared >= 1;
+      bwd++, f8 += ok;
+      CHECK(ok, "%s: backward op %s reads %s/%s into %s (the other operand read by %d forward ops)", what, name,
+            ir_dtype_name(x), ir_dtype_name(w), ir_dtype_name(dt_of(g, node->out[0])), shared);
     }
   }
+  if (low == IR_DT_F8E4M3 && !inference)
+    CHECK(bwd == 104 && f8 == 104, "%s: %d of %d backward convolutions but conv1's in FP8 (104 expected)", what, f8,
+          bwd);
   CHECK(fwd == 52 && i8 == 52, "%s: %d of %d forward convolutions but conv1 in %s (52 expected)", what, i8, fwd,
         ir_dtype_name(low));
   CHECK(stem == 1, "%s: conv1 in f32", what);
