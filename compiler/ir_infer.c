@@ -711,6 +711,7 @@ static int infer_relayout(Ctx *c, IrType *out) {
 }
 
 static int infer_cast(Ctx *c, IrType *out) {
+  char b1[96];
   const IrAttr *a = ir_attr_find(c->n, "to");
   if (!a || a->kind != IR_ATTR_DTYPE) return fail(c, "cast needs to=DTYPE");
   IrDtype to = (IrDtype)a->i[0], from = in_type(c, 0)->dtype;
@@ -729,6 +730,13 @@ static int infer_cast(Ctx *c, IrType *out) {
   if (axis && (axis->kind != IR_ATTR_INT || axis->i[0] != 0 || in_type(c, 0)->rank < 1))
     return fail(c, "cast axis must be 0 (the output channels)");
   if (scale && axis) return fail(c, "cast takes scale or axis, not both");
+  /* To f8 with delayed scaling: input 1 is the amax history, f32[H] state the cast reads and updates (docs/ir.md) */
+  if (c->n->nin == 2) {
+    const IrType *h = in_type(c, 1);
+    if (!f8 || scale) return fail(c, "an amax history (input 1) is for a cast to f8 without scale=");
+    if (h->dtype != IR_DT_F32 || h->rank != 1 || h->dim[0] < 1 || h->dim[0] > 1024)
+      return fail(c, "cast amax history %s must be f32[H], H in 1..1024", ir_type_str(h, b1, sizeof b1));
+  }
   *out = *in_type(c, 0);
   out->dtype = to;
   return 0;

@@ -51,7 +51,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_SUM_RELU_BWD] = {"sum_relu_bwd", 3, 3, 1, ""},
     /* layout and precision */
     [IR_OP_RELAYOUT] = {"relayout", 1, 1, 1, "layout c"},
-    [IR_OP_CAST] = {"cast", 1, 1, 1, "to"},
+    [IR_OP_CAST] = {"cast", 1, 2, 1, "to"},
     /* dynamic loss scaling; at most 15 tensors a check, so that a generated
      * kernel takes each as a parameter (CG_K_MAX_ARGS, with the flag) */
     [IR_OP_NONFINITE_CHECK] = {"nonfinite_check", 1, 15, 1, "", IR_SEC_OPTIMIZER},

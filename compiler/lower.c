@@ -1070,6 +1070,7 @@ static const TrainKey TRAIN_KEYS[] = {
     {"loss_scale", A_FLOAT, 1, 1, 1 << 24},
     {"precision", A_DTYPE, 0, 0, 0},
     {"seed", A_INT, 0, 0, 1e15},
+    {"fp8_scaling", A_INT, 1, 0, 0},
 };
 
 static const TrainChoice TRAIN_CHOICES[] = {
@@ -1086,6 +1087,8 @@ static const TrainChoice TRAIN_CHOICES[] = {
     {"schedule", "cosine", {{"warmup_epochs", A_INT, 0, DINT(0)}}},
     {"loss_scale", "dynamic", {{"init", A_FLOAT, 0, DFLOAT(65536)}, {"growth_interval", A_INT, 0, DINT(2000)}}},
     {"loss_scale", "static", {{"scale", A_FLOAT, 1, {0}}}},
+    {"fp8_scaling", "delayed", {{"history", A_INT, 0, DINT(16)}}},
+    {"fp8_scaling", "current", {{0}}},
 };
 
 static void train_set(Lower *L, IrAttr a) { ir_train_set(L->g, &a); }
@@ -1114,7 +1117,9 @@ __attribute__((noinline)) static void lower_train_choice(Lower *L, Frame *f, con
       return;
     }
     error(L, e->loc, "'%s' takes a call such as %s(...)", tk->key,
-          strcmp(tk->key, "optimizer") == 0 ? "sgd" : "cosine");
+          strcmp(tk->key, "optimizer") == 0     ? "sgd"
+          : strcmp(tk->key, "fp8_scaling") == 0 ? "delayed"
+                                                : "cosine");
     return;
   }
   const TrainChoice *ch = NULL;
@@ -1139,6 +1144,10 @@ __attribute__((noinline)) static void lower_train_choice(Lower *L, Frame *f, con
     int neg = (sp->kind == A_INT && v.i < 0) || (sp->kind == A_FLOAT && !(v.f >= 0));
     if (neg) {
       error(L, args.loc[i], "%s must not be negative", sp->key);
+      continue;
+    }
+    if (strcmp(tk->key, "fp8_scaling") == 0 && (v.i < 1 || v.i > 1024)) {
+      error(L, args.loc[i], "fp8_scaling history must be 1..1024 steps, not %lld", (long long)v.i);
       continue;
     }
     /* Keys are prefixed by the section key unless they name the choice's own setting. */

@@ -158,6 +158,16 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   return def;
 }
 
+/* The amax history a training graph's casts to f8 keep (delayed scaling,
+ * the train section's fp8_scaling: delayed(history = 16) when absent); 0
+ * for current scaling (fp8_scaling = current()) and in inference graphs,
+ * whose casts scale by the tensor at hand. */
+static int64_t fp8_history(const IrGraph *g, const PassCtx *cx) {
+  const IrAttr *k = ir_train_find(g, "fp8_scaling"), *h = ir_train_find(g, "fp8_scaling_history");
+  if (cx->inference || (k && k->kind == IR_ATTR_STR && strcmp(k->s, "current") == 0)) return 0;
+  return h && h->kind == IR_ATTR_INT && h->i[0] > 0 ? h->i[0] : 16;
+}
+
 /* --- the rewrite ---------------------------------------------------------- */
 
 typedef struct Pr {
@@ -166,11 +176,12 @@ typedef struct Pr {
   const PassCtx *cx;
   Diag *d;
   IrDtype def;
-  int *base;          /* value of g -> its copy in out (dtype as computed there) */
-  int *ver;           /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
-  int dynamic;        /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
-  int steps;          /* STATE @loss_scale_good_steps in out, or -1 */
-  const IrNode *user; /* the node whose inputs copy_node is casting, or NULL */
+  int *base;           /* value of g -> its copy in out (dtype as computed there) */
+  int *ver;            /* value of g * IR_DT_COUNT + dtype -> the copy cast to that dtype, or -1 */
+  int dynamic;         /* the INPUT loss_scale of g, replaced by STATE @loss_scale; -1 when not dynamic */
+  int steps;           /* STATE @loss_scale_good_steps in out, or -1 */
+  const IrNode *user;  /* the node whose inputs copy_node is casting, or NULL */
+  int64_t fp8_history; /* a training graph's casts to f8 keep an amax history of this many steps (0: none) */
 } Pr;
 
 static int oom(Pr *p) {
@@ -232,8 +243,17 @@ static int in_dtype(Pr *p, int v, int to, SrcLoc loc) {
     else if (scale > 0)
       a[na++] = (IrAttr){.key = "scale", .kind = IR_ATTR_FLOAT, .n = 1, .f = scale};
   }
-  int src = p->base[v];
-  int id = emit(p, IR_OP_CAST, cast_name(p, v, (IrDtype)to), loc, &src, 1, a, na, 1);
+  int src[2] = {p->base[v], -1}, nsrc = 1;
+  const char *name = cast_name(p, v, (IrDtype)to);
+  if ((to == IR_DT_F8E4M3 || to == IR_DT_F8E5M2) && p->fp8_history > 0) { /* delayed scaling */
+    const char *hname = name ? arena_printf(p->out->arena, "%s.amax_history", name)
+                             : arena_printf(p->out->arena, "fp8_%d.amax_history", p->out->nval);
+    int64_t h = p->fp8_history;
+    if (!hname ||
+        (src[nsrc++] = ir_value_add(p->out, IR_VAL_STATE, ir_type(IR_DT_F32, IR_LAYOUT_ROW, 1, &h), hname)) < 0)
+      return oom(p);
+  }
+  int id = emit(p, IR_OP_CAST, name, loc, src, nsrc, a, na, 1);
   if (id < 0) return -1;
   return *slot = p->out->node[id].out[0];
 }
@@ -619,7 +639,13 @@ static int copy_dynamic(Pr *p) {
 }
 
 IrGraph *pass_precision(IrGraph *g, PassCtx *cx) {
-  Pr p = {.g = g, .cx = cx, .d = cx->d, .def = default_dtype(g, cx), .dynamic = -1, .steps = -1};
+  Pr p = {.g = g,
+          .cx = cx,
+          .d = cx->d,
+          .def = default_dtype(g, cx),
+          .dynamic = -1,
+          .steps = -1,
+          .fp8_history = fp8_history(g, cx)};
   if (p.def != IR_DT_F32 && p.def != IR_DT_F16 && p.def != IR_DT_BF16) {
     diag_error(cx->d, (SrcLoc){0}, "precision: the default precision must be f32, f16 or bf16, not %s",
                ir_dtype_name(p.def));

@@ -38,19 +38,28 @@ int rt_cpu_relayout(RtCpu *x, const IrNode *n) {
   return 0;
 }
 
-/* To f8: scale=S, else the largest finite |x| over the format's largest
- * value (1 for none), then x / scale rounded (rt_ref_round_f8).  NaN and
- * infinities pass as they are, so that a check after the cast (dynamic
- * loss scaling's) still sees them. */
-static int cast_f8(const IrNode *n, int64_t count, const float *src, float *dst, IrDtype to) {
+/* To f8: scale=S; with an amax history (input 1, delayed scaling) the
+ * scale rt_ref_f8_delayed_scale gives, the tensor's own largest finite |x|
+ * then pushed into the history (rt_ref_amax_push, in place); else that
+ * largest |x| over the format's largest value (1 for none).  Then x /
+ * scale rounded (rt_ref_round_f8), saturating.  NaN and infinities pass as
+ * they are, so that a check after the cast (dynamic loss scaling's) still
+ * sees them, and stay out of the amax. */
+static int cast_f8(RtCpu *x, const IrNode *n, int64_t count, const float *src, float *dst, IrDtype to) {
   RtRefF8 fmt = to == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2;
   const IrAttr *fixed = ir_attr_find(n, "scale");
+  float *hist = n->nin > 1 ? rt_cpu_op_in(x, n, 1) : NULL;
+  int64_t H = hist ? rt_cpu_op_in_numel(x, n, 1) : 0;
   float amax = 0;
   for (int64_t i = 0; i < count && !fixed; i++)
     if (isfinite(src[i])) amax = fmaxf(amax, fabsf(src[i]));
-  float scale = fixed ? (float)fixed->f : amax > 0 ? amax / rt_ref_f8_max(fmt) : 1.0f;
+  float scale = fixed      ? (float)fixed->f
+                : hist     ? rt_ref_f8_delayed_scale(hist, H, amax, fmt)
+                : amax > 0 ? amax / rt_ref_f8_max(fmt)
+                           : 1.0f;
   for (int64_t i = 0; i < count; i++)
     dst[i] = isfinite(src[i]) ? scale * rt_ref_f8_to_f32(rt_ref_f32_to_f8(src[i] / scale, fmt), fmt) : src[i];
+  if (hist) rt_ref_amax_push(hist, H, amax);
   return 0;
 }
 
@@ -60,7 +69,7 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
   float *dst = rt_cpu_op_out(x, n, 0);
   IrDtype to = rt_cpu_op_out_type(x, n, 0)->dtype;
   if (to == IR_DT_F16 || to == IR_DT_BF16) return rt_cpu_op_round(x, n, to, count, src, dst);
-  if (to == IR_DT_F8E4M3 || to == IR_DT_F8E5M2) return cast_f8(n, count, src, dst, to);
+  if (to == IR_DT_F8E4M3 || to == IR_DT_F8E5M2) return cast_f8(x, n, count, src, dst, to);
   if (to != IR_DT_I8) {
     memmove(dst, src, (size_t)count * sizeof(float));
     return 0;

@@ -25,9 +25,10 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* Training state that PyTorch keeps outside the state_dict: optimizer
- * momentum and the dynamic loss scaler (netc keeps both as graph state). */
+ * momentum, the dynamic loss scaler and FP8's amax histories (netc keeps
+ * them as graph state). */
 static int is_optimizer_state(const char *name) {
-  return ends_with(name, MOMENTUM_BUFFER) || strcmp(name, "loss_scale") == 0 ||
+  return ends_with(name, MOMENTUM_BUFFER) || ends_with(name, ".amax_history") || strcmp(name, "loss_scale") == 0 ||
          strcmp(name, "loss_scale_good_steps") == 0;
 }
 

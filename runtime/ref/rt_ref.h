@@ -262,6 +262,15 @@ float rt_ref_f8_to_f32(uint8_t b, RtRefF8 fmt);
 float rt_ref_f8_max(RtRefF8 fmt); /* 448 or 57344 */
 /* y = scale * float(f8(x / scale)): scaled FP8 simulation; scale > 0; y may alias x. */
 int rt_ref_round_f8(int64_t n, const float *x, float scale, RtRefF8 fmt, float *y);
+/* Delayed scaling (a cast to FP8 that keeps an amax history h[0..H), h[0]
+ * the latest step's): the scale is the history's largest amax over fmt's
+ * largest value, so that what the recent steps saw fits; amax, the tensor
+ * at hand's largest finite magnitude, stands in while the history holds
+ * none (every entry 0: the first step); 1 when that is 0 too.  Values
+ * beyond the scale's range then saturate. */
+float rt_ref_f8_delayed_scale(const float *h, int64_t H, float amax, RtRefF8 fmt);
+/* The history one step older: h[1..H) = the old h[0..H-1), h[0] = amax. */
+void rt_ref_amax_push(float *h, int64_t H, float amax);
 /* q = clamp(round_half_even(x / scale), -128, 127); scale > 0.  NaN -> 0. */
 int rt_ref_quant_i8(int64_t n, const float *x, float scale, int8_t *q);
 /* y = q * scale */

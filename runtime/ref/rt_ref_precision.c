@@ -162,3 +162,16 @@ int rt_ref_round_i8(int64_t n, const float *x, float scale, float *y) {
   for (int64_t i = 0; i < n; i++) y[i] = (float)quant_one(x[i], scale) * scale;
   return RT_REF_OK;
 }
+
+float rt_ref_f8_delayed_scale(const float *h, int64_t H, float amax, RtRefF8 fmt) {
+  float top = 0;
+  for (int64_t i = 0; i < H; i++) top = h[i] > top ? h[i] : top;
+  if (!(top > 0)) top = amax;
+  return top > 0 ? top / rt_ref_f8_max(fmt) : 1.0f;
+}
+
+void rt_ref_amax_push(float *h, int64_t H, float amax) {
+  if (H < 1) return;
+  memmove(h + 1, h, sizeof *h * (size_t)(H - 1));
+  h[0] = amax;
+}

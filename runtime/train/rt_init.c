@@ -10,7 +10,8 @@
  * Dynamic loss scaling's two states (read by loss_scale_update, made by
  * the precision pass) have no torchvision role: @loss_scale starts at the
  * train section's loss_scale_init (65536 when absent) and
- * @loss_scale_good_steps at 0. */
+ * @loss_scale_good_steps at 0.  FP8's amax histories (a cast's input 1)
+ * start at 0: no step seen yet. */
 #include "rt_init.h"
 
 #include <math.h>
@@ -85,7 +86,7 @@ static int find_role(const IrGraph *g, int v, int *owner, int depth) {
     for (int k = 0; k < n->nin; k++) {
       if (n->in[k] != v) continue;
       int r = NO_ROLE, o = v, slot;
-      if (is_view(n->op) && n->nout == 1 && depth < 8) {
+      if (is_view(n->op) && k == 0 && n->nout == 1 && depth < 8) { /* a cast's amax history is no view */
         r = find_role(g, n->out[0], &o, depth + 1);
         if (r == RT_INIT_CONV_WEIGHT || r == RT_INIT_LINEAR_WEIGHT) o = v;
       } else {
@@ -225,8 +226,20 @@ static float loss_scale_init(const IrGraph *g) {
   return a && a->kind == IR_ATTR_FLOAT && a->f > 0 ? (float)a->f : 65536.0f;
 }
 
+/* 1 when v is a cast's amax history (its input 1: FP8's delayed scaling). */
+static int amax_history(const IrGraph *g, int v) {
+  for (int i = 0; i < g->nnode; i++)
+    if (g->node[i].op == IR_OP_CAST && g->node[i].nin == 2 && g->node[i].in[1] == v) return 1;
+  return 0;
+}
+
 RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, char *err, size_t errlen) {
-  int ls = v >= 0 && v < g->nval && g->val[v].kind == IR_VAL_STATE ? loss_scale_slot(g, v) : 0;
+  int state = v >= 0 && v < g->nval && g->val[v].kind == IR_VAL_STATE;
+  if (state && amax_history(g, v)) { /* no step seen yet: the first cast scales by its own tensor */
+    fill_const(ir_type_numel(&g->val[v].type, 1), 0.0f, dst);
+    return RT_INIT_OK;
+  }
+  int ls = state ? loss_scale_slot(g, v) : 0;
   if (ls) {
     if (ir_type_numel(&g->val[v].type, 1) != 1)
       return bad_shape(&g->val[v], ls == 1 ? "loss scale" : "good-step count", err, errlen);
