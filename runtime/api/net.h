@@ -336,7 +336,8 @@ typedef struct NetStepInfo {
    * far (ms): all of it (on the GPU from the first bucket's all-reduce to
    * the last's end) and the part the step waited for, not hidden behind
    * the backward pass; -1 outside a data-parallel run or before any step
-   * was timed */
+   * was timed (on the GPU also with gradient accumulation, with CUDA graphs
+   * off, or with a driver that cannot record events in a graph) */
   double allreduce_ms, allreduce_exposed_ms;
 } NetStepInfo;
 

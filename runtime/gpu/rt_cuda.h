@@ -113,7 +113,8 @@ typedef struct RtCudaApi {
   CUresult (*EventQuery)(CUevent ev);
   CUresult (*DeviceGetPCIBusId)(char *id, int len, CUdevice dev);
   /* the all-reduce's clock (rt_gpu_allreduce.c): events captured as
-   * record nodes of the step graph, pointed at another event each replay */
+   * record nodes of the step graph, pointed at another event each replay;
+   * NULL when the driver lacks them (the clock is then off) */
   CUresult (*EventRecordWithFlags)(CUevent ev, CUstream stream, unsigned int flags);
   CUresult (*GraphGetNodes)(CUgraph graph, CUgraphNode *nodes, size_t *n);
   CUresult (*GraphNodeGetType)(CUgraphNode node, CUgraphNodeType *type);

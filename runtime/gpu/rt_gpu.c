@@ -1056,7 +1056,9 @@ RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
   if (ev) rt_gpu_allreduce_clock_place(x, k);
   if (ev) x->api->EventRecord(x->clock_ev[0][k], x->stream);
   s = RT_CU(x->api, GraphLaunch, (x->exec, x->stream), "replaying the step", err, errlen);
-  if (ev && !s && x->api->EventRecord(x->clock_ev[1][k], x->stream) == CUDA_SUCCESS) x->clock_runs++;
+  int timed = ev && !s && x->api->EventRecord(x->clock_ev[1][k], x->stream) == CUDA_SUCCESS;
+  if (timed) x->clock_runs++;
+  if (ev) rt_gpu_allreduce_clock_launched(x, k, timed);
   return s;
 }
 

@@ -31,6 +31,12 @@
 /* the all-reduce clock's events in a row of x->comm_clock */
 enum { COMM_START, COMM_END, COMM_READY };
 
+/* The driver has what the clock needs (else the clock is off). */
+static int clock_api(const RtCudaApi *a) {
+  return a->EventRecordWithFlags && a->GraphGetNodes && a->GraphNodeGetType && a->GraphEventRecordNodeGetEvent &&
+         a->GraphExecEventRecordNodeSetEvent;
+}
+
 /* Event i of the clock's row 0 on st, as an event record node of the
  * step graph; nothing outside a capture (the clock runs with the graph). */
 static RtCudaStatus clock_mark(RtGpu *x, int i, CUstream st, char *err, size_t errlen) {
@@ -166,7 +172,7 @@ static RtCudaStatus plan(RtGpu *x, const int *grad, int ngrad, size_t bucket_byt
   if (!s && !x->comm_ev) s = RT_CU(x->api, EventCreate, (&x->comm_ev, CU_EVENT_DISABLE_TIMING), what, err, errlen);
   for (int b = 0; !s && b < n; b++)
     s = RT_CU(x->api, EventCreate, (&x->bucket_ev[b], CU_EVENT_DISABLE_TIMING), what, err, errlen);
-  for (int k = 0; !s && k < 4; k++)
+  for (int k = 0; !s && clock_api(x->api) && k < 4; k++)
     for (int i = 0; !s && i < 3; i++)
       if (!x->comm_clock[k][i])
         s = RT_CU(x->api, EventCreate, (&x->comm_clock[k][i], CU_EVENT_DEFAULT), what, err, errlen);
@@ -211,8 +217,8 @@ RtCudaStatus rt_gpu_allreduce_clock_find(RtGpu *x, CUgraph graph, char *err, siz
   size_t n = 0;
   RtCudaStatus s = RT_CU(x->api, GraphGetNodes, (graph, NULL, &n), what, err, errlen);
   CUgraphNode *node = s ? NULL : malloc(sizeof *node * (n + 1));
-  if (!s && !node) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "%s: out of host memory", what);
-  if (!s) s = RT_CU(x->api, GraphGetNodes, (graph, node, &n), what, err, errlen);
+  if (!node) return RT_CUDA_OK; /* no clock, as below */
+  s = RT_CU(x->api, GraphGetNodes, (graph, node, &n), what, err, errlen);
   for (size_t j = 0; !s && j < n; j++) {
     CUgraphNodeType type;
     CUevent ev = NULL;
@@ -235,7 +241,7 @@ void rt_gpu_allreduce_clock_place(RtGpu *x, int k) {
   CUevent *row = x->comm_clock[k];
   float span = 0, exposed = 0;
   /* a replay not done yet (or a row never recorded) reads as not ready: not counted */
-  if (x->comm_timed[k] && x->api->EventElapsedTime(&span, row[COMM_START], row[COMM_END]) == CUDA_SUCCESS &&
+  if (x->comm_timed[k] == 1 && x->api->EventElapsedTime(&span, row[COMM_START], row[COMM_END]) == CUDA_SUCCESS &&
       x->api->EventElapsedTime(&exposed, row[COMM_READY], row[COMM_END]) == CUDA_SUCCESS) {
     x->comm_ms += span, x->comm_exposed_ms += exposed > 0 ? exposed : 0;
     x->comm_steps++;
@@ -246,7 +252,11 @@ void rt_gpu_allreduce_clock_place(RtGpu *x, int k) {
       memset(x->comm_node, 0, sizeof x->comm_node); /* the clock off, the step unharmed */
       return;
     }
-  x->comm_timed[k] = 1;
+  x->comm_timed[k] = 2; /* rt_gpu_allreduce_clock_launched makes it 1 */
+}
+
+void rt_gpu_allreduce_clock_launched(RtGpu *x, int k, int ok) {
+  if (x->comm_timed[k] == 2) x->comm_timed[k] = ok ? 1 : 0;
 }
 
 void rt_gpu_comm_time(const RtGpu *x, double *ms, double *exposed_ms, int64_t *steps) {
@@ -259,4 +269,5 @@ void rt_gpu_drop_exec(RtGpu *x) {
   if (x->graph) x->api->GraphDestroy(x->graph);
   x->exec = NULL, x->graph = NULL;
   memset(x->comm_node, 0, sizeof x->comm_node);
+  memset(x->comm_timed, 0, sizeof x->comm_timed); /* rows a new graph has not recorded */
 }

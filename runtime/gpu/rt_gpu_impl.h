@@ -84,7 +84,8 @@ struct RtGpu {
    * starts to wait for them.  The capture records row 0 as event record
    * nodes (comm_node; graph is exec's, kept for them) and every replay
    * points them at its place's row; a row is read when its place comes
-   * round again, as the step clock's are (comm_timed: it was recorded) */
+   * round again, as the step clock's are (comm_timed: 1 when a launched
+   * replay recorded it, 2 while its replay is being launched) */
   CUevent comm_clock[4][3];
   CUgraphNode comm_node[3];
   CUgraph graph;
@@ -122,6 +123,8 @@ void rt_gpu_allreduce_free(RtGpu *x);
  * replay is done) and the nodes pointed at it. */
 RtCudaStatus rt_gpu_allreduce_clock_find(RtGpu *x, CUgraph graph, char *err, size_t errlen);
 void rt_gpu_allreduce_clock_place(RtGpu *x, int k);
+/* Replay k's launch went (ok) or failed: its row counts, or not. */
+void rt_gpu_allreduce_clock_launched(RtGpu *x, int k, int ok);
 /* Drops the step graph (exec and the graph it came from). */
 void rt_gpu_drop_exec(RtGpu *x);
 

@@ -32,6 +32,12 @@ static int is_optimizer_state(const char *name) {
          strcmp(name, "loss_scale_good_steps") == 0;
 }
 
+/* FP8's amax histories only steer the next casts' scales: one may be
+ * absent (it stays as it is: 0 in a fresh run, the first cast then scales
+ * by its own tensor), extra, or of another length (fp8_scaling's history
+ * changed: ignored), so that weights move between FP8 and other runs. */
+static int is_amax_history(const char *name) { return ends_with(name, ".amax_history"); }
+
 static int channels_last(const IrType *t) {
   return t->rank == 4 && (t->layout == IR_LAYOUT_KRSC || t->layout == IR_LAYOUT_NHWC);
 }
@@ -163,6 +169,14 @@ static int bad_value(const RtStTensor *t, Problems *p) {
   return 1;
 }
 
+/* t is a float tensor of val's shape in the file. */
+static int fits(const IrValue *val, const RtStTensor *t) {
+  int64_t want[IR_MAX_RANK];
+  int rank = rt_weights_file_shape(&val->type, 1, want), same = t->ndim == rank;
+  for (int i = 0; same && i < rank; i++) same = t->shape[i] == want[i];
+  return same && (t->dtype == RT_ST_F32 || t->dtype == RT_ST_F16 || t->dtype == RT_ST_BF16);
+}
+
 /* Lists every mismatch between f and g, and then (*bad) every bad value of
  * a tensor that fits; returns the count of both. */
 static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Problems *p, int *bad) {
@@ -171,10 +185,11 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
     if (!is_weight(val)) continue;
     const RtStTensor *t = rt_st_find(f, val->name);
     if (!t) {
-      if (!((flags & RT_WEIGHTS_OPTIM_OPTIONAL) && is_optimizer_state(val->name)))
+      if (!((flags & RT_WEIGHTS_OPTIM_OPTIONAL) && is_optimizer_state(val->name)) && !is_amax_history(val->name))
         problem(p, "missing '%s'", val->name);
       continue;
     }
+    if (is_amax_history(val->name) && !fits(val, t)) continue; /* another length: not loaded */
     int is_float = t->dtype == RT_ST_F32 || t->dtype == RT_ST_F16 || t->dtype == RT_ST_BF16;
     if (!is_float) problem(p, "'%s' is %s, not F32, F16 or BF16", val->name, rt_st_dtype_name(t->dtype));
     int64_t want[IR_MAX_RANK];
@@ -191,7 +206,7 @@ static int find_problems(const IrGraph *g, const RtStFile *f, unsigned flags, Pr
   if (!(flags & RT_WEIGHTS_EXTRA_OK))
     for (size_t i = 0; i < rt_st_count(f); i++) {
       const char *name = rt_st_tensor(f, i)->name;
-      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name) &&
+      if (!ends_with(name, NUM_BATCHES_TRACKED) && !graph_has(g, name) && !is_amax_history(name) &&
           !((flags & RT_WEIGHTS_TRAINING_OK) && is_optimizer_state(name)))
         problem(p, "extra '%s' (not in graph '%s')", name, g->name ? g->name : "?");
     }
@@ -231,7 +246,7 @@ RtWeightsStatus rt_weights_load(const IrGraph *g, const char *path, unsigned fla
   for (int v = 0; v < g->nval && st == RT_WEIGHTS_OK; v++) {
     const IrValue *val = &g->val[v];
     const RtStTensor *t = is_weight(val) ? rt_st_find(f, val->name) : NULL;
-    if (!t) continue;
+    if (!t || (is_amax_history(val->name) && !fits(val, t))) continue;
     float *dst = buf(user, v);
     if (!dst) {
       rt_errf(err, errlen, "no storage for '%s'", val->name);

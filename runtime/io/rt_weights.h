@@ -58,6 +58,8 @@ enum {
   RT_WEIGHTS_TRAINING_OK = 4,    /* optimizer state the graph does not have (`*.momentum_buffer`, `loss_scale`,
                                     `loss_scale_good_steps`) is ignored: an inference graph reading a checkpoint;
                                     any other tensor the graph lacks is still extra */
+  /* With any flags, FP8's amax histories (`*.amax_history`) may be absent (left as they are), extra, or of
+     another length (ignored). */
 };
 
 /* Value v's storage (see above), or NULL when the caller has none. */

@@ -11,7 +11,10 @@
  *   - the histories are training state: net_weights_export (PyTorch's
  *     state_dict) leaves them out;
  *   - `fp8_scaling = current()` in the train section keeps none, and
- *     `delayed(history = 4)` keeps 4 steps.
+ *     `delayed(history = 4)` keeps 4 steps;
+ *   - weights load whatever their histories: FP8's into an fp16 run,
+ *     fp16's (none) into an FP8 run, a 4-step history into a 16-step run
+ *     (not loaded: the histories stay 0).
  *
  *   train_test_fp8_scaling SOURCE_DIR WORK_DIR */
 #include <math.h>
@@ -173,6 +176,28 @@ int main(int argc, char **argv) {
     CHECK(k4 == 6 && nz4 == 3 * 6, "delayed(history=4): %d histories, %lld nonzero entries after 3 steps", k4,
           (long long)nz4);
     rt_st_close(fc), rt_st_close(f4);
+    /* weights move between runs whatever their histories: FP8's into fp16, fp16's (none) into FP8, and a
+       history of another length, which is not loaded */
+    struct {
+      const char *model, *precision, *file;
+    } mv[] = {{model, "fp16", p2}, {model, "fp8", pc}, {model, "fp8", p4}};
+    for (size_t k = 0; k < sizeof mv / sizeof mv[0]; k++) {
+      NetLoadOpts lo = {.device = "cpu", .seed = 3, .batch = 16, .precision = mv[k].precision};
+      NetModel *mm = NULL;
+      NetStatus st = net_load(mv[k].model, &lo, &mm);
+      if (!st) st = net_weights_load(mm, mv[k].file);
+      CHECK(st == NET_OK, "%s weights into a %s run: %s", mv[k].file, mv[k].precision, st ? net_last_error() : "");
+      char back[4096];
+      path_of(back, sizeof back, "f8_back.safetensors");
+      if (!st && k == 2 && net_weights_save(mm, back) == NET_OK) {
+        RtStFile *fb = open_st(back);
+        int64_t nzb;
+        CHECK(histories(fb, 16, &nzb) == 6 && nzb == 0, "a 4-step history was loaded into 16 steps (%lld nonzero)",
+              (long long)nzb);
+        rt_st_close(fb);
+      }
+      net_free(mm);
+    }
   }
   return check_report();
 }

@@ -111,9 +111,6 @@ static void refusals(RtGpu *x, const int *grad, int n) {
         "turned off: %s", err);
 }
 
-/* STEPS steps (or updates) of row's graph from init in a new executor,
- * with the all-reduce when reduce; every compared value into out[v] and
- * the buckets into *nbucket.  0, or -1 after a failed CHECK. */
 /* The all-reduce's clock (rt_gpu_comm_time) after more replays of the
  * step: with the all-reduce in a captured step, replays timed (a row is
  * read when its place of the step clock comes round again), each one's
@@ -139,6 +136,9 @@ static void clock_check(RtGpu *x, const Row *row, int reduce) {
   }
 }
 
+/* STEPS steps (or updates) of row's graph from init in a new executor,
+ * with the all-reduce when reduce; every compared value into out[v] and
+ * the buckets into *nbucket.  0, or -1 after a failed CHECK. */
 static int steps(const IrGraph *g, const Row *row, void **init, int reduce, float **out, int *nbucket) {
   char err[4096] = "";
   RtGpu *x = NULL;
