@@ -1,14 +1,68 @@
 /* cg_emit_copy.c - nodes that move values: flatten and unflatten (a copy,
- * cast.cu), casts between float dtypes and to i8 with its scale (cast.cu),
+ * cast.cu), casts between float dtypes, to i8 with its scale and to FP8
+ * with its scale or amax history (cast.cu),
  * and relayouts between channels-first and channels-last (relayout.cu). */
 #include "cg_emit.h"
 
 #include "cg_tmpl.h"
 
+/* A cast to FP8 (cast.cu NETC_CAST_F8): by its scale=, else by the
+ * tensor's largest finite magnitude (an AMAX launch), else with an amax
+ * history (input 1, delayed scaling) by the history -- the AMAX launch
+ * then only runs while the history is all 0 -- with the cast's own amax
+ * pushed into the history by a one-block launch after it. */
+static int cast_f8(Emit *e, const IrType *tx, const IrType *ty, int64_t count) {
+  const IrAttr *fixed = ir_attr_find(e->n, "scale");
+  int64_t H = e->n->nin > 1 ? numel(e, in_type(e, 1)) : 0;
+  unsigned G = cg_emit_grid_1d(e, count), G2 = G;
+  size_t amax_at = align256((size_t)G * sizeof(float));
+  need_scratch(e, amax_at + (size_t)G2 * sizeof(float));
+  if (!fixed) {
+    if (cg_emit_begin(e, "amax")) return -1;
+    cg_emit_def(e, "NETC_CAST_AMAX", "1");
+    cg_emit_def(e, "NETC_FINITE", "1");
+    cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+    cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+    if (H) {
+      cg_emit_def(e, "NETC_HIST", "%lld", (long long)H);
+      CG_EMIT_ARGS(e, in(0), in(1), scratch(0));
+    } else {
+      CG_EMIT_ARGS(e, in(0), scratch(0));
+    }
+    if (cg_emit_end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
+  }
+  if (cg_emit_begin(e, "f8")) return -1;
+  cg_emit_def(e, "NETC_CAST_F8", "1");
+  cg_emit_def(e, "NETC_F8", "%d", ty->dtype == IR_DT_F8E5M2);
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_G", "%u", G);
+  if (fixed) cg_emit_def(e, "NETC_SCALE", "%.9gf", fixed->f);
+  if (H) {
+    cg_emit_def(e, "NETC_HIST", "%lld", (long long)H);
+    CG_EMIT_ARGS(e, in(0), scratch(0), in(1), scratch(amax_at), out(0));
+  } else {
+    CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
+  }
+  if (cg_emit_end(e, "cast.cu", G2, 1, BLOCK, 1)) return -1;
+  if (!H) return 0;
+  if (cg_emit_begin(e, "push")) return -1;
+  cg_emit_def(e, "NETC_CAST_F8_PUSH", "1");
+  cg_emit_def(e, "NETC_F8", "%d", ty->dtype == IR_DT_F8E5M2);
+  cg_emit_def(e, "NETC_TX", "float");
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_HIST", "%lld", (long long)H);
+  cg_emit_def(e, "NETC_G2", "%u", G2);
+  CG_EMIT_ARGS(e, scratch(amax_at), in(1));
+  return cg_emit_end(e, "cast.cu", 1, 1, BLOCK, 1);
+}
+
 int cg_emit_copy_cast(Emit *e) {
   const IrType *tx = in_type(e, 0), *ty = out_type(e, 0);
   int64_t count = numel(e, tx);
   int i8 = ty->dtype == IR_DT_I8;
+  if (cg_tmpl_is_float(tx->dtype) && (ty->dtype == IR_DT_F8E4M3 || ty->dtype == IR_DT_F8E5M2))
+    return cast_f8(e, tx, ty, count);
   if (!cg_tmpl_is_float(tx->dtype) || !(cg_tmpl_is_float(ty->dtype) || i8))
     return cg_emit_fail(e, "a cast from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype),
                         ir_dtype_name(ty->dtype));

@@ -64,7 +64,8 @@ CgDevice kerntest_h200(void) {
 }
 
 /* Casts (to i8 by the tensor's maximum, by a calibrated scale, per slice
- * of dimension 0), an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
+ * of dimension 0; to FP8 by the tensor's maximum, by an amax history, by a
+ * fixed scale), an sgd_update, and maxpool_bwd_win and batchnorm_relu_bwd_win
  * reading maxpool_bn_relu's winners on an odd channel count (the compiled
  * graphs have only the second, gathering by cells: here, with C/V = 67, it
  * gathers pixel by pixel). */
@@ -79,6 +80,7 @@ static const char EXTRA[] = "graph extra {\n"
                             "  input %18 k : f32[16,3,3,3] KCRS\n"
                             "  param @w : f32[1001]\n"
                             "  state @b : f32[1001]\n"
+                            "  state @hist : f32[16]\n"
                             "  %7 = cast(%0) {to=i8} : i8[N,5,7,67] NHWC\n"
                             "  %8 = cast(%1) {to=bf16} : bf16[N,5,7,67] NHWC\n"
                             "  %9 = cast(%8) {to=f32} : f32[N,5,7,67] NHWC\n"
@@ -89,6 +91,9 @@ static const char EXTRA[] = "graph extra {\n"
                             " {k=3x3 s=2x2 p=1x1 in_hw=5x7} : f16[N,5,7,67] NHWC, f32[67], f32[67]\n"
                             "  %16 = cast(%0) {to=i8 scale=0.05} : i8[N,5,7,67] NHWC\n"
                             "  %17 = cast(%18) {to=i8 axis=0} : i8[16,3,3,3] KCRS\n"
+                            "  %19 = cast(%0) {to=f8e4m3} : f8e4m3[N,5,7,67] NHWC\n"
+                            "  %20 = cast(%1, @hist) {to=f8e5m2} : f8e5m2[N,5,7,67] NHWC\n"
+                            "  %21 = cast(%0) {to=f8e4m3 scale=0.01} : f8e4m3[N,5,7,67] NHWC\n"
                             "  optimizer:\n"
                             "  sgd_update(@w, %2, @b, %3, %4) {momentum=0.9 nesterov=1 weight_decay=0.0005}\n"
                             "  output %9\n"
@@ -99,6 +104,9 @@ static const char EXTRA[] = "graph extra {\n"
                             "  output %15\n"
                             "  output %16\n"
                             "  output %17\n"
+                            "  output %19\n"
+                            "  output %20\n"
+                            "  output %21\n"
                             "}\n";
 
 IrGraph *kerntest_extra(Arena *a) {
