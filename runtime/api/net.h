@@ -450,6 +450,13 @@ typedef struct NetDistOpts {
   int port;            /* rank 0's port, 1..65535 */
   double timeout_s;    /* each wait for the other ranks (0: 300 s) */
   size_t bucket_bytes; /* GPU: gradient bytes per all-reduce (0: 25 MiB) */
+  /* synchronized batch norm: each training batch norm normalizes by the
+   * statistics of every rank's batch together (and its backward's data
+   * gradient sums its terms over them), so that N ranks of batch B train
+   * as one process of batch N x B; every rank must ask the same.  The CPU
+   * executor only, so far: NET_ERR_ARG on the GPU.  0: each rank's own
+   * batch (the running statistics are still averaged every epoch). */
+  int sync_bn;
 } NetDistOpts;
 
 /* Joins m (loaded for training, on the GPU this process uses) to a

@@ -77,9 +77,10 @@ static void lost(const char *msg, void *user) {
 }
 
 /* What every rank must share: the model, its batch, precision and device kind. */
-static void describe(const NetModel *m, char *out, size_t cap) {
-  snprintf(out, cap, "model %s, batch %lld, precision %s, %s", m->gt && m->gt->name ? m->gt->name : "?",
-           (long long)m->batch, m->precision ? m->precision : "default", m->gpu ? "gpu" : "cpu");
+static void describe(const NetModel *m, int sync_bn, char *out, size_t cap) {
+  snprintf(out, cap, "model %s, batch %lld, precision %s, %s%s", m->gt && m->gt->name ? m->gt->name : "?",
+           (long long)m->batch, m->precision ? m->precision : "default", m->gpu ? "gpu" : "cpu",
+           sync_bn ? ", synchronized batch norm" : "");
 }
 
 /* Rank 0's NCCL id for a GPU model (zeros for the CPU); 0, or -1 with why. */
@@ -104,6 +105,21 @@ static NetStatus host_allreduce(void *user, float *v, size_t n, char *err, size_
   return NET_ERR_DIST;
 }
 
+/* v[0..n) summed over the ranks in place, RT_RENDEZVOUS_MAX_SUM at a time
+ * (synchronized batch norm's statistics). */
+static NetStatus host_sum(void *user, double *v, int n, char *err, size_t len) {
+  NetDist *d = user;
+  char why[NET_ERRMAX];
+  for (int at = 0; at < n; at += RT_RENDEZVOUS_MAX_SUM) {
+    int k = n - at < RT_RENDEZVOUS_MAX_SUM ? n - at : RT_RENDEZVOUS_MAX_SUM;
+    if (rt_rendezvous_sum(d->rv, v + at, k, why, sizeof why) != 1) {
+      snprintf(err, len, "data parallel, rank %d of %d: summing the batch statistics: %s", d->rank, d->world, why);
+      return NET_ERR_DIST;
+    }
+  }
+  return NET_OK;
+}
+
 /* Leaves the run: no loss is reported from here on; the connections close. */
 static void leave(NetDist *d) {
   if (!d) return;
@@ -113,7 +129,7 @@ static void leave(NetDist *d) {
   free(d);
 }
 
-static NetStatus join(NetModel *m, NetDist *d, const RtRendezvousConfig *rc, size_t bucket_bytes) {
+static NetStatus join(NetModel *m, NetDist *d, const RtRendezvousConfig *rc, size_t bucket_bytes, int sync_bn) {
   char err[NET_ERRMAX] = "", why[NET_ERRMAX] = "";
   uint8_t id[ID_BYTES];
   int made = make_id(m, rc->rank, id, why, sizeof why) == 0;
@@ -124,7 +140,7 @@ static NetStatus join(NetModel *m, NetDist *d, const RtRendezvousConfig *rc, siz
   if (!made) return net_fail(m->gpu ? NET_ERR_NO_GPU : NET_ERR_DIST, "data parallel, rank 0: NCCL: %s", why);
   NetStatus s = verdict(d, ok, "the NCCL id", err);
   char desc[DESC_BYTES] = {0};
-  describe(m, desc, sizeof desc);
+  describe(m, sync_bn, desc, sizeof desc);
   if (!s) {
     ok = rt_rendezvous_same(d->rv, desc, sizeof desc, err, sizeof err);
     if (ok == 0 && strstr(err, "other bytes"))
@@ -138,6 +154,8 @@ static NetStatus join(NetModel *m, NetDist *d, const RtRendezvousConfig *rc, siz
                     .nccl_id = id,
                     .bucket_bytes = bucket_bytes,
                     .allreduce = host_allreduce,
+                    .sync_bn = sync_bn,
+                    .sum = host_sum,
                     .user = d};
   NetStatus js = net_exec_dist_set(m->xt, &ed, why, sizeof why);
   ok = rt_rendezvous_agree(d->rv, js == NET_OK, err, sizeof err);
@@ -165,7 +183,7 @@ NetStatus net_dist_join(NetModel *m, const NetDistOpts *o) {
   NetDist *d = calloc(1, sizeof *d);
   if (!d) return net_fail(NET_ERR_NOMEM, "out of memory");
   d->rank = rc.rank, d->world = rc.world;
-  NetStatus s = join(m, d, &rc, o->bucket_bytes);
+  NetStatus s = join(m, d, &rc, o->bucket_bytes, o->sync_bn != 0);
   if (s) {
     leave(d);
     return s;

@@ -145,6 +145,10 @@ typedef struct NetExecDist {
   size_t bucket_bytes; /* GPU: gradient bytes per all-reduce (0: the executor's default) */
   /* CPU: the mean over the ranks of v[0..n), in place, the same bits on every rank */
   NetStatus (*allreduce)(void *user, float *v, size_t n, char *err, size_t len);
+  /* synchronized batch norm (NetDistOpts.sync_bn): sum adds v[0..n) over the ranks in place, the same doubles on
+     every rank */
+  int sync_bn;
+  NetStatus (*sum)(void *user, double *v, int n, char *err, size_t len);
   void *user;
 } NetExecDist;
 NetStatus net_exec_dist_set(NetExec *x, const NetExecDist *d, char *err, size_t len);

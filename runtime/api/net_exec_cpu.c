@@ -30,6 +30,7 @@ typedef struct Cpu {
   size_t nflat;
   double comm_s; /* the exchanges' wall time, over comm_steps steps */
   int64_t comm_steps;
+  RtRefSync sync; /* synchronized batch norm (NetExecDist.sync_bn): the ranks' sums through dist.sum */
 } Cpu;
 
 static void cpu_free(void *self);
@@ -161,9 +162,18 @@ static NetStatus cpu_accum_run(void *self, int k, int last, char *err, size_t le
   return last ? optimizer(c, err, len) : NET_OK;
 }
 
+/* RtRefSync.sum: the batch statistics summed over the ranks (a failure
+ * also reaches every other rank, whose sum fails too). */
+static int sync_sum(void *user, double *v, int n) {
+  Cpu *c = user;
+  char why[256];
+  return c->dist.sum(c->dist.user, v, n, why, sizeof why) != NET_OK;
+}
+
 static NetStatus cpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
   Cpu *c = self;
   if (!d->allreduce) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the CPU: no all-reduce");
+  if (d->sync_bn && !d->sum) return net_status_errf(NET_ERR_ARG, err, len, "synchronized batch norm: no sum");
   size_t n = 0;
   for (int i = 0; i < ngrad; i++) {
     if (rt_cpu_is_int(c->cpu, grad[i]))
@@ -179,6 +189,8 @@ static NetStatus cpu_dist_set(void *self, const NetExecDist *d, const int *grad,
   if (ngrad > 0) memcpy(g, grad, sizeof(int) * (size_t)ngrad);
   free(c->grad), free(c->flat);
   c->dist = *d, c->grad = g, c->ngrad = ngrad, c->flat = flat, c->nflat = n;
+  c->sync = (RtRefSync){.sum = sync_sum, .user = c, .world = d->world};
+  rt_cpu_set_sync(c->cpu, d->sync_bn ? &c->sync : NULL);
   return NET_OK;
 }
 

@@ -283,6 +283,10 @@ static NetStatus gpu_fetched(void *self, int64_t ticket, int wait, void *host, i
 
 /* Joins the ranks' NCCL communicator and puts its all-reduce into the step. */
 static NetStatus gpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
+  if (d->sync_bn)
+    return net_status_errf(NET_ERR_ARG, err, len,
+                           "synchronized batch norm runs on the CPU executor only so far; on the GPU each rank "
+                           "normalizes by its own batch (leave out --sync-bn)");
   Gpu *x = self;
   if (x->nccl) return net_status_errf(NET_ERR_ARG, err, len, "data parallel: the executor is in a run already");
   if (!d->nccl_id) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the GPU: no NCCL id");

@@ -79,6 +79,9 @@ static void usage(FILE *f) {
              "                       its batch, gradients averaged with NCCL); --nproc N: N on whichever device\n"
              "                       (with --device cpu, CPU ranks); other launchers set RANK, WORLD_SIZE,\n"
              "                       LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does\n"
+             "  --sync-bn            train, bench, with several ranks: batch norm by the statistics of every\n"
+             "                       rank's batch together (N ranks of batch B train as one of N x B; the CPU\n"
+             "                       executor only so far)\n"
              "  -h, --help           show this help\n"
              "  -V, --version        show the version\n"
              "\n"
@@ -181,7 +184,7 @@ typedef struct Opts {
   long long batches_tracked; /* --batches-tracked N as N + 1 (0: not given) */
   const char *augment, *decoder;
   double lr, loss_scale;
-  int synthetic, inference, tune;
+  int synthetic, inference, tune, sync_bn;
   float mean3[3], std3[3];
   int mean_set, std_set;
   int64_t image_hw[2];                  /* --image-size (0: the model's) */
@@ -233,6 +236,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       {"mean", required_argument, NULL, 'M'},
       {"std", required_argument, NULL, 'Z'},
       {"accum", required_argument, NULL, 'a'},
+      {"sync-bn", no_argument, NULL, 'V'},
       {"batches-tracked", required_argument, NULL, 'G'},
       {"image-size", required_argument, NULL, 'z'},
       {"memory-limit", required_argument, NULL, 'm'},
@@ -352,6 +356,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
       break;
     case 'R': o->resume = optarg; break;
     case 'X': o->export_to = optarg; break;
+    case 'V': o->sync_bn = 1; break;
     case 'a':
       if (netrun_opt_int("--accum", optarg, 1, 1 << 20, &o->accum)) return EXIT_USAGE;
       break;
@@ -632,7 +637,7 @@ static int cmd_train(int argc, char **argv) {
   char *copy[256]; /* the arguments in their order, for the resume command (getopt reorders argv) */
   char **given = argc <= 256 ? copy : argv;
   if (argc <= 256) memcpy(copy, argv, sizeof(char *) * (size_t)argc);
-  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm8F", &o);
+  int rc = parse(argc, argv, "DbKdyentTsLckwpWAJQuPRMZaXzm8FV", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (o.synthetic && o.data) {
     fprintf(stderr, "netrun: error: give --data or --synthetic, not both\n");
@@ -678,7 +683,7 @@ static int cmd_train(int argc, char **argv) {
     return EXIT_FAIL;
   }
   int rank = 0;
-  if (netrun_join(m, &rank)) {
+  if (netrun_join(m, o.sync_bn, &rank)) {
     net_free(m);
     return EXIT_FAIL;
   }
@@ -1205,7 +1210,7 @@ static int cmd_info(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
   Opts o = {.seed = 1, .steps = 20};
-  int rc = parse(argc, argv, "DbKnIpuzm8F", &o);
+  int rc = parse(argc, argv, "DbKnIpuzm8FV", &o);
   if (rc) return rc == 1 ? 0 : rc;
   if (netrun_opt_range("--steps", o.steps, 1, INT_MAX)) return EXIT_USAGE; /* net_bench counts in int */
   char why[512];
@@ -1217,7 +1222,7 @@ static int cmd_bench(int argc, char **argv) {
   NetModel *m = load(&o, o.batch, o.inference, 0);
   if (!m) return EXIT_FAIL;
   int rank = 0;
-  if (!o.inference && netrun_join(m, &rank)) {
+  if (!o.inference && netrun_join(m, o.sync_bn, &rank)) {
     net_free(m);
     return EXIT_FAIL;
   }

@@ -207,12 +207,15 @@ int netrun_rank_env(int *local_rank) {
   return 1;
 }
 
-int netrun_join(NetModel *m, int *rank) {
+int netrun_join(NetModel *m, int sync_bn, int *rank) {
   *rank = 0;
   int local;
-  if (!netrun_rank_env(&local)) return 0;
-  if (strcmp(getenv("WORLD_SIZE"), "1") == 0) return 0; /* one rank: a plain run, without the all-reduce's cost */
-  NetDistOpts o = {0};                                  /* world 0: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT */
+  if (!netrun_rank_env(&local) || strcmp(getenv("WORLD_SIZE"), "1") == 0) {
+    /* one rank: a plain run, without the all-reduce's cost; its batch is every rank's already */
+    if (sync_bn) fprintf(stderr, "netrun: warning: --sync-bn: one process, whose batch norm sees the whole batch\n");
+    return 0;
+  }
+  NetDistOpts o = {.sync_bn = sync_bn}; /* world 0: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT */
   if (net_dist_join(m, &o)) {
     fprintf(stderr, "netrun: error: %s\n", net_last_error());
     return -1;

@@ -36,9 +36,10 @@ const char *netrun_launch_option(void);
 int netrun_rank_env(int *local_rank);
 
 /* Joins m to the run the environment describes, when there is one of
- * more than one rank (net_dist_join; WORLD_SIZE=1 is a plain run); 0, or
- * -1 after printing the error.  *rank is m's rank
- * (0 outside a run). */
-int netrun_join(NetModel *m, int *rank);
+ * more than one rank (net_dist_join; WORLD_SIZE=1 is a plain run), with
+ * synchronized batch norm when sync_bn (--sync-bn; outside such a run it
+ * changes nothing and says so); 0, or -1 after printing the error.  *rank
+ * is m's rank (0 outside a run). */
+int netrun_join(NetModel *m, int sync_bn, int *rank);
 
 #endif

@@ -148,6 +148,10 @@ oom:
   return rt_errf(err, errlen, "out of memory making buffers for graph %s", g->name ? g->name : "?");
 }
 
+void rt_cpu_set_sync(RtCpu *x, const struct RtRefSync *sync) {
+  if (x) x->sync = sync;
+}
+
 void rt_cpu_free(RtCpu *x) {
   if (!x) return;
   if (x->buf)

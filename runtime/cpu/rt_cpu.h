@@ -27,6 +27,12 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
 double rt_cpu_plan_bytes(const IrGraph *g, int64_t batch);
 double rt_cpu_host_memory(void);
 void rt_cpu_free(RtCpu *x); /* takes NULL */
+struct RtRefSync;
+/* Synchronized batch norm: from now on the batch statistics of x's
+ * training batch norms (and their backward's data-gradient terms) are
+ * summed over sync's processes (rt_ref.h, RtRefSync; it must outlive x's
+ * runs); NULL: x's own batch only, as made. */
+void rt_cpu_set_sync(RtCpu *x, const struct RtRefSync *sync);
 /* Value id of the input, parameter or state called name, or -1. */
 int rt_cpu_find(const RtCpu *x, const char *name);
 /* Storage of value v: float* for float dtypes, int64_t* for integer dtypes;

@@ -84,12 +84,12 @@ int rt_cpu_fused_conv2d_bn_train(RtCpu *x, const IrNode *n) {
   RtRefAct zs;
   float eps, mom;
   if (conv_z(x, n, &zs, &eps, &mom)) return -1;
-  if (rt_cpu_op_check(
-          x, n,
-          rt_ref_batchnorm_fwd_train(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3),
-                                     rt_cpu_op_out(x, n, 1), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), mom, eps,
-                                     rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
-          "rt_ref_batchnorm_fwd_train"))
+  if (rt_cpu_op_check(x, n,
+                      rt_ref_batchnorm_fwd_train_sync(&zs, x->sync, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 2),
+                                                      rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1),
+                                                      rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5), mom, eps,
+                                                      rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
+                      "rt_ref_batchnorm_fwd_train"))
     return -1;
   if (narrow_y(x, n)) return -1;
   return relu_if(x, n, 1);
@@ -104,10 +104,11 @@ int rt_cpu_fused_conv2d_bn_stats(RtCpu *x, const IrNode *n) {
   RtRefAct zs;
   float eps, mom;
   if (conv_z(x, n, &zs, &eps, &mom)) return -1;
-  if (rt_cpu_op_check(x, n,
-                      rt_ref_batchnorm_stats(&zs, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 4), rt_cpu_op_in(x, n, 5),
-                                             mom, eps, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
-                      "rt_ref_batchnorm_stats") ||
+  if (rt_cpu_op_check(
+          x, n,
+          rt_ref_batchnorm_stats_sync(&zs, x->sync, rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 4),
+                                      rt_cpu_op_in(x, n, 5), mom, eps, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+          "rt_ref_batchnorm_stats") ||
       rt_cpu_op_check(x, n,
                       rt_ref_bn_scale_bias(zs.C, rt_cpu_op_in(x, n, 2), rt_cpu_op_in(x, n, 3), rt_cpu_op_out(x, n, 1),
                                            rt_cpu_op_out(x, n, 2), rt_cpu_op_out(x, n, 3)),
@@ -161,9 +162,10 @@ static int bn_relu_bwd(RtCpu *x, const IrNode *n, int at, const float *dy, float
               *mean = rt_cpu_op_in(x, n, at + 3), *invstd = rt_cpu_op_in(x, n, at + 4);
   if (rt_cpu_op_check(x, n, rt_ref_bn_relu_mask(&zs, z, dy, gamma, beta, mean, invstd, dz), "rt_ref_bn_relu_mask"))
     return -1;
-  return rt_cpu_op_check(
-      x, n, rt_ref_batchnorm_bwd(&zs, z, dz, gamma, mean, invstd, dz, rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
-      "rt_ref_batchnorm_bwd");
+  return rt_cpu_op_check(x, n,
+                         rt_ref_batchnorm_bwd_sync(&zs, x->sync, z, dz, gamma, mean, invstd, dz, rt_cpu_op_out(x, n, 1),
+                                                   rt_cpu_op_out(x, n, 2)),
+                         "rt_ref_batchnorm_bwd");
 }
 
 /* (dy, beta, z, gamma, mean, invstd) -> dz, dgamma, dbeta of

@@ -26,6 +26,7 @@ struct RtCpu {
   size_t nscratch; /* bytes */
   char *err;       /* the current rt_cpu_run's message buffer */
   size_t errlen;
+  const RtRefSync *sync; /* batch norm's statistics over several processes (rt_cpu_set_sync), or NULL */
 };
 
 /* Runs node n; returns 0, or -1 after rt_cpu_op_fail(). */

@@ -20,9 +20,9 @@ int rt_cpu_train_batchnorm(RtCpu *x, const IrNode *n) {
     return rt_cpu_op_fail(x, n, "batch statistics need more than one value per channel");
   return rt_cpu_op_check(
       x, n,
-      rt_ref_batchnorm_fwd_train(&xs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 2),
-                                 rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), mom, eps,
-                                 rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+      rt_ref_batchnorm_fwd_train_sync(&xs, x->sync, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 2),
+                                      rt_cpu_op_out(x, n, 0), rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), mom, eps,
+                                      rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
       "rt_ref_batchnorm_fwd_train");
 }
 
@@ -82,11 +82,12 @@ int rt_cpu_train_channel_sum(RtCpu *x, const IrNode *n) {
 /* (dy, x, weight, mean, invstd) -> dx, dweight, dbias. */
 int rt_cpu_train_batchnorm_bwd(RtCpu *x, const IrNode *n) {
   RtRefAct xs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 1));
-  return rt_cpu_op_check(x, n,
-                         rt_ref_batchnorm_bwd(&xs, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 2),
-                                              rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), rt_cpu_op_out(x, n, 0),
-                                              rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
-                         "rt_ref_batchnorm_bwd");
+  return rt_cpu_op_check(
+      x, n,
+      rt_ref_batchnorm_bwd_sync(&xs, x->sync, rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 2),
+                                rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), rt_cpu_op_out(x, n, 0),
+                                rt_cpu_op_out(x, n, 1), rt_cpu_op_out(x, n, 2)),
+      "rt_ref_batchnorm_bwd");
 }
 
 /* (dy, y) -> dy * (y > 0) */

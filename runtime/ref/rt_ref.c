@@ -11,6 +11,7 @@ const char *rt_ref_strerror(int code) {
   case RT_REF_ELABEL: return "class label out of range";
   case RT_REF_ENOMEM: return "out of memory";
   case RT_REF_EARG: return "invalid argument";
+  case RT_REF_ESYNC: return "the batch statistics could not be summed over the ranks";
   default: return "unknown error";
   }
 }

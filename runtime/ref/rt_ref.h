@@ -29,6 +29,7 @@ enum {
   RT_REF_ELABEL = -2, /* a class label is outside [0, classes) */
   RT_REF_ENOMEM = -3, /* the per-call workspace could not be allocated */
   RT_REF_EARG = -4,   /* a required pointer is NULL or a scalar is invalid */
+  RT_REF_ESYNC = -5,  /* the batch statistics could not be summed over the processes (RtRefSync) */
 };
 
 /* A short text for an RT_REF_E* code ("ok" for 0). */
@@ -40,6 +41,21 @@ typedef enum RtRefLayout {
   RT_REF_KCRS, /* filters: w[k][c][r][s] */
   RT_REF_KRSC, /* filters: w[k][r][s][c] */
 } RtRefLayout;
+
+/* Batch statistics over several processes (synchronized batch norm, a
+ * data-parallel run's option): sum adds v[0..n) over the processes in
+ * place, the same doubles everywhere, and returns 0 (else the statistics
+ * fail with RT_REF_ESYNC); world processes, each with a batch of the same
+ * size, so that the count is world times the local one.  Batch norm's
+ * training forward then normalizes by the mean and variance of every
+ * process's batch, and its backward's data gradient uses their summed
+ * gradient terms; dgamma and dbeta stay the process's own (the gradients'
+ * average adds them up). */
+typedef struct RtRefSync {
+  int (*sum)(void *user, double *v, int n);
+  void *user;
+  int world;
+} RtRefSync;
 
 typedef struct RtRefAct {
   int N, C, H, W;
@@ -147,6 +163,17 @@ int rt_ref_bn_normalize(const RtRefAct *xs, const float *x, const float *gamma, 
  * updated as rt_ref_batchnorm_fwd_train does, with the same numbers. */
 int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
                            float eps, float *save_mean, float *save_invstd);
+/* rt_ref_batchnorm_fwd_train, rt_ref_batchnorm_stats and
+ * rt_ref_batchnorm_bwd with the batch statistics over every process of
+ * sync (RtRefSync; NULL: this one's only, as the plain ones). */
+int rt_ref_batchnorm_fwd_train_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, const float *gamma,
+                                    const float *beta, float *y, float *running_mean, float *running_var,
+                                    float momentum, float eps, float *save_mean, float *save_invstd);
+int rt_ref_batchnorm_stats_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, float *running_mean,
+                                float *running_var, float momentum, float eps, float *save_mean, float *save_invstd);
+int rt_ref_batchnorm_bwd_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, const float *dy,
+                              const float *gamma, const float *save_mean, const float *save_invstd, float *dx,
+                              float *dgamma, float *dbeta);
 /* The batch norm's equivalent scale and bias, in f32: sb[c] = scale =
  * gamma * invstd, sb[C + c] = beta - mean * scale, so that
  * batchnorm(x) == x * scale + bias ([2, C], row 0 then row 1). */

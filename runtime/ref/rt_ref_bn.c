@@ -61,16 +61,29 @@ static void channel_affine(const RtRefAct *xs, const float *x, const float *m, c
   }
 }
 
+/* sum[0..n) summed over sync's processes (nothing without one); *M
+ * times their count. */
+static int sync_sum(const RtRefSync *sync, double *sum, int n, int64_t *M) {
+  if (!sync) return RT_REF_OK;
+  if (sync->world < 1 || !sync->sum || sync->sum(sync->user, sum, n)) return RT_REF_ESYNC;
+  *M *= sync->world;
+  return RT_REF_OK;
+}
+
 /* Batch mean and 1/sqrt(var + eps) per channel into st[0..C-1] and
- * st[C..2C-1] (double); saves and running averages as the header says. */
-static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
-                        float eps, float *save_mean, float *save_invstd, double *st) {
+ * st[C..2C-1] (double), over every process's batch with sync; saves
+ * and running averages as the header says. */
+static int batch_stats(const RtRefAct *xs, const RtRefSync *sync, const float *x, float *running_mean,
+                       float *running_var, float momentum, float eps, float *save_mean, float *save_invstd,
+                       double *st) {
   int C = xs->C;
-  int64_t M = (int64_t)xs->N * xs->H * xs->W;
+  int64_t M = (int64_t)xs->N * xs->H * xs->W, M2 = M;
   double *mean = st, *invstd = st + C, *var = invstd;
   channel_sums(xs, x, NULL, mean);
+  if (sync_sum(sync, mean, C, &M)) return RT_REF_ESYNC;
   for (int c = 0; c < C; c++) mean[c] /= (double)M;
   channel_sums(xs, x, mean, var);
+  if (sync_sum(sync, var, C, &M2)) return RT_REF_ESYNC;
   for (int c = 0; c < C; c++) {
     double v = var[c] / (double)M;
     if (running_var) running_var[c] = (1 - momentum) * running_var[c] + momentum * (float)(var[c] / (double)(M - 1));
@@ -79,11 +92,19 @@ static void batch_stats(const RtRefAct *xs, const float *x, float *running_mean,
     if (save_invstd) save_invstd[c] = (float)invstd[c];
     if (running_mean) running_mean[c] = (1 - momentum) * running_mean[c] + momentum * (float)mean[c];
   }
+  return RT_REF_OK;
 }
 
 int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x, const float *gamma, const float *beta, float *y,
                                float *running_mean, float *running_var, float momentum, float eps, float *save_mean,
                                float *save_invstd) {
+  return rt_ref_batchnorm_fwd_train_sync(xs, NULL, x, gamma, beta, y, running_mean, running_var, momentum, eps,
+                                         save_mean, save_invstd);
+}
+
+int rt_ref_batchnorm_fwd_train_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, const float *gamma,
+                                    const float *beta, float *y, float *running_mean, float *running_var,
+                                    float momentum, float eps, float *save_mean, float *save_invstd) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !gamma || !beta || !y || !(eps >= 0)) return RT_REF_EARG;
   int C = xs->C;
@@ -95,7 +116,11 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x, const float *
     free(ab);
     return RT_REF_ENOMEM;
   }
-  batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
+  if (batch_stats(xs, sync, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st)) {
+    free(st);
+    free(ab);
+    return RT_REF_ESYNC;
+  }
   /* the coefficient from invstd as saved (rounded to f32), as saved_scale
    * makes it: a backward's relu mask, or a max pool recomputing y from z,
    * sees the forward's values exactly */
@@ -112,14 +137,19 @@ int rt_ref_batchnorm_fwd_train(const RtRefAct *xs, const float *x, const float *
 
 int rt_ref_batchnorm_stats(const RtRefAct *xs, const float *x, float *running_mean, float *running_var, float momentum,
                            float eps, float *save_mean, float *save_invstd) {
+  return rt_ref_batchnorm_stats_sync(xs, NULL, x, running_mean, running_var, momentum, eps, save_mean, save_invstd);
+}
+
+int rt_ref_batchnorm_stats_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, float *running_mean,
+                                float *running_var, float momentum, float eps, float *save_mean, float *save_invstd) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !save_mean || !save_invstd || !(eps >= 0)) return RT_REF_EARG;
   if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
   double *st = malloc(sizeof(double) * 2 * (size_t)xs->C);
   if (!st) return RT_REF_ENOMEM;
-  batch_stats(xs, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
+  int r = batch_stats(xs, sync, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
   free(st);
-  return RT_REF_OK;
+  return r;
 }
 
 int rt_ref_bn_scale_bias(int C, const float *gamma, const float *beta, const float *save_mean, const float *save_invstd,
@@ -177,6 +207,12 @@ int rt_ref_batchnorm_fwd_infer(const RtRefAct *xs, const float *x, const float *
 
 int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy, const float *gamma,
                          const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta) {
+  return rt_ref_batchnorm_bwd_sync(xs, NULL, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+int rt_ref_batchnorm_bwd_sync(const RtRefAct *xs, const RtRefSync *sync, const float *x, const float *dy,
+                              const float *gamma, const float *save_mean, const float *save_invstd, float *dx,
+                              float *dgamma, float *dbeta) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !dy || !gamma || !save_mean || !save_invstd) return RT_REF_EARG;
   int C = xs->C;
@@ -213,15 +249,22 @@ int rt_ref_batchnorm_bwd(const RtRefAct *xs, const float *x, const float *dy, co
     if (dbeta) dbeta[c] = (float)sdy[c];
     if (dgamma) dgamma[c] = (float)sdyx[c];
   }
+  /* the data gradient's terms over every process's batch (sdy and sdyx are in a row) */
+  int64_t Mt = M; /* the count over every process (M: this one's, the loops') */
+  if (dx && sync_sum(sync, sdy, 2 * C, &Mt)) {
+    free(sdy);
+    free(coef);
+    return RT_REF_ESYNC;
+  }
   if (dx) {
     /* dx = k*dy - k*(sdy/M) - k*xhat*(sdyx/M), k = gamma*invstd, written
      * as dx = A*dy + B*(x - mean) + D per channel */
     for (int c = 0; c < C; c++) {
       double k = (double)gamma[c] * save_invstd[c];
-      double xs_coef = -k * (sdyx[c] / (double)M) * save_invstd[c];
+      double xs_coef = -k * (sdyx[c] / (double)Mt) * save_invstd[c];
       coef[c] = (float)k;
       coef[C + c] = (float)xs_coef;
-      coef[2 * C + c] = (float)(-k * sdy[c] / (double)M);
+      coef[2 * C + c] = (float)(-k * sdy[c] / (double)Mt);
     }
     const float *A = coef, *B = coef + C, *D = coef + 2 * C;
     if (xs->layout == RT_REF_NCHW) {

@@ -6,6 +6,9 @@
  *     no batch norm, whose per-rank statistics would differ), and every
  *     rank ends with the same bits; with accumulation too (2 ranks x B x 2
  *     against 1 x 4B);
+ *   - synchronized batch norm: smallcnn in fp32, 2 ranks x 16 = 1 x 32,
+ *     parameters and running statistics; apart without it; refused when
+ *     one rank asks for it and the other does not;
  *   - batch norm: smallcnn (fp16) on 3 ranks: every rank's parameters and
  *     averaged running statistics are the same bits, and every rank reports
  *     the same test accuracy (the evaluation's counts summed);
@@ -47,6 +50,7 @@ typedef struct Job {
   const char *checkpoint; /* rank 0 saves it */
   const char *resume;
   const char *weights_out; /* %d: the rank */
+  int sync_bn;             /* NetDistOpts.sync_bn */
 } Job;
 
 /* What a rank reports to the parent through its exit status and a file. */
@@ -84,7 +88,7 @@ static void run_rank(const Job *j, int rank, int world, int port, Outcome *o) {
   NetModel *m = NULL;
   NetStatus s = net_load(model, &lo, &m);
   if (!s && world > 0) {
-    NetDistOpts d = {.rank = rank, .world = world, .port = port, .timeout_s = 20};
+    NetDistOpts d = {.rank = rank, .world = world, .port = port, .timeout_s = 20, .sync_bn = j->sync_bn};
     s = net_dist_join(m, &d);
   }
   NetTrainResult r = {0};
@@ -244,6 +248,53 @@ static void test_equal(int accum) {
         accum, d);
 }
 
+/* Synchronized batch norm: smallcnn (three batch norms, one behind a max
+ * pool) in fp32 on 2 ranks of 16 trains the parameters and running
+ * statistics one process of 32 trains, to the float rounding of the
+ * ranks' sums; without it the ranks' statistics are their own and the
+ * weights part. */
+static void test_sync_bn(void) {
+  char w2[4096], w1[4096], r0[4096], r1[4096], s1[4096];
+  path_of(w2, sizeof w2, "sbn2-%d.safetensors");
+  path_of(w1, sizeof w1, "sbn1-%d.safetensors");
+  Job j = {.model = "models/smallcnn.net",
+           .precision = "fp32",
+           .batch = 16,
+           .steps = 4,
+           .synthetic_n = 256,
+           .test_n = 32,
+           .init_seed = 7,
+           .weights_out = w2,
+           .sync_bn = 1};
+  Job jobs[MAXR];
+  Outcome o[MAXR];
+  same_jobs(jobs, 2, &j);
+  run(jobs, 2, o, NULL);
+  CHECK(o[0].status == 0 && o[1].status == 0, "sync bn: 2 ranks: %s / %s", o[0].msg, o[1].msg);
+  Job one = j;
+  one.batch = 32, one.weights_out = w1, one.sync_bn = 0;
+  run(&one, 0, o, NULL);
+  CHECK(o[0].status == 0, "sync bn: 1 process: %s", o[0].msg);
+  snprintf(r0, sizeof r0, w2, 0), snprintf(r1, sizeof r1, w2, 1), snprintf(s1, sizeof s1, w1, 0);
+  int same = 0;
+  double d = weights_diff(r0, r1, &same);
+  CHECK(same, "sync bn: the ranks' weights and statistics differ (%g)", d);
+  d = weights_diff(r0, s1, &same);
+  CHECK(d < 1e-4, "sync bn: 2 ranks x 16 vs 1 x 32 after 4 steps: largest relative difference %g", d);
+  printf("  sync bn: 2 ranks x 16 = 1 x 32 to %.2g, parameters and running statistics\n", d);
+  /* without it, each rank's own statistics: other weights */
+  for (int k = 0; k < 2; k++) jobs[k].sync_bn = 0;
+  run(jobs, 2, o, NULL);
+  double apart = weights_diff(r0, s1, &same);
+  CHECK(o[0].status == 0 && apart > 100 * d && apart > 1e-4,
+        "sync bn: without it 2 ranks came out as close (%g against %g): the test proves nothing", apart, d);
+  /* every rank must ask the same */
+  jobs[1].sync_bn = 1;
+  run(jobs, 2, o, NULL);
+  CHECK(o[0].status && o[1].status && strstr(o[0].msg, "different things") && strstr(o[1].msg, "synchronized"),
+        "sync bn on one rank only: %s / %s", o[0].msg, o[1].msg);
+}
+
 static void test_batchnorm(void) {
   char w[4096], p0[4096], p[4096];
   path_of(w, sizeof w, "bn-%d.safetensors");
@@ -366,6 +417,7 @@ int main(int argc, char **argv) {
   mkdir(WORK, 0755);
   test_equal(1);
   test_equal(2);
+  test_sync_bn();
   test_batchnorm();
   test_resume();
   test_refusals();
