@@ -78,9 +78,10 @@ static void lost(const char *msg, void *user) {
 
 /* What every rank must share: the model, its batch, precision and device kind. */
 static void describe(const NetModel *m, int sync_bn, char *out, size_t cap) {
-  snprintf(out, cap, "model %s, batch %lld, precision %s, %s%s", m->gt && m->gt->name ? m->gt->name : "?",
-           (long long)m->batch, m->precision ? m->precision : "default", m->gpu ? "gpu" : "cpu",
-           sync_bn ? ", synchronized batch norm" : "");
+  /* the flag first: a long model name may be cut off the end */
+  snprintf(out, cap, "%smodel %s, batch %lld, precision %s, %s", sync_bn ? "synchronized batch norm, " : "",
+           m->gt && m->gt->name ? m->gt->name : "?", (long long)m->batch, m->precision ? m->precision : "default",
+           m->gpu ? "gpu" : "cpu");
 }
 
 /* Rank 0's NCCL id for a GPU model (zeros for the CPU); 0, or -1 with why. */
@@ -160,9 +161,10 @@ static NetStatus join(NetModel *m, NetDist *d, const RtRendezvousConfig *rc, siz
   NetStatus js = net_exec_dist_set(m->xt, &ed, why, sizeof why);
   ok = rt_rendezvous_agree(d->rv, js == NET_OK, err, sizeof err);
   if (js) return net_fail(js, "data parallel, rank %d of %d: %s", d->rank, d->world, why);
-  if ((s = verdict(d, ok, "joining the gradients' all-reduce", err))) return s;
-  if (rt_rendezvous_watch(d->rv, lost, d, err, sizeof err)) return dist_fail(d, "the watchdog", err);
-  return NET_OK;
+  s = verdict(d, ok, "joining the gradients' all-reduce", err);
+  if (!s && rt_rendezvous_watch(d->rv, lost, d, err, sizeof err)) s = dist_fail(d, "the watchdog", err);
+  if (s) net_exec_dist_set(m->xt, NULL, why, sizeof why); /* nothing may point at d, which the caller frees */
+  return s;
 }
 
 NetStatus net_dist_join(NetModel *m, const NetDistOpts *o) {

@@ -296,6 +296,7 @@ NetStatus net_exec_dist_set(NetExec *x, const NetExecDist *d, char *err, size_t 
     return net_status_errf(NET_ERR_ARG, err, len, "data parallel: set before gradient accumulation, not after");
   if (!x->be->dist_set)
     return net_status_errf(NET_ERR_ARG, err, len, "data parallel: the %s executor has none", x->be->name);
+  if (!d) return x->be->dist_set(x->self, NULL, NULL, 0, err, len); /* off: the run is over or never began */
   int *grad = NULL, ngrad = 0;
   NetStatus s = net_graph_optimizer_section(x->g, &grad, &ngrad, err, len);
   if (!s) s = x->be->dist_set(x->self, d, grad, ngrad, err, len);

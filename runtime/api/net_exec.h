@@ -151,6 +151,8 @@ typedef struct NetExecDist {
   NetStatus (*sum)(void *user, double *v, int n, char *err, size_t len);
   void *user;
 } NetExecDist;
+/* d NULL: x steps alone again (a join that failed after this rank's part,
+ * so that nothing points at the run's state afterwards). */
 NetStatus net_exec_dist_set(NetExec *x, const NetExecDist *d, char *err, size_t len);
 
 /* --- the backend table (net_exec_cpu.c, net_exec_gpu.c) ------------------- */

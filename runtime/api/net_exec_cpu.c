@@ -30,7 +30,8 @@ typedef struct Cpu {
   size_t nflat;
   double comm_s; /* the exchanges' wall time, over comm_steps steps */
   int64_t comm_steps;
-  RtRefSync sync; /* synchronized batch norm (NetExecDist.sync_bn): the ranks' sums through dist.sum */
+  RtRefSync sync;     /* synchronized batch norm (NetExecDist.sync_bn): the ranks' sums through dist.sum */
+  char sync_why[512]; /* why the last of those sums failed ("" when none did) */
 } Cpu;
 
 static void cpu_free(void *self);
@@ -126,6 +127,23 @@ static NetStatus average(Cpu *c, char *err, size_t len) {
   return s;
 }
 
+/* RtRefSync.sum: the batch statistics summed over the ranks (a failure
+ * also reaches every other rank, whose sum fails too). */
+static int sync_sum(void *user, double *v, int n) {
+  Cpu *c = user;
+  return c->dist.sum(c->dist.user, v, n, c->sync_why, sizeof c->sync_why) != NET_OK;
+}
+
+/* A step that failed: NET_ERR_DIST with the ranks' reason when a batch
+ * norm's sum over them failed, else NET_ERR_RUN. */
+static NetStatus step_failed(Cpu *c, char *err, size_t len) {
+  if (!c->sync_why[0]) return NET_ERR_RUN;
+  size_t at = strlen(err);
+  if (at < len) snprintf(err + at, len - at, " (%s)", c->sync_why);
+  c->sync_why[0] = 0;
+  return NET_ERR_DIST;
+}
+
 /* The optimizer section, after the gradients' average when the run is data parallel. */
 static NetStatus optimizer(Cpu *c, char *err, size_t len) {
   NetStatus s = average(c, err, len);
@@ -136,7 +154,7 @@ static NetStatus optimizer(Cpu *c, char *err, size_t len) {
 static NetStatus cpu_run(void *self, char *err, size_t len) {
   Cpu *c = self;
   if (!c->flat) return rt_cpu_run(c->cpu, err, len) ? NET_ERR_RUN : NET_OK;
-  if (rt_cpu_run_nodes(c->cpu, 0, c->g->opt_first, err, len)) return NET_ERR_RUN;
+  if (rt_cpu_run_nodes(c->cpu, 0, c->g->opt_first, err, len)) return step_failed(c, err, len);
   return optimizer(c, err, len);
 }
 
@@ -158,20 +176,19 @@ static NetStatus cpu_accum_set(void *self, const int *grad, int ngrad, int k, ch
 static NetStatus cpu_accum_run(void *self, int k, int last, char *err, size_t len) {
   Cpu *c = self;
   if (!c->flat) return rt_cpu_accum_run(c->acc, k, last, err, len) ? NET_ERR_RUN : NET_OK;
-  if (rt_cpu_accum_micro(c->acc, k, last, err, len)) return NET_ERR_RUN;
+  if (rt_cpu_accum_micro(c->acc, k, last, err, len)) return step_failed(c, err, len);
   return last ? optimizer(c, err, len) : NET_OK;
-}
-
-/* RtRefSync.sum: the batch statistics summed over the ranks (a failure
- * also reaches every other rank, whose sum fails too). */
-static int sync_sum(void *user, double *v, int n) {
-  Cpu *c = user;
-  char why[256];
-  return c->dist.sum(c->dist.user, v, n, why, sizeof why) != NET_OK;
 }
 
 static NetStatus cpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
   Cpu *c = self;
+  if (!d) { /* alone again */
+    free(c->grad), free(c->flat);
+    c->grad = NULL, c->flat = NULL, c->ngrad = 0, c->nflat = 0;
+    memset(&c->dist, 0, sizeof c->dist);
+    rt_cpu_set_sync(c->cpu, NULL);
+    return NET_OK;
+  }
   if (!d->allreduce) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the CPU: no all-reduce");
   if (d->sync_bn && !d->sum) return net_status_errf(NET_ERR_ARG, err, len, "synchronized batch norm: no sum");
   size_t n = 0;
@@ -189,7 +206,7 @@ static NetStatus cpu_dist_set(void *self, const NetExecDist *d, const int *grad,
   if (ngrad > 0) memcpy(g, grad, sizeof(int) * (size_t)ngrad);
   free(c->grad), free(c->flat);
   c->dist = *d, c->grad = g, c->ngrad = ngrad, c->flat = flat, c->nflat = n;
-  c->sync = (RtRefSync){.sum = sync_sum, .user = c, .world = d->world};
+  c->sync = (RtRefSync){.sum = sync_sum, .user = c};
   rt_cpu_set_sync(c->cpu, d->sync_bn ? &c->sync : NULL);
   return NET_OK;
 }

@@ -283,6 +283,14 @@ static NetStatus gpu_fetched(void *self, int64_t ticket, int wait, void *host, i
 
 /* Joins the ranks' NCCL communicator and puts its all-reduce into the step. */
 static NetStatus gpu_dist_set(void *self, const NetExecDist *d, const int *grad, int ngrad, char *err, size_t len) {
+  if (!d) { /* alone again: no all-reduce in the step, the communicator aborted */
+    Gpu *x = self;
+    if (!x->nccl) return NET_OK;
+    NetStatus s = net_status_of_cuda(rt_gpu_allreduce_set(x->dev, NULL, NULL, 0, 0, err, len));
+    rt_nccl_free(x->nccl, 1);
+    x->nccl = NULL, x->captured = 0;
+    return s;
+  }
   if (d->sync_bn)
     return net_status_errf(NET_ERR_ARG, err, len,
                            "synchronized batch norm runs on the CPU executor only so far; on the GPU each rank "

@@ -45,16 +45,16 @@ typedef enum RtRefLayout {
 /* Batch statistics over several processes (synchronized batch norm, a
  * data-parallel run's option): sum adds v[0..n) over the processes in
  * place, the same doubles everywhere, and returns 0 (else the statistics
- * fail with RT_REF_ESYNC); world processes, each with a batch of the same
- * size, so that the count is world times the local one.  Batch norm's
+ * fail with RT_REF_ESYNC); the processes' counts of values travel in the
+ * same sums.  Every process must make the same calls in the same order
+ * (the same graph: a backward without dx makes none).  Batch norm's
  * training forward then normalizes by the mean and variance of every
  * process's batch, and its backward's data gradient uses their summed
- * gradient terms; dgamma and dbeta stay the process's own (the gradients'
- * average adds them up). */
+ * gradient terms; dgamma and dbeta stay the process's own (the average
+ * of the gradients over the processes makes them the whole batch's). */
 typedef struct RtRefSync {
   int (*sum)(void *user, double *v, int n);
   void *user;
-  int world;
 } RtRefSync;
 
 typedef struct RtRefAct {

@@ -61,13 +61,20 @@ static void channel_affine(const RtRefAct *xs, const float *x, const float *m, c
   }
 }
 
-/* sum[0..n) summed over sync's processes (nothing without one); *M
- * times their count. */
+/* sum[0..n) summed over sync's processes (nothing without one), and *M,
+ * this one's count, summed with them: a process whose batch holds another
+ * number of values still gets the true total. */
 static int sync_sum(const RtRefSync *sync, double *sum, int n, int64_t *M) {
   if (!sync) return RT_REF_OK;
-  if (sync->world < 1 || !sync->sum || sync->sum(sync->user, sum, n)) return RT_REF_ESYNC;
-  *M *= sync->world;
-  return RT_REF_OK;
+  double *v = malloc(sizeof(double) * ((size_t)n + 1));
+  if (!v) return RT_REF_ENOMEM; /* the others then wait for this one until the run ends */
+  for (int i = 0; i < n; i++) v[i] = sum[i];
+  v[n] = (double)*M;
+  int bad = !sync->sum || sync->sum(sync->user, v, n + 1);
+  for (int i = 0; !bad && i < n; i++) sum[i] = v[i];
+  if (!bad) *M = (int64_t)v[n];
+  free(v);
+  return bad ? RT_REF_ESYNC : RT_REF_OK;
 }
 
 /* Batch mean and 1/sqrt(var + eps) per channel into st[0..C-1] and
@@ -80,10 +87,11 @@ static int batch_stats(const RtRefAct *xs, const RtRefSync *sync, const float *x
   int64_t M = (int64_t)xs->N * xs->H * xs->W, M2 = M;
   double *mean = st, *invstd = st + C, *var = invstd;
   channel_sums(xs, x, NULL, mean);
-  if (sync_sum(sync, mean, C, &M)) return RT_REF_ESYNC;
+  int r = sync_sum(sync, mean, C, &M);
+  if (r) return r;
   for (int c = 0; c < C; c++) mean[c] /= (double)M;
   channel_sums(xs, x, mean, var);
-  if (sync_sum(sync, var, C, &M2)) return RT_REF_ESYNC;
+  if ((r = sync_sum(sync, var, C, &M2))) return r;
   for (int c = 0; c < C; c++) {
     double v = var[c] / (double)M;
     if (running_var) running_var[c] = (1 - momentum) * running_var[c] + momentum * (float)(var[c] / (double)(M - 1));
@@ -116,10 +124,11 @@ int rt_ref_batchnorm_fwd_train_sync(const RtRefAct *xs, const RtRefSync *sync, c
     free(ab);
     return RT_REF_ENOMEM;
   }
-  if (batch_stats(xs, sync, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st)) {
+  int r = batch_stats(xs, sync, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);
+  if (r) {
     free(st);
     free(ab);
-    return RT_REF_ESYNC;
+    return r;
   }
   /* the coefficient from invstd as saved (rounded to f32), as saved_scale
    * makes it: a backward's relu mask, or a max pool recomputing y from z,
@@ -251,10 +260,11 @@ int rt_ref_batchnorm_bwd_sync(const RtRefAct *xs, const RtRefSync *sync, const f
   }
   /* the data gradient's terms over every process's batch (sdy and sdyx are in a row) */
   int64_t Mt = M; /* the count over every process (M: this one's, the loops') */
-  if (dx && sync_sum(sync, sdy, 2 * C, &Mt)) {
+  int r = dx ? sync_sum(sync, sdy, 2 * C, &Mt) : RT_REF_OK;
+  if (r) {
     free(sdy);
     free(coef);
-    return RT_REF_ESYNC;
+    return r;
   }
   if (dx) {
     /* dx = k*dy - k*(sdy/M) - k*xhat*(sdyx/M), k = gamma*invstd, written
