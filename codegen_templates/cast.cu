@@ -156,15 +156,16 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_
  * binade (the subnormals' below the smallest normal), f / step rounded half
  * to even (exact: step is a power of two), saturating at the largest
  * finite value; NaN stays NaN, an infinity is E5M2's or E4M3's NaN. */
+static constexpr float netc_f8_top = NETC_F8 ? 57344.0f : 448.0f; /* the format's largest value */
+
 __device__ __forceinline__ unsigned char netc_f8(float f) {
   constexpr int mbits = NETC_F8 ? 2 : 3, bias = NETC_F8 ? 15 : 7, emin = 1 - bias;
   constexpr int max_code = NETC_F8 ? 0x7b : 0x7e, nan_code = NETC_F8 ? 0x7e : 0x7f;
-  constexpr float top = NETC_F8 ? 57344.0f : 448.0f;
   const unsigned char sign = signbit(f) ? 0x80 : 0;
   if (f != f) return sign | nan_code;
   const float a = fabsf(f);
   if (isinf(a)) return sign | (NETC_F8 ? 0x7c : nan_code);
-  if (a >= top) return sign | max_code;
+  if (a >= netc_f8_top) return sign | max_code;
   int e;
   frexpf(a, &e);
   e = e - 1 < emin ? emin : e - 1; /* a in [2^e, 2^(e+1)) */
@@ -201,7 +202,6 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, uns
   const float scale = NETC_SCALE;
 #else
   __shared__ float sh[32];
-  constexpr float top = NETC_F8 ? 57344.0f : 448.0f;
   float h = 0.0f;
 #if defined(NETC_HIST)
   for (int k = threadIdx.x; k < NETC_HIST; k += blockDim.x) h = fmaxf(h, hist[k]);
@@ -213,7 +213,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, uns
     for (int g = threadIdx.x; g < NETC_G; g += blockDim.x) m = fmaxf(m, part[g]);
     h = netc_block_max(m, sh);
   }
-  const float scale = h > 0.0f ? h / top : 1.0f;
+  const float scale = h > 0.0f ? h / netc_f8_top : 1.0f;
 #endif
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;

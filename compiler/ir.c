@@ -184,6 +184,12 @@ int ir_conv_residual(const IrGraph *g, const IrNode *n) {
   return from >= 0 && i < n->nin && rank_of(g, n, i) == 4 ? i : -1;
 }
 
+int ir_amax_history(const IrGraph *g, int v) {
+  for (int i = 0; i < g->nnode; i++)
+    if (g->node[i].op == IR_OP_CAST && g->node[i].nin == 2 && g->node[i].in[1] == v) return 1;
+  return 0;
+}
+
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *src) {
   for (int i = 0; i < g->ntrain; i++)
     if (strcmp(g->train[i].key, src->key) == 0) {

@@ -160,6 +160,9 @@ double ir_attr_float(const IrNode *n, const char *key, double dflt);
  * -1 when n has none (or is another op). */
 int ir_conv_prologue(const IrGraph *g, const IrNode *n);
 int ir_conv_residual(const IrGraph *g, const IrNode *n);
+/* 1 when value v is read as a cast's amax history (its input 1: FP8's
+ * delayed scaling state, docs/ir.md), else 0. */
+int ir_amax_history(const IrGraph *g, int v);
 /* Train-section entries (same attribute representation). */
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *a);
 const IrAttr *ir_train_find(const IrGraph *g, const char *key);

@@ -14,9 +14,9 @@
 static int cast_f8(Emit *e, const IrType *tx, const IrType *ty, int64_t count) {
   const IrAttr *fixed = ir_attr_find(e->n, "scale");
   int64_t H = e->n->nin > 1 ? numel(e, in_type(e, 1)) : 0;
-  unsigned G = cg_emit_grid_1d(e, count), G2 = G;
+  unsigned G = cg_emit_grid_1d(e, count); /* the amax launch's grid and the cast's */
   size_t amax_at = align256((size_t)G * sizeof(float));
-  need_scratch(e, amax_at + (size_t)G2 * sizeof(float));
+  need_scratch(e, amax_at + (size_t)G * sizeof(float));
   if (!fixed) {
     if (cg_emit_begin(e, "amax")) return -1;
     cg_emit_def(e, "NETC_CAST_AMAX", "1");
@@ -44,7 +44,7 @@ static int cast_f8(Emit *e, const IrType *tx, const IrType *ty, int64_t count) {
   } else {
     CG_EMIT_ARGS(e, in(0), scratch(0), out(0));
   }
-  if (cg_emit_end(e, "cast.cu", G2, 1, BLOCK, 1)) return -1;
+  if (cg_emit_end(e, "cast.cu", G, 1, BLOCK, 1)) return -1;
   if (!H) return 0;
   if (cg_emit_begin(e, "push")) return -1;
   cg_emit_def(e, "NETC_CAST_F8_PUSH", "1");
@@ -52,7 +52,7 @@ static int cast_f8(Emit *e, const IrType *tx, const IrType *ty, int64_t count) {
   cg_emit_def(e, "NETC_TX", "float");
   cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
   cg_emit_def(e, "NETC_HIST", "%lld", (long long)H);
-  cg_emit_def(e, "NETC_G2", "%u", G2);
+  cg_emit_def(e, "NETC_G2", "%u", G);
   CG_EMIT_ARGS(e, scratch(amax_at), in(1));
   return cg_emit_end(e, "cast.cu", 1, 1, BLOCK, 1);
 }

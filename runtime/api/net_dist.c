@@ -268,18 +268,11 @@ static int optimizer_reads(const IrGraph *g, int v) {
   return 0;
 }
 
-/* FP8's amax histories (a cast's input 1) stay each rank's own: a mean of
- * the ranks' largest magnitudes is below some rank's, which would then
- * saturate. */
-static int amax_history(const IrGraph *g, int v) {
-  for (int i = 0; i < g->nnode; i++)
-    if (g->node[i].op == IR_OP_CAST && g->node[i].nin == 2 && g->node[i].in[1] == v) return 1;
-  return 0;
-}
-
 static NetStatus average_one(NetModel *m, int v, int64_t n, float *buf, void *user) {
   NetDist *d = user;
-  if (!is_float(m->gt->val[v].type.dtype) || optimizer_reads(m->gt, v) || amax_history(m->gt, v)) return NET_OK;
+  /* FP8's amax histories stay each rank's own: a mean of the ranks' largest magnitudes is below some rank's, which
+     would then saturate */
+  if (!is_float(m->gt->val[v].type.dtype) || optimizer_reads(m->gt, v) || ir_amax_history(m->gt, v)) return NET_OK;
   NetStatus s = net_exec_read(m->xt, v, buf, net_err_buf(), NET_ERRMAX);
   if (s) return net_failed(s);
   char err[NET_ERRMAX];

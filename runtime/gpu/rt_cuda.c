@@ -50,6 +50,8 @@ static int load_sym(void *lib, const char *name, const char *fallback, void *slo
 
 #define LOAD(field, fn, fallback) \
   if (!load_sym(lib, SYM_NAME(fn), (fallback), &a->field, sizeof a->field)) return 0
+/* a symbol the table may lack: the field stays NULL */
+#define LOAD_OPTIONAL(field, fn) rt_cuda_dlsym(lib, SYM_NAME(fn), &a->field, sizeof a->field)
 
 static int load_table(void *lib, RtCudaApi *a) {
   LOAD(Init, cuInit, NULL);
@@ -100,13 +102,11 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(EventQuery, cuEventQuery, NULL);
   LOAD(DeviceGetPCIBusId, cuDeviceGetPCIBusId, NULL);
   /* optional: without them the all-reduce's clock is off (rt_gpu_allreduce.c), nothing else */
-  rt_cuda_dlsym(lib, SYM_NAME(cuEventRecordWithFlags), &a->EventRecordWithFlags, sizeof a->EventRecordWithFlags);
-  rt_cuda_dlsym(lib, SYM_NAME(cuGraphGetNodes), &a->GraphGetNodes, sizeof a->GraphGetNodes);
-  rt_cuda_dlsym(lib, SYM_NAME(cuGraphNodeGetType), &a->GraphNodeGetType, sizeof a->GraphNodeGetType);
-  rt_cuda_dlsym(lib, SYM_NAME(cuGraphEventRecordNodeGetEvent), &a->GraphEventRecordNodeGetEvent,
-                sizeof a->GraphEventRecordNodeGetEvent);
-  rt_cuda_dlsym(lib, SYM_NAME(cuGraphExecEventRecordNodeSetEvent), &a->GraphExecEventRecordNodeSetEvent,
-                sizeof a->GraphExecEventRecordNodeSetEvent);
+  LOAD_OPTIONAL(EventRecordWithFlags, cuEventRecordWithFlags);
+  LOAD_OPTIONAL(GraphGetNodes, cuGraphGetNodes);
+  LOAD_OPTIONAL(GraphNodeGetType, cuGraphNodeGetType);
+  LOAD_OPTIONAL(GraphEventRecordNodeGetEvent, cuGraphEventRecordNodeGetEvent);
+  LOAD_OPTIONAL(GraphExecEventRecordNodeSetEvent, cuGraphExecEventRecordNodeSetEvent);
   return 1;
 }
 

@@ -61,18 +61,19 @@ static void channel_affine(const RtRefAct *xs, const float *x, const float *m, c
   }
 }
 
-/* sum[0..n) summed over sync's processes (nothing without one), and *M,
- * this one's count, summed with them: a process whose batch holds another
- * number of values still gets the true total. */
+/* sum[0..n) summed over sync's processes (nothing without one), and, with
+ * M, this one's count summed with them into *M: a process whose batch
+ * holds another number of values still gets the true total. */
 static int sync_sum(const RtRefSync *sync, double *sum, int n, int64_t *M) {
   if (!sync) return RT_REF_OK;
-  double *v = malloc(sizeof(double) * ((size_t)n + 1));
+  int m = n + (M != NULL);
+  double *v = malloc(sizeof(double) * (size_t)m);
   if (!v) return RT_REF_ENOMEM; /* the others then wait for this one until the run ends */
   for (int i = 0; i < n; i++) v[i] = sum[i];
-  v[n] = (double)*M;
-  int bad = !sync->sum || sync->sum(sync->user, v, n + 1);
+  if (M) v[n] = (double)*M;
+  int bad = !sync->sum || sync->sum(sync->user, v, m);
   for (int i = 0; !bad && i < n; i++) sum[i] = v[i];
-  if (!bad) *M = (int64_t)v[n];
+  if (!bad && M) *M = (int64_t)v[n];
   free(v);
   return bad ? RT_REF_ESYNC : RT_REF_OK;
 }
@@ -84,14 +85,14 @@ static int batch_stats(const RtRefAct *xs, const RtRefSync *sync, const float *x
                        float *running_var, float momentum, float eps, float *save_mean, float *save_invstd,
                        double *st) {
   int C = xs->C;
-  int64_t M = (int64_t)xs->N * xs->H * xs->W, M2 = M;
+  int64_t M = (int64_t)xs->N * xs->H * xs->W;
   double *mean = st, *invstd = st + C, *var = invstd;
   channel_sums(xs, x, NULL, mean);
   int r = sync_sum(sync, mean, C, &M);
   if (r) return r;
   for (int c = 0; c < C; c++) mean[c] /= (double)M;
   channel_sums(xs, x, mean, var);
-  if ((r = sync_sum(sync, var, C, &M2))) return r;
+  if ((r = sync_sum(sync, var, C, NULL))) return r; /* the count came with the means */
   for (int c = 0; c < C; c++) {
     double v = var[c] / (double)M;
     if (running_var) running_var[c] = (1 - momentum) * running_var[c] + momentum * (float)(var[c] / (double)(M - 1));

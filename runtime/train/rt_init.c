@@ -226,16 +226,9 @@ static float loss_scale_init(const IrGraph *g) {
   return a && a->kind == IR_ATTR_FLOAT && a->f > 0 ? (float)a->f : 65536.0f;
 }
 
-/* 1 when v is a cast's amax history (its input 1: FP8's delayed scaling). */
-static int amax_history(const IrGraph *g, int v) {
-  for (int i = 0; i < g->nnode; i++)
-    if (g->node[i].op == IR_OP_CAST && g->node[i].nin == 2 && g->node[i].in[1] == v) return 1;
-  return 0;
-}
-
 RtInitStatus rt_init_value(const IrGraph *g, int v, uint64_t seed, float *dst, char *err, size_t errlen) {
   int state = v >= 0 && v < g->nval && g->val[v].kind == IR_VAL_STATE;
-  if (state && amax_history(g, v)) { /* no step seen yet: the first cast scales by its own tensor */
+  if (state && ir_amax_history(g, v)) { /* no step seen yet: the first cast scales by its own tensor */
     fill_const(ir_type_numel(&g->val[v].type, 1), 0.0f, dst);
     return RT_INIT_OK;
   }
