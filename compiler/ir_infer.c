@@ -468,6 +468,23 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* A quantized convolution's (x i8 or f8e4m3) dequantized result: f32,
+ * or the y_dtype attribute's float dtype (the precision pass stores it in
+ * the default dtype).  y_dtype on a convolution of floats is refused
+ * (conv2d_bn_train's own y_dtype is its normalized output's). */
+static int quantized_y(Ctx *c, IrType *y) {
+  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
+  if (!yd) return 0;
+  IrDtype x = in_type(c, 0)->dtype;
+  if (x != IR_DT_I8 && x != IR_DT_F8E4M3)
+    return fail(c, "y_dtype is for a convolution of i8 or f8e4m3 values, not %s", ir_dtype_name(x));
+  if (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0])) return fail(c, "y_dtype must be f32, f16 or bf16");
+  y->dtype = (IrDtype)yd->i[0];
+  return 0;
+}
+
+static int infer_conv2d_node(Ctx *c, IrType *out) { return infer_conv2d(c, out) || quantized_y(c, out); }
+
 /* --- fused forms ------------------------------------------------------------ */
 
 /* Types the node's first two inputs as conv2d(x, w) with its attributes. */
@@ -535,7 +552,7 @@ static int infer_conv2d_bn_train(Ctx *c, IrType *out) {
 /* Inference: (x, w, gamma, beta, running_mean, running_var [, sbx] [, residual])
  * -> y, batch norm folded into the conv. */
 static int infer_conv2d_bn(Ctx *c, IrType *out) {
-  if (probe_conv(c, out) || relu_flag(c) || bn_attrs(c, 0)) return -1;
+  if (probe_conv(c, out) || quantized_y(c, out) || relu_flag(c) || bn_attrs(c, 0)) return -1;
   return bn_vectors(c, 2, 6, chan(out)) || optional_inputs(c, 6, 0) || residual(c, out);
 }
 
@@ -774,7 +791,7 @@ static int infer_loss_scale_update(Ctx *c, IrType *out) {
 typedef int (*InferFn)(Ctx *, IrType *);
 
 static const InferFn INFER[IR_OP_COUNT] = {
-    [IR_OP_CONV2D] = infer_conv2d,
+    [IR_OP_CONV2D] = infer_conv2d_node,
     [IR_OP_BATCHNORM] = infer_batchnorm,
     [IR_OP_RELU] = infer_same,
     [IR_OP_ADD] = infer_add,

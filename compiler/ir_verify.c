@@ -8,7 +8,8 @@
  * def field names.  Nodes: a known op with its table arity; inputs that
  * exist and are defined by an earlier node (or are inputs/params/state);
  * attribute keys exactly the op table's, in order, optionally followed by
- * `precision` (a dtype), `math`, (conv2d_bn_train) `y_dtype`,
+ * `precision` (a dtype), `math`, (conv2d_bn_train; a quantized conv2d or
+ * conv2d_bn) `y_dtype`,
  * (batchnorm_relu_bwd) `dz_dtype` and (conv2d_bwd_weight) `hold`; well-formed attribute values; output types equal
  * to what ir_infer() computes.  The optimizer section (IrGraph.opt_first,
  * -1 or 0..nnode): every node from opt_first on is an optimizer op, or an
@@ -231,7 +232,8 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
 /* Keys exactly as the op table lists them, then optionally `precision`,
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
- * normalized output's dtype, when not z's), for batchnorm_relu_bwd[_win]
+ * normalized output's dtype, when not z's; on a conv2d or conv2d_bn of
+ * quantized values the dequantized result's, when not f32), for batchnorm_relu_bwd[_win]
  * optionally `dz_dtype` (likewise) and for conv2d_bwd_weight optionally
  * `hold` (the overlap pass); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
@@ -257,7 +259,8 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
       report(vf, n->loc, what, "attribute math must be \"tf32\"");
     i++;
   }
-  if (ok && i < n->nattr && n->op == IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
+  int y_op = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN;
+  if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
     i++; /* its value is ir_infer's to check */
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
   if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */
@@ -275,7 +278,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
   report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have, keys,
-         n->op == IR_OP_CONV2D_BN_TRAIN     ? ", then y_dtype"
+         y_op                               ? ", then y_dtype"
          : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold"
          : dz_op                            ? ", then dz_dtype"
          : n->op == IR_OP_CAST              ? ", then scale or axis"

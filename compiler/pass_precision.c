@@ -270,9 +270,21 @@ static IrDtype narrower(Pr *p, IrDtype a, IrDtype b) {
  * the normalized output): compute, except that an f32 convolution's
  * fused batch norm + relu output is stored in the default dtype when that
  * is narrower (z, mean and invstd stay f32), so that what follows it (the
- * stem's maxpool and its backward) runs on f16/bf16 data. */
+ * stem's maxpool and its backward) runs on f16/bf16 data; and that a
+ * quantized (i8, f8e4m3) convolution's dequantized result is stored in the
+ * default dtype (y_dtype=D: half the bytes of f32 for the next layer's
+ * cast to read; a conv2d_bn_train's z stays f32), a linear's in f32. */
 static IrDtype result_dtype(const Pr *p, const IrNode *node, IrDtype compute) {
+  if (compute == IR_DT_I8 || compute == IR_DT_F8E4M3) /* dequantized: into D, or f32 (linear: f32) */
+    return node->op == IR_OP_CONV2D || node->op == IR_OP_CONV2D_BN || node->op == IR_OP_CONV2D_BN_TRAIN ? p->def
+                                                                                                        : IR_DT_F32;
   return node->op == IR_OP_CONV2D_BN_TRAIN && compute == IR_DT_F32 && p->def != IR_DT_F32 ? p->def : compute;
+}
+
+/* The dtype node's result has without a y_dtype attribute: a quantized
+ * (i8, f8e4m3) product's is f32, every other its compute dtype's. */
+static IrDtype natural_dtype(IrDtype compute) {
+  return compute == IR_DT_I8 || compute == IR_DT_F8E4M3 ? IR_DT_F32 : compute;
 }
 
 /* Whether value v of g (f32) is an f32 conv2d_bn_train's z that is stored
@@ -347,8 +359,8 @@ static int wanted(Pr *p, int n, int i, IrDtype compute) {
     if (node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) /* z in the data gradient's dtype; the vectors f32 */
       return i < 2 || i == 3 ? (int)compute : -1;
     /* the residual in the output's dtype, the prologue's scale and bias in the input's */
-    if (i == ir_conv_residual(p->g, node)) /* an i8 or f8 convolution's output is f32 */
-      return compute == IR_DT_I8 || compute == IR_DT_F8E4M3 ? IR_DT_F32 : (int)result_dtype(p, node, compute);
+    if (i == ir_conv_residual(p->g, node)) /* an i8 or f8 convolution's output is D (or f32) */
+      return (int)result_dtype(p, node, compute);
     return i < 2 || i == ir_conv_prologue(p->g, node) ? (int)compute : -1;
   case IR_OP_RELU_BWD:
   case IR_OP_MAXPOOL_BWD:
@@ -392,7 +404,7 @@ static IrAttr *with_precision(Pr *p, const IrNode *node, IrDtype dt, int *nattr)
   a[k++] = (IrAttr){.key = "precision", .kind = IR_ATTR_DTYPE, .n = 1, .i = {dt}};
   if (dt == IR_DT_F32 && p->def != IR_DT_F32 && is_conv(node->op))
     a[k++] = (IrAttr){.key = "math", .kind = IR_ATTR_STR, .s = "tf32"};
-  if (result_dtype(p, node, dt) != dt)
+  if (result_dtype(p, node, dt) != natural_dtype(dt))
     a[k++] = (IrAttr){.key = "y_dtype", .kind = IR_ATTR_DTYPE, .n = 1, .i = {result_dtype(p, node, dt)}};
   *nattr = k;
   return a;

@@ -20,10 +20,12 @@ typedef struct CgConvDesc {
   int k, r, s;    /* w: K x R x S x (C / groups) */
   int ho, wo;     /* y: N x Ho x Wo x K */
   int stride[2], pad[2], dilation[2], groups;
-  IrDtype dtype;  /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16; or of x and w: IR_DT_I8 */
-  IrDtype ydtype; /* of y: dtype, except for an i8 forward convolution (x and w quantized,
-                   * their scales folded into the epilogue's, which it must have;
-                   * i32 accumulation): IR_DT_F32, or IR_DT_F16 / IR_DT_BF16 */
+  IrDtype dtype;  /* of x, w and y: IR_DT_F32, IR_DT_F16 or IR_DT_BF16; or of x and w: IR_DT_I8
+                   * or IR_DT_F8E4M3 */
+  IrDtype ydtype; /* of y: dtype, except for an i8 or f8e4m3 forward convolution (x and w
+                   * quantized, their scales folded into the epilogue's, which it must have;
+                   * i32 accumulation for i8, FP32 (Hopper's FP8 tensor-core accumulation)
+                   * for f8e4m3): IR_DT_F32, or IR_DT_F16 / IR_DT_BF16 */
   int tf32;       /* f32 only: allow TF32 tensor-core engines (10-bit mantissa products,
                            * FP32 accumulation); 0 keeps full FP32 numerics */
   int genstats;   /* CG_CONV_FWD on f16/bf16 only: the same kernel also writes the

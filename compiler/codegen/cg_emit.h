@@ -94,8 +94,12 @@ int cg_emit_check_f32(Emit *e, int first_in, int last_in, int first_out, int las
 /* The node's residual input (conv2d_bn[_train] at a block's end), or -1. */
 static inline int residual_in(const Emit *e) { return ir_conv_residual(e->g, e->n); }
 
-/* Whether the node's forward convolution (set by cg_emit_conv.c) is of i8 by i8. */
-static inline int conv_i8(const Emit *e) { return e->k->has_conv && e->k->conv.dtype == IR_DT_I8; }
+/* Whether the node's forward convolution (set by cg_emit_conv.c) is of
+ * quantized values: i8 by i8 or f8e4m3 by f8e4m3, dequantized in its
+ * epilogue. */
+static inline int conv_quant(const Emit *e) {
+  return e->k->has_conv && (e->k->conv.dtype == IR_DT_I8 || e->k->conv.dtype == IR_DT_F8E4M3);
+}
 
 /* --- building launches ------------------------------------------------------ */
 
@@ -133,6 +137,18 @@ static inline size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* When the last launch built runs. */
 static inline void last_when(Emit *e, CgKWhen when) { e->k->launch[e->k->nlaunch - 1].when = when; }
+
+/* The node's last launch made one that runs before its convolution: moved
+ * behind the launches already before it, ahead of every launch after it. */
+static inline void cg_emit_hoist_last(Emit *e) {
+  CgKNode *k = e->k;
+  CgKLaunch l = k->launch[k->nlaunch - 1];
+  int at = 0;
+  while (at < k->nlaunch - 1 && k->launch[at].before) at++;
+  for (int j = k->nlaunch - 1; j > at; j--) k->launch[j] = k->launch[j - 1];
+  l.before = 1;
+  k->launch[at] = l;
+}
 
 /* --- cg_emit_chan.c: per-channel passes ---------------------------------------- */
 
@@ -184,9 +200,9 @@ int cg_emit_bn_channel_sum(Emit *e);
 /* cg_emit_conv.c: every convolution node */
 int cg_emit_conv(Emit *e);
 
-/* cg_emit_qscale.c: an i8 convolution's qscale.cu launch, run before it
- * after the node's other launches before it (it fails after a launch that
- * runs later): op NETC_QS_SET (with the node's bias input `bias`, or -1)
+/* cg_emit_qscale.c: a quantized convolution's qscale.cu launch, run before
+ * it after the node's other launches before it (it is moved ahead of any
+ * launch that runs later): op NETC_QS_SET (with the node's bias input `bias`, or -1)
  * writes the epilogue's scale and bias at scratch esb from x's and w's
  * scales, NETC_QS_MUL multiplies the scale there by them. */
 int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb);

@@ -15,7 +15,7 @@
  * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
  * (conv set): the finalize runs before the convolution and also writes the
  * equivalent scale and bias (f32) for the convolution's epilogue, which an
- * i8 convolution's qscale launch then multiplies by its dequantization;
+ * quantized convolution's qscale launch then multiplies by its dequantization;
  * the affine runs only when cuDNN's plan has no epilogue. */
 int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
   CgEmitChan c;
@@ -28,7 +28,7 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
     CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
     need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
     e->k->launch[e->k->nlaunch - 1].before = 1;
-    if (conv_i8(e) && cg_emit_qscale(e, "NETC_QS_MUL", -1, esb)) return -1;
+    if (conv_quant(e) && cg_emit_qscale(e, "NETC_QS_MUL", -1, esb)) return -1;
     CgConvDesc *d = &e->k->conv;
     d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_esb = scratch(esb);

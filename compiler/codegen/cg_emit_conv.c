@@ -30,20 +30,64 @@ static void conv_geometry(const Emit *e, CgKArg x, CgKArg w, CgKArg y, CgConvDes
   d->tf32 = tx->dtype == IR_DT_F32 && math && math->kind == IR_ATTR_STR && strcmp(math->s, "tf32") == 0;
 }
 
-/* The node's convolution: x, w, y are the forward roles' tensors. */
+/* Whether a convolution of kind with forward roles typed tx, tw, ty is an
+ * FP8 data or weight gradient: an E5M2 gradient (role y) by the forward's
+ * E4M3 weights (a data gradient) or activations (a weight gradient), into
+ * f32. */
+static int fp8_bwd(CgConvKind kind, const IrType *tx, const IrType *tw, const IrType *ty) {
+  if (kind == CG_CONV_FWD || ty->dtype != IR_DT_F8E5M2) return 0;
+  const IrType *q = kind == CG_CONV_BWD_DATA ? tw : tx, *r = kind == CG_CONV_BWD_DATA ? tx : tw;
+  return q->dtype == IR_DT_F8E4M3 && r->dtype == IR_DT_F32;
+}
+
+/* The node's convolution: x, w, y are the forward roles' tensors.  A
+ * forward one of i8 or f8e4m3 values writes a float y through its
+ * epilogue's dequantization (quant_epilogue, cg_emit_bn_infer); an FP8
+ * data or weight gradient is planned as an f32 convolution of its
+ * operands' f32 copies (fp8_widen, once the node's launches are made). */
 static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
     return cg_emit_fail(e, "convolutions run on NHWC activations and KRSC filters");
-  int i8 = kind == CG_CONV_FWD && tx->dtype == IR_DT_I8 && tw->dtype == IR_DT_I8 && ty->dtype == IR_DT_F32;
-  if (!i8 && (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype)))
+  int quant = kind == CG_CONV_FWD && tx->dtype == tw->dtype && (tx->dtype == IR_DT_I8 || tx->dtype == IR_DT_F8E4M3) &&
+              cg_tmpl_is_float(ty->dtype);
+  int widen = fp8_bwd(kind, tx, tw, ty);
+  if (!quant && !widen && (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype)))
     return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                         ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
+  if (widen) e->k->conv.dtype = e->k->conv.ydtype = IR_DT_F32;
   e->k->conv.kind = kind;
   e->k->has_conv = 1;
   e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;
   return 0;
+}
+
+/* An FP8 gradient's operand a (the role's argument *role) dequantized into
+ * f32 scratch past everything else the node uses (dequant.cu), before the
+ * convolution, which then reads that copy. */
+static int fp8_widen_one(Emit *e, CgKArg *role) {
+  const IrType *t = arg_type(e, *role);
+  int64_t count = numel(e, t);
+  size_t at = align256(e->k->scratch_bytes);
+  need_scratch(e, at + (size_t)count * sizeof(float));
+  if (cg_emit_begin(e, t->dtype == IR_DT_F8E5M2 ? "dq_e5m2" : "dq_e4m3")) return -1;
+  cg_emit_def(e, "NETC_F8", "%d", t->dtype == IR_DT_F8E5M2);
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  CG_EMIT_ARGS(e, *role, scratch(at));
+  if (cg_emit_end(e, "dequant.cu", cg_emit_grid_1d(e, count), 1, BLOCK, 1)) return -1;
+  cg_emit_hoist_last(e);
+  *role = scratch(at);
+  return 0;
+}
+
+/* The FP8 operands of node e's data or weight gradient, widened (conv):
+ * the gradient dy (role y) and the weights (data gradient) or the
+ * activations (weight gradient). */
+static int fp8_widen(Emit *e) {
+  CgKNode *k = e->k;
+  if (!k->has_conv || k->conv.kind == CG_CONV_FWD || arg_type(e, k->conv_y)->dtype != IR_DT_F8E5M2) return 0;
+  return fp8_widen_one(e, &k->conv_y) || fp8_widen_one(e, k->conv.kind == CG_CONV_BWD_DATA ? &k->conv_w : &k->conv_x);
 }
 
 /* conv2d_bwd_data_bn_relu (dy, w, beta, z, gamma, mean, invstd) -> dz,
@@ -70,24 +114,25 @@ static int dgrad_bn_relu(Emit *e) {
   return cg_emit_bn_bwd_from(e, 1, out(0), 2, CG_K_UNFUSED);
 }
 
-/* --- i8 convolutions: x and w quantized, their scales in the epilogue ---------- */
+/* --- quantized convolutions: x and w i8 or f8e4m3, their scales in the epilogue -- */
 
-/* conv2d of i8 by i8 [+ bias]: the epilogue's affine is the dequantization
- * and the bias (no launch after: without the epilogue there is no plan). */
-static int conv2d_i8(Emit *e) {
+/* A quantized convolution's epilogue affine as its dequantization [and
+ * the bias input `bias`] (no launch after: without the epilogue there is
+ * no plan), its scale and bias in scratch past the node's other uses. */
+static int quant_epilogue(Emit *e, int bias) {
   int64_t K = dim(e, in_type(e, 1), 0);
   size_t esb = align256(e->k->scratch_bytes);
   need_scratch(e, esb + (size_t)2 * K * sizeof(float));
   e->k->conv.epilogue = CG_EPI_AFFINE;
   e->k->conv_esb = scratch(esb);
-  return cg_emit_qscale(e, "NETC_QS_SET", e->n->nin >= 3 ? 2 : -1, esb);
+  return cg_emit_qscale(e, "NETC_QS_SET", bias, esb);
 }
 
 static int emit_conv_body(Emit *e) {
   switch (e->n->op) {
   case IR_OP_CONV2D: {
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
-    if (conv_i8(e)) return conv2d_i8(e);
+    if (conv_quant(e)) return quant_epilogue(e, e->n->nin >= 3 ? 2 : -1);
     if (e->n->nin < 3) return 0;
     CgEmitChan c;
     if (cg_emit_chan_plan(e, out_type(e, 0), &c)) return -1;
@@ -119,13 +164,14 @@ static int emit_conv_body(Emit *e) {
     if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
     return cg_emit_bn_infer(e, out_type(e, 0), 2, out(0), out(0), (int)ir_attr_int(e->n, "relu", 0));
   case IR_OP_CONV2D_BN_STATS: /* z = out 0, mean, invstd, sb = out 3 */
-    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
-    if (conv_i8(e)) return cg_emit_fail(e, "i8 training has no GPU kernel (INT8 runs inference)");
-    return cg_emit_bn_train(e, out_type(e, 0), out(0), out(0), 2, 1, 1, 3);
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0)) || cg_emit_bn_train(e, out_type(e, 0), out(0), out(0), 2, 1, 1, 3))
+      return -1;
+    return conv_quant(e) ? quant_epilogue(e, -1) : 0;
   default: /* conv2d_bn_train: z = out 0, y = out 1 */
-    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0))) return -1;
-    if (conv_i8(e)) return cg_emit_fail(e, "i8 training has no GPU kernel (INT8 runs inference)");
-    return cg_emit_bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0), -1);
+    if (conv(e, CG_CONV_FWD, in(0), in(1), out(0)) ||
+        cg_emit_bn_train(e, out_type(e, 0), out(0), out(1), 2, 2, (int)ir_attr_int(e->n, "relu", 0), -1))
+      return -1;
+    return conv_quant(e) ? quant_epilogue(e, -1) : 0; /* training: the batch norm's kernels on the f32 z */
   }
 }
 
@@ -239,7 +285,7 @@ int cg_emit_conv(Emit *e) {
   }
   CgConvDesc folded;
   int fold = sbx < 0 && s2d_node(e, &folded);
-  if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e))) return -1;
+  if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e)) || fp8_widen(e)) return -1;
   if (sbx < 0) return 0;
   CgKNode *k = e->k;
   if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)

@@ -1,4 +1,4 @@
-/* cg_emit_qscale.c - an i8 convolution's dequantization: the qscale.cu
+/* cg_emit_qscale.c - a quantized (i8 or f8e4m3) convolution's dequantization: the qscale.cu
  * launch that turns x's and w's scales (stored after their elements,
  * ir_value_scales) into the scale and bias of cuDNN's epilogue, run before
  * the convolution.  conv2d (cg_emit_conv.c) sets them from the scales and
@@ -9,13 +9,10 @@
 #include "cg_tmpl.h"
 
 int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb) {
-  CgKNode *k = e->k;
   const IrNode *n = e->n;
-  for (int j = 0; j < k->nlaunch; j++)
-    if (!k->launch[j].before) return cg_emit_fail(e, "qscale follows a launch that runs after the convolution");
   int64_t xs = ir_value_scales(e->g, n->in[0], e->batch), ws = ir_value_scales(e->g, n->in[1], e->batch);
   if (!xs || !ws)
-    return cg_emit_fail(e, "an i8 convolution reads x and w as casts to i8 wrote them (with their scales)");
+    return cg_emit_fail(e, "a quantized convolution reads x and w as their casts wrote them (with their scales)");
   int64_t K = dim(e, in_type(e, 1), 0);
   if (ws != 1 && ws != K)
     return cg_emit_fail(e, "w has %lld scales for %lld output channels", (long long)ws, (long long)K);
@@ -34,6 +31,6 @@ int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb) {
     CG_EMIT_ARGS(e, in(0), in(1), scratch(esb));
   }
   if (cg_emit_end(e, "qscale.cu", (unsigned)((K + BLOCK - 1) / BLOCK), 1, BLOCK, 1)) return -1;
-  k->launch[k->nlaunch - 1].before = 1;
+  cg_emit_hoist_last(e);
   return 0;
 }

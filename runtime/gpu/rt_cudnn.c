@@ -137,12 +137,14 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
   const char *bad = NULL;
   if (d->kind < CG_CONV_FWD || d->kind > CG_CONV_BWD_FILTER)
     bad = "kind";
-  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16 && d->dtype != IR_DT_I8)
+  else if (d->dtype != IR_DT_F32 && d->dtype != IR_DT_F16 && d->dtype != IR_DT_BF16 && !dtype_quantized(d->dtype))
     bad = "dtype";
-  else if (d->dtype == IR_DT_I8 &&
+  else if (dtype_quantized(d->dtype) &&
            (d->kind != CG_CONV_FWD || !(d->epilogue & CG_EPI_AFFINE) || d->genstats || d->prologue || d->dbn ||
-            (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16) || d->c % 4))
-    bad = "i8 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, C a multiple of 4)";
+            (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16) ||
+            d->c % (d->dtype == IR_DT_I8 ? 4 : 16)))
+    bad = "i8 or f8e4m3 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, C a multiple "
+          "of 4 for i8, 16 for f8e4m3)";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
     bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
@@ -181,7 +183,7 @@ static CgConvDesc normalize(const CgConvDesc *d) {
   for (int i = 0; i < 2; i++) k.stride[i] = d->stride[i], k.pad[i] = d->pad[i], k.dilation[i] = d->dilation[i];
   k.groups = d->groups;
   k.dtype = d->dtype;
-  k.ydtype = d->dtype == IR_DT_I8 ? d->ydtype : d->dtype;
+  k.ydtype = dtype_quantized(d->dtype) ? d->ydtype : d->dtype;
   k.tf32 = d->dtype == IR_DT_F32 && d->tf32;
   k.genstats = d->genstats != 0;
   k.prologue = d->prologue != 0;
@@ -282,7 +284,7 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
     snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & CG_EPI_RESIDUAL ? "-add" : "",
              key.epilogue & CG_EPI_RELU ? "-relu" : "");
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
-  char dt[12];
+  char dt[24];
   snprintf(dt, sizeof dt, "%s%s%s", dtype_name(key.dtype), key.ydtype != key.dtype ? "->" : "",
            key.ydtype != key.dtype ? dtype_name(key.ydtype) : "");
   snprintf(p->what, sizeof p->what, "conv %s%s%s%s %s%s x%dx%dx%dx%d w%dx%dx%dx%d y%dx%d s%dx%d p%dx%d d%dx%d g%d%s",

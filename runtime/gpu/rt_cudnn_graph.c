@@ -19,11 +19,13 @@ static RtCudaStatus make_tensor_as(RtCudnn *h, cudnnBackendDescriptor_t *t, int6
   bool is_virtual = virt != 0;
   int64_t strides[4] = {d1 * d2 * d3, 1, d3 * d1, d1};
   int64_t align = 16;
-  cudnnDataType_t dt = dtype == IR_DT_F32   ? CUDNN_DATA_FLOAT
-                       : dtype == IR_DT_F16 ? CUDNN_DATA_HALF
-                       : dtype == IR_DT_I8  ? CUDNN_DATA_INT8
-                       : dtype == IR_DT_I32 ? CUDNN_DATA_INT32
-                                            : CUDNN_DATA_BFLOAT16;
+  cudnnDataType_t dt = dtype == IR_DT_F32      ? CUDNN_DATA_FLOAT
+                       : dtype == IR_DT_F16    ? CUDNN_DATA_HALF
+                       : dtype == IR_DT_I8     ? CUDNN_DATA_INT8
+                       : dtype == IR_DT_F8E4M3 ? CUDNN_DATA_FP8_E4M3
+                       : dtype == IR_DT_F8E5M2 ? CUDNN_DATA_FP8_E5M2
+                       : dtype == IR_DT_I32    ? CUDNN_DATA_INT32
+                                               : CUDNN_DATA_BFLOAT16;
   RtCudaStatus s;
   if ((s = DNN(h, BackendCreateDescriptor, (CUDNN_BACKEND_TENSOR_DESCRIPTOR, t), what)) ||
       (s = SET(h, *t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, what)) ||

@@ -108,10 +108,21 @@ RtCudaStatus rt_cudnn_lib_check(const DnnApi *d, cudnnStatus_t status, const cha
   rt_cudnn_lib_check((h)->dnn, (h)->dnn->fn args, __FILE__, __LINE__, "cudnn" #fn #args, (what), err, errlen)
 #define SET(h, d, name, type, count, values, what) DNN(h, BackendSetAttribute, (d, name, type, count, values), what)
 
-static inline size_t dtype_bytes(IrDtype t) { return t == IR_DT_F32 ? 4 : t == IR_DT_I8 ? 1 : 2; }
+/* A quantized convolution's operand dtype (i8, FP8 E4M3): products
+ * dequantized by the epilogue's scale. */
+static inline int dtype_quantized(IrDtype t) { return t == IR_DT_I8 || t == IR_DT_F8E4M3; }
+
+static inline size_t dtype_bytes(IrDtype t) {
+  return t == IR_DT_F32 ? 4 : t == IR_DT_I8 || t == IR_DT_F8E4M3 || t == IR_DT_F8E5M2 ? 1 : 2;
+}
 
 static inline const char *dtype_name(IrDtype t) {
-  return t == IR_DT_F32 ? "f32" : t == IR_DT_F16 ? "f16" : t == IR_DT_I8 ? "i8" : "bf16";
+  return t == IR_DT_F32      ? "f32"
+         : t == IR_DT_F16    ? "f16"
+         : t == IR_DT_I8     ? "i8"
+         : t == IR_DT_F8E4M3 ? "f8e4m3"
+         : t == IR_DT_F8E5M2 ? "f8e5m2"
+                             : "bf16";
 }
 
 static inline void destroy(const DnnApi *d, cudnnBackendDescriptor_t *p) {

@@ -67,7 +67,9 @@ static int engine_acceptable(RtCudnn *h, cudnnBackendDescriptor_t cfg, IrDtype d
       h->dnn->BackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                   CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
-      if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ok = 0;
+      /* FP8's tensor cores accumulate their products more narrowly than FP32 on Hopper: its engines are taken
+       * with that note (the precision FP8 asks for), every other dtype's refused */
+      if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION && dtype != IR_DT_F8E4M3) ok = 0;
       if (determ && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) ok = 0;
       if (dtype == IR_DT_F32 && !tf32 &&
           (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))

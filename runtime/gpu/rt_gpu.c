@@ -431,8 +431,8 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     cand[1].prologue = cand[2].prologue = 0;
     cand[0].epilogue = cand[1].epilogue = epi_ok ? want->epilogue : 0;
     cand[2].genstats = cand[2].epilogue = cand[2].dbn = 0;
-    /* an i8 convolution dequantizes in its epilogue: it has no other plan */
-    if (want->dtype == IR_DT_I8) cand[0] = cand[1] = cand[2] = *want;
+    /* an i8 or f8e4m3 convolution dequantizes in its epilogue: it has no other plan */
+    if (want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) cand[0] = cand[1] = cand[2] = *want;
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
     s = RT_CUDA_EARG;

@@ -47,6 +47,7 @@ static void precision_not_dtype(IrGraph *g) {
   IrAttr *a = attr_of(g, "relu", "precision");
   a->kind = IR_ATTR_INT;
 }
+static void y_dtype_of_floats(IrGraph *g) { ir_attr_set_dtype(g, node_named(g, "conv1"), "y_dtype", IR_DT_F16); }
 static void wrong_output_type(IrGraph *g) {
   IrValue *v = &g->val[g->node[node_named(g, "conv1")].out[0]];
   v->type.dim[2] = v->type.dim[3] = 7;
@@ -140,10 +141,10 @@ static const struct Case {
     {"wrong attr key", wrong_attr_key, 1,
      "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): attributes {k s q d groups}, expected {k s p d "
      "groups} "
-     "(optionally followed by precision, then math)"},
+     "(optionally followed by precision, then math, then y_dtype)"},
     {"missing attr", missing_attr, 1,
      "after pass 'fuse': conv2d %2 (conv1): attributes {k s p d}, expected {k s p d groups} (optionally followed by "
-     "precision, then math)"},
+     "precision, then math, then y_dtype)"},
     {"extra attr", extra_attr, 1,
      "after pass 'fuse': maxpool %7 (maxpool): attributes {k s p ceil}, expected {k s p} (optionally followed by "
      "precision, then math)"},
@@ -158,6 +159,9 @@ static const struct Case {
     {"infer fails", infer_fails, 1,
      "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): conv2d filter f32[8,3,3,3] KCRS does not match "
      "kernel 5x5"},
+    {"y_dtype of floats", y_dtype_of_floats, 1,
+     "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): y_dtype is for a convolution of i8 or f8e4m3 "
+     "values, not f32"},
     {"duplicate param", duplicate_param, 1,
      "netc: error: after pass 'fuse': state @bn1.weight: name 'bn1.weight' is already used by param @bn1.weight"},
     {"duplicate input", duplicate_input, 1, "input image: name 'image' is already used by input %0"},

@@ -617,13 +617,29 @@ done:
   free(w), free(dy), free(z), free(ref), free(ch), free(sums);
 }
 
-/* Shape sh's i8 forward convolution (x and w integers in [-127, 127]) with
- * the epilogue flags epi (scale and bias always: the dequantization and a
- * folded batch norm), into ydt (f32 or f16, the residual too), against the
- * reference convolution of the same integers (exact in f32 at these sizes)
- * then the epilogue's arithmetic: within 1e-5 in f32, 2e-3 in f16. */
-static void check_i8(Gpu *g, const Shape *sh, int epi, IrDtype ydt) {
-  CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_I8);
+/* A random operand value of a quantized convolution in dtype qt, and its
+ * code: an integer in [-127, 127] (i8), or an E4M3 value of magnitude at
+ * most 8 (f8e4m3). */
+static float quant_value(IrDtype qt, uint8_t *code) {
+  if (qt == IR_DT_I8) {
+    int8_t q = (int8_t)lrintf(127 * rand_value());
+    *code = (uint8_t)q;
+    return q;
+  }
+  *code = rt_ref_f32_to_f8(8 * rand_value(), RT_REF_E4M3);
+  return rt_ref_f8_to_f32(*code, RT_REF_E4M3);
+}
+
+/* Shape sh's quantized forward convolution of dtype qt (i8: x and w
+ * integers in [-127, 127]; f8e4m3: E4M3 values) with the epilogue flags epi
+ * (scale and bias always: the dequantization and a folded batch norm),
+ * into ydt (f32 or f16, the residual too), against the reference
+ * convolution of the same values then the epilogue's arithmetic: within
+ * 1e-5 in f32, 2e-3 in f16 (i8's sums are exact in f32 at these sizes);
+ * FP8 within 1e-3 and 3e-3 (Hopper's FP8 tensor cores accumulate more
+ * narrowly than FP32). */
+static void check_quant(Gpu *g, const Shape *sh, IrDtype qt, int epi, IrDtype ydt) {
+  CgConvDesc d = shape_desc(sh, CG_CONV_FWD, qt);
   d.ydtype = ydt;
   d.epilogue = epi | CG_EPI_AFFINE;
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
@@ -633,16 +649,18 @@ static void check_i8(Gpu *g, const Shape *sh, int epi, IrDtype ydt) {
   float *x = malloc(sizeof *x * (size_t)nx), *w = malloc(sizeof *w * (size_t)nw);
   float *res = rand_array(ny, ydt), *esb = rand_array(2 * (int64_t)d.k, IR_DT_F32);
   float *ref = malloc(sizeof *ref * (size_t)ny), *got = malloc(sizeof *got * (size_t)ny);
-  int8_t *qx = malloc((size_t)nx), *qw = malloc((size_t)nw);
+  uint8_t *qx = malloc((size_t)nx), *qw = malloc((size_t)nw);
+  const char *qn = qt == IR_DT_I8 ? "i8" : "fp8";
   CUdeviceptr bx = 0, bw = 0, by = 0, bres = 0, bsb = 0, ws = 0;
   char what[64];
   snprintf(what, sizeof what, "fwd+scale-bias%s%s->%s", epi & CG_EPI_RESIDUAL ? "-add" : "",
            epi & CG_EPI_RELU ? "-relu" : "", ydt == IR_DT_F32 ? "f32" : "f16");
   CHECK(x && w && res && esb && ref && got && qx && qw, "out of host memory");
   if (!x || !w || !res || !esb || !ref || !got || !qx || !qw) goto done;
-  for (int64_t i = 0; i < nx; i++) qx[i] = (int8_t)lrintf(127 * rand_value()), x[i] = qx[i];
-  for (int64_t i = 0; i < nw; i++) qw[i] = (int8_t)lrintf(127 * rand_value()), w[i] = qw[i];
-  for (int i = 0; i < d.k; i++) esb[i] *= 1e-4f; /* a dequantization's scale: sums reach 1e6 */
+  for (int64_t i = 0; i < nx; i++) x[i] = quant_value(qt, &qx[i]);
+  for (int64_t i = 0; i < nw; i++) w[i] = quant_value(qt, &qw[i]);
+  if (qt == IR_DT_I8)
+    for (int i = 0; i < d.k; i++) esb[i] *= 1e-4f; /* a dequantization's scale: sums reach 1e6 */
   int rc = rt_ref_conv2d_fwd(&xs, x, &wf, w, NULL, &p, &ys, ref, NULL);
   CHECK(rc == RT_REF_OK, "%s: reference: %s", sh->name, rt_ref_strerror(rc));
   if (rc) goto done;
@@ -655,7 +673,7 @@ static void check_i8(Gpu *g, const Shape *sh, int epi, IrDtype ydt) {
   RtConvPlan *plan = NULL;
   size_t ws_bytes = 0;
   RtCudaStatus s = rt_cudnn_conv_plan(g->dnn, &d, &plan, &ws_bytes, err, sizeof err);
-  CHECK(!s, "%s i8 %s plan: %s", sh->name, what, err);
+  CHECK(!s, "%s %s %s plan: %s", sh->name, qn, what, err);
   if (s) goto done;
   int ok = !RT_CU(g->api, MemAlloc, (&bx, (size_t)nx), "x", err, sizeof err) &&
            !RT_CU(g->api, MemcpyHtoD, (bx, qx, (size_t)nx), "x", err, sizeof err) &&
@@ -666,13 +684,14 @@ static void check_i8(Gpu *g, const Shape *sh, int epi, IrDtype ydt) {
   RtConvIo io = {.x = bx, .w = bw, .y = by, .workspace = ws, .esb = bsb, .residual = epi & CG_EPI_RESIDUAL ? bres : 0};
   ok = ok && !rt_cudnn_conv_exec(g->dnn, plan, &io, err, sizeof err) &&
        !RT_CU(g->api, StreamSynchronize, (g->stream), "conv", err, sizeof err) && download(g, by, ny, ydt, got);
-  CHECK(ok, "%s i8 %s run: %s", sh->name, what, err);
+  CHECK(ok, "%s %s %s run: %s", sh->name, qn, what, err);
   if (!ok) goto done;
-  double rel = rel_error(got, ref, ny, NULL), tol = ydt == IR_DT_F32 ? 1e-5 : 2e-3;
+  double rel = rel_error(got, ref, ny, NULL),
+         tol = qt == IR_DT_I8 ? (ydt == IR_DT_F32 ? 1e-5 : 2e-3) : (ydt == IR_DT_F32 ? 1e-3 : 3e-3);
   int pass = rel < tol;
-  printf("%-22s i8   %-26s rel err %.3e  (tol %.0e) %s  ws %zu B\n", sh->name, what, rel, tol, pass ? "ok" : "FAIL",
+  printf("%-22s %-4s %-26s rel err %.3e  (tol %.0e) %s  ws %zu B\n", sh->name, qn, what, rel, tol, pass ? "ok" : "FAIL",
          ws_bytes);
-  CHECK(pass, "%s i8 %s: relative error %.3e", sh->name, what, rel);
+  CHECK(pass, "%s %s %s: relative error %.3e", sh->name, qn, what, rel);
 done:
   CUdeviceptr bufs[] = {bx, bw, by, bres, bsb, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -964,9 +983,12 @@ int main(int argc, char **argv) {
     check_epilogue(&g, &CHECKED[i], CG_EPI_RESIDUAL | CG_EPI_DRELU);
     for (int f16 = 0; f16 < 2; f16++) {
       IrDtype ydt = f16 ? IR_DT_F16 : IR_DT_F32;
-      check_i8(&g, &CHECKED[i], CG_EPI_AFFINE, ydt);
-      check_i8(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RELU, ydt);
-      check_i8(&g, &CHECKED[i], CG_EPI_AFFINE | CG_EPI_RESIDUAL | CG_EPI_RELU, ydt);
+      for (int f8 = 0; f8 < 2; f8++) {
+        IrDtype qt = f8 ? IR_DT_F8E4M3 : IR_DT_I8;
+        check_quant(&g, &CHECKED[i], qt, CG_EPI_AFFINE, ydt);
+        check_quant(&g, &CHECKED[i], qt, CG_EPI_AFFINE | CG_EPI_RELU, ydt);
+        check_quant(&g, &CHECKED[i], qt, CG_EPI_AFFINE | CG_EPI_RESIDUAL | CG_EPI_RELU, ydt);
+      }
     }
   }
   const char *expect_dbn = getenv("NETC_EXPECT_DBN");

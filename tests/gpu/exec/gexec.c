@@ -16,12 +16,14 @@ IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t
   snprintf(path, sizeof path, "%s/%s", root, rel);
   Diag d;
   diag_init(&d, stderr);
+  int fp8 = precision == IR_DT_F8E4M3; /* --precision fp8: every convolution but the first in FP8, f16 elsewhere */
   PassCtx cx = {.d = &d,
                 .inference = inference,
-                .precision = precision,
+                .precision = fp8 ? IR_DT_F16 : precision,
                 .precision_set = 1,
                 .batch = batch,
-                .int8_layers = int8_layers};
+                .int8_layers = int8_layers,
+                .fp8_layers = fp8 ? "all" : NULL};
   return compile_file(a, &d, path, &cx);
 }
 

@@ -81,6 +81,11 @@ static const Config CONFIGS[] = {
     {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0},
     {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 2, NULL, 0},
     {"tests/gpu/exec/resnext_tiny.net", 1, IR_DT_F16, 1, NULL, 0},
+    /* FP8 (IR_DT_F8E4M3: --precision fp8): forward convolutions on cuDNN's FP8 engines, the gradients' as f32
+     * convolutions of the FP8 operands' values; held to the model's own sensitivity to rounding */
+    {"models/resnet20.net", 0, IR_DT_F8E4M3, 1, NULL, 0},
+    {"models/resnet20.net", 1, IR_DT_F8E4M3, 1, NULL, 0},
+    {"models/smallcnn.net", 0, IR_DT_F8E4M3, 1, NULL, 0},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -185,12 +190,16 @@ static RtCpu *cpu_near(const IrGraph *g, void **init, float **want, float **near
 
 static void run_config(const char *root, int ci) {
   const Config *c = &CONFIGS[ci];
-  const char *prec = c->int8 ? "int8" : c->precision == IR_DT_F16 ? "fp16" : "fp32";
+  const char *prec = c->int8                        ? "int8"
+                     : c->precision == IR_DT_F8E4M3 ? "fp8"
+                     : c->precision == IR_DT_F16    ? "fp16"
+                                                    : "fp32";
+  int narrow = c->precision != IR_DT_F32;
   const char *mode = c->inference ? "inference" : "training";
   /* a replay is held to the launched step's own run-to-run spread: reductions
    * with atomics and cuDNN's weight gradients are not bitwise deterministic
    * (resnet20 fp32: up to 1.05e-5 seen on the H200) */
-  double tol = c->precision == IR_DT_F16 ? 2e-2 : 1e-4, tol_replay = c->precision == IR_DT_F16 ? 1e-3 : 1e-4;
+  double tol = narrow ? 2e-2 : 1e-4, tol_replay = narrow ? 1e-3 : 1e-4;
   snprintf(table[ci], sizeof table[ci], "%-22s %-9s %s  FAILED before the comparison", c->model, mode, prec);
   Arena arena;
   arena_init(&arena);
@@ -213,7 +222,7 @@ static void run_config(const char *root, int ci) {
     CHECK(0, "%s %s %s: rt_gpu_new: %s", c->model, mode, prec, err);
     goto done;
   }
-  init = gexec_values(g, BATCH, 7 + (uint64_t)ci, c->precision == IR_DT_F16 ? 1024.0f : 8.0f);
+  init = gexec_values(g, BATCH, 7 + (uint64_t)ci, narrow ? 1024.0f : 8.0f);
   CHECK(init != NULL, "values");
   if (!init) goto done;
   cpu_seed(cpu, g, init);

@@ -1,0 +1,39 @@
+/* dequant.cu - an FP8 tensor as the f32 values it stands for: y[i] =
+ * value(q[i]) * scale, with scale the one f32 its cast stored after q's
+ * elements (compiler/ir.h, ir_value_scales); a NaN code gives NaN, E5M2's
+ * infinities infinity.  These are the values the CPU executor keeps for
+ * an FP8 tensor (runtime/cpu/rt_cpu_layout.c, cast_f8).
+ *
+ * The data and weight gradients of an FP8 convolution (an E5M2 gradient by
+ * the forward's E4M3 operand) read such f32 copies and run as f32
+ * convolutions with FP32 accumulation (cg_emit_conv.c): the same
+ * arithmetic as the CPU executor's simulation, correct but not faster
+ * than f16.
+ *
+ * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2), NETC_COUNT (the
+ * elements of q).  Launch: 1-D, 256 threads a block, any grid. */
+
+#if !defined(NETC_KERNEL_NAME) || !defined(NETC_F8) || !defined(NETC_COUNT)
+#error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 and NETC_COUNT"
+#endif
+
+static constexpr long long count = NETC_COUNT;
+
+/* The value of FP8 code c (rt_ref_f8_to_f32's). */
+__device__ __forceinline__ float netc_f8_value(unsigned char c) {
+  constexpr int mbits = NETC_F8 ? 2 : 3, ebits = NETC_F8 ? 5 : 4, bias = NETC_F8 ? 15 : 7;
+  const int e = (c >> mbits) & ((1 << ebits) - 1), m = c & ((1 << mbits) - 1);
+  const float sign = c & 0x80 ? -1.0f : 1.0f;
+  if (NETC_F8 && e == (1 << ebits) - 1) return m ? __int_as_float(0x7fc00000) : sign * __int_as_float(0x7f800000);
+  if (!NETC_F8 && e == 15 && m == 7) return __int_as_float(0x7fc00000);
+  if (e == 0) return sign * ldexpf((float)m, 1 - bias - mbits); /* subnormal */
+  return sign * ldexpf((float)((1 << mbits) | m), e - bias - mbits);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+NETC_KERNEL_NAME(const unsigned char *__restrict__ q, float *__restrict__ y) {
+  const float scale = *(const float *)(q + (count + 15) / 16 * 16);
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+    y[i] = netc_f8_value(q[i]) * scale;
+}
