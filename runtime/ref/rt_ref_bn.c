@@ -90,6 +90,7 @@ static int batch_stats(const RtRefAct *xs, const RtRefSync *sync, const float *x
   channel_sums(xs, x, NULL, mean);
   int r = sync_sum(sync, mean, C, &M);
   if (r) return r;
+  if (M < 2) return RT_REF_ESHAPE; /* no unbiased variance; with sync every process's total, so all agree */
   for (int c = 0; c < C; c++) mean[c] /= (double)M;
   channel_sums(xs, x, mean, var);
   if ((r = sync_sum(sync, var, C, NULL))) return r; /* the count came with the means */
@@ -117,7 +118,6 @@ int rt_ref_batchnorm_fwd_train_sync(const RtRefAct *xs, const RtRefSync *sync, c
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !gamma || !beta || !y || !(eps >= 0)) return RT_REF_EARG;
   int C = xs->C;
-  if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
   double *st = malloc(sizeof(double) * 2 * (size_t)C);
   float *ab = malloc(sizeof(float) * 3 * (size_t)C);
   if (!st || !ab) {
@@ -154,7 +154,6 @@ int rt_ref_batchnorm_stats_sync(const RtRefAct *xs, const RtRefSync *sync, const
                                 float *running_var, float momentum, float eps, float *save_mean, float *save_invstd) {
   if (!bn_shape_ok(xs)) return RT_REF_ESHAPE;
   if (!x || !save_mean || !save_invstd || !(eps >= 0)) return RT_REF_EARG;
-  if ((int64_t)xs->N * xs->H * xs->W < 2) return RT_REF_ESHAPE;
   double *st = malloc(sizeof(double) * 2 * (size_t)xs->C);
   if (!st) return RT_REF_ENOMEM;
   int r = batch_stats(xs, sync, x, running_mean, running_var, momentum, eps, save_mean, save_invstd, st);

@@ -24,6 +24,35 @@ static void hand_case(void) {
         "a single value has no unbiased variance");
 }
 
+/* A stand-in for another process of a synchronized batch norm: its sums
+ * equal this one's (so every sum doubles, the count with them), or, with
+ * user "alone", no other process at all. */
+static int twin_sum(void *user, double *v, int n) {
+  if (!strcmp((const char *)user, "alone")) return 0;
+  for (int i = 0; i < n; i++) v[i] *= 2;
+  return 0;
+}
+
+/* A synchronized batch norm needs two values per channel over every
+ * process's batch together, not in each: one value here and one in the
+ * twin normalize (mean and variance those of the pair: the same value
+ * twice, so y = beta), and one value with no other process is refused. */
+static void sync_count(void) {
+  RtRefAct one = {1, 1, 1, 1, RT_REF_NCHW};
+  const float x[1] = {3}, gamma[1] = {2}, beta[1] = {0.5f};
+  float y[1], rm[1] = {0}, rv[1] = {1}, sm[1], si[1];
+  RtRefSync twin = {twin_sum, "twin"}, alone = {twin_sum, "alone"};
+  CHECK(rt_ref_batchnorm_fwd_train_sync(&one, &twin, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, sm, si) == 0,
+        "one value a process, two in all");
+  CHECK_CLOSE(sm[0], 3, 1e-7, "the pair's mean");
+  CHECK_CLOSE(y[0], 0.5, 1e-6, "y of the mean is beta");
+  CHECK_CLOSE(rv[0], 0.9, 1e-6, "running var: the pair's unbiased variance 0");
+  CHECK(rt_ref_batchnorm_fwd_train_sync(&one, &alone, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, sm, si) == RT_REF_ESHAPE,
+        "one value in all is refused");
+  CHECK(rt_ref_batchnorm_stats_sync(&one, &alone, x, rm, rv, 0.1f, 1e-5f, sm, si) == RT_REF_ESHAPE,
+        "statistics of one value in all are refused");
+}
+
 /* The fused relus of batch norm keep NaN as relu does: the prologue's
  * relu(x * scale + bias) and the backward's mask, in both layouts. */
 static void nan_relu(RtRefLayout layout) {
@@ -140,6 +169,7 @@ static void grad(RtRefLayout layout) {
 
 int main(void) {
   hand_case();
+  sync_count();
   nan_relu(RT_REF_NCHW);
   nan_relu(RT_REF_NHWC);
   against_double(RT_REF_NCHW, 4, 6, 5, 7, 0);
