@@ -5,10 +5,10 @@
  * an FP8 tensor (runtime/cpu/rt_cpu_layout.c, cast_f8).
  *
  * The data and weight gradients of an FP8 convolution (an E5M2 gradient by
- * the forward's E4M3 operand) read such f32 copies and run as f32
- * convolutions with FP32 accumulation (cg_emit_conv.c): the same
- * arithmetic as the CPU executor's simulation, correct but not faster
- * than f16.
+ * the forward's E4M3 operand) read such f32 copies and run as TF32
+ * convolutions with FP32 accumulation (cg_emit_conv.c): the CPU executor's
+ * arithmetic but for the operands' rounding to TF32 (a relative 2^-11);
+ * correct, not faster than f16.
  *
  * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2), NETC_COUNT (the
  * elements of q).  Launch: 1-D, 256 threads a block, any grid. */

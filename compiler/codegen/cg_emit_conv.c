@@ -44,7 +44,9 @@ static int fp8_bwd(CgConvKind kind, const IrType *tx, const IrType *tw, const Ir
  * forward one of i8 or f8e4m3 values writes a float y through its
  * epilogue's dequantization (quant_epilogue, cg_emit_bn_infer); an FP8
  * data or weight gradient is planned as an f32 convolution of its
- * operands' f32 copies (fp8_widen, once the node's launches are made). */
+ * operands' f32 copies (fp8_widen, once the node's launches are made) on
+ * TF32 tensor cores: the scaled FP8 values rounded to TF32's 10-bit
+ * mantissa (a relative 2^-11, as f16 would round them), FP32 accumulation. */
 static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
@@ -56,7 +58,7 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
     return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
                         ir_dtype_name(tw->dtype), ir_dtype_name(ty->dtype));
   conv_geometry(e, x, w, y, &e->k->conv);
-  if (widen) e->k->conv.dtype = e->k->conv.ydtype = IR_DT_F32;
+  if (widen) e->k->conv.dtype = e->k->conv.ydtype = IR_DT_F32, e->k->conv.tf32 = 1;
   e->k->conv.kind = kind;
   e->k->has_conv = 1;
   e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;

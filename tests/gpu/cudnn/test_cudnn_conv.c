@@ -876,9 +876,10 @@ static void bench(Gpu *g, double started, int genstats_only) {
          "the prologue %.2f ms\n",
          plain_ms, fused_ms, pro_ms, wplain_ms, wpro_ms);
   /* inference's forward convolutions: f16 into f16 against i8 into f32 and
-   * into f16, each with a scale-bias-relu epilogue */
-  double f16_ms = 0, i8_ms[2] = {0, 0};
-  printf("\ninference forward with scale-bias-relu, tuned, ms per run: f16 -> f16, i8 -> f32, i8 -> f16\n");
+   * into f16 and E4M3 into f16, each with a scale-bias-relu epilogue */
+  double f16_ms = 0, i8_ms[2] = {0, 0}, f8_ms = 0;
+  printf("\ninference forward with scale-bias-relu, tuned, ms per run: f16 -> f16, i8 -> f32, i8 -> f16, "
+         "e4m3 -> f16\n");
   for (int i = 1; ok && !genstats_only && i < NSHAPES && now_s() - started < BENCH_BUDGET_S; i++) {
     const Shape *sh = &RESNET50[i];
     CgConvDesc d = shape_desc(sh, CG_CONV_FWD, IR_DT_F16);
@@ -890,14 +891,21 @@ static void bench(Gpu *g, double started, int genstats_only) {
       CHECK(t8[f16] > 0, "bench %s i8 -> %s: %s", sh->name, f16 ? "f16" : "f32", err);
       i8_ms[f16] += sh->count * (t8[f16] > 0 ? t8[f16] : t16);
     }
-    printf("%-22s %2d  f16 %7.3f  i8>f32 %7.3f (%.2fx)  i8>f16 %7.3f (%.2fx)\n", sh->name, sh->count, t16, t8[0],
-           t8[0] > 0 ? t16 / t8[0] : 0.0, t8[1], t8[1] > 0 ? t16 / t8[1] : 0.0);
+    d.dtype = IR_DT_F8E4M3, d.ydtype = IR_DT_F16;
+    double tf8 = time_conv(g, &b, g->dnn_tuned, &d);
+    CHECK(tf8 > 0, "bench %s e4m3 -> f16: %s", sh->name, err);
+    f8_ms += sh->count * (tf8 > 0 ? tf8 : t16);
+    printf("%-22s %2d  f16 %7.3f  i8>f32 %7.3f (%.2fx)  i8>f16 %7.3f (%.2fx)  e4m3>f16 %7.3f (%.2fx)\n", sh->name,
+           sh->count, t16, t8[0], t8[0] > 0 ? t16 / t8[0] : 0.0, t8[1], t8[1] > 0 ? t16 / t8[1] : 0.0, tf8,
+           tf8 > 0 ? t16 / tf8 : 0.0);
     CHECK(t16 > 0, "bench %s f16: %s", sh->name, err);
     f16_ms += sh->count * t16;
   }
   if (!genstats_only)
-    printf("weighted by use: f16 %.2f ms, i8 -> f32 %.2f ms (%.2fx), i8 -> f16 %.2f ms (%.2fx)\n", f16_ms, i8_ms[0],
-           i8_ms[0] > 0 ? f16_ms / i8_ms[0] : 0.0, i8_ms[1], i8_ms[1] > 0 ? f16_ms / i8_ms[1] : 0.0);
+    printf("weighted by use: f16 %.2f ms, i8 -> f32 %.2f ms (%.2fx), i8 -> f16 %.2f ms (%.2fx), e4m3 -> f16 %.2f ms "
+           "(%.2fx)\n",
+           f16_ms, i8_ms[0], i8_ms[0] > 0 ? f16_ms / i8_ms[0] : 0.0, i8_ms[1], i8_ms[1] > 0 ? f16_ms / i8_ms[1] : 0.0,
+           f8_ms, f8_ms > 0 ? f16_ms / f8_ms : 0.0);
   if (b.ev[0]) g->api->EventDestroy(b.ev[0]);
   if (b.ev[1]) g->api->EventDestroy(b.ev[1]);
   CUdeviceptr *bufs[] = {&b.x, &b.w, &b.y, &b.stats, &b.sb, &b.ws};
