@@ -19,6 +19,7 @@ netrun=${1:-build/release/netrun}
 epochs=${2:-15}
 cache=${3:-}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 tarball=${CIFAR10_TAR:-../shared/data/cifar10-jpeg.tar.gz}
 dir=${CIFAR_DIR:-/tmp/cifar10}
 if [ ! -d "$dir/train" ]; then
