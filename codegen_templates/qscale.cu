@@ -9,11 +9,16 @@
  *                1: the node's bias input, of type NETC_TB), else 0
  *   NETC_QS_MUL  esb[k] *= s_x * s_w[k] (a folded batch norm's scale, which
  *                chan_finalize.cu wrote; its bias stays)
+ *   NETC_QS_OUT  (with either) y is i8 at that step S (pass requant): the
+ *                scale and the bias divided by S, so the epilogue's result
+ *                is y / S, which cuDNN (or a cast launch) rounds to i8; S
+ *                written as y's one scale after its NETC_YCOUNT elements
  *
  * Parameters: NETC_KERNEL_NAME, NETC_K, NETC_XCOUNT and NETC_WCOUNT (the
  * elements of q_x and q_w: their scales start at the next 16-byte
- * boundary), NETC_WSCALES (1 or K), one of NETC_QS_SET / NETC_QS_MUL.
- * Launch: 1-D, 256 threads a block, at least K threads. */
+ * boundary), NETC_WSCALES (1 or K), one of NETC_QS_SET / NETC_QS_MUL,
+ * optionally NETC_QS_OUT and NETC_YCOUNT (y's elements; y the last
+ * argument).  Launch: 1-D, 256 threads a block, at least K threads. */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_K) || !defined(NETC_XCOUNT) || !defined(NETC_WCOUNT)
 #error "qscale.cu is a template: define NETC_KERNEL_NAME, NETC_K, NETC_XCOUNT, NETC_WCOUNT and NETC_QS_SET or _MUL"
@@ -25,26 +30,39 @@ __device__ __forceinline__ const float *netc_scales(const signed char *q, long l
   return (const float *)(q + (count + 15) / 16 * 16);
 }
 
+#if defined(NETC_QS_OUT)
+#define NETC_Y_ARG , signed char *__restrict__ y
+static constexpr float inv_out = 1.0f / NETC_QS_OUT;
+#else
+#define NETC_Y_ARG
+static constexpr float inv_out = 1.0f;
+#endif
+
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_QS_SET) && defined(NETC_QS_BIAS) && NETC_QS_BIAS
 NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
-                 const NETC_TB *__restrict__ bias, float *__restrict__ esb)
+                 const NETC_TB *__restrict__ bias, float *__restrict__ esb NETC_Y_ARG)
 #else
-NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq, float *__restrict__ esb)
+NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
+                 float *__restrict__ esb NETC_Y_ARG)
 #endif
 {
   const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= K) return;
+#if defined(NETC_QS_OUT)
+  if (k == 0) *(float *)(y + (NETC_YCOUNT + 15) / 16 * 16) = NETC_QS_OUT;
+#endif
   const float s = netc_scales(xq, NETC_XCOUNT)[0] * netc_scales(wq, NETC_WCOUNT)[NETC_WSCALES > 1 ? k : 0];
 #if defined(NETC_QS_SET)
-  esb[k] = s;
+  esb[k] = s * inv_out;
 #if defined(NETC_QS_BIAS) && NETC_QS_BIAS
-  esb[K + k] = netc_ld(bias[k]);
+  esb[K + k] = netc_ld(bias[k]) * inv_out;
 #else
   esb[K + k] = 0.0f;
 #endif
 #elif defined(NETC_QS_MUL)
-  esb[k] *= s;
+  esb[k] *= s * inv_out;
+  esb[K + k] *= inv_out;
 #else
 #error "qscale.cu: define NETC_QS_SET or NETC_QS_MUL"
 #endif

@@ -260,6 +260,9 @@ int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch) {
   IrDtype dt = val->type.dtype;
   if ((dt != IR_DT_I8 && dt != IR_DT_F8E4M3 && dt != IR_DT_F8E5M2) || val->def < 0) return 0;
   const IrNode *n = &g->node[val->def];
+  if (dt == IR_DT_I8 && n->out[0] == v && (n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) &&
+      ir_attr_find(n, "y_scale"))
+    return 1; /* a convolution's requantized result (pass requant) */
   if (n->op != IR_OP_CAST || n->out[0] != v) return 0;
   if (!ir_attr_find(n, "axis") || val->type.rank < 1) return 1;
   int64_t d0 = val->type.dim[0] == IR_DIM_N ? batch : val->type.dim[0];

@@ -188,11 +188,13 @@ const char *ir_type_str(const IrType *t, char *buf, size_t len);
 /* Elements per sample when dim[0] is N (N counted as 1), else total. */
 int64_t ir_type_numel(const IrType *t, int64_t batch);
 size_t ir_dtype_size(IrDtype dt);
-/* A quantized value: an i8, f8e4m3 or f8e5m2 value made by a cast.  Where
+/* A quantized value: an i8, f8e4m3 or f8e5m2 value made by a cast, or an
+ * i8 convolution result requantized by its y_scale (pass requant).  Where
  * values are stored as their dtype (the GPU), such a value holds its
  * elements, then at the next 16-byte boundary its f32 scales (the
  * element's real value is q * scale): one per slice of dimension 0 when the
- * cast has axis=0, else one.  ir_value_scales() is that count, 0 for any
+ * cast has axis=0, else one (a requantized result: one, its y_scale).
+ * ir_value_scales() is that count, 0 for any
  * other value (a max pool's i8 winners are plain integers); the CPU
  * executor keeps such values as scale * q in float, with no scales. */
 int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch);

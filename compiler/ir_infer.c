@@ -6,6 +6,7 @@
  * are rank 4 in NCHW or NHWC (dims in memory order), filters KCRS or KRSC;
  * N may be the symbolic batch size IR_DIM_N. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -470,15 +471,24 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
 
 /* A quantized convolution's (x i8 or f8e4m3) dequantized result: f32,
  * or the y_dtype attribute's float dtype (the precision pass stores it in
- * the default dtype).  y_dtype on a convolution of floats is refused
+ * the default dtype), or i8 requantized by the attribute y_scale's S > 0
+ * (pass requant: y = S * clamp(rint(r / S), -127, 127) of the FP32 result
+ * r, the next layer's calibrated cast folded in; its one scale after its
+ * elements, as a cast's).  y_dtype on a convolution of floats is refused
  * (conv2d_bn_train's own y_dtype is its normalized output's). */
 static int quantized_y(Ctx *c, IrType *y) {
-  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
-  if (!yd) return 0;
+  const IrAttr *yd = ir_attr_find(c->n, "y_dtype"), *ys = ir_attr_find(c->n, "y_scale");
+  if (!yd) return ys ? fail(c, "y_scale is for an i8 y_dtype") : 0;
   IrDtype x = in_type(c, 0)->dtype;
   if (x != IR_DT_I8 && x != IR_DT_F8E4M3)
     return fail(c, "y_dtype is for a convolution of i8 or f8e4m3 values, not %s", ir_dtype_name(x));
-  if (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0])) return fail(c, "y_dtype must be f32, f16 or bf16");
+  int i8 = yd->kind == IR_ATTR_DTYPE && yd->i[0] == IR_DT_I8;
+  if (yd->kind != IR_ATTR_DTYPE || (!is_float((IrDtype)yd->i[0]) && !i8))
+    return fail(c, "y_dtype must be f32, f16, bf16 or i8");
+  if (i8 != (ys != NULL)) return fail(c, i8 ? "an i8 y_dtype needs y_scale" : "y_scale is for an i8 y_dtype");
+  if (ys && (ys->kind != IR_ATTR_FLOAT || !(ys->f > 0) || !isfinite(ys->f)))
+    return fail(c, "y_scale must be a finite number above 0");
+  if (ys && ir_conv_residual(c->g, c->n) >= 0) return fail(c, "an i8 y_dtype takes no residual");
   y->dtype = (IrDtype)yd->i[0];
   return 0;
 }

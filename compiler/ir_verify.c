@@ -260,8 +260,10 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
     i++;
   }
   int y_op = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN;
-  if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0)
-    i++; /* its value is ir_infer's to check */
+  if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0) {
+    i++; /* its value is ir_infer's to check, and y_scale's after it (an i8 y_dtype) */
+    if (i < n->nattr && n->op != IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;
+  }
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
   if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */
   if (ok && i < n->nattr && n->op == IR_OP_CAST && n->attr[i].key &&
@@ -278,7 +280,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   for (int j = 0; j < n->nattr && o < sizeof have; j++)
     o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", j ? " " : "", n->attr[j].key ? n->attr[j].key : "?");
   report(vf, n->loc, what, "attributes {%s}, expected {%s} (optionally followed by precision, then math%s)", have, keys,
-         y_op                               ? ", then y_dtype"
+         y_op                               ? ", then y_dtype [y_scale]"
          : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold"
          : dz_op                            ? ", then dz_dtype"
          : n->op == IR_OP_CAST              ? ", then scale or axis"

@@ -16,6 +16,7 @@ static const Pass PIPELINE[] = {
     {"fuse", pass_fuse, "fuse conv + batch norm (+ relu), add + relu and their backward forms"},
     {"layout", pass_layout, "NHWC activations, KRSC filters, channels padded for tensor cores"},
     {"precision", pass_precision, "assign each op its dtype (f32 first conv, f16/bf16/i8 elsewhere), insert casts"},
+    {"requant", pass_requant, "an i8 convolution read only by calibrated casts to i8 writes that i8 itself"},
     {"prologue", pass_prologue, "batch norm + relu read by convolutions applied in their prologue, not stored"},
     {"overlap", pass_overlap, "weight gradients hold their inputs until the next data gradient, to run beside it"},
     {"memplan", pass_memplan, "liveness and buffer reuse: every activation's offset in one arena"},

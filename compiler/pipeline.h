@@ -64,6 +64,7 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx);
  * forward; fp8_layers "all").  0, or -1 for another name. */
 int pass_precision_parse(const char *name, PassCtx *cx);
 #define PASS_PRECISION_NAMES "fp32, fp16, bf16 or fp8"
+IrGraph *pass_requant(IrGraph *g, PassCtx *cx);
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx);
 IrGraph *pass_overlap(IrGraph *g, PassCtx *cx);
 IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);

@@ -20,6 +20,8 @@
 int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
   CgEmitChan c;
   int epi = e->k->has_conv;
+  IrType t16 = *t; /* a requantized i8 result's channels, for the plan (its apply launch is never made) */
+  if (t->dtype == IR_DT_I8) t16.dtype = IR_DT_F16, t = &t16;
   if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
   size_t esb = c.coef + align256((size_t)4 * c.C * sizeof(float));
   c.sb = epi;
@@ -33,6 +35,7 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
     d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_esb = scratch(esb);
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
+    if (conv_quant(e)) return 0; /* its plan always has the epilogue: no apply launch */
   } else {
     CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   }

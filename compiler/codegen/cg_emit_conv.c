@@ -51,8 +51,9 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   const IrType *tx = arg_type(e, x), *tw = arg_type(e, w), *ty = arg_type(e, y);
   if (tx->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tw->layout != IR_LAYOUT_KRSC)
     return cg_emit_fail(e, "convolutions run on NHWC activations and KRSC filters");
+  int requant = ty->dtype == IR_DT_I8 && ir_attr_find(e->n, "y_scale"); /* pass requant */
   int quant = kind == CG_CONV_FWD && tx->dtype == tw->dtype && (tx->dtype == IR_DT_I8 || tx->dtype == IR_DT_F8E4M3) &&
-              cg_tmpl_is_float(ty->dtype);
+              (cg_tmpl_is_float(ty->dtype) || requant);
   int widen = fp8_bwd(kind, tx, tw, ty);
   if (!quant && !widen && (tx->dtype != tw->dtype || tx->dtype != ty->dtype || !cg_tmpl_is_float(tx->dtype)))
     return cg_emit_fail(e, "a convolution of %s by %s into %s has no GPU kernel yet", ir_dtype_name(tx->dtype),
@@ -62,6 +63,31 @@ static int conv(Emit *e, CgConvKind kind, CgKArg x, CgKArg w, CgKArg y) {
   e->k->conv.kind = kind;
   e->k->has_conv = 1;
   e->k->conv_x = x, e->k->conv_w = w, e->k->conv_y = y;
+  return 0;
+}
+
+/* A requantized i8 result (pass requant) where cuDNN has no plan that
+ * writes i8: the plan writes the epilogue's y / S in f16 into scratch past
+ * everything else the node uses, and a cast launch (QOUT_UNFUSED) rounds
+ * it into y (whose step S the qscale launch wrote after its elements). */
+static int requant_fallback(Emit *e) {
+  CgKNode *k = e->k;
+  if (!k->has_conv || k->conv.ydtype != IR_DT_I8) return 0;
+  int64_t count = numel(e, out_type(e, 0));
+  int v = cg_tmpl_flat_vec(IR_DT_F16);
+  k->qout_offset = align256(k->scratch_bytes);
+  k->qout_bytes = (size_t)count * ir_dtype_size(IR_DT_F16);
+  if (cg_emit_begin(e, "requant")) return -1;
+  cg_emit_def(e, "NETC_CAST_I8", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F16));
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  cg_emit_def(e, "NETC_V", "%d", v);
+  cg_emit_def(e, "NETC_SCALE", "1.0f");  /* the epilogue divided by S */
+  cg_emit_def(e, "NETC_NSCALES", "0LL"); /* S is written */
+  CgKArg q = scratch(k->qout_offset);
+  CG_EMIT_ARGS(e, q, q, out(0));
+  if (cg_emit_end(e, "cast.cu", cg_emit_grid_1d(e, count / v + 1), 1, BLOCK, 1)) return -1;
+  last_when(e, CG_K_QOUT_UNFUSED);
   return 0;
 }
 
@@ -287,7 +313,9 @@ int cg_emit_conv(Emit *e) {
   }
   CgConvDesc folded;
   int fold = sbx < 0 && s2d_node(e, &folded);
-  if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e)) || fp8_widen(e)) return -1;
+  if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e)) || fp8_widen(e) ||
+      requant_fallback(e))
+    return -1;
   if (sbx < 0) return 0;
   CgKNode *k = e->k;
   if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)

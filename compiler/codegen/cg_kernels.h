@@ -51,9 +51,19 @@ typedef struct CgKArg {
  * relu(x * scale + bias) into scratch at pro_offset; the executor runs it,
  * BEFORE the convolution (PROLOGUE launches come first in the list), and
  * points the convolution's x there when its cuDNN plan has no prologue. */
-typedef enum CgKWhen { CG_K_ALWAYS, CG_K_UNFUSED, CG_K_FUSED, CG_K_PROLOGUE, CG_K_EPI_UNFUSED } CgKWhen;
+typedef enum CgKWhen {
+  CG_K_ALWAYS,
+  CG_K_UNFUSED,
+  CG_K_FUSED,
+  CG_K_PROLOGUE,
+  CG_K_EPI_UNFUSED,
+  CG_K_QOUT_UNFUSED
+} CgKWhen;
 /* CG_K_EPI_UNFUSED: what a convolution's epilogue (conv.epilogue) does, run
- * after it when its cuDNN plan has no epilogue. */
+ * after it when its cuDNN plan has no epilogue.  CG_K_QOUT_UNFUSED: the
+ * rounding of a requantized i8 result (conv.ydtype i8, pass requant) when
+ * cuDNN has no plan that writes i8: the plan then writes the result in f16
+ * to scratch at qout_offset, and this launch rounds it into y. */
 
 typedef struct CgKLaunch {
   char name[CG_K_NAME]; /* kernel name in the source */
@@ -84,6 +94,7 @@ typedef struct CgKNode {
   CgKLaunch launch[CG_K_MAX_LAUNCH]; /* in order, after the convolution if any */
   size_t scratch_bytes;              /* device scratch the launches need (PROLOGUE's output excluded) */
   size_t pro_offset, pro_bytes;      /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
+  size_t qout_offset, qout_bytes;    /* a requantized result's f16 copy in scratch (QOUT_UNFUSED; likewise) */
   int has_conv;
   CgConvDesc conv; /* when has_conv */
   CgKArg conv_x, conv_w, conv_y;

@@ -141,10 +141,11 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
     bad = "dtype";
   else if (dtype_quantized(d->dtype) &&
            (d->kind != CG_CONV_FWD || !(d->epilogue & CG_EPI_AFFINE) || d->genstats || d->prologue || d->dbn ||
-            (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16) ||
+            (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16 &&
+             !(d->ydtype == IR_DT_I8 && d->dtype == IR_DT_I8 && !(d->epilogue & CG_EPI_RESIDUAL) && d->k % 4 == 0)) ||
             d->c % (d->dtype == IR_DT_I8 ? 4 : 16)))
-    bad = "i8 or f8e4m3 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, C a multiple "
-          "of 4 for i8, 16 for f8e4m3)";
+    bad = "i8 or f8e4m3 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, or i8 into i8 "
+          "without a residual, C a multiple of 4 for i8, 16 for f8e4m3)";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
     bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||

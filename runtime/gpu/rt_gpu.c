@@ -133,6 +133,7 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
  * when a kernel writes it (the plan does not apply the prologue). */
 static size_t node_scratch(const RtGpu *x, int i) {
   const CgKNode *k = &x->prog.kn[i];
+  if (k->qout_bytes && !x->conv[i].qout_fused) return k->qout_offset + k->qout_bytes;
   return k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
 }
 
@@ -178,6 +179,7 @@ static int launch_runs(const CgKLaunch *l, const GpuConv *c) {
   case CG_K_ALWAYS: return 1;
   case CG_K_PROLOGUE: return !c->pro_fused;
   case CG_K_EPI_UNFUSED: return !c->epi_fused;
+  case CG_K_QOUT_UNFUSED: return !c->qout_fused;
   case CG_K_FUSED: return c->fused;
   default: return !c->fused;
   }
@@ -208,10 +210,11 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     if (k->has_conv) {
       GpuConv *c = &x->conv[i];
       CgKArg pro_x = {.kind = CG_KARG_SCRATCH, .offset = k->pro_offset};
-      int materialized = k->conv.prologue && !c->pro_fused;
+      CgKArg qout_y = {.kind = CG_KARG_SCRATCH, .offset = k->qout_offset};
+      int materialized = k->conv.prologue && !c->pro_fused, rounded = k->qout_bytes && !c->qout_fused;
       if ((s = resolve_arg(x, i, materialized ? &pro_x : &k->conv_x, &c->io.x, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_w, &c->io.w, err, errlen)) ||
-          (s = resolve_arg(x, i, &k->conv_y, &c->io.y, err, errlen)) ||
+          (s = resolve_arg(x, i, rounded ? &qout_y : &k->conv_y, &c->io.y, err, errlen)) ||
           (c->fused && k->conv.genstats && (s = resolve_arg(x, i, &k->conv_stats, &c->io.stats, err, errlen))) ||
           (k->conv.prologue && c->pro_fused && (s = resolve_arg(x, i, &k->conv_sb, &c->io.sb, err, errlen))))
         break;
@@ -361,6 +364,7 @@ static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc
   c->fused = desc->genstats || desc->dbn;
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
+  c->qout_fused = desc->ydtype == want->ydtype;
 }
 
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
@@ -431,8 +435,12 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     cand[1].prologue = cand[2].prologue = 0;
     cand[0].epilogue = cand[1].epilogue = epi_ok ? want->epilogue : 0;
     cand[2].genstats = cand[2].epilogue = cand[2].dbn = 0;
-    /* an i8 or f8e4m3 convolution dequantizes in its epilogue: it has no other plan */
-    if (want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) cand[0] = cand[1] = cand[2] = *want;
+    /* an i8 or f8e4m3 convolution dequantizes in its epilogue: it has no other plan; one whose result is
+     * requantized to i8 (pass requant) may write it in f16 for a launch to round (QOUT_UNFUSED) */
+    if (want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) {
+      cand[0] = cand[1] = cand[2] = *want;
+      if (want->ydtype == IR_DT_I8) cand[1].ydtype = cand[2].ydtype = IR_DT_F16;
+    }
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
     s = RT_CUDA_EARG;
@@ -502,6 +510,7 @@ static size_t workspace_cap(const RtGpu *x) {
   for (int i = 0; i < x->g->nnode; i++) {
     const CgKNode *k = &x->prog.kn[i];
     size_t n = k->pro_bytes ? k->pro_offset + k->pro_bytes : 0;
+    if (k->qout_bytes && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
     if (k->scratch_bytes > n) n = k->scratch_bytes;
     if (n > scratch) scratch = n;
   }

@@ -20,13 +20,14 @@ typedef struct GpuLaunch {
 
 typedef struct GpuConv {
   RtConvPlan *plan;
-  int fused;     /* the plan writes the statistics (CgConvDesc.genstats) into io.stats */
-  int pro_fused; /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
-  int epi_fused; /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
-  int pre;       /* launches of the node that run before the convolution (its PROLOGUE) */
-  RtConvIo io;   /* workspace: the executor's */
-  size_t ws;     /* the plan's workspace bytes */
-  int side;      /* the node runs on the side stream (rt_gpu_branch.h), with the side scratch */
+  int fused;      /* the plan writes the statistics (CgConvDesc.genstats) into io.stats */
+  int pro_fused;  /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
+  int epi_fused;  /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
+  int qout_fused; /* the plan writes the node's requantized i8 result itself (else f16, rounded by a launch) */
+  int pre;        /* launches of the node that run before the convolution (its PROLOGUE) */
+  RtConvIo io;    /* workspace: the executor's */
+  size_t ws;      /* the plan's workspace bytes */
+  int side;       /* the node runs on the side stream (rt_gpu_branch.h), with the side scratch */
 } GpuConv;
 
 struct RtGpu {

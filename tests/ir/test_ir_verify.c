@@ -141,10 +141,10 @@ static const struct Case {
     {"wrong attr key", wrong_attr_key, 1,
      "small.net:3:9: error: after pass 'fuse': conv2d %2 (conv1): attributes {k s q d groups}, expected {k s p d "
      "groups} "
-     "(optionally followed by precision, then math, then y_dtype)"},
+     "(optionally followed by precision, then math, then y_dtype [y_scale])"},
     {"missing attr", missing_attr, 1,
      "after pass 'fuse': conv2d %2 (conv1): attributes {k s p d}, expected {k s p d groups} (optionally followed by "
-     "precision, then math, then y_dtype)"},
+     "precision, then math, then y_dtype [y_scale])"},
     {"extra attr", extra_attr, 1,
      "after pass 'fuse': maxpool %7 (maxpool): attributes {k s p ceil}, expected {k s p} (optionally followed by "
      "precision, then math)"},

@@ -8,7 +8,22 @@
 #include <string.h>
 
 #include "compile.h"
+#include "int8_scales.h"
 #include "rt_ref.h"
+
+/* Every i8 layer of g (its name) at input step `step`, in a. */
+static Int8Scales *uniform_scales(Arena *a, const IrGraph *g, double step) {
+  Int8Scales *t = arena_alloc(a, sizeof *t);
+  const char **layer = arena_alloc(a, sizeof *layer * ((size_t)g->nnode + 1));
+  double *scale = arena_alloc(a, sizeof *scale * ((size_t)g->nnode + 1));
+  if (!t || !layer || !scale) return NULL;
+  *t = (Int8Scales){.layer = layer, .scale = scale};
+  for (int n = 0; n < g->nnode; n++) {
+    const IrAttr *p = ir_attr_find(&g->node[n], "precision");
+    if (p && p->i[0] == IR_DT_I8 && g->node[n].name) layer[t->n] = g->node[n].name, scale[t->n++] = step;
+  }
+  return t;
+}
 
 IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
                             IrDtype precision, const char *int8_layers) {
@@ -17,13 +32,19 @@ IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t
   Diag d;
   diag_init(&d, stderr);
   int fp8 = precision == IR_DT_F8E4M3; /* --precision fp8: every convolution but the first in FP8, f16 elsewhere */
+  /* "calibrated": "all", every i8 layer's input at step 0.05 (as --int8-scales would give; pass requant folds
+   * the casts of results only i8 layers read into the convolutions) */
+  int calibrated = int8_layers && strcmp(int8_layers, "calibrated") == 0;
   PassCtx cx = {.d = &d,
                 .inference = inference,
                 .precision = fp8 ? IR_DT_F16 : precision,
                 .precision_set = 1,
                 .batch = batch,
-                .int8_layers = int8_layers,
+                .int8_layers = calibrated ? "all" : int8_layers,
                 .fp8_layers = fp8 ? "all" : NULL};
+  IrGraph *g = compile_file(a, &d, path, &cx);
+  if (!g || !calibrated) return g;
+  if (!(cx.int8_scales = uniform_scales(a, g, 0.05))) return NULL;
   return compile_file(a, &d, path, &cx);
 }
 

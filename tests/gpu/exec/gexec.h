@@ -14,8 +14,9 @@
  * inference), at precision IR_DT_F32 or IR_DT_F16; NULL after printing the
  * errors. */
 IrGraph *gexec_compile(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision);
-/* The same with --int8=int8_layers (NULL: none); precision IR_DT_F8E4M3
- * is --precision fp8 (FP8 convolutions, f16 elsewhere). */
+/* The same with --int8=int8_layers (NULL: none; "calibrated": all, with
+ * every i8 layer's input at step 0.05 as --int8-scales gives it); precision
+ * IR_DT_F8E4M3 is --precision fp8 (FP8 convolutions, f16 elsewhere). */
 IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
                             IrDtype precision, const char *int8_layers);
 

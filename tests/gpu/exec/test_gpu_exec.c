@@ -76,6 +76,8 @@ static const Config CONFIGS[] = {
     {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0},
     {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0},
     {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0},
+    /* calibrated steps: each block's conv1 writes i8 itself (pass requant) */
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "calibrated", 0},
     {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F32, 0, NULL, 1},
     {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 0, NULL, 0},
     {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0},

@@ -1,0 +1,101 @@
+/* pass_requant.c - an i8 convolution that writes the next layer's i8 input
+ * itself.
+ *
+ * After pass precision, an INT8 layer whose result only the next i8
+ * layers read (a bottleneck's conv1 and conv2) is followed by a cast of
+ * that result to i8 with the next layer's calibrated scale S
+ * (--int8-scales): the convolution writes its dequantized result in the
+ * default dtype, and the cast reads it again to write one byte an element.
+ * This pass folds the cast into the convolution: `y_dtype=i8 y_scale=S`,
+ * its result i8 (S * clamp(rint(r / S), -127, 127) of the FP32 result r,
+ * with S as its one scale, compiler/ir.h) and the cast gone, so the
+ * convolution's epilogue divides by S and stores one byte an element
+ * (runtime/gpu: cuDNN's int8 output, or where it has none the f16 result
+ * in scratch and a cast launch).  The only difference from the graph
+ * without the pass is that r is rounded once, not to the default dtype
+ * first.
+ *
+ * Taken only where every use of the result is a cast to i8 with the same
+ * calibrated scale, the result is no graph output and the convolution
+ * (conv2d or conv2d_bn of i8 values) adds no residual; a cast without a
+ * calibrated scale (quantized by its tensor's maximum at run time) needs
+ * the whole result first and stays.  Assumes a verified graph; guarantees
+ * the same graph with those casts removed.  -fno-requant leaves it as it
+ * is.
+ *
+ *   before:  %8 = conv2d_bn(%6, %7, ...) {... precision=i8 y_dtype=f16} : f16[N,56,56,64] NHWC  # layer1.0.conv1
+ *            %9 = cast(%8) {to=i8 scale=0.0213} : i8[N,56,56,64] NHWC  # layer1.0.conv1.i8
+ *   after:   %8 = conv2d_bn(%6, %7, ...) {... precision=i8 y_dtype=i8 y_scale=0.0213} : i8[N,56,56,64] NHWC  # layer1.0.conv1
+ */
+#include <string.h>
+
+#include "pipeline.h"
+
+/* The calibrated scale every use of value v casts it to i8 with, or 0
+ * when a use is anything else (or v is a graph output). */
+static double only_i8_casts(const IrGraph *g, int v) {
+  double scale = 0;
+  for (int k = 0; k < g->noutput; k++)
+    if (g->output[k] == v) return 0;
+  for (int n = 0; n < g->nnode; n++)
+    for (int i = 0; i < g->node[n].nin; i++) {
+      if (g->node[n].in[i] != v) continue;
+      const IrNode *c = &g->node[n];
+      const IrAttr *s = ir_attr_find(c, "scale");
+      if (c->op != IR_OP_CAST || c->nin != 1 || g->val[c->out[0]].type.dtype != IR_DT_I8 || !s ||
+          s->kind != IR_ATTR_FLOAT || !(s->f > 0) || (scale && s->f != scale))
+        return 0;
+      scale = s->f;
+    }
+  return scale;
+}
+
+/* Whether node n is a convolution of i8 values whose result is stored
+ * in a float dtype, without a residual. */
+static int requantizable(const IrGraph *g, const IrNode *n) {
+  const IrAttr *p = ir_attr_find(n, "precision");
+  return (n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) && p && p->i[0] == IR_DT_I8 &&
+         g->val[n->in[0]].type.dtype == IR_DT_I8 && ir_conv_residual(g, n) < 0;
+}
+
+/* n's attributes with y_dtype=i8 y_scale=S last (an older y_dtype dropped). */
+static IrAttr *with_i8_result(IrGraph *g, const IrNode *n, double scale, int *nattr) {
+  IrAttr *a = arena_alloc(g->arena, sizeof(IrAttr) * ((size_t)n->nattr + 2));
+  if (!a) return NULL;
+  int k = 0;
+  for (int i = 0; i < n->nattr; i++)
+    if (strcmp(n->attr[i].key, "y_dtype")) a[k++] = n->attr[i];
+  a[k++] = (IrAttr){.key = "y_dtype", .kind = IR_ATTR_DTYPE, .n = 1, .i = {IR_DT_I8}};
+  a[k++] = (IrAttr){.key = "y_scale", .kind = IR_ATTR_FLOAT, .f = scale};
+  *nattr = k;
+  return a;
+}
+
+IrGraph *pass_requant(IrGraph *g, PassCtx *cx) {
+  int folded = 0;
+  for (int n = 0; n < g->nnode; n++) {
+    IrNode *conv = &g->node[n];
+    if (!requantizable(g, conv)) continue;
+    int v = conv->out[0];
+    double scale = only_i8_casts(g, v);
+    if (!(scale > 0)) continue;
+    int nattr;
+    IrAttr *attr = with_i8_result(g, conv, scale, &nattr);
+    if (!attr) {
+      diag_error(cx->d, conv->loc, "requant: out of memory");
+      return NULL;
+    }
+    conv->attr = attr, conv->nattr = nattr;
+    g->val[v].type.dtype = IR_DT_I8;
+    /* every reader of a cast of v reads v; the casts, unread, go with dce */
+    for (int c = n + 1; c < g->nnode; c++) {
+      if (g->node[c].op != IR_OP_CAST || g->node[c].nin != 1 || g->node[c].in[0] != v) continue;
+      int q = g->node[c].out[0];
+      for (int m = c + 1; m < g->nnode; m++)
+        for (int i = 0; i < g->node[m].nin; i++)
+          if (g->node[m].in[i] == q) g->node[m].in[i] = v;
+    }
+    folded++;
+  }
+  return folded ? pass_dce(g, cx) : g;
+}
