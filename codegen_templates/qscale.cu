@@ -32,10 +32,10 @@ __device__ __forceinline__ const float *netc_scales(const signed char *q, long l
 
 #if defined(NETC_QS_OUT)
 #define NETC_Y_ARG , signed char *__restrict__ y
-static constexpr float inv_out = 1.0f / NETC_QS_OUT;
+static constexpr float out_step = NETC_QS_OUT;
 #else
 #define NETC_Y_ARG
-static constexpr float inv_out = 1.0f;
+static constexpr float out_step = 1.0f;
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -54,15 +54,15 @@ NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restri
 #endif
   const float s = netc_scales(xq, NETC_XCOUNT)[0] * netc_scales(wq, NETC_WCOUNT)[NETC_WSCALES > 1 ? k : 0];
 #if defined(NETC_QS_SET)
-  esb[k] = s * inv_out;
+  esb[k] = s / out_step;
 #if defined(NETC_QS_BIAS) && NETC_QS_BIAS
-  esb[K + k] = netc_ld(bias[k]) * inv_out;
+  esb[K + k] = netc_ld(bias[k]) / out_step;
 #else
   esb[K + k] = 0.0f;
 #endif
 #elif defined(NETC_QS_MUL)
-  esb[k] *= s * inv_out;
-  esb[K + k] *= inv_out;
+  esb[k] = esb[k] * s / out_step;
+  esb[K + k] /= out_step;
 #else
 #error "qscale.cu: define NETC_QS_SET or NETC_QS_MUL"
 #endif

@@ -329,12 +329,14 @@ static IrDtype stored_y_dtype(Pr *p, int z) {
 
 /* Input i of a backward convolution in FP8 (compute f8e5m2): the gradient
  * E5M2, the weights (data gradient) or activations (weight gradient) E4M3
- * -- the forward's own casts, kept --, z and an addend in f32, the
- * products' dtype; the rest (a mask, the vectors) as they are. */
+ * -- the forward's own casts, kept --, z, an addend and a relu mask in f32,
+ * the products' dtype; the rest (the vectors) as they are. */
 static int fp8_bwd_wanted(const IrGraph *g, const IrNode *node, int i) {
   if (i == 0) return IR_DT_F8E5M2;
   if (i == 1) return IR_DT_F8E4M3;
   if ((node->op == IR_OP_CONV2D_BWD_DATA_BN_RELU && i == 3) || i == ir_conv_residual(g, node)) return IR_DT_F32;
+  if (node->op == IR_OP_CONV2D_BWD_DATA_RELU && i == 2)
+    return IR_DT_F32; /* the mask in dx's dtype: one kernel reads both */
   return -1;
 }
 

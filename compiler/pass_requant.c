@@ -16,8 +16,8 @@
  * first.
  *
  * Taken only where every use of the result is a cast to i8 with the same
- * calibrated scale, the result is no graph output and the convolution
- * (conv2d or conv2d_bn of i8 values) adds no residual; a cast without a
+ * calibrated scale, the result is no graph output and the convolution (a
+ * conv2d_bn {relu=1} of i8 values) adds no residual; a cast without a
  * calibrated scale (quantized by its tensor's maximum at run time) needs
  * the whole result first and stays.  Assumes a verified graph; guarantees
  * the same graph with those casts removed.  -fno-requant leaves it as it
@@ -50,11 +50,12 @@ static double only_i8_casts(const IrGraph *g, int v) {
   return scale;
 }
 
-/* Whether node n is a convolution of i8 values whose result is stored
- * in a float dtype, without a residual. */
+/* Whether node n is a conv2d_bn {relu=1} of i8 values, without a
+ * residual: its result is never negative, so an int8 store's saturation
+ * (cuDNN's stops at -128, a cast at -127) never differs. */
 static int requantizable(const IrGraph *g, const IrNode *n) {
   const IrAttr *p = ir_attr_find(n, "precision");
-  return (n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) && p && p->i[0] == IR_DT_I8 &&
+  return n->op == IR_OP_CONV2D_BN && ir_attr_int(n, "relu", 0) == 1 && p && p->i[0] == IR_DT_I8 &&
          g->val[n->in[0]].type.dtype == IR_DT_I8 && ir_conv_residual(g, n) < 0;
 }
 

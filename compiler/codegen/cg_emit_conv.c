@@ -318,6 +318,7 @@ int cg_emit_conv(Emit *e) {
     return -1;
   if (sbx < 0) return 0;
   CgKNode *k = e->k;
+  if (k->qout_bytes) return cg_emit_fail(e, "a requantized i8 result and a prologue (both in scratch past the rest)");
   if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)
     return cg_emit_fail(e, "a prologue on a convolution that does not read input %d", xi);
   k->conv.prologue = 1;

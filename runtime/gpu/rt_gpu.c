@@ -452,6 +452,15 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     }
     if (s) break;
     CgConvDesc got = cand[t - 1];
+    /* not timed: a convolution on scratch copies (an FP8 gradient's widened operands; the scratch is not
+     * allocated yet), or of quantized values (its other plan writes f16 where y holds i8) */
+    const CgKNode *kn = &x->prog.kn[i];
+    if (kn->conv_x.kind == CG_KARG_SCRATCH || kn->conv_w.kind == CG_KARG_SCRATCH ||
+        kn->conv_y.kind == CG_KARG_SCRATCH || want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) {
+      c->ws = ws;
+      if (ws > *ws_max) *ws_max = ws;
+      continue;
+    }
     if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes) {
       if (pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs)) got = cand[1];
     } else if (memo && t == 1 && cand[0].epilogue) {

@@ -140,7 +140,8 @@ static void check_arg(const IrNode *n, const CgKNode *k, const char *what, const
     CHECK(a->index >= 0 && a->index < n->nout, "%s: output %d of %d", what, a->index, n->nout);
   else
     CHECK(a->kind == CG_KARG_SCRATCH && a->offset % 256 == 0 &&
-              (a->offset < k->scratch_bytes || (k->pro_bytes && a->offset == k->pro_offset)),
+              (a->offset < k->scratch_bytes || (k->pro_bytes && a->offset == k->pro_offset) ||
+               (k->qout_bytes && a->offset == k->qout_offset)),
           "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
 }
 
