@@ -67,3 +67,4 @@ NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restri
 #error "qscale.cu: define NETC_QS_SET or NETC_QS_MUL"
 #endif
 }
+#undef NETC_Y_ARG

@@ -68,6 +68,19 @@ int int8_scales_read(Arena *a, Diag *d, const char *path, Int8Scales *out) {
   return rc;
 }
 
+Int8Scales *int8_scales_every(Arena *a, const IrGraph *g, double step) {
+  Int8Scales *t = arena_alloc(a, sizeof *t);
+  const char **layer = arena_alloc(a, sizeof *layer * ((size_t)g->nnode + 1));
+  double *scale = arena_alloc(a, sizeof *scale * ((size_t)g->nnode + 1));
+  if (!t || !layer || !scale) return NULL;
+  *t = (Int8Scales){.layer = layer, .scale = scale};
+  for (int n = 0; n < g->nnode; n++) {
+    const IrAttr *p = ir_attr_find(&g->node[n], "precision");
+    if (p && p->i[0] == IR_DT_I8 && g->node[n].name) layer[t->n] = g->node[n].name, scale[t->n++] = step;
+  }
+  return t;
+}
+
 double int8_scales_find(const Int8Scales *t, const char *layer) {
   if (!t || !layer) return 0;
   for (int i = 0; i < t->n; i++)

@@ -19,6 +19,7 @@
 
 #include "arena.h"
 #include "diag.h"
+#include "ir.h"
 
 typedef struct Int8Scales {
   const char **layer;
@@ -30,6 +31,12 @@ typedef struct Int8Scales {
  * naming the file and line (a malformed line, a scale that is not a
  * positive finite number, a layer given twice). */
 int int8_scales_read(Arena *a, Diag *d, const char *path, Int8Scales *out);
+
+/* A table giving every i8 layer of g (a node with precision=i8 and a
+ * name) the same step: calibrated INT8 before any calibration (the tests'
+ * and benchmarks' graphs, whose speed no step changes).  NULL when a is out
+ * of memory. */
+Int8Scales *int8_scales_every(Arena *a, const IrGraph *g, double step);
 
 /* The scale of layer, or 0 when the table (may be NULL) has none. */
 double int8_scales_find(const Int8Scales *t, const char *layer);

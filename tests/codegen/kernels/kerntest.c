@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "compile.h"
+#include "int8_scales.h"
 
 static const KerntestGraph GRAPHS[] = {
     {"smallcnn-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 0},
@@ -22,6 +23,10 @@ static const KerntestGraph GRAPHS[] = {
     {"stem7-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0},
     /* the max pool's backward recomputing its winners (maxpool_bn_relu_bwd) */
     {"stem7-noprologue-train", "tests/codegen/kernels/stem7.net", 0, "prologue", IR_DT_F16, 0},
+    /* --precision fp8 (IR_DT_F8E4M3): FP8 forward convolutions, the gradients' widened operands */
+    {"resnet20-fp8-train", "models/resnet20.net", 0, NULL, IR_DT_F8E4M3, 0},
+    /* --int8=all with every i8 layer's input at step 0.05 (IR_DT_I8): each block's conv1 requantized */
+    {"resnet20-int8cal-infer", "models/resnet20.net", 1, NULL, IR_DT_I8, 0},
 };
 
 const KerntestGraph *kerntest_graphs(int *n) {
@@ -38,7 +43,13 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   snprintf(path, sizeof path, "%s/%s", root, kg->model);
   Diag d;
   diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .inference = kg->inference, .precision = kg->precision, .precision_set = 1};
+  int fp8 = kg->precision == IR_DT_F8E4M3, int8 = kg->precision == IR_DT_I8;
+  PassCtx cx = {.d = &d,
+                .inference = kg->inference,
+                .precision = fp8 || int8 ? IR_DT_F16 : kg->precision,
+                .precision_set = 1,
+                .fp8_layers = fp8 ? "all" : NULL,
+                .int8_layers = int8 ? "all" : NULL};
   if (kg->off) cx.disabled |= pipeline_bit(kg->off);
   if (kg->linear_cu)
     setenv("NETC_LINEAR_CUDNN", "0", 1);
@@ -46,6 +57,8 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
     unsetenv("NETC_LINEAR_CUDNN");
   opts_from_env(&kopts, NULL, 0);
   IrGraph *g = compile_file(a, &d, path, &cx);
+  if (g && int8) /* again, with the steps of every i8 layer the first compile found */
+    g = (cx.int8_scales = int8_scales_every(a, g, 0.05)) ? compile_file(a, &d, path, &cx) : NULL;
   if (!g) fprintf(stderr, "%s: compile failed\n", kg->name);
   return g;
 }

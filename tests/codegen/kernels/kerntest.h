@@ -12,9 +12,10 @@ typedef struct KerntestGraph {
   const char *name;  /* "smallcnn-train" */
   const char *model; /* path below the source root */
   int inference;
-  const char *off; /* a pass turned off (-fno-NAME), or NULL */
-  IrDtype precision;
-  int linear_cu; /* the linear ops on linear.cu, not cuDNN ($NETC_LINEAR_CUDNN=0) */
+  const char *off;   /* a pass turned off (-fno-NAME), or NULL */
+  IrDtype precision; /* the default dtype; IR_DT_F8E4M3: --precision fp8; IR_DT_I8: f16 with --int8=all and
+                      * every i8 layer's input at a calibrated step (int8_scales_every) */
+  int linear_cu;     /* the linear ops on linear.cu, not cuDNN ($NETC_LINEAR_CUDNN=0) */
 } KerntestGraph;
 
 /* The graphs every test walks; *n receives the count. */

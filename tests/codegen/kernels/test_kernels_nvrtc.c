@@ -29,6 +29,8 @@ static int zc_nodes;           /* conv2d_bn_stats nodes writing zc checked */
 static int bn_win_nodes[2];    /* batchnorm_relu_bwd_win nodes checked: gathering pixel by pixel, by cells */
 static int linear_cu;          /* the graph's linear ops on linear.cu (KerntestGraph.linear_cu) */
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
+static int fp8_grads;          /* FP8 data and weight gradients whose widening fp8_widened checked */
+static int requant_nodes;      /* requantized i8 results (pass requant) checked */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
   return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -145,10 +147,43 @@ static void check_arg(const IrNode *n, const CgKNode *k, const char *what, const
           "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
 }
 
+/* An FP8 data or weight gradient (node i reads an f8e5m2 gradient): its
+ * first two launches write the f32 copies of its two FP8 operands
+ * (dequant.cu, before the convolution) into scratch, where its TF32
+ * convolution reads them.  Checks that, and writes into *rest the node as
+ * it would be without them (its launches after, its convolution on the IR's
+ * tensors), for the checks every node gets. */
+static int fp8_widened(const IrGraph *g, int i, const CgKNode *k, const char *gname, CgKNode *rest) {
+  const IrNode *n = &g->node[i];
+  if (!k->has_conv || k->conv.kind == CG_CONV_FWD || g->val[n->in[0]].type.dtype != IR_DT_F8E5M2) return 0;
+  int wgrad = k->conv.kind == CG_CONV_BWD_FILTER, ok = k->nlaunch >= 2;
+  for (int l = 0; ok && l < 2; l++) {
+    const CgKLaunch *L = &k->launch[l];
+    ok = L->before && L->when == CG_K_ALWAYS && strstr(L->name, "_dq_") && L->nargs == 2 &&
+         arg_is(&L->args[0], CG_KARG_IN, l) && L->args[1].kind == CG_KARG_SCRATCH;
+  }
+  const CgKArg *operand = wgrad ? &k->conv_x : &k->conv_w;
+  ok = ok && k->conv.dtype == IR_DT_F32 && k->conv.ydtype == IR_DT_F32 && k->conv.tf32 &&
+       k->conv_y.kind == CG_KARG_SCRATCH && k->conv_y.offset == k->launch[0].args[1].offset &&
+       operand->kind == CG_KARG_SCRATCH && operand->offset == k->launch[1].args[1].offset &&
+       k->launch[0].args[1].offset != k->launch[1].args[1].offset;
+  CHECK(ok, "%s node %d: the FP8 gradient's operands widened into scratch for a TF32 convolution", gname, i);
+  *rest = *k;
+  rest->nlaunch = k->nlaunch - 2;
+  for (int l = 0; l < rest->nlaunch; l++) rest->launch[l] = k->launch[l + 2];
+  rest->conv_y = (CgKArg){CG_KARG_IN, 0, 0};
+  *(wgrad ? &rest->conv_x : &rest->conv_w) = (CgKArg){CG_KARG_IN, 1, 0};
+  fp8_grads++;
+  return 1;
+}
+
 /* Structure of node i's kernels; appends its source to *all. */
 static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, size_t *len, const char *gname) {
   const IrNode *n = &g->node[i];
   const char *op = ir_op_info(n->op)->name;
+  static CgKNode rest; /* large: not on the stack */
+  const CgKNode *whole = k;
+  if (fp8_widened(g, i, k, gname, &rest)) k = &rest;
   int on_cudnn = is_conv(n->op) || (is_linear(n->op) && !linear_cu);
   CHECK(k->has_conv == on_cudnn, "%s node %d (%s): has_conv %d", gname, i, op, k->has_conv);
   if (k->has_conv) {
@@ -181,7 +216,7 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
           "%s node %d (%s): folded convolution's launches", gname, i, op);
   }
   CHECK(none && !fold ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
-  CHECK((k->nlaunch > 0) == (k->source != NULL), "%s node %d: source without launches or back", gname, i);
+  CHECK((whole->nlaunch > 0) == (whole->source != NULL), "%s node %d: source without launches or back", gname, i);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
   for (int l = 0; l < k->nlaunch; l++) {
@@ -195,6 +230,20 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
+  if (ir_attr_find(n, "y_scale")) { /* pass requant: i8 written by the plan, or f16 in scratch and a cast launch */
+    const CgKLaunch *L = &k->launch[k->nlaunch - 1];
+    CgKArg q = {CG_KARG_SCRATCH, 0, k->qout_offset};
+    int qscale = 0;
+    for (int l = 0; l < k->nlaunch; l++) qscale += k->launch[l].before && strstr(k->launch[l].name, "_qscale_") != NULL;
+    CHECK(k->conv.ydtype == IR_DT_I8 && arg_is(&k->conv_y, CG_KARG_OUT, 0) && qscale == 1 && k->source &&
+              strstr(k->source, "#define NETC_QS_OUT ") && k->qout_offset >= k->scratch_bytes &&
+              k->qout_bytes == (size_t)2 * ir_type_numel(&g->val[n->out[0]].type, g->plan_batch) &&
+              L->when == CG_K_QOUT_UNFUSED && !L->before && L->nargs == 3 &&
+              arg_is(&L->args[0], q.kind, (int)q.offset) && arg_is(&L->args[2], CG_KARG_OUT, 0),
+          "%s node %d: the requantized result: i8 from the plan, or f16 at the qout offset rounded by the last launch",
+          gname, i);
+    requant_nodes++;
+  }
   if (n->op == IR_OP_MAXPOOL_BN_RELU) {
     const CgKLaunch *L = &k->launch[0];
     int ok = k->nlaunch == 1 && L->nargs == 7 && arg_is(&L->args[5], CG_KARG_OUT, 0) &&
@@ -354,6 +403,9 @@ int main(int argc, char **argv) {
         "pixel and %d by cells: want both",
         bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
+  CHECK(fp8_grads > 0 && requant_nodes > 0, "FP8 gradients widened: %d, requantized results: %d; want both", fp8_grads,
+        requant_nodes);
+  printf("FP8 gradients widened: %d; requantized i8 results: %d\n", fp8_grads, requant_nodes);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
           "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],

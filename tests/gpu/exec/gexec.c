@@ -11,20 +11,6 @@
 #include "int8_scales.h"
 #include "rt_ref.h"
 
-/* Every i8 layer of g (its name) at input step `step`, in a. */
-static Int8Scales *uniform_scales(Arena *a, const IrGraph *g, double step) {
-  Int8Scales *t = arena_alloc(a, sizeof *t);
-  const char **layer = arena_alloc(a, sizeof *layer * ((size_t)g->nnode + 1));
-  double *scale = arena_alloc(a, sizeof *scale * ((size_t)g->nnode + 1));
-  if (!t || !layer || !scale) return NULL;
-  *t = (Int8Scales){.layer = layer, .scale = scale};
-  for (int n = 0; n < g->nnode; n++) {
-    const IrAttr *p = ir_attr_find(&g->node[n], "precision");
-    if (p && p->i[0] == IR_DT_I8 && g->node[n].name) layer[t->n] = g->node[n].name, scale[t->n++] = step;
-  }
-  return t;
-}
-
 IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
                             IrDtype precision, const char *int8_layers) {
   char path[4096];
@@ -44,7 +30,7 @@ IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t
                 .fp8_layers = fp8 ? "all" : NULL};
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g || !calibrated) return g;
-  if (!(cx.int8_scales = uniform_scales(a, g, 0.05))) return NULL;
+  if (!(cx.int8_scales = int8_scales_every(a, g, 0.05))) return NULL;
   return compile_file(a, &d, path, &cx);
 }
 
