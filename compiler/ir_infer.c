@@ -488,7 +488,6 @@ static int quantized_y(Ctx *c, IrType *y) {
   if (i8 != (ys != NULL)) return fail(c, i8 ? "an i8 y_dtype needs y_scale" : "y_scale is for an i8 y_dtype");
   if (ys && (ys->kind != IR_ATTR_FLOAT || !(ys->f > 0) || !isfinite(ys->f)))
     return fail(c, "y_scale must be a finite number above 0");
-  if (ys && ir_conv_residual(c->g, c->n) >= 0) return fail(c, "an i8 y_dtype takes no residual");
   y->dtype = (IrDtype)yd->i[0];
   return 0;
 }
@@ -537,10 +536,15 @@ static int bn_attrs(Ctx *c, int with_momentum) {
 static int residual(Ctx *c, const IrType *y) {
   int r = ir_conv_residual(c->g, c->n);
   if (r < 0) return 0;
+  /* an i8 convolution requantizing its result (y i8, pass requant) adds a float or a quantized residual (i8 with
+   * its one scale: a block output requantized too); one writing floats, its float dtype's or a quantized one */
+  IrDtype rt = in_type(c, r)->dtype;
+  int quantized = in_type(c, 0)->dtype == IR_DT_I8 && ((rt == IR_DT_I8 && ir_value_scales(c->g, c->n->in[r], 1) == 1) ||
+                                                       (y->dtype == IR_DT_I8 && is_float(rt)));
   return need_same_shape(c, "residual", in_type(c, r), "the batch norm's output", y) ||
-         (in_type(c, r)->dtype != y->dtype ? fail(c, "residual is %s, the batch norm's output %s",
-                                                  ir_dtype_name(in_type(c, r)->dtype), ir_dtype_name(y->dtype))
-                                           : 0);
+         (rt != y->dtype && !quantized
+              ? fail(c, "residual is %s, the batch norm's output %s", ir_dtype_name(rt), ir_dtype_name(y->dtype))
+              : 0);
 }
 
 /* y's dtype: z's, or the y_dtype attribute's (the precision pass stores an

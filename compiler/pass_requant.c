@@ -31,9 +31,17 @@
 
 #include "pipeline.h"
 
-/* The calibrated scale every use of value v casts it to i8 with, or 0
- * when a use is anything else (or v is a graph output). */
-static double only_i8_casts(const IrGraph *g, int v) {
+/* Whether node n is an i8 conv2d_bn (precision=i8 on i8 values). */
+static int i8_conv_bn(const IrGraph *g, const IrNode *n) {
+  const IrAttr *p = ir_attr_find(n, "precision");
+  return n->op == IR_OP_CONV2D_BN && p && p->i[0] == IR_DT_I8 && g->val[n->in[0]].type.dtype == IR_DT_I8;
+}
+
+/* The calibrated scale every cast of value v to i8 uses, when each use of
+ * v is such a cast or the residual of an i8 conv2d_bn (which adds an i8
+ * residual scaled by its step) and at least one is a cast; else 0 (and 0
+ * when v is a graph output). */
+static double only_i8_uses(const IrGraph *g, int v) {
   double scale = 0;
   for (int k = 0; k < g->noutput; k++)
     if (g->output[k] == v) return 0;
@@ -41,6 +49,7 @@ static double only_i8_casts(const IrGraph *g, int v) {
     for (int i = 0; i < g->node[n].nin; i++) {
       if (g->node[n].in[i] != v) continue;
       const IrNode *c = &g->node[n];
+      if (i8_conv_bn(g, c) && i == ir_conv_residual(g, c)) continue;
       const IrAttr *s = ir_attr_find(c, "scale");
       if (c->op != IR_OP_CAST || c->nin != 1 || g->val[c->out[0]].type.dtype != IR_DT_I8 || !s ||
           s->kind != IR_ATTR_FLOAT || !(s->f > 0) || (scale && s->f != scale))
@@ -50,13 +59,11 @@ static double only_i8_casts(const IrGraph *g, int v) {
   return scale;
 }
 
-/* Whether node n is a conv2d_bn {relu=1} of i8 values, without a
- * residual: its result is never negative, so an int8 store's saturation
- * (cuDNN's stops at -128, a cast at -127) never differs. */
+/* Whether node n is an i8 conv2d_bn {relu=1}: its result is never
+ * negative, so an int8 store's saturation (cuDNN's stops at -128, a cast
+ * at -127) never differs. */
 static int requantizable(const IrGraph *g, const IrNode *n) {
-  const IrAttr *p = ir_attr_find(n, "precision");
-  return n->op == IR_OP_CONV2D_BN && ir_attr_int(n, "relu", 0) == 1 && p && p->i[0] == IR_DT_I8 &&
-         g->val[n->in[0]].type.dtype == IR_DT_I8 && ir_conv_residual(g, n) < 0;
+  return i8_conv_bn(g, n) && ir_attr_int(n, "relu", 0) == 1;
 }
 
 /* n's attributes with y_dtype=i8 y_scale=S last (an older y_dtype dropped). */
@@ -78,7 +85,7 @@ IrGraph *pass_requant(IrGraph *g, PassCtx *cx) {
     IrNode *conv = &g->node[n];
     if (!requantizable(g, conv)) continue;
     int v = conv->out[0];
-    double scale = only_i8_casts(g, v);
+    double scale = only_i8_uses(g, v);
     if (!(scale > 0)) continue;
     int nattr;
     IrAttr *attr = with_i8_result(g, conv, scale, &nattr);

@@ -53,6 +53,10 @@ typedef struct CgConvDesc {
                            * sum x, and the coefficients a, b, c (per channel) of its data
                            * gradient dz = a * x + b * z + c, which the caller applies; see
                            * RtConvIo.bn */
+  IrDtype rdtype; /* CG_EPI_RESIDUAL on a forward one: the residual's dtype, ydtype, or i8 for a quantized
+                   * convolution reading a quantized residual (pass requant's i8 block outputs) */
+  float rscale;   /* CG_EPI_RESIDUAL on a forward one: what the residual is multiplied by before it is added
+                   * (0: 1): an i8 residual's step, divided by y's step when y is requantized to i8 */
 } CgConvDesc;
 
 enum { CG_EPI_AFFINE = 1, CG_EPI_RESIDUAL = 2, CG_EPI_RELU = 4, CG_EPI_DRELU = 8 };

@@ -11,6 +11,29 @@
 
 #include "cg_tmpl.h"
 
+/* The step a quantized value v of g was quantized by when known at compile
+ * time: its cast's calibrated scale=, or its convolution's y_scale (pass
+ * requant); 0 otherwise. */
+static double compile_time_step(const IrGraph *g, int v) {
+  int def = g->val[v].def;
+  const IrAttr *s = def < 0 ? NULL : ir_attr_find(&g->node[def], g->node[def].op == IR_OP_CAST ? "scale" : "y_scale");
+  return s && s->kind == IR_ATTR_FLOAT ? s->f : 0;
+}
+
+/* A quantized convolution's residual as cuDNN's epilogue adds it: of dtype
+ * rdtype (i8: pass requant's block outputs), multiplied by rscale on the
+ * way in: an i8 residual's step, over y's step when y is requantized. */
+static int quant_residual(Emit *e, int r) {
+  CgConvDesc *d = &e->k->conv;
+  const IrAttr *ys = ir_attr_find(e->n, "y_scale");
+  double out = ys ? ys->f : 1.0, step = 1.0;
+  d->rdtype = in_type(e, r)->dtype;
+  if (d->rdtype == IR_DT_I8 && !((step = compile_time_step(e->g, e->n->in[r])) > 0))
+    return cg_emit_fail(e, "an i8 residual needs a calibrated step");
+  d->rscale = (float)(step / out);
+  return 0;
+}
+
 /* batchnorm / conv2d_bn: running statistics (inputs p..p+3: gamma, beta,
  * mean, var) into coef, then the affine on tensor x into y.  conv2d_bn
  * (conv set): the finalize runs before the convolution and also writes the
@@ -35,7 +58,8 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
     d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_esb = scratch(esb);
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
-    if (conv_quant(e)) return 0; /* its plan always has the epilogue: no apply launch */
+    if (conv_quant(e)) /* its plan always has the epilogue: no apply launch */
+      return residual_in(e) >= 0 ? quant_residual(e, residual_in(e)) : 0;
   } else {
     CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef));
   }

@@ -239,7 +239,9 @@ NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCa
  *   in     the relative L2 difference of its input, before quantization,
  *          from ref's input of the layer of that name: the error it is handed
  *   act    the relative L2 error its input's quantization makes (the cast's
- *          output against its input, in q: the scale q uses)
+ *          output against its input, in q: the scale q uses); NaN where
+ *          its producer requantized the input itself (pass requant: no
+ *          cast), whose `in` is then the input after its quantization
  *   weight the same for its weight (per output channel), 0 when the weight
  *          is not quantized
  *   out    the relative L2 difference of its output from ref's output of

@@ -5,7 +5,9 @@
  * its fake-quantized float, rt_cpu_layout.c), so after each batch the
  * inputs and outputs of q's casts to i8 and the outputs of the layers that
  * read them are read back, and so are ref's outputs of the layers of the
- * same names.  Squared differences and squared references are summed over
+ * same names.  A layer whose input its producer requantized (pass requant)
+ * has no cast: its input's own quantization error is not separable (NaN),
+ * and the error it is handed includes it.  Squared differences and squared references are summed over
  * every image, and the errors are their square roots' ratios. */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +34,14 @@ static int i8_cast_from(const IrGraph *g, int v) {
   IrDtype dt = g->val[v].type.dtype;
   if (d < 0 || g->node[d].op != IR_OP_CAST || (dt != IR_DT_I8 && dt != IR_DT_F8E4M3)) return -1;
   return g->node[d].in[0];
+}
+
+/* Whether value v is an i8 convolution result requantized by its y_scale
+ * (pass requant): the layer reading it has no cast, its input arrives
+ * quantized. */
+static int requantized(const IrGraph *g, int v) {
+  int d = g->val[v].def;
+  return d >= 0 && g->val[v].type.dtype == IR_DT_I8 && ir_attr_find(&g->node[d], "y_scale") != NULL;
 }
 
 /* Adds sum((a - b)^2) and sum(b^2) of the first k values of values a, b of executors xa, xb. */
@@ -69,7 +79,7 @@ NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int6
     const IrNode *nd = &g->node[k];
     if (!nd->name || nd->op == IR_OP_CAST || nd->nin < 1 || nd->nout < 1) continue;
     int from = i8_cast_from(g, nd->in[0]);
-    if (from < 0) continue;
+    if (from < 0 && !requantized(g, nd->in[0])) continue;
     Track *x = &t[nt++];
     *x = (Track){.node = k,
                  .act_in = from,
@@ -85,9 +95,9 @@ NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int6
       const IrNode *rn = &r->node[j];
       if (!rn->name || rn->op == IR_OP_CAST || strcmp(rn->name, nd->name) != 0 || rn->nout < 1 || rn->nin < 1) continue;
       if (net_exec_numel(ref->xi, rn->out[0]) == net_exec_numel(q->xi, x->out)) x->ref_out = rn->out[0];
-      if (net_exec_numel(ref->xi, rn->in[0]) == net_exec_numel(q->xi, x->act_in)) x->ref_in = rn->in[0];
+      if (net_exec_numel(ref->xi, rn->in[0]) == net_exec_numel(q->xi, x->act_out)) x->ref_in = rn->in[0];
     }
-    int v[3] = {x->act_in, x->w_in, x->out};
+    int v[3] = {x->act_out, x->w_in, x->out};
     for (int i = 0; i < 3; i++)
       if (v[i] >= 0 && net_exec_numel(q->xi, v[i]) > most) most = net_exec_numel(q->xi, v[i]);
   }
@@ -106,12 +116,14 @@ NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int6
     if (!s) s = net_infer(ref, x, k, logits);
     for (int i = 0; i < nt && !s; i++) {
       Track *y = &t[i];
-      int64_t ka = net_exec_numel(q->xi, y->act_in) / B * k, ko = net_exec_numel(q->xi, y->out) / B * k;
-      s = add_diff(q->xi, y->act_out, q->xi, y->act_in, ka, ba, bb, &y->act);
+      int64_t ka = net_exec_numel(q->xi, y->act_out) / B * k, ko = net_exec_numel(q->xi, y->out) / B * k;
+      if (y->act_in >= 0) s = add_diff(q->xi, y->act_out, q->xi, y->act_in, ka, ba, bb, &y->act);
       if (!s && y->w_in >= 0 && at == 0)
         s = add_diff(q->xi, y->w_out, q->xi, y->w_in, net_exec_numel(q->xi, y->w_in), ba, bb, &y->weight);
       if (!s && y->ref_out >= 0) s = add_diff(q->xi, y->out, ref->xi, y->ref_out, ko, ba, bb, &y->diff);
-      if (!s && y->ref_in >= 0) s = add_diff(q->xi, y->act_in, ref->xi, y->ref_in, ka, ba, bb, &y->in);
+      /* handed: its input before its own quantization, or (requantized by its producer) after it */
+      if (!s && y->ref_in >= 0)
+        s = add_diff(q->xi, y->act_in >= 0 ? y->act_in : y->act_out, ref->xi, y->ref_in, ka, ba, bb, &y->in);
     }
   }
   free(ba), free(bb), free(logits);
@@ -120,7 +132,7 @@ NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int6
   for (int i = 0; !s && i < nt; i++)
     out[i] = (NetQuantLayer){.layer = g->node[t[i].node].name,
                              .in = t[i].ref_in >= 0 ? rel(&t[i].in) : NAN,
-                             .act = rel(&t[i].act),
+                             .act = t[i].act_in >= 0 ? rel(&t[i].act) : NAN,
                              .weight = t[i].w_in >= 0 ? rel(&t[i].weight) : 0,
                              .out = t[i].ref_out >= 0 ? rel(&t[i].diff) : NAN};
   free(t);

@@ -142,10 +142,14 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
   else if (dtype_quantized(d->dtype) &&
            (d->kind != CG_CONV_FWD || !(d->epilogue & CG_EPI_AFFINE) || d->genstats || d->prologue || d->dbn ||
             (d->ydtype != IR_DT_F32 && d->ydtype != IR_DT_F16 && d->ydtype != IR_DT_BF16 &&
-             !(d->ydtype == IR_DT_I8 && d->dtype == IR_DT_I8 && !(d->epilogue & CG_EPI_RESIDUAL) && d->k % 4 == 0)) ||
+             !(d->ydtype == IR_DT_I8 && d->dtype == IR_DT_I8 && d->k % 4 == 0)) ||
             d->c % (d->dtype == IR_DT_I8 ? 4 : 16)))
-    bad = "i8 or f8e4m3 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, or i8 into i8 "
-          "without a residual, C a multiple of 4 for i8, 16 for f8e4m3)";
+    bad = "i8 or f8e4m3 convolution (forward only, with the epilogue's scale, into f32, f16 or bf16, or i8 into i8, "
+          "C a multiple of 4 for i8, 16 for f8e4m3)";
+  else if (d->kind == CG_CONV_FWD && (d->epilogue & CG_EPI_RESIDUAL) && dtype_quantized(d->dtype) &&
+           (d->rdtype == IR_DT_I8 ? d->dtype != IR_DT_I8 || !(d->rscale > 0)
+                                  : d->rdtype != IR_DT_F32 && d->rdtype != IR_DT_F16 && d->rdtype != IR_DT_BF16))
+    bad = "residual of a quantized convolution (f32, f16, bf16, or i8 on an i8 convolution with its scale)";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
     bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
@@ -190,6 +194,9 @@ static CgConvDesc normalize(const CgConvDesc *d) {
   k.prologue = d->prologue != 0;
   k.epilogue = d->epilogue;
   k.dbn = d->dbn != 0;
+  int res = k.kind == CG_CONV_FWD && (k.epilogue & CG_EPI_RESIDUAL);
+  k.rdtype = res && dtype_quantized(k.dtype) ? d->rdtype : k.ydtype; /* cg_emit_bn.c sets it for those */
+  k.rscale = res && d->rscale != 1.0f ? d->rscale : 0.0f;
   return k;
 }
 
@@ -281,9 +288,14 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
   char epi[56] = "";
   if (key.epilogue & CG_EPI_DRELU)
     snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & CG_EPI_RESIDUAL ? "add-" : "");
-  else if (key.epilogue)
-    snprintf(epi, sizeof epi, "+scale-bias%s%s", key.epilogue & CG_EPI_RESIDUAL ? "-add" : "",
-             key.epilogue & CG_EPI_RELU ? "-relu" : "");
+  else if (key.epilogue) {
+    char add[40] = "";
+    if ((key.epilogue & CG_EPI_RESIDUAL) && key.rscale != 0.0f)
+      snprintf(add, sizeof add, "-add(%s*%.4g)", dtype_name(key.rdtype), (double)key.rscale);
+    else if (key.epilogue & CG_EPI_RESIDUAL)
+      snprintf(add, sizeof add, "-add");
+    snprintf(epi, sizeof epi, "+scale-bias%s%s", add, key.epilogue & CG_EPI_RELU ? "-relu" : "");
+  }
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
   char dt[24];
   snprintf(dt, sizeof dt, "%s%s%s", dtype_name(key.dtype), key.ydtype != key.dtype ? "->" : "",

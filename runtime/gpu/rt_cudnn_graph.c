@@ -188,7 +188,7 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
     if ((s = make_tensor(h, &p->escale, UID_ESCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         (s = make_tensor(h, &p->ebias, UID_EBIAS, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         ((e & CG_EPI_RESIDUAL) &&
-         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->ydtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
+         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->rdtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
       return s;
     mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->escale;
     mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->ebias;
@@ -212,7 +212,9 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
     /* RELU_BWD: x is the forward's relu output (the mask), dy the data gradient */
     int drelu = mode[i] == CUDNN_POINTWISE_RELU_BWD;
     cudnnBackendDescriptor_t x = drelu ? p->emask : p->evirt[i], b = drelu ? p->evirt[i] : operand[i];
-    if ((s = make_pointwise(h, p, mode[i], x, b, out, &p->epw[i], &p->epop[i], err, errlen))) return s;
+    /* a forward residual scaled on the way in (rscale: an i8 residual's step, or over y's) */
+    float alpha2 = fwd && operand[i] == p->eres && d->rscale != 0.0f ? d->rscale : 1.0f;
+    if ((s = make_pointwise_a(h, p, mode[i], x, b, alpha2, out, &p->epw[i], &p->epop[i], err, errlen))) return s;
   }
   p->nepi = n;
   *conv_out = p->evirt[0];

@@ -221,7 +221,7 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
                    errlen))) ||
            ((d->epilogue & CG_EPI_RESIDUAL) &&
             RT_CU(cu, MemAlloc,
-                  (&io->residual, d->kind == CG_CONV_FWD ? yb * (size_t)d->n * d->ho * d->wo * d->k
+                  (&io->residual, d->kind == CG_CONV_FWD ? dtype_bytes(d->rdtype) * (size_t)d->n * d->ho * d->wo * d->k
                                                          : eb * (size_t)d->n * d->h * d->w * d->c),
                   p->what, err, errlen)) ||
            ((d->epilogue & CG_EPI_DRELU) &&
