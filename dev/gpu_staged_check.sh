@@ -15,6 +15,8 @@
 #     speed, only which casts pass requant folds).
 # The GPU is shared by the four tests, so their timings are not
 # benchmarks; the three benches run alone, one after the other.
+# LIMIT (seconds, default 280) bounds the two long tests, the others and each
+# bench get less.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$(mktemp -d)}
@@ -24,11 +26,12 @@ bin=.x/bin
 if [ -f .x/lib.tar.xz ] && [ ! -d /tmp/lib ]; then tar xJf .x/lib.tar.xz -C /tmp; fi
 export LD_LIBRARY_PATH=/tmp/lib:/usr/lib/x86_64-linux-gnu
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1
+limit=${LIMIT:-280}
 t0=$(date +%s)
-(timeout 280 "$bin/test_cudnn_conv" > "$out/cudnn.log" 2>&1; echo "rc=$?" >> "$out/cudnn.log") &
-(timeout 280 "$bin/test_gpu_exec" . /tmp/kc_ge > "$out/exec.log" 2>&1; echo "rc=$?" >> "$out/exec.log") &
-(timeout 150 "$bin/test_gpu_allreduce" . /tmp/kc_ar > "$out/allreduce.log" 2>&1; echo "rc=$?" >> "$out/allreduce.log") &
-(timeout 150 "$bin/test_kernels_gpu" . > "$out/kernels.log" 2>&1; echo "rc=$?" >> "$out/kernels.log") &
+(timeout "$limit" "$bin/test_cudnn_conv" > "$out/cudnn.log" 2>&1; echo "rc=$?" >> "$out/cudnn.log") &
+(timeout "$limit" "$bin/test_gpu_exec" . /tmp/kc_ge > "$out/exec.log" 2>&1; echo "rc=$?" >> "$out/exec.log") &
+(timeout $((limit / 2)) "$bin/test_gpu_allreduce" . /tmp/kc_ar > "$out/allreduce.log" 2>&1; echo "rc=$?" >> "$out/allreduce.log") &
+(timeout $((limit / 2)) "$bin/test_kernels_gpu" . > "$out/kernels.log" 2>&1; echo "rc=$?" >> "$out/kernels.log") &
 wait
 echo "tests: $(($(date +%s) - t0)) s"
 
@@ -43,7 +46,7 @@ for m in f16 int8 int8_calibrated; do
   # shellcheck disable=SC2086
   "$bin/netc" models/resnet50.net ${flags[$m]} -o "$out/r50_$m.so" > "$out/netc_$m.log" 2>&1 ||
     echo "netc $m failed: $(tail -1 "$out/netc_$m.log")"
-  timeout 120 "$bin/netrun" bench "$out/r50_$m.so" --inference --batch 256 --cache /tmp/kc_bench > "$out/bench_$m.log" 2>&1
+  timeout $((limit / 3)) "$bin/netrun" bench "$out/r50_$m.so" --inference --batch 256 --cache /tmp/kc_bench > "$out/bench_$m.log" 2>&1
 done
 
 echo
