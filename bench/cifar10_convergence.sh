@@ -15,19 +15,8 @@
 # final difference in percentage points.  Logs and netc's plot go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-netrun=${1:-build/release/netrun}
-epochs=${2:-15}
-cache=${3:-}
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
-tarball=${CIFAR10_TAR:-../shared/data/cifar10-jpeg.tar.gz}
-dir=${CIFAR_DIR:-/tmp/cifar10}
-if [ ! -d "$dir/train" ]; then
-  mkdir -p "$dir" && tar xzf "$tarball" -C "$dir" || { echo "cannot extract $tarball into $dir"; exit 1; }
-fi
-cache_opt=()
-[ -n "$cache" ] && cache_opt=(--cache "$cache")
-mean=0.4914,0.4822,0.4465 std=0.2470,0.2435,0.2616
+# shellcheck source=bench/cifar10_setup.sh
+source bench/cifar10_setup.sh "$@"
 
 echo "=== netc: netrun train models/resnet20.net --data $dir --epochs $epochs"
 "$netrun" train models/resnet20.net --data "$dir" --epochs "$epochs" --augment pad_crop --mean $mean --std $std \

@@ -14,22 +14,11 @@
 # progress, then one table last: per-epoch loss and top-1 of each and the
 # final difference.  Logs and plots go to $OUT.  A GPU makes this minutes;
 # on the CPU executor an epoch of ResNet-20 takes about ten (a trial on a
-# small ImageFolder: CIFAR_DIR=DIR EPOCHS=1).
+# small ImageFolder: CIFAR_DIR=DIR bench/fp8_convergence.sh NETRUN 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-netrun=${1:-build/release/netrun}
-epochs=${2:-15}
-cache=${3:-}
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
-tarball=${CIFAR10_TAR:-../shared/data/cifar10-jpeg.tar.gz}
-dir=${CIFAR_DIR:-/tmp/cifar10}
-if [ ! -d "$dir/train" ]; then
-  mkdir -p "$dir" && tar xzf "$tarball" -C "$dir" || { echo "cannot extract $tarball into $dir"; exit 1; }
-fi
-cache_opt=()
-[ -n "$cache" ] && cache_opt=(--cache "$cache")
-mean=0.4914,0.4822,0.4465 std=0.2470,0.2435,0.2616
+# shellcheck source=bench/cifar10_setup.sh
+source bench/cifar10_setup.sh "$@"
 
 for p in fp16 fp8; do
   echo "=== netc $p: netrun train models/resnet20.net --precision $p --data $dir --epochs $epochs"
