@@ -27,30 +27,5 @@ for p in fp16 fp8; do
     tee "$out/netc_$p.log"
 done
 
-python3 - "$out/netc_fp16.jsonl" "$out/netc_fp8.jsonl" <<'EOF'
-import json, sys
-def epochs(path):
-    rows = {}
-    try:
-        for line in open(path):
-            r = json.loads(line)
-            if "epoch" in r and "test_accuracy" in r and "loss_mean" in r:
-                rows[r["epoch"]] = r
-    except (OSError, ValueError):
-        pass
-    return rows
-h, q = epochs(sys.argv[1]), epochs(sys.argv[2])
-print("\n=== CIFAR-10, ResNet-20, one recipe: netc fp16 vs FP8 (test top-1)")
-print(f"{'epoch':>5s} {'fp16 loss':>10s} {'fp8 loss':>10s} {'fp16 top-1':>10s} {'fp8 top-1':>10s}")
-for e in sorted(set(h) | set(q)):
-    a, b = h.get(e, {}), q.get(e, {})
-    f = lambda r, k, m=1: f"{r[k] * m:.4f}" if k in r else "-"
-    print(f"{e:5d} {f(a, 'loss_mean'):>10s} {f(b, 'loss_mean'):>10s} {f(a, 'test_accuracy', 100):>10s} "
-          f"{f(b, 'test_accuracy', 100):>10s}")
-if not h or not q:
-    print("a run did not finish: no comparison")
-    sys.exit(1)
-a, b = h[max(h)]["test_accuracy"] * 100, q[max(q)]["test_accuracy"] * 100
-print(f"final: fp16 {a:.2f}%, FP8 {b:.2f}%, FP8 - fp16 {b - a:+.2f} points "
-      f"({'within' if b - a >= -0.5 else 'NOT within'} issue 18's 0.5 point)")
-EOF
+python3 bench/epoch_table.py "$out/netc_fp8.jsonl" "$out/netc_fp16.jsonl" fp8 fp16 \
+  "CIFAR-10, ResNet-20, one recipe: netc FP8 vs fp16 (test top-1), issue 18 allows 0.5 point" 0.5 --one-sided
