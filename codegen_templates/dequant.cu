@@ -1,4 +1,6 @@
-/* dequant.cu - an FP8 tensor as the f32 values it stands for: y[i] =
+/* dequant.cu - a quantized tensor as the values it stands for.
+ *
+ * FP8 (NETC_F8): y[i] (f32) =
  * value(q[i]) * scale, with scale the one f32 its cast stored after q's
  * elements (compiler/ir.h, ir_value_scales); a NaN code gives NaN, E5M2's
  * infinities infinity.  These are the values the CPU executor keeps for
@@ -10,14 +12,29 @@
  * arithmetic but for the operands' rounding to TF32 (a relative 2^-11);
  * correct, not faster than f16.
  *
- * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2), NETC_COUNT (the
- * elements of q).  Launch: 1-D, 256 threads a block, any grid. */
+ * i8 (NETC_DQ_I8, with NETC_MUL a float literal): y[i] (f16) = q[i] *
+ * NETC_MUL, an i8 residual's values times the factor its convolution's
+ * epilogue would have applied (conv.rscale), for a plan that adds an f16
+ * residual where cuDNN has none adding the i8 one (cg_emit_bn.c).
+ *
+ * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2) or NETC_DQ_I8
+ * and NETC_MUL, NETC_COUNT (the elements of q).  Launch: 1-D, 256 threads
+ * a block, any grid. */
 
-#if !defined(NETC_KERNEL_NAME) || !defined(NETC_F8) || !defined(NETC_COUNT)
-#error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 and NETC_COUNT"
+#if !defined(NETC_KERNEL_NAME) || !(defined(NETC_F8) || defined(NETC_DQ_I8)) || !defined(NETC_COUNT)
+#error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 or NETC_DQ_I8, and NETC_COUNT"
 #endif
 
 static constexpr long long count = NETC_COUNT;
+
+#if defined(NETC_DQ_I8)
+extern "C" __global__ void __launch_bounds__(256)
+NETC_KERNEL_NAME(const signed char *__restrict__ q, netc_f16 *__restrict__ y) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+    y[i] = netc_cv<netc_f16>((float)q[i] * NETC_MUL);
+}
+#else
 
 /* The value of FP8 code c (rt_ref_f8_to_f32's). */
 __device__ __forceinline__ float netc_f8_value(unsigned char c) {
@@ -37,3 +54,4 @@ NETC_KERNEL_NAME(const unsigned char *__restrict__ q, float *__restrict__ y) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
     y[i] = netc_f8_value(q[i]) * scale;
 }
+#endif

@@ -269,6 +269,17 @@ int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch) {
   return d0 > 1 ? d0 : 1;
 }
 
+double ir_value_step(const IrGraph *g, int v) {
+  int d = g->val[v].def;
+  if (d < 0 || g->val[v].type.dtype != IR_DT_I8 || g->node[d].out[0] != v) return 0;
+  const IrNode *n = &g->node[d];
+  const IrAttr *s = ir_attr_find(n, n->op == IR_OP_CAST ? "scale" : "y_scale");
+  if (n->op == IR_OP_CAST && ir_attr_find(n, "axis")) return 0;
+  return (n->op == IR_OP_CAST || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) && s && s->kind == IR_ATTR_FLOAT
+             ? s->f
+             : 0;
+}
+
 int64_t ir_scales_offset(int64_t elem_bytes) { return (elem_bytes + 15) / 16 * 16; }
 
 int64_t ir_value_bytes(const IrGraph *g, int v, int64_t batch) {

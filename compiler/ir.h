@@ -198,6 +198,10 @@ size_t ir_dtype_size(IrDtype dt);
  * other value (a max pool's i8 winners are plain integers); the CPU
  * executor keeps such values as scale * q in float, with no scales. */
 int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch);
+/* The one step a quantized value v was quantized by when it is known at
+ * compile time: its cast's calibrated scale= (no axis), or its
+ * convolution's y_scale (pass requant); 0 otherwise. */
+double ir_value_step(const IrGraph *g, int v);
 /* Bytes of value v stored as its dtype at batch: elements, then the
  * scales of a quantized value; -1 when that overflows int64. */
 int64_t ir_value_bytes(const IrGraph *g, int v, int64_t batch);

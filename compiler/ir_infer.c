@@ -539,8 +539,9 @@ static int residual(Ctx *c, const IrType *y) {
   /* an i8 convolution requantizing its result (y i8, pass requant) adds a float or a quantized residual (i8 with
    * its one scale: a block output requantized too); one writing floats, its float dtype's or a quantized one */
   IrDtype rt = in_type(c, r)->dtype;
-  int quantized = in_type(c, 0)->dtype == IR_DT_I8 && ((rt == IR_DT_I8 && ir_value_scales(c->g, c->n->in[r], 1) == 1) ||
-                                                       (y->dtype == IR_DT_I8 && is_float(rt)));
+  if (rt == IR_DT_I8 && !(in_type(c, 0)->dtype == IR_DT_I8 && ir_value_step(c->g, c->n->in[r]) > 0))
+    return fail(c, "an i8 residual must be added by an i8 convolution and carry a calibrated step");
+  int quantized = in_type(c, 0)->dtype == IR_DT_I8 && (rt == IR_DT_I8 || (y->dtype == IR_DT_I8 && is_float(rt)));
   return need_same_shape(c, "residual", in_type(c, r), "the batch norm's output", y) ||
          (rt != y->dtype && !quantized
               ? fail(c, "residual is %s, the batch norm's output %s", ir_dtype_name(rt), ir_dtype_name(y->dtype))

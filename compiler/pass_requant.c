@@ -15,11 +15,13 @@
  * without the pass is that r is rounded once, not to the default dtype
  * first.
  *
- * Taken only where every use of the result is a cast to i8 with the same
- * calibrated scale, the result is no graph output and the convolution (a
- * conv2d_bn {relu=1} of i8 values) adds no residual; a cast without a
- * calibrated scale (quantized by its tensor's maximum at run time) needs
- * the whole result first and stays.  Assumes a verified graph; guarantees
+ * Taken only where the convolution is a conv2d_bn {relu=1} of i8 values,
+ * every use of its result is a cast to i8 with the same calibrated scale
+ * or the residual of another i8 conv2d_bn (which then adds the i8 value
+ * times its step: a block output read by the next block's shortcut), at
+ * least one is such a cast, and the result is no graph output; a cast
+ * without a calibrated scale (quantized by its tensor's maximum at run
+ * time) needs the whole result first and stays.  Assumes a verified graph; guarantees
  * the same graph with those casts removed.  -fno-requant leaves it as it
  * is.
  *

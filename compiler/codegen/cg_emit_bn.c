@@ -11,15 +11,6 @@
 
 #include "cg_tmpl.h"
 
-/* The step a quantized value v of g was quantized by when known at compile
- * time: its cast's calibrated scale=, or its convolution's y_scale (pass
- * requant); 0 otherwise. */
-static double compile_time_step(const IrGraph *g, int v) {
-  int def = g->val[v].def;
-  const IrAttr *s = def < 0 ? NULL : ir_attr_find(&g->node[def], g->node[def].op == IR_OP_CAST ? "scale" : "y_scale");
-  return s && s->kind == IR_ATTR_FLOAT ? s->f : 0;
-}
-
 /* A quantized convolution's residual as cuDNN's epilogue adds it: of dtype
  * rdtype (i8: pass requant's block outputs), multiplied by rscale on the
  * way in: an i8 residual's step, over y's step when y is requantized. */
@@ -28,9 +19,24 @@ static int quant_residual(Emit *e, int r) {
   const IrAttr *ys = ir_attr_find(e->n, "y_scale");
   double out = ys ? ys->f : 1.0, step = 1.0;
   d->rdtype = in_type(e, r)->dtype;
-  if (d->rdtype == IR_DT_I8 && !((step = compile_time_step(e->g, e->n->in[r])) > 0))
+  if (d->rdtype == IR_DT_I8 && !((step = ir_value_step(e->g, e->n->in[r])) > 0))
     return cg_emit_fail(e, "an i8 residual needs a calibrated step");
   d->rscale = (float)(step / out);
+  if (d->rdtype != IR_DT_I8) return 0;
+  /* where cuDNN has no plan adding an i8 residual: its f16 copy times rscale in scratch past the rest
+   * (RES_UNFUSED, before the convolution), which the plan adds as it is */
+  CgKNode *k = e->k;
+  int64_t count = numel(e, in_type(e, r));
+  k->rin_offset = align256(k->scratch_bytes);
+  k->rin_bytes = (size_t)count * ir_dtype_size(IR_DT_F16);
+  if (cg_emit_begin(e, "res_dq")) return -1;
+  cg_emit_def(e, "NETC_DQ_I8", "1");
+  cg_emit_def_float(e, "NETC_MUL", d->rscale);
+  cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
+  CG_EMIT_ARGS(e, in(r), scratch(k->rin_offset));
+  if (cg_emit_end(e, "dequant.cu", cg_emit_grid_1d(e, count), 1, BLOCK, 1)) return -1;
+  last_when(e, CG_K_RES_UNFUSED);
+  cg_emit_hoist_last(e);
   return 0;
 }
 

@@ -75,7 +75,7 @@ static int requant_fallback(Emit *e) {
   if (!k->has_conv || k->conv.ydtype != IR_DT_I8) return 0;
   int64_t count = numel(e, out_type(e, 0));
   int v = cg_tmpl_flat_vec(IR_DT_F16);
-  k->qout_offset = align256(k->scratch_bytes);
+  k->qout_offset = align256(k->rin_bytes ? k->rin_offset + k->rin_bytes : k->scratch_bytes);
   k->qout_bytes = (size_t)count * ir_dtype_size(IR_DT_F16);
   if (cg_emit_begin(e, "requant")) return -1;
   cg_emit_def(e, "NETC_CAST_I8", "1");
@@ -318,7 +318,8 @@ int cg_emit_conv(Emit *e) {
     return -1;
   if (sbx < 0) return 0;
   CgKNode *k = e->k;
-  if (k->qout_bytes) return cg_emit_fail(e, "a requantized i8 result and a prologue (both in scratch past the rest)");
+  if (k->qout_bytes || k->rin_bytes)
+    return cg_emit_fail(e, "a requantized i8 result or an i8 residual, and a prologue (in scratch past the rest)");
   if (k->conv_x.kind != CG_KARG_IN || k->conv_x.index != xi || k->conv.kind == CG_CONV_BWD_DATA)
     return cg_emit_fail(e, "a prologue on a convolution that does not read input %d", xi);
   k->conv.prologue = 1;

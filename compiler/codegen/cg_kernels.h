@@ -57,13 +57,17 @@ typedef enum CgKWhen {
   CG_K_FUSED,
   CG_K_PROLOGUE,
   CG_K_EPI_UNFUSED,
-  CG_K_QOUT_UNFUSED
+  CG_K_QOUT_UNFUSED,
+  CG_K_RES_UNFUSED
 } CgKWhen;
 /* CG_K_EPI_UNFUSED: what a convolution's epilogue (conv.epilogue) does, run
  * after it when its cuDNN plan has no epilogue.  CG_K_QOUT_UNFUSED: the
  * rounding of a requantized i8 result (conv.ydtype i8, pass requant) when
  * cuDNN has no plan that writes i8: the plan then writes the result in f16
- * to scratch at qout_offset, and this launch rounds it into y. */
+ * to scratch at qout_offset, and this launch rounds it into y.
+ * CG_K_RES_UNFUSED: an i8 residual's f16 copy, scaled (conv.rscale), into
+ * scratch at rin_offset, before the convolution, when cuDNN has no plan
+ * that adds the i8 residual itself; the plan then adds that copy. */
 
 typedef struct CgKLaunch {
   char name[CG_K_NAME]; /* kernel name in the source */
@@ -95,6 +99,7 @@ typedef struct CgKNode {
   size_t scratch_bytes;              /* device scratch the launches need (PROLOGUE's output excluded) */
   size_t pro_offset, pro_bytes;      /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
   size_t qout_offset, qout_bytes;    /* a requantized result's f16 copy in scratch (QOUT_UNFUSED; likewise) */
+  size_t rin_offset, rin_bytes;      /* an i8 residual's f16 copy in scratch (RES_UNFUSED; before qout's) */
   int has_conv;
   CgConvDesc conv; /* when has_conv */
   CgKArg conv_x, conv_w, conv_y;

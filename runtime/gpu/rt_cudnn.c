@@ -62,6 +62,7 @@
  * their own (rt_cudnn_impl.h has the map). */
 #include "rt_cudnn_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,9 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
            (d->rdtype == IR_DT_I8 ? d->dtype != IR_DT_I8 || !(d->rscale > 0)
                                   : d->rdtype != IR_DT_F32 && d->rdtype != IR_DT_F16 && d->rdtype != IR_DT_BF16))
     bad = "residual of a quantized convolution (f32, f16, bf16, or i8 on an i8 convolution with its scale)";
+  else if (d->kind == CG_CONV_FWD && (d->epilogue & CG_EPI_RESIDUAL) && d->rscale != 0.0f &&
+           (!(d->rscale > 0) || !isfinite(d->rscale)))
+    bad = "residual scale (a finite number above 0)";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 || d->r < 1 || d->s < 1)
     bad = "dims";
   else if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1 || d->pad[0] < 0 ||
@@ -195,8 +199,10 @@ static CgConvDesc normalize(const CgConvDesc *d) {
   k.epilogue = d->epilogue;
   k.dbn = d->dbn != 0;
   int res = k.kind == CG_CONV_FWD && (k.epilogue & CG_EPI_RESIDUAL);
-  k.rdtype = res && dtype_quantized(k.dtype) ? d->rdtype : k.ydtype; /* cg_emit_bn.c sets it for those */
   k.rscale = res && d->rscale != 1.0f ? d->rscale : 0.0f;
+  /* a quantized convolution's residual may differ from y (cg_emit_bn.c): i8, or a float one scaled into a
+   * requantized y; otherwise (and in a description that leaves it 0) y's dtype */
+  k.rdtype = res && dtype_quantized(k.dtype) && (d->rdtype != IR_DT_F32 || k.rscale != 0.0f) ? d->rdtype : k.ydtype;
   return k;
 }
 
@@ -290,8 +296,8 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
     snprintf(epi, sizeof epi, "+%sdrelu", key.epilogue & CG_EPI_RESIDUAL ? "add-" : "");
   else if (key.epilogue) {
     char add[40] = "";
-    if ((key.epilogue & CG_EPI_RESIDUAL) && key.rscale != 0.0f)
-      snprintf(add, sizeof add, "-add(%s*%.4g)", dtype_name(key.rdtype), (double)key.rscale);
+    if ((key.epilogue & CG_EPI_RESIDUAL) && (key.rscale != 0.0f || key.rdtype != key.ydtype))
+      snprintf(add, sizeof add, "-add(%s*%.9g)", dtype_name(key.rdtype), key.rscale != 0.0f ? (double)key.rscale : 1.0);
     else if (key.epilogue & CG_EPI_RESIDUAL)
       snprintf(add, sizeof add, "-add");
     snprintf(epi, sizeof epi, "+scale-bias%s%s", add, key.epilogue & CG_EPI_RELU ? "-relu" : "");

@@ -133,8 +133,12 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
  * when a kernel writes it (the plan does not apply the prologue). */
 static size_t node_scratch(const RtGpu *x, int i) {
   const CgKNode *k = &x->prog.kn[i];
-  if (k->qout_bytes && !x->conv[i].qout_fused) return k->qout_offset + k->qout_bytes;
-  return k->pro_bytes && !x->conv[i].pro_fused ? k->pro_offset + k->pro_bytes : k->scratch_bytes;
+  const GpuConv *c = &x->conv[i];
+  size_t n = k->scratch_bytes;
+  if (k->pro_bytes && !c->pro_fused && k->pro_offset + k->pro_bytes > n) n = k->pro_offset + k->pro_bytes;
+  if (k->rin_bytes && !c->res_fused && k->rin_offset + k->rin_bytes > n) n = k->rin_offset + k->rin_bytes;
+  if (k->qout_bytes && !c->qout_fused && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
+  return n;
 }
 
 /* Device address of a kernel argument of node i. */
@@ -180,6 +184,7 @@ static int launch_runs(const CgKLaunch *l, const GpuConv *c) {
   case CG_K_PROLOGUE: return !c->pro_fused;
   case CG_K_EPI_UNFUSED: return !c->epi_fused;
   case CG_K_QOUT_UNFUSED: return !c->qout_fused;
+  case CG_K_RES_UNFUSED: return !c->res_fused;
   case CG_K_FUSED: return c->fused;
   default: return !c->fused;
   }
@@ -211,6 +216,7 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
       GpuConv *c = &x->conv[i];
       CgKArg pro_x = {.kind = CG_KARG_SCRATCH, .offset = k->pro_offset};
       CgKArg qout_y = {.kind = CG_KARG_SCRATCH, .offset = k->qout_offset};
+      CgKArg rin_res = {.kind = CG_KARG_SCRATCH, .offset = k->rin_offset};
       int materialized = k->conv.prologue && !c->pro_fused, rounded = k->qout_bytes && !c->qout_fused;
       if ((s = resolve_arg(x, i, materialized ? &pro_x : &k->conv_x, &c->io.x, err, errlen)) ||
           (s = resolve_arg(x, i, &k->conv_w, &c->io.w, err, errlen)) ||
@@ -220,7 +226,8 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
         break;
       int epi = c->epi_fused ? k->conv.epilogue : 0;
       if (((epi & CG_EPI_AFFINE) && (s = resolve_arg(x, i, &k->conv_esb, &c->io.esb, err, errlen))) ||
-          ((epi & CG_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &c->io.residual, err, errlen))) ||
+          ((epi & CG_EPI_RESIDUAL) && (s = resolve_arg(x, i, k->rin_bytes && !c->res_fused ? &rin_res : &k->conv_res,
+                                                       &c->io.residual, err, errlen))) ||
           ((epi & CG_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &c->io.mask, err, errlen))) ||
           (c->fused && k->conv.dbn && (s = resolve_bn(x, i, k, &c->io, err, errlen))))
         break;
@@ -365,6 +372,7 @@ static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
   c->qout_fused = desc->ydtype == want->ydtype;
+  c->res_fused = desc->rdtype == want->rdtype;
 }
 
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
@@ -439,7 +447,9 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
      * requantized to i8 (pass requant) may write it in f16 for a launch to round (QOUT_UNFUSED) */
     if (want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) {
       cand[0] = cand[1] = cand[2] = *want;
-      if (want->ydtype == IR_DT_I8) cand[1].ydtype = cand[2].ydtype = IR_DT_F16;
+      if ((want->epilogue & CG_EPI_RESIDUAL) && want->rdtype == IR_DT_I8) /* its residual's scaled f16 copy */
+        cand[1].rdtype = cand[2].rdtype = IR_DT_F16, cand[1].rscale = cand[2].rscale = 0;
+      if (want->ydtype == IR_DT_I8) cand[want->rdtype == IR_DT_I8 ? 2 : 1].ydtype = cand[2].ydtype = IR_DT_F16;
     }
     GpuConv *c = &x->conv[i];
     size_t ws = 0;
@@ -519,6 +529,7 @@ static size_t workspace_cap(const RtGpu *x) {
   for (int i = 0; i < x->g->nnode; i++) {
     const CgKNode *k = &x->prog.kn[i];
     size_t n = k->pro_bytes ? k->pro_offset + k->pro_bytes : 0;
+    if (k->rin_bytes && k->rin_offset + k->rin_bytes > n) n = k->rin_offset + k->rin_bytes;
     if (k->qout_bytes && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
     if (k->scratch_bytes > n) n = k->scratch_bytes;
     if (n > scratch) scratch = n;

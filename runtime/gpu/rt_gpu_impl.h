@@ -24,6 +24,7 @@ typedef struct GpuConv {
   int pro_fused;  /* the plan applies the node's prologue (CgConvDesc.prologue) itself */
   int epi_fused;  /* the plan applies the node's epilogue (CgConvDesc.epilogue) itself */
   int qout_fused; /* the plan writes the node's requantized i8 result itself (else f16, rounded by a launch) */
+  int res_fused;  /* the plan adds the node's i8 residual itself (else an f16 copy a launch made) */
   int pre;        /* launches of the node that run before the convolution (its PROLOGUE) */
   RtConvIo io;    /* workspace: the executor's */
   size_t ws;      /* the plan's workspace bytes */

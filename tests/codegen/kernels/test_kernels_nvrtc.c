@@ -31,6 +31,7 @@ static int linear_cu;          /* the graph's linear ops on linear.cu (KerntestG
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 static int fp8_grads;          /* FP8 data and weight gradients whose widening fp8_widened checked */
 static int requant_nodes;      /* requantized i8 results (pass requant) checked */
+static int residual_i8_nodes;  /* convolutions adding an i8 residual checked */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
   return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -143,7 +144,7 @@ static void check_arg(const IrNode *n, const CgKNode *k, const char *what, const
   else
     CHECK(a->kind == CG_KARG_SCRATCH && a->offset % 256 == 0 &&
               (a->offset < k->scratch_bytes || (k->pro_bytes && a->offset == k->pro_offset) ||
-               (k->qout_bytes && a->offset == k->qout_offset)),
+               (k->qout_bytes && a->offset == k->qout_offset) || (k->rin_bytes && a->offset == k->rin_offset)),
           "%s: scratch offset %zu of %zu", what, a->offset, k->scratch_bytes);
 }
 
@@ -243,6 +244,22 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
           "%s node %d: the requantized result: i8 from the plan, or f16 at the qout offset rounded by the last launch",
           gname, i);
     requant_nodes++;
+  }
+  if (k->rin_bytes) { /* an i8 residual: the plan adds it, or its scaled f16 copy a launch made before */
+    int copies = 0, r = ir_conv_residual(g, n);
+    for (int l = 0; l < k->nlaunch; l++) {
+      const CgKLaunch *L = &k->launch[l];
+      if (L->when != CG_K_RES_UNFUSED) continue;
+      copies++;
+      CHECK(L->before && L->nargs == 2 && r >= 0 && arg_is(&L->args[0], CG_KARG_IN, r) &&
+                L->args[1].kind == CG_KARG_SCRATCH && L->args[1].offset == k->rin_offset &&
+                strstr(k->source, "#define NETC_DQ_I8 1"),
+            "%s node %d: %s copies the i8 residual, scaled, before the convolution", gname, i, L->name);
+    }
+    CHECK(copies == 1 && k->conv.rdtype == IR_DT_I8 && k->conv.rscale > 0 && k->rin_offset >= k->scratch_bytes &&
+              (!k->qout_bytes || k->qout_offset >= k->rin_offset + k->rin_bytes),
+          "%s node %d: one residual copy, past the rest and before the result's", gname, i);
+    residual_i8_nodes++;
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU) {
     const CgKLaunch *L = &k->launch[0];
@@ -403,9 +420,11 @@ int main(int argc, char **argv) {
         "pixel and %d by cells: want both",
         bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
-  CHECK(fp8_grads > 0 && requant_nodes > 0, "FP8 gradients widened: %d, requantized results: %d; want both", fp8_grads,
-        requant_nodes);
-  printf("FP8 gradients widened: %d; requantized i8 results: %d\n", fp8_grads, requant_nodes);
+  CHECK(fp8_grads > 0 && requant_nodes > 0 && residual_i8_nodes > 0,
+        "FP8 gradients widened: %d, requantized results: %d, i8 residuals: %d; want all", fp8_grads, requant_nodes,
+        residual_i8_nodes);
+  printf("FP8 gradients widened: %d; requantized i8 results: %d; i8 residuals: %d\n", fp8_grads, requant_nodes,
+         residual_i8_nodes);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
           "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],

@@ -640,7 +640,7 @@ static float quant_value(IrDtype qt, uint8_t *code) {
  * narrowly than FP32). */
 static void check_quant(Gpu *g, const Shape *sh, IrDtype qt, int epi, IrDtype ydt) {
   CgConvDesc d = shape_desc(sh, CG_CONV_FWD, qt);
-  d.ydtype = ydt;
+  d.ydtype = d.rdtype = ydt;
   d.epilogue = epi | CG_EPI_AFFINE;
   RtRefAct xs = {d.n, d.c, d.h, d.w, RT_REF_NHWC}, ys = {d.n, d.k, d.ho, d.wo, RT_REF_NHWC};
   RtRefFilter wf = {d.k, d.c, d.r, d.s, RT_REF_KRSC};
