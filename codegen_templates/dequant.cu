@@ -12,27 +12,32 @@
  * arithmetic but for the operands' rounding to TF32 (a relative 2^-11);
  * correct, not faster than f16.
  *
- * i8 (NETC_DQ_I8, with NETC_MUL a float literal): y[i] (f16) = q[i] *
- * NETC_MUL, an i8 residual's values times the factor its convolution's
- * epilogue would have applied (conv.rscale), for a plan that adds an f16
- * residual where cuDNN has none adding the i8 one (cg_emit_bn.c).
+ * Scaled (NETC_DQ_SCALED, x of NETC_TX: signed char, f16, bf16 or float;
+ * NETC_MUL a float literal): y[i] (f16) = x[i] * NETC_MUL, a residual's
+ * values times the factor its quantized convolution's epilogue would have
+ * applied (conv.rscale: an i8 residual's step, over y's), for a plan that
+ * adds an unscaled f16 residual where cuDNN has none adding the i8 one or
+ * scaling it (cg_emit_bn.c).
  *
- * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2) or NETC_DQ_I8
- * and NETC_MUL, NETC_COUNT (the elements of q).  Launch: 1-D, 256 threads
- * a block, any grid. */
+ * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2), or
+ * NETC_DQ_SCALED with NETC_TX and NETC_MUL; NETC_COUNT (the elements of
+ * q).  Launch: 1-D, 256 threads a block, any grid. */
 
-#if !defined(NETC_KERNEL_NAME) || !(defined(NETC_F8) || defined(NETC_DQ_I8)) || !defined(NETC_COUNT)
-#error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 or NETC_DQ_I8, and NETC_COUNT"
+#if !defined(NETC_KERNEL_NAME) || !(defined(NETC_F8) || defined(NETC_DQ_SCALED)) || !defined(NETC_COUNT)
+#error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 or NETC_DQ_SCALED, and NETC_COUNT"
 #endif
 
 static constexpr long long count = NETC_COUNT;
 
-#if defined(NETC_DQ_I8)
+#if defined(NETC_DQ_SCALED)
+__device__ __forceinline__ float netc_dq_ld(signed char v) { return (float)v; }
+template <typename T> __device__ __forceinline__ float netc_dq_ld(T v) { return netc_ld(v); }
+
 extern "C" __global__ void __launch_bounds__(256)
-NETC_KERNEL_NAME(const signed char *__restrict__ q, netc_f16 *__restrict__ y) {
+NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, netc_f16 *__restrict__ y) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
-    y[i] = netc_cv<netc_f16>((float)q[i] * NETC_MUL);
+    y[i] = netc_cv<netc_f16>(netc_dq_ld(x[i]) * NETC_MUL);
 }
 #else
 

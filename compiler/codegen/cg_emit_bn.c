@@ -22,15 +22,17 @@ static int quant_residual(Emit *e, int r) {
   if (d->rdtype == IR_DT_I8 && !((step = ir_value_step(e->g, e->n->in[r])) > 0))
     return cg_emit_fail(e, "an i8 residual needs a calibrated step");
   d->rscale = (float)(step / out);
-  if (d->rdtype != IR_DT_I8) return 0;
-  /* where cuDNN has no plan adding an i8 residual: its f16 copy times rscale in scratch past the rest
+  if (d->rdtype != IR_DT_I8 && d->rscale == 1.0f) return 0;
+  /* where cuDNN has no plan adding an i8 residual, or any residual scaled (on the H100, cuDNN 9.14: no engine
+   * for an int8 convolution whose residual ADD has ALPHA2): its f16 copy times rscale in scratch past the rest
    * (RES_UNFUSED, before the convolution), which the plan adds as it is */
   CgKNode *k = e->k;
   int64_t count = numel(e, in_type(e, r));
   k->rin_offset = align256(k->scratch_bytes);
   k->rin_bytes = (size_t)count * ir_dtype_size(IR_DT_F16);
   if (cg_emit_begin(e, "res_dq")) return -1;
-  cg_emit_def(e, "NETC_DQ_I8", "1");
+  cg_emit_def(e, "NETC_DQ_SCALED", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(d->rdtype));
   cg_emit_def_float(e, "NETC_MUL", d->rscale);
   cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
   CG_EMIT_ARGS(e, in(r), scratch(k->rin_offset));

@@ -372,7 +372,7 @@ static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
   c->qout_fused = desc->ydtype == want->ydtype;
-  c->res_fused = desc->rdtype == want->rdtype;
+  c->res_fused = desc->rdtype == want->rdtype && desc->rscale == want->rscale;
 }
 
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
@@ -447,9 +447,9 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
      * requantized to i8 (pass requant) may write it in f16 for a launch to round (QOUT_UNFUSED) */
     if (want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) {
       cand[0] = cand[1] = cand[2] = *want;
-      if ((want->epilogue & CG_EPI_RESIDUAL) && want->rdtype == IR_DT_I8) /* its residual's scaled f16 copy */
-        cand[1].rdtype = cand[2].rdtype = IR_DT_F16, cand[1].rscale = cand[2].rscale = 0;
-      if (want->ydtype == IR_DT_I8) cand[want->rdtype == IR_DT_I8 ? 2 : 1].ydtype = cand[2].ydtype = IR_DT_F16;
+      int copy = x->prog.kn[i].rin_bytes != 0; /* a residual an f16 copy can stand in for (RES_UNFUSED) */
+      if (copy) cand[1].rdtype = cand[2].rdtype = IR_DT_F16, cand[1].rscale = cand[2].rscale = 0;
+      if (want->ydtype == IR_DT_I8) cand[copy ? 2 : 1].ydtype = cand[2].ydtype = IR_DT_F16;
     }
     GpuConv *c = &x->conv[i];
     size_t ws = 0;

@@ -253,11 +253,11 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
       copies++;
       CHECK(L->before && L->nargs == 2 && r >= 0 && arg_is(&L->args[0], CG_KARG_IN, r) &&
                 L->args[1].kind == CG_KARG_SCRATCH && L->args[1].offset == k->rin_offset &&
-                strstr(k->source, "#define NETC_DQ_I8 1"),
+                strstr(k->source, "#define NETC_DQ_SCALED 1"),
             "%s node %d: %s copies the i8 residual, scaled, before the convolution", gname, i, L->name);
     }
-    CHECK(copies == 1 && k->conv.rdtype == IR_DT_I8 && k->conv.rscale > 0 && k->rin_offset >= k->scratch_bytes &&
-              (!k->qout_bytes || k->qout_offset >= k->rin_offset + k->rin_bytes),
+    CHECK(copies == 1 && (k->conv.rdtype == IR_DT_I8 || k->conv.rscale != 1.0f) && k->conv.rscale > 0 &&
+              k->rin_offset >= k->scratch_bytes && (!k->qout_bytes || k->qout_offset >= k->rin_offset + k->rin_bytes),
           "%s node %d: one residual copy, past the rest and before the result's", gname, i);
     residual_i8_nodes++;
   }
