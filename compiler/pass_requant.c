@@ -11,9 +11,10 @@
  * with S as its one scale, compiler/ir.h) and the cast gone, so the
  * convolution's epilogue divides by S and stores one byte an element
  * (runtime/gpu: cuDNN's int8 output, or where it has none the f16 result
- * in scratch and a cast launch).  The only difference from the graph
- * without the pass is that r is rounded once, not to the default dtype
- * first.
+ * in scratch and a cast launch).  Where no requantized result is a
+ * shortcut, the only difference from the graph without the pass is that r
+ * is rounded once, not to the default dtype first; a requantized shortcut
+ * adds the block output's quantized value (docs/passes/requant.md).
  *
  * Taken only where the convolution is a conv2d_bn {relu=1} of i8 values,
  * every use of its result is a cast to i8 with the same calibrated scale
@@ -52,11 +53,9 @@ static double only_i8_uses(const IrGraph *g, int v) {
       if (g->node[n].in[i] != v) continue;
       const IrNode *c = &g->node[n];
       if (i8_conv_bn(g, c) && i == ir_conv_residual(g, c)) continue;
-      const IrAttr *s = ir_attr_find(c, "scale");
-      if (c->op != IR_OP_CAST || c->nin != 1 || g->val[c->out[0]].type.dtype != IR_DT_I8 || !s ||
-          s->kind != IR_ATTR_FLOAT || !(s->f > 0) || (scale && s->f != scale))
-        return 0;
-      scale = s->f;
+      double step = c->op == IR_OP_CAST && c->nin == 1 ? ir_value_step(g, c->out[0]) : 0;
+      if (!(step > 0) || (scale && step != scale)) return 0;
+      scale = step;
     }
   return scale;
 }

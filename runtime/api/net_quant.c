@@ -36,14 +36,6 @@ static int i8_cast_from(const IrGraph *g, int v) {
   return g->node[d].in[0];
 }
 
-/* Whether value v is an i8 convolution result requantized by its y_scale
- * (pass requant): the layer reading it has no cast, its input arrives
- * quantized. */
-static int requantized(const IrGraph *g, int v) {
-  int d = g->val[v].def;
-  return d >= 0 && g->val[v].type.dtype == IR_DT_I8 && ir_attr_find(&g->node[d], "y_scale") != NULL;
-}
-
 /* Adds sum((a - b)^2) and sum(b^2) of the first k values of values a, b of executors xa, xb. */
 static NetStatus add_diff(NetExec *xa, int a, NetExec *xb, int b, int64_t k, float *ba, float *bb, Sum *s) {
   NetStatus st = net_failed(net_exec_read(xa, a, ba, net_err_buf(), NET_ERRMAX));
@@ -79,7 +71,8 @@ NetStatus net_quant_errors(NetModel *q, NetModel *ref, const float *images, int6
     const IrNode *nd = &g->node[k];
     if (!nd->name || nd->op == IR_OP_CAST || nd->nin < 1 || nd->nout < 1) continue;
     int from = i8_cast_from(g, nd->in[0]);
-    if (from < 0 && !requantized(g, nd->in[0])) continue;
+    /* no cast: an input its producer requantized (pass requant; a step known at compile time), or none */
+    if (from < 0 && !(ir_value_step(g, nd->in[0]) > 0)) continue;
     Track *x = &t[nt++];
     *x = (Track){.node = k,
                  .act_in = from,

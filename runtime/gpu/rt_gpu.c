@@ -131,14 +131,21 @@ static RtCudaStatus place_values(RtGpu *x, char *err, size_t errlen) {
 
 /* Scratch bytes node i uses: its launches', and the prologue's activation
  * when a kernel writes it (the plan does not apply the prologue). */
-static size_t node_scratch(const RtGpu *x, int i) {
-  const CgKNode *k = &x->prog.kn[i];
-  const GpuConv *c = &x->conv[i];
+/* The end of node k's scratch: its launches', and past them the copies
+ * of those of the prologue's activation, the i8 residual and the
+ * requantized result a kernel writes (pro, rin, qout: its plan leaves that
+ * part to a kernel). */
+static size_t scratch_end(const CgKNode *k, int pro, int rin, int qout) {
   size_t n = k->scratch_bytes;
-  if (k->pro_bytes && !c->pro_fused && k->pro_offset + k->pro_bytes > n) n = k->pro_offset + k->pro_bytes;
-  if (k->rin_bytes && !c->res_fused && k->rin_offset + k->rin_bytes > n) n = k->rin_offset + k->rin_bytes;
-  if (k->qout_bytes && !c->qout_fused && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
+  if (pro && k->pro_bytes && k->pro_offset + k->pro_bytes > n) n = k->pro_offset + k->pro_bytes;
+  if (rin && k->rin_bytes && k->rin_offset + k->rin_bytes > n) n = k->rin_offset + k->rin_bytes;
+  if (qout && k->qout_bytes && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
   return n;
+}
+
+static size_t node_scratch(const RtGpu *x, int i) {
+  const GpuConv *c = &x->conv[i];
+  return scratch_end(&x->prog.kn[i], !c->pro_fused, !c->res_fused, !c->qout_fused);
 }
 
 /* Device address of a kernel argument of node i. */
@@ -465,22 +472,18 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
     /* not timed: a convolution on scratch copies (an FP8 gradient's widened operands; the scratch is not
      * allocated yet), or of quantized values (its other plan writes f16 where y holds i8) */
     const CgKNode *kn = &x->prog.kn[i];
-    if (kn->conv_x.kind == CG_KARG_SCRATCH || kn->conv_w.kind == CG_KARG_SCRATCH ||
-        kn->conv_y.kind == CG_KARG_SCRATCH || want->dtype == IR_DT_I8 || want->dtype == IR_DT_F8E4M3) {
-      c->ws = ws;
-      if (ws > *ws_max) *ws_max = ws;
-      continue;
-    }
-    if (memo && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes) {
+    int timed = memo && kn->conv_x.kind != CG_KARG_SCRATCH && kn->conv_w.kind != CG_KARG_SCRATCH &&
+                kn->conv_y.kind != CG_KARG_SCRATCH && want->dtype != IR_DT_I8 && want->dtype != IR_DT_F8E4M3;
+    if (timed && t == 1 && cand[0].prologue && x->prog.kn[i].pro_bytes) {
       if (pick_fusion(x, i, &cand[0], &cand[1], &ws, memo, &nmemo, &bufs)) got = cand[1];
-    } else if (memo && t == 1 && cand[0].epilogue) {
+    } else if (timed && t == 1 && cand[0].epilogue) {
       if (pick_fusion(x, i, &cand[0], &cand[2], &ws, memo, &nmemo, &bufs)) got = cand[2];
     }
     /* statistics from the convolution against the plain convolution and
      * the statistics kernel: for some shapes (grouped convolutions with
      * few channels a group) cuDNN's only GenStats engine is many times
      * slower than its plain convolution */
-    if (memo && got.genstats && !got.prologue) {
+    if (timed && got.genstats && !got.prologue) {
       CgConvDesc nostats = got;
       nostats.genstats = 0;
       pick_fusion(x, i, &got, &nostats, &ws, memo, &nmemo, &bufs);
@@ -527,11 +530,7 @@ static size_t workspace_cap(const RtGpu *x) {
    * left (the engines that need none) */
   size_t scratch = 0;
   for (int i = 0; i < x->g->nnode; i++) {
-    const CgKNode *k = &x->prog.kn[i];
-    size_t n = k->pro_bytes ? k->pro_offset + k->pro_bytes : 0;
-    if (k->rin_bytes && k->rin_offset + k->rin_bytes > n) n = k->rin_offset + k->rin_bytes;
-    if (k->qout_bytes && k->qout_offset + k->qout_bytes > n) n = k->qout_offset + k->qout_bytes;
-    if (k->scratch_bytes > n) n = k->scratch_bytes;
+    size_t n = scratch_end(&x->prog.kn[i], 1, 1, 1);
     if (n > scratch) scratch = n;
   }
   size_t used = x->held + 2 * (scratch + ALIGN) + 4 * ALIGN;

@@ -46,10 +46,10 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
   int fp8 = kg->precision == IR_DT_F8E4M3, int8 = kg->precision == IR_DT_I8;
   PassCtx cx = {.d = &d,
                 .inference = kg->inference,
-                .precision = fp8 || int8 ? IR_DT_F16 : kg->precision,
+                .precision = int8 ? IR_DT_F16 : kg->precision,
                 .precision_set = 1,
-                .fp8_layers = fp8 ? "all" : NULL,
                 .int8_layers = int8 ? "all" : NULL};
+  if (fp8) pass_precision_parse("fp8", &cx);
   if (kg->off) cx.disabled |= pipeline_bit(kg->off);
   if (kg->linear_cu)
     setenv("NETC_LINEAR_CUDNN", "0", 1);

@@ -23,11 +23,11 @@ IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t
   int calibrated = int8_layers && strcmp(int8_layers, "calibrated") == 0;
   PassCtx cx = {.d = &d,
                 .inference = inference,
-                .precision = fp8 ? IR_DT_F16 : precision,
+                .precision = precision,
                 .precision_set = 1,
                 .batch = batch,
-                .int8_layers = calibrated ? "all" : int8_layers,
-                .fp8_layers = fp8 ? "all" : NULL};
+                .int8_layers = calibrated ? "all" : int8_layers};
+  if (fp8) pass_precision_parse("fp8", &cx);
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g || !calibrated) return g;
   if (!(cx.int8_scales = int8_scales_every(a, g, 0.05))) return NULL;
