@@ -30,17 +30,38 @@
  *          coef = {k, -k*invstd*S2/M, -k*S1/M, beta}  (dx = A*dy + B*(x-mean) + D;
  *          beta for the relu mask of batchnorm_relu_bwd, (x-mean)*k + beta > 0)
  *   SUM    out = S1
- * These are runtime/rt_ref_bn.c's formulas, f64 where it uses double. */
+ * These are runtime/rt_ref_bn.c's formulas, f64 where it uses double.
+ *
+ * Synchronized batch norm (the sync_bn code switch) puts a PACK launch
+ * before TRAIN or BWD, and the executor adds its sums over the ranks
+ * between the two (NCCL, f64):
+ *   PACK_STATS  (x, part, sums): this rank's S1 and S2 unshifted, in f64,
+ *               sums = {sum x [C], sum x*x [C], M} (NETC_NOSHIFT: the
+ *               partials are of x itself already)
+ *   PACK_BWD    (part, dgamma, dbeta, sums): dbeta = S1 and dgamma = S2,
+ *               this rank's own (the gradients' average over the ranks
+ *               makes them the whole batch's), sums = {S1 [C], S2 [C], M}
+ * and NETC_FIN_SYNC 1 makes TRAIN (with NETC_NOSHIFT 1) and BWD read those
+ * sums (part: f64, NETC_G 1) and their count M = sums[2C] over every
+ * rank's batch; BWD's dgamma and dbeta are then left as PACK wrote them. */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_C)
 #error "chan_finalize.cu is a template: define NETC_KERNEL_NAME, NETC_C and one NETC_FIN_*"
 #endif
 
 static constexpr int C = NETC_C, CB = 32, GY = 8;
+#if defined(NETC_FIN_SYNC) && NETC_FIN_SYNC
+#if NETC_G != 1 || !(defined(NETC_FIN_TRAIN) || defined(NETC_FIN_BWD))
+#error "chan_finalize.cu: NETC_FIN_SYNC goes with NETC_FIN_TRAIN or NETC_FIN_BWD and NETC_G 1"
+#endif
+typedef double part_t; /* the f64 sums over every rank, their count after them */
+#else
+typedef float part_t;
+#endif
 
 extern "C" __global__ void __launch_bounds__(CB * GY)
 #if defined(NETC_FIN_TRAIN)
-NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const float *__restrict__ part, const float *__restrict__ gamma,
+NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const part_t *__restrict__ part, const float *__restrict__ gamma,
                  const float *__restrict__ beta, float *__restrict__ running_mean, float *__restrict__ running_var,
                  float *__restrict__ save_mean, float *__restrict__ save_invstd, float *__restrict__ coef
 #if defined(NETC_FIN_SB) && NETC_FIN_SB
@@ -56,13 +77,18 @@ NETC_KERNEL_NAME(const float *__restrict__ gamma, const float *__restrict__ beta
 #endif
                  )
 #elif defined(NETC_FIN_BWD)
-NETC_KERNEL_NAME(const float *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ beta,
+NETC_KERNEL_NAME(const part_t *__restrict__ part, const float *__restrict__ gamma, const float *__restrict__ beta,
                  const float *__restrict__ invstd, float *__restrict__ dgamma, float *__restrict__ dbeta,
                  float *__restrict__ coef)
+#elif defined(NETC_FIN_PACK_STATS)
+NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, const float *__restrict__ part, double *__restrict__ sums)
+#elif defined(NETC_FIN_PACK_BWD)
+NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ dgamma, float *__restrict__ dbeta,
+                 double *__restrict__ sums)
 #elif defined(NETC_FIN_SUM)
 NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
 #else
-#error "chan_finalize.cu: define NETC_FIN_TRAIN, NETC_FIN_INFER, NETC_FIN_BWD or NETC_FIN_SUM"
+#error "chan_finalize.cu: define NETC_FIN_TRAIN, NETC_FIN_INFER, NETC_FIN_BWD, NETC_FIN_PACK_* or NETC_FIN_SUM"
 #endif
 {
   const int c = blockIdx.x * CB + threadIdx.x, ty = threadIdx.y;
@@ -87,8 +113,13 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
 #else
   if (ty != 0 || c >= C) return;
 #endif
+#if defined(NETC_FIN_SYNC) && NETC_FIN_SYNC
+  const double M = part[2 * C]; /* every rank's */
+#else
+  const double M = (double)NETC_M;
+#endif
 #if defined(NETC_FIN_TRAIN)
-  const double M = (double)NETC_M, shift = s1 / M;
+  const double shift = s1 / M;
 #if defined(NETC_NOSHIFT) && NETC_NOSHIFT
   (void)x;
   const double mean = shift;
@@ -112,6 +143,7 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
   sb[C + c] = netc_cv<NETC_TX>(beta[c] - (float)mean * scale);
 #endif
 #elif defined(NETC_FIN_INFER)
+  (void)M;
   const double inv = 1.0 / sqrt((double)running_var[c] + (double)NETC_EPS);
   coef[c] = (float)(gamma[c] * inv);
   coef[C + c] = beta[c];
@@ -122,14 +154,32 @@ NETC_KERNEL_NAME(const float *__restrict__ part, float *__restrict__ out)
   sb[C + c] = beta[c] - running_mean[c] * scale;
 #endif
 #elif defined(NETC_FIN_BWD)
-  const double M = (double)NETC_M, k = (double)gamma[c] * invstd[c];
+  const double k = (double)gamma[c] * invstd[c];
+#if !(defined(NETC_FIN_SYNC) && NETC_FIN_SYNC)
   dbeta[c] = (float)s1;
   dgamma[c] = (float)s2;
+#endif
   coef[c] = (float)k;
   coef[C + c] = (float)(-k * (s2 / M) * invstd[c]);
   coef[2 * C + c] = (float)(-k * s1 / M);
   coef[3 * C + c] = beta[c];
+#elif defined(NETC_FIN_PACK_STATS) || defined(NETC_FIN_PACK_BWD)
+#if defined(NETC_FIN_PACK_BWD)
+  dbeta[c] = (float)s1;
+  dgamma[c] = (float)s2;
+#elif !(defined(NETC_NOSHIFT) && NETC_NOSHIFT)
+  /* sum x = S1 + M*x0 and sum x*x = S2 + 2*x0*S1 + M*x0^2, x0 this rank's shift */
+  const double x0 = (double)netc_ld(x[c]);
+  s2 += 2.0 * x0 * s1 + M * x0 * x0;
+  s1 += M * x0;
 #else
+  (void)x;
+#endif
+  sums[c] = s1;
+  sums[C + c] = s2;
+  if (c == 0) sums[2 * C] = M;
+#else
+  (void)M;
   out[c] = (float)s1;
 #endif
 }

@@ -21,6 +21,10 @@ static const OptsInfo TABLE[] = {
      "max pool + batch norm + relu by shared-memory tiles, not the grid-stride kernel", F(pool_tile)},
     {"linear_cudnn", "NETC_LINEAR_CUDNN", OPTS_BOOL, NULL, "1", 1,
      "linear layers on cuDNN as 1x1 convolutions, not linear.cu", F(linear_cudnn)},
+    {"sync_bn", "NETC_SYNC_BN", OPTS_BOOL, NULL, "0", 1,
+     "training batch norms write their statistics' sums in f64 for a data-parallel run to add over the ranks "
+     "(synchronized batch norm, netrun --sync-bn; no cuDNN DgradDreluBNBwdWeight)",
+     F(sync_bn)},
     /* the GPU executor */
     {"cuda_graph", "NETC_CUDA_GRAPH", OPTS_BOOL, NULL, "1", 0,
      "the step captured once as a CUDA graph and replayed (0: launched node by node every step)", F(cuda_graph)},

@@ -31,6 +31,7 @@ typedef struct NetcOpts {
   int pbb;          /* the stem's batch-norm backward with the max-pool's winners by 2x2 cells (pool_bn_bwd.cu) */
   int pool_tile;    /* max pool + batch norm + relu by shared-memory tiles */
   int linear_cudnn; /* linear layers on cuDNN as 1x1 convolutions (else linear.cu) */
+  int sync_bn;      /* batch norm's statistics ready to be summed over data-parallel ranks (--sync-bn) */
   /* the GPU executor */
   int cuda_graph;            /* the step captured once as a CUDA graph and replayed */
   int genstats;              /* batch-norm statistics from the convolution (cuDNN GenStats) */

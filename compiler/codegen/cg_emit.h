@@ -165,6 +165,7 @@ typedef struct CgEmitChan {
   int copy;       /* reduce (STATS): also writes x rounded to tc, its third argument (NETC_RED_COPY) */
   IrDtype tc;
   const IrType *gather; /* BWD: dy is this max pool output's gradient, gathered (NETC_GATHER), or NULL */
+  int sync;             /* finalize (TRAIN, BWD): from the f64 sums of every rank (NETC_FIN_SYNC) */
 } CgEmitChan;
 
 /* The plan of per-channel work on tensor t (its result y of dtype ty, its
@@ -175,6 +176,12 @@ int cg_emit_chan_plan(Emit *e, const IrType *t, CgEmitChan *c);
  * NETC_FIN_*, chan_apply.cu's NETC_APPLY_* (tb: the bias's C type). */
 int cg_emit_chan_reduce(Emit *e, const CgEmitChan *c, const char *op, int relu);
 int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op);
+/* Synchronized batch norm (the sync_bn code switch): chan_finalize.cu's
+ * PACK (op NETC_FIN_PACK_STATS or NETC_FIN_PACK_BWD) of plan c's partial
+ * sums into f64 sums at scratch offset cg_emit_chan_sync_at(c), which the
+ * executor adds over the ranks after it (CgKLaunch.sum_f64). */
+int cg_emit_chan_pack(Emit *e, const CgEmitChan *c, const char *op);
+size_t cg_emit_chan_sync_at(const CgEmitChan *c);
 int cg_emit_chan_apply(Emit *e, const CgEmitChan *c, const char *op, int relu, const char *tb);
 
 /* --- the emitters, by file (cg_kernels.c's table) ------------------------------- */

@@ -80,14 +80,70 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
   return 0;
 }
 
-/* The training finalize's arguments (chan_finalize.cu NETC_FIN_TRAIN): x,
- * the sums in scratch 0, inputs p..p+3, outputs o and o+1, the
- * coefficients, and output sb when it writes the scale and bias (sb >= 0). */
-static void train_finalize_args(Emit *e, CgKArg x, int p, int o, size_t coef, int sb) {
-  if (sb >= 0)
-    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
+/* Synchronized batch norm (the sync_bn code switch): before the finalize of
+ * plan c, a PACK launch (when `when`) turns the partial sums at *part into
+ * this rank's f64 sums (bwd: dgamma and dbeta, outputs 1 and 2, from
+ * them too; else the statistics of x), which the executor adds over the
+ * ranks; *part then points at them and c finalizes from them.  Nothing
+ * without the switch. */
+static int sync_pack(Emit *e, CgEmitChan *c, int bwd, CgKArg x, CgKArg *part, CgKWhen when) {
+  if (!e->opts->sync_bn) return 0;
+  size_t at = cg_emit_chan_sync_at(c);
+  if (cg_emit_chan_pack(e, c, bwd ? "NETC_FIN_PACK_BWD" : "NETC_FIN_PACK_STATS")) return -1;
+  if (bwd)
+    CG_EMIT_ARGS(e, *part, out(1), out(2), scratch(at));
   else
-    CG_EMIT_ARGS(e, x, scratch(0), in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
+    CG_EMIT_ARGS(e, x, *part, scratch(at));
+  last_when(e, when);
+  *part = scratch(at);
+  c->sync = 1;
+  return 0;
+}
+
+static void train_finalize_args(Emit *e, CgKArg x, CgKArg part, int p, int o, size_t coef, int sb) {
+  if (sb >= 0)
+    CG_EMIT_ARGS(e, x, part, in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef), out(sb));
+  else
+    CG_EMIT_ARGS(e, x, part, in(p), in(p + 1), in(p + 2), in(p + 3), out(o), out(o + 1), scratch(coef));
+}
+
+/* The training finalize (chan_finalize.cu NETC_FIN_TRAIN) of plan c from
+ * the sums in scratch 0: x, the sums, inputs p..p+3, outputs o and o+1,
+ * the coefficients, and output sb when it writes the scale and bias
+ * (sb >= 0).  fusable: the sums come from the kernels (UNFUSED) or from
+ * cuDNN's GenStats (FUSED, the sums of x itself), a finalize for each;
+ * with synchronized batch norm a PACK for each (sync_pack) and one
+ * finalize of the ranks' sums after them. */
+static int train_finalize(Emit *e, CgEmitChan c, CgKArg x, int p, int o, int sb, int fusable) {
+  CgEmitChan f = c;
+  f.G = 1, f.noshift = 1;
+  CgKArg part = scratch(0), fpart = scratch(0);
+  if (e->opts->sync_bn) {
+    if (sync_pack(e, &c, 0, x, &part, fusable ? CG_K_UNFUSED : CG_K_ALWAYS) ||
+        (fusable && sync_pack(e, &f, 0, x, &fpart, CG_K_FUSED)) || cg_emit_chan_finalize(e, &c, "NETC_FIN_TRAIN"))
+      return -1;
+    train_finalize_args(e, x, part, p, o, c.coef, sb);
+    return 0;
+  }
+  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
+  train_finalize_args(e, x, part, p, o, c.coef, sb);
+  if (!fusable) return 0;
+  last_when(e, CG_K_UNFUSED);
+  if (cg_emit_chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
+  train_finalize_args(e, x, fpart, p, o, c.coef, sb);
+  last_when(e, CG_K_FUSED);
+  return 0;
+}
+
+/* The backward's finalize (NETC_FIN_BWD) of plan c, when `when`, from the
+ * sums in scratch 0 (through sync_pack): gamma (input p), beta, invstd
+ * (input p + 2) into dgamma, dbeta (outputs 1, 2) and the coefficients. */
+static int bwd_finalize(Emit *e, CgEmitChan c, int p, CgKArg beta, CgKWhen when) {
+  CgKArg part = scratch(0);
+  if (sync_pack(e, &c, 1, part, &part, when) || cg_emit_chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
+  CG_EMIT_ARGS(e, part, in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
+  last_when(e, when);
+  return 0;
 }
 
 /* batchnorm_train / conv2d_bn_train: statistics of x, then y; inputs p..p+3
@@ -121,15 +177,8 @@ int cg_emit_bn_train(Emit *e, const IrType *t, CgKArg x, CgKArg y, int p, int o,
   if (fusable) last_when(e, CG_K_UNFUSED);
   c.sb = sb >= 0;
   if (sb >= 0 && out_type(e, sb)->dtype != c.dt) return cg_emit_fail(e, "the scale and bias must have z's dtype");
-  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_TRAIN")) return -1;
-  train_finalize_args(e, x, p, o, c.coef, sb);
+  if (train_finalize(e, c, x, p, o, sb, fusable)) return -1;
   if (fusable) {
-    last_when(e, CG_K_UNFUSED);
-    CgEmitChan f = c;
-    f.G = 1, f.noshift = 1;
-    if (cg_emit_chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
-    train_finalize_args(e, x, p, o, c.coef, sb);
-    last_when(e, CG_K_FUSED);
     e->k->conv.genstats = 1;
     e->k->conv_stats = scratch(0);
   }
@@ -182,9 +231,7 @@ static int pbb_bwd(Emit *e, CgEmitChan *c, CgKArg dy, CgKArg x, CgKArg beta, int
   if (pbb_launch(e, c, "NETC_PBB_SUMS", grid)) return -1;
   CG_EMIT_ARGS(e, dy, in(1), x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   last_when(e, when);
-  if (cg_emit_chan_finalize(e, c, "NETC_FIN_BWD")) return -1;
-  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c->coef));
-  last_when(e, when);
+  if (bwd_finalize(e, *c, p, beta, when)) return -1;
   if (pbb_launch(e, c, "NETC_PBB_APPLY", grid)) return -1;
   CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c->coef), out(0));
   last_when(e, when);
@@ -216,9 +263,7 @@ int cg_emit_bn_bwd_from(Emit *e, int relu, CgKArg dy, int at, CgKWhen when) {
   else
     CG_EMIT_ARGS(e, dy, x, in(p), beta, in(p + 1), in(p + 2), scratch(0));
   last_when(e, when);
-  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_BWD")) return -1;
-  CG_EMIT_ARGS(e, scratch(0), in(p), beta, in(p + 2), out(1), out(2), scratch(c.coef));
-  last_when(e, when);
+  if (bwd_finalize(e, c, p, beta, when)) return -1;
   if (cg_emit_chan_apply(e, &c, "NETC_APPLY_BWD", relu, "float")) return -1;
   if (gather)
     CG_EMIT_ARGS(e, dy, in(1), x, in(p + 1), scratch(c.coef), out(0));

@@ -77,14 +77,31 @@ int cg_emit_chan_reduce(Emit *e, const CgEmitChan *c, const char *op, int relu) 
   return cg_emit_end(e, "chan_reduce.cu", (unsigned)c->G, (unsigned)c->gy, (unsigned)c->bx, (unsigned)c->by);
 }
 
-int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op) {
-  if (cg_emit_begin(e, c->noshift ? "finalize_sums" : "finalize")) return -1;
+size_t cg_emit_chan_sync_at(const CgEmitChan *c) { return align256(c->coef + (size_t)4 * c->C * sizeof(float)); }
+
+int cg_emit_chan_pack(Emit *e, const CgEmitChan *c, const char *op) {
+  if (cg_emit_begin(e, c->noshift ? "pack_sums" : "pack")) return -1;
   cg_emit_def(e, op, "1");
   if (c->noshift) cg_emit_def(e, "NETC_NOSHIFT", "1");
-  if (c->sb) cg_emit_def(e, "NETC_FIN_SB", "1");
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
   cg_emit_def(e, "NETC_C", "%d", c->C);
   cg_emit_def(e, "NETC_G", "%d", c->G);
+  cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
+  need_scratch(e, cg_emit_chan_sync_at(c) + (size_t)(2 * c->C + 1) * sizeof(double));
+  if (cg_emit_end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY)) return -1;
+  e->k->launch[e->k->nlaunch - 1].sum_f64 = 2 * c->C + 1;
+  return 0;
+}
+
+int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op) {
+  if (cg_emit_begin(e, c->sync ? "finalize_ranks" : c->noshift ? "finalize_sums" : "finalize")) return -1;
+  cg_emit_def(e, op, "1");
+  if (c->noshift || (c->sync && strcmp(op, "NETC_FIN_TRAIN") == 0)) cg_emit_def(e, "NETC_NOSHIFT", "1");
+  if (c->sync) cg_emit_def(e, "NETC_FIN_SYNC", "1");
+  if (c->sb) cg_emit_def(e, "NETC_FIN_SB", "1");
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_G", "%d", c->sync ? 1 : c->G);
   cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
   cg_emit_def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
   cg_emit_def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));

@@ -130,6 +130,8 @@ static int dgrad_bn_relu(Emit *e) {
   if (cg_emit_chan_plan(e, out_type(e, 0), &c) || cg_emit_check_f32(e, 2, 2, 1, 2) || cg_emit_check_f32(e, 4, 6, 1, 0))
     return -1;
   if (c.dt != in_type(e, 3)->dtype) return cg_emit_fail(e, "z and the data gradient differ in dtype");
+  /* synchronized batch norm: cuDNN's batch-norm backward would sum this rank's batch alone */
+  if (e->opts->sync_bn) return cg_emit_bn_bwd_from(e, 1, out(0), 2, CG_K_ALWAYS);
   CgKNode *k = e->k;
   k->conv.dbn = 1;
   k->conv_bn[CG_KBN_Z] = in(3), k->conv_bn[CG_KBN_MEAN] = in(5), k->conv_bn[CG_KBN_INVSTD] = in(6);

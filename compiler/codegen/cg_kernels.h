@@ -29,7 +29,7 @@
 #include "opts.h"
 #include "cg_conv.h"
 
-enum { CG_K_MAX_LAUNCH = 6, CG_K_MAX_ARGS = 16, CG_K_NAME = 96 };
+enum { CG_K_MAX_LAUNCH = 8, CG_K_MAX_ARGS = 16, CG_K_NAME = 96 };
 
 typedef enum CgKArgKind {
   CG_KARG_IN,      /* the node's input `index` */
@@ -75,6 +75,11 @@ typedef struct CgKLaunch {
   int before; /* runs before the node's convolution (such launches come first) */
   unsigned grid[3], block[3];
   unsigned smem; /* dynamic shared memory bytes */
+  /* synchronized batch norm (the sync_bn code switch): after this launch
+   * (chan_finalize.cu's PACK), a data-parallel run that asked for it adds
+   * the sum_f64 doubles at its last argument over the ranks, in place
+   * (0: none) */
+  int sum_f64;
   int nargs;
   CgKArg args[CG_K_MAX_ARGS];
 } CgKLaunch;

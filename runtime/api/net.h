@@ -455,9 +455,12 @@ typedef struct NetDistOpts {
   /* synchronized batch norm: each training batch norm normalizes by the
    * statistics of every rank's batch together (and its backward's data
    * gradient sums its terms over them), so that N ranks of batch B train
-   * as one process of batch N x B; every rank must ask the same.  The CPU
-   * executor only, so far: NET_ERR_ARG on the GPU.  0: each rank's own
-   * batch (the running statistics are still averaged every epoch). */
+   * as one process of batch N x B; every rank must ask the same.  On the
+   * GPU the model must be loaded with the option sync_bn=1
+   * (NetLoadOpts.options; netrun --sync-bn sets it), whose batch-norm
+   * kernels write their sums for the ranks to add inside the step
+   * (NET_ERR_ARG without it).  0: each rank's own batch (the running
+   * statistics are still averaged every epoch). */
   int sync_bn;
 } NetDistOpts;
 

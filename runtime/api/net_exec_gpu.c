@@ -291,16 +291,14 @@ static NetStatus gpu_dist_set(void *self, const NetExecDist *d, const int *grad,
     x->nccl = NULL, x->captured = 0;
     return s;
   }
-  if (d->sync_bn)
-    return net_status_errf(NET_ERR_ARG, err, len,
-                           "synchronized batch norm runs on the CPU executor only so far; on the GPU each rank "
-                           "normalizes by its own batch (leave out --sync-bn)");
   Gpu *x = self;
   if (x->nccl) return net_status_errf(NET_ERR_ARG, err, len, "data parallel: the executor is in a run already");
   if (!d->nccl_id) return net_status_errf(NET_ERR_ARG, err, len, "data parallel on the GPU: no NCCL id");
   NetStatus s = net_status_of_cuda(rt_gpu_nccl_join(x->dev, d->nccl_id, d->world, d->rank, &x->nccl, err, len));
   if (!s) s = net_status_of_cuda(rt_gpu_allreduce_set(x->dev, x->nccl, grad, ngrad, d->bucket_bytes, err, len));
+  if (!s && d->sync_bn) s = net_status_of_cuda(rt_gpu_sync_bn_set(x->dev, 1, err, len));
   if (s) {
+    if (x->nccl) rt_gpu_allreduce_set(x->dev, NULL, NULL, 0, 0, NULL, 0); /* nothing points at the communicator */
     rt_nccl_free(x->nccl, 1);
     x->nccl = NULL;
     return s;

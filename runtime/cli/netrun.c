@@ -391,8 +391,10 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
 
 static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep_grads) {
   int ordinal = 0; /* a rank's GPU: LOCAL_RANK (netrun_launch.h) */
-  netrun_rank_env(&ordinal);
+  int ranks = netrun_rank_env(&ordinal) && strcmp(getenv("WORLD_SIZE"), "1") != 0;
   NetLoadOpts lo = {.device = o->device,
+                    /* --sync-bn among several ranks: GPU kernels whose statistics the ranks add up (opts.h) */
+                    .options = ranks && o->sync_bn && !inference_only ? "sync_bn=1" : NULL,
                     .gpu = ordinal,
                     .batch = batch,
                     .seed = (uint64_t)o->seed,

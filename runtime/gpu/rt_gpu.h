@@ -160,6 +160,17 @@ RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngra
                                   size_t errlen);
 /* The buckets of the all-reduce set (0 when off). */
 int rt_gpu_allreduce_buckets(const RtGpu *x);
+/* Synchronized batch norm over the ranks of the all-reduce set (on; it
+ * must be set, and x's kernels generated with the sync_bn switch, which
+ * packs every training batch norm's sums into f64 before its finalize:
+ * chan_finalize.cu): each such launch's sums are added over the ranks in
+ * the step, on the all-reduce's stream, the step waiting for them, so
+ * every rank normalizes by the statistics of every rank's batch and its
+ * backward's data gradient by their summed terms (dgamma and dbeta stay
+ * the rank's own, averaged with the other gradients).  Off (the default,
+ * and after rt_gpu_allreduce_set): the same kernels, each rank's own
+ * statistics.  The step graph is captured again. */
+RtCudaStatus rt_gpu_sync_bn_set(RtGpu *x, int on, char *err, size_t errlen);
 
 /* --- profiling (rt_gpu_profile.c) --- */
 

@@ -96,6 +96,48 @@ RtCudaStatus rt_gpu_allreduce_all(RtGpu *x, char *err, size_t errlen) {
 
 int rt_gpu_allreduce_buckets(const RtGpu *x) { return x && x->nccl ? x->buckets.nbucket : 0; }
 
+RtCudaStatus rt_gpu_sync_sums(RtGpu *x, int j, CUstream st, char *err, size_t errlen) {
+  const GpuLaunch *L = &x->launch[j];
+  int n = L->l->sum_f64;
+  if (!x->sync_bn || !x->nccl || n <= 0) return RT_CUDA_OK;
+  const char *what = "synchronized batch norm's sums";
+  RtCudaStatus s = RT_CU(x->api, EventRecord, (x->sync_ev[0], st), what, err, errlen);
+  if (!s) s = RT_CU(x->api, StreamWaitEvent, (x->comm_stream, x->sync_ev[0], 0), what, err, errlen);
+  if (s) return s;
+  /* comm_stream now depends on st: st waits for it below even after a failed call (a capture must join) */
+  int bad = rt_nccl_sum_f64(x->nccl, L->arg[L->l->nargs - 1], (size_t)n, x->comm_stream, err, errlen) != 0;
+  s = RT_CU(x->api, EventRecord, (x->sync_ev[1], x->comm_stream), what, bad ? NULL : err, bad ? 0 : errlen);
+  if (!s) s = RT_CU(x->api, StreamWaitEvent, (st, x->sync_ev[1], 0), what, bad ? NULL : err, bad ? 0 : errlen);
+  return bad ? RT_CUDA_ECALL : s;
+}
+
+RtCudaStatus rt_gpu_sync_bn_set(RtGpu *x, int on, char *err, size_t errlen) {
+  if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_sync_bn_set: no executor");
+  if (on && !x->nccl)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "synchronized batch norm: the all-reduce is not set (no ranks)");
+  if (on && !x->opts.sync_bn)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen,
+                        "synchronized batch norm: the step's kernels were generated without the sync_bn switch "
+                        "(load the model with the option sync_bn=1, as netrun --sync-bn does)");
+  if (!!on == x->sync_bn) return RT_CUDA_OK;
+  RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  for (int i = 0; !s && on && i < 2; i++)
+    if (!x->sync_ev[i])
+      s = RT_CU(x->api, EventCreate, (&x->sync_ev[i], CU_EVENT_DISABLE_TIMING), "synchronized batch norm", err, errlen);
+  if (s) return s;
+  if (x->exec) { /* what was captured holds the old statistics */
+    rt_gpu_drop_exec(x);
+    x->recapture = 1;
+  }
+  if (x->accum_last && *x->accum_last) {
+    x->api->GraphExecDestroy(*x->accum_last);
+    *x->accum_last = NULL;
+  }
+  x->allreduce_gen++;
+  x->sync_bn = !!on;
+  return RT_CUDA_OK;
+}
+
 /* The buckets and their events, not the comm stream. */
 static void drop_buckets(RtGpu *x) {
   for (int b = 0; x->bucket_ev && b < x->buckets.nbucket; b++)
@@ -104,7 +146,7 @@ static void drop_buckets(RtGpu *x) {
   free(x->bucket_side);
   x->bucket_ev = NULL, x->bucket_side = NULL;
   rt_gpu_bucket_plan_free(&x->buckets);
-  x->nccl = NULL;
+  x->nccl = NULL, x->sync_bn = 0;
 }
 
 void rt_gpu_allreduce_free(RtGpu *x) {
@@ -115,6 +157,9 @@ void rt_gpu_allreduce_free(RtGpu *x) {
       if (x->comm_clock[k][i]) x->api->EventDestroy(x->comm_clock[k][i]);
   memset(x->comm_clock, 0, sizeof x->comm_clock);
   if (x->comm_ev) x->api->EventDestroy(x->comm_ev);
+  for (int i = 0; i < 2; i++)
+    if (x->sync_ev[i]) x->api->EventDestroy(x->sync_ev[i]);
+  x->sync_ev[0] = x->sync_ev[1] = NULL;
   if (x->comm_stream) x->api->StreamDestroy(x->comm_stream);
   x->comm_ev = NULL, x->comm_stream = NULL;
 }

@@ -75,6 +75,12 @@ struct RtGpu {
    * stream, the latest such producer's done event), joined back by
    * comm_ev right before the optimizer section */
   RtNccl *nccl; /* the caller's */
+  /* synchronized batch norm (rt_gpu_sync_bn_set): after each launch with
+   * CgKLaunch.sum_f64, its sums added over the ranks on comm_stream (the
+   * one order of NCCL calls every rank shares), between sync_ev[0] (the
+   * launch's stream to comm_stream) and sync_ev[1] (back) */
+  int sync_bn;
+  CUevent sync_ev[2];
   RtGpuBucketPlan buckets;
   int *bucket_side;     /* per bucket: its latest side-stream producer, or -1 */
   CUevent *bucket_ev;   /* per bucket */
@@ -106,6 +112,10 @@ typedef struct GpuReduceCursor {
   int next, open;
 } GpuReduceCursor;
 
+/* With synchronized batch norm on, launch j (just queued on st) has sums
+ * (CgKLaunch.sum_f64): queues their sum over the ranks, st waiting for it;
+ * else nothing. */
+RtCudaStatus rt_gpu_sync_sums(RtGpu *x, int j, CUstream st, char *err, size_t errlen);
 /* Queues the all-reduce of every bucket that node completes (the node is
  * queued), on comm_stream. */
 RtCudaStatus rt_gpu_allreduce_after(RtGpu *x, int node, GpuReduceCursor *c, char *err, size_t errlen);

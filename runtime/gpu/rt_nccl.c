@@ -22,7 +22,7 @@ typedef struct {
 } ncclUniqueId;
 typedef int ncclResult_t; /* an enum in nccl.h: ncclSuccess = 0, then the errors */
 enum { ncclSuccess = 0 };
-typedef enum { ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum { ncclFloat16 = 6, ncclFloat32 = 7, ncclFloat64 = 8, ncclBfloat16 = 9 } ncclDataType_t;
 typedef enum { ncclSum = 0, ncclAvg = 4 } ncclRedOp_t;
 
 typedef struct NcclApi {
@@ -157,6 +157,13 @@ int rt_nccl_allreduce(RtNccl *c, CUdeviceptr send, CUdeviceptr recv, size_t coun
   ncclResult_t r = api.AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, t,
                                  mean ? ncclAvg : ncclSum, c->comm, stream);
   return r == ncclSuccess ? 0 : fail(c->comm, r, "ncclAllReduce", err, len);
+}
+
+int rt_nccl_sum_f64(RtNccl *c, CUdeviceptr buf, size_t count, CUstream stream, char *err, size_t len) {
+  if (!c) return snprintf(err, len, "rt_nccl_sum_f64: no communicator"), -1;
+  ncclResult_t r =
+      api.AllReduce((const void *)(uintptr_t)buf, (void *)(uintptr_t)buf, count, ncclFloat64, ncclSum, c->comm, stream);
+  return r == ncclSuccess ? 0 : fail(c->comm, r, "ncclAllReduce (f64)", err, len);
 }
 
 int rt_nccl_group_begin(char *err, size_t len) {

@@ -38,6 +38,9 @@ int rt_nccl_join(const void *id, int world, int rank, RtNccl **out, char *err, s
  * the ranks, or their mean when mean is set.  0, or -1 with why. */
 int rt_nccl_allreduce(RtNccl *c, CUdeviceptr send, CUdeviceptr recv, size_t count, IrDtype dtype, int mean,
                       CUstream stream, char *err, size_t len);
+/* Queues on stream the in-place sum over the ranks of count doubles at
+ * buf (synchronized batch norm's statistics).  0, or -1 with why. */
+int rt_nccl_sum_f64(RtNccl *c, CUdeviceptr buf, size_t count, CUstream stream, char *err, size_t len);
 /* ncclGroupStart and ncclGroupEnd: the all-reduces queued between them
  * are launched together, as one operation (a bucket's gradients).  Every
  * begin that succeeded needs its end, even after a failed all-reduce.  0,

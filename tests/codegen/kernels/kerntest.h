@@ -16,13 +16,15 @@ typedef struct KerntestGraph {
   IrDtype precision; /* the default dtype; IR_DT_F8E4M3: --precision fp8; IR_DT_I8: f16 with --int8=all and
                       * every i8 layer's input at a calibrated step (int8_scales_every) */
   int linear_cu;     /* the linear ops on linear.cu, not cuDNN ($NETC_LINEAR_CUDNN=0) */
+  int sync_bn;       /* synchronized batch norm's kernels ($NETC_SYNC_BN=1) */
 } KerntestGraph;
 
 /* The graphs every test walks; *n receives the count. */
 const KerntestGraph *kerntest_graphs(int *n);
 /* Compiles root/model with the variant's options (the memory plan at its
- * train batch) and sets $NETC_LINEAR_CUDNN for the emission that follows
- * (linear_cu: "0", else unset); NULL after printing the diagnostics. */
+ * train batch) and sets $NETC_LINEAR_CUDNN and $NETC_SYNC_BN for the
+ * emission that follows (linear_cu: "0", sync_bn: "1", else unset); NULL
+ * after printing the diagnostics. */
 IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
 /* A hand-written graph of what the models lack: f32 -> i8 (with a tail),
  * f16 -> bf16 -> f32 casts, nesterov SGD with a bf16 gradient. */

@@ -32,6 +32,7 @@ static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd
 static int fp8_grads;          /* FP8 data and weight gradients whose widening fp8_widened checked */
 static int requant_nodes;      /* requantized i8 results (pass requant) checked */
 static int residual_i8_nodes;  /* convolutions adding an i8 residual checked */
+static int sync_packs[2];      /* synchronized batch norm's PACK launches checked: statistics, backward */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
   return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -76,6 +77,50 @@ static void check_dbn(const CgKNode *k, const char *gname, int i) {
         "%s node %d: %d fused and %d unfused launches; the sums and the apply read dz and z, the apply writes dz",
         gname, i, fused, unfused);
   dbn_nodes++;
+}
+
+/* Synchronized batch norm (the sync_bn switch, kerntest_opts): each PACK
+ * launch (sum_f64 = 2C + 1 doubles at its last argument, in the node's
+ * scratch) is followed by a finalize of its `when` (or of every run: the
+ * GenStats and kernel sums' packs share it) that reads those
+ * sums (NETC_FIN_SYNC), and no finalize of the statistics or the backward
+ * reads partials of this rank alone; cuDNN's batch-norm backward (dbn) is
+ * never asked.  Without the switch no launch has sums to add. */
+static void check_sync(const IrNode *n, const CgKNode *k, const char *gname, int i) {
+  int sync = kerntest_opts()->sync_bn;
+  CHECK(!sync || !k->has_conv || !k->conv.dbn, "%s node %d: cuDNN's batch-norm backward with sync_bn", gname, i);
+  for (int l = 0; l < k->nlaunch; l++) {
+    const CgKLaunch *L = &k->launch[l];
+    const char *fin = strstr(L->name, "_finalize");
+    if (!sync) {
+      CHECK(L->sum_f64 == 0 && !strstr(L->name, "_pack"), "%s node %d: %s has sums for the ranks without sync_bn",
+            gname, i, L->name);
+      continue;
+    }
+    /* a training finalize (the inference batch norm's and channel_sum's read no partials of the batch's
+     * statistics) must come from the ranks' sums */
+    int train = fin && n->op != IR_OP_BATCHNORM && n->op != IR_OP_CONV2D_BN && n->op != IR_OP_CHANNEL_SUM;
+    if (train)
+      CHECK(strstr(L->name, "_finalize_ranks_"), "%s node %d: %s finalizes this rank's sums alone", gname, i, L->name);
+    if (!L->sum_f64) continue;
+    const CgKArg *buf = &L->args[L->nargs - 1];
+    int bwd = L->nargs == 4, C = (L->sum_f64 - 1) / 2;
+    const CgKLaunch *F = NULL;
+    for (int m = l + 1; m < k->nlaunch && !F; m++)
+      if ((k->launch[m].when == L->when || k->launch[m].when == CG_K_ALWAYS) &&
+          strstr(k->launch[m].name, "_finalize_ranks_"))
+        F = &k->launch[m];
+    const CgKArg *part = F ? &F->args[bwd ? 0 : 1] : NULL;
+    CHECK(strstr(L->name, "_pack") && L->sum_f64 % 2 == 1 && C > 0 && (L->nargs == 3 || bwd) &&
+              buf->kind == CG_KARG_SCRATCH && buf->offset % 256 == 0 &&
+              buf->offset + (size_t)L->sum_f64 * sizeof(double) <= k->scratch_bytes &&
+              (!bwd || (arg_is(&L->args[1], CG_KARG_OUT, 1) && arg_is(&L->args[2], CG_KARG_OUT, 2))) && F && part &&
+              part->kind == CG_KARG_SCRATCH && part->offset == buf->offset &&
+              strstr(k->source, "#define NETC_FIN_SYNC 1"),
+          "%s node %d: %s packs %d doubles in scratch for the ranks, and a finalize of its own reads them", gname, i,
+          L->name, L->sum_f64);
+    sync_packs[bwd]++;
+  }
 }
 
 static int is_conv(IrOp op) {
@@ -230,7 +275,8 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
     CHECK(L->nargs >= 1 && L->nargs <= CG_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
-  if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU) check_dbn(k, gname, i);
+  check_sync(n, k, gname, i);
+  if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU && !kerntest_opts()->sync_bn) check_dbn(k, gname, i);
   if (ir_attr_find(n, "y_scale")) { /* pass requant: i8 written by the plan, or f16 in scratch and a cast launch */
     const CgKLaunch *L = &k->launch[k->nlaunch - 1];
     CgKArg q = {CG_KARG_SCRATCH, 0, k->qout_offset};
@@ -280,12 +326,12 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
   }
   if (n->op == IR_OP_BATCHNORM_RELU_BWD_WIN) {
     /* sums and apply gather dy by the winners (input 1) */
-    const CgKLaunch *sums = &k->launch[0], *apply = &k->launch[2];
+    const CgKLaunch *sums = &k->launch[0], *apply = &k->launch[k->nlaunch - 1]; /* a PACK between with sync_bn */
     int cells =
         k->source && strstr(k->source, "#define NETC_PBB_SUMS 1") && strstr(k->source, "#define NETC_PBB_APPLY 1");
-    int ok = k->nlaunch == 3 && sums->nargs == 8 && apply->nargs == 6 && arg_is(&sums->args[0], CG_KARG_IN, 0) &&
-             arg_is(&sums->args[1], CG_KARG_IN, 1) && arg_is(&apply->args[1], CG_KARG_IN, 1) &&
-             arg_is(&apply->args[5], CG_KARG_OUT, 0) && k->source &&
+    int ok = k->nlaunch == 3 + kerntest_opts()->sync_bn && sums->nargs == 8 && apply->nargs == 6 &&
+             arg_is(&sums->args[0], CG_KARG_IN, 0) && arg_is(&sums->args[1], CG_KARG_IN, 1) &&
+             arg_is(&apply->args[1], CG_KARG_IN, 1) && arg_is(&apply->args[5], CG_KARG_OUT, 0) && k->source &&
              (cells || (strstr(k->source, "#define NETC_GATHER 1") && strstr(k->source, "#define NETC_RED_BWD 1") &&
                         strstr(k->source, "#define NETC_APPLY_BWD 1")));
     CHECK(ok, "%s node %d: the batch norm's backward gathers the max pool's gradient in its sums and apply", gname, i);
@@ -425,6 +471,9 @@ int main(int argc, char **argv) {
         residual_i8_nodes);
   printf("FP8 gradients widened: %d; requantized i8 results: %d; i8 residuals: %d\n", fp8_grads, requant_nodes,
          residual_i8_nodes);
+  CHECK(sync_packs[0] > 0 && sync_packs[1] > 0, "synchronized batch norm's packs: %d statistics, %d backward",
+        sync_packs[0], sync_packs[1]);
+  printf("synchronized batch norm's packs: %d statistics, %d backward\n", sync_packs[0], sync_packs[1]);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
           "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],

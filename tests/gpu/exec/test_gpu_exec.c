@@ -56,38 +56,45 @@ typedef struct Config {
    * 2^-20 the three samples missed kinks the GPU's rounding crossed (on an
    * H100: layer3.conv2's momentum buffer 8.9e-3 from the CPU's, allowed 1e-4) */
   int f32_near;
+  /* the sync_bn code switch (NETC_SYNC_BN=1): every training batch norm's sums packed into f64 and finalized from
+   * them, as a data-parallel run with synchronized batch norm has them (here one process: its own batch) */
+  int sync_bn;
 } Config;
 
 static const Config CONFIGS[] = {
-    {"models/smallcnn.net", 0, IR_DT_F32, 0, NULL, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 0, NULL, 0},
-    {"models/smallcnn.net", 1, IR_DT_F32, 0, NULL, 0},
-    {"models/smallcnn.net", 1, IR_DT_F16, 0, NULL, 0},
-    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 0, NULL, 0},
-    {"models/resnet20.net", 1, IR_DT_F32, 0, NULL, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 0, NULL, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 1, NULL, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 2, NULL, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 2, NULL, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL, 0},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL, 0},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0},
-    {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0},
+    {"models/smallcnn.net", 0, IR_DT_F32, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 1, IR_DT_F32, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 1, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 0},
+    {"models/resnet20.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F32, 0, NULL, 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 0, IR_DT_F16, 1, NULL, 0, 0},
+    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 0},
+    {"models/resnet20.net", 0, IR_DT_F16, 2, NULL, 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 2, NULL, 0, 0},
+    {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL, 0, 0},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL, 0, 0},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0, 0},
     /* calibrated steps: each block's conv1 writes i8 itself (pass requant) */
-    {"models/resnet20.net", 1, IR_DT_F16, 1, "calibrated", 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F32, 0, NULL, 1},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 0, NULL, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 2, NULL, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 1, IR_DT_F16, 1, NULL, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "calibrated", 0, 0},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F32, 0, NULL, 1, 0},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0, 0},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 2, NULL, 0, 0},
+    {"tests/gpu/exec/resnext_tiny.net", 1, IR_DT_F16, 1, NULL, 0, 0},
     /* FP8 (IR_DT_F8E4M3: --precision fp8): forward convolutions on cuDNN's FP8 engines, the gradients' as f32
      * convolutions of the FP8 operands' values; held to the model's own sensitivity to rounding */
-    {"models/resnet20.net", 0, IR_DT_F8E4M3, 1, NULL, 0},
-    {"models/resnet20.net", 1, IR_DT_F8E4M3, 1, NULL, 0},
-    {"models/smallcnn.net", 0, IR_DT_F8E4M3, 1, NULL, 0},
+    {"models/resnet20.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F8E4M3, 1, NULL, 0, 0},
+    {"models/smallcnn.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0},
+    /* synchronized batch norm's kernels (one process): unfused statistics, GenStats, the stem's pool cells */
+    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 1},
+    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 1},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 1},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -220,6 +227,7 @@ static void run_config(const char *root, int ci) {
   RtGpuOpts o = {.device = 0, .cache_dir = cache_dir};
   setenv("NETC_CUDNN_DETERMINISTIC", c->any_engine ? "0" : "1", 1);
   setenv("NETC_FUSION_PICK", c->any_engine == 2 ? "0" : "1", 1);
+  setenv("NETC_SYNC_BN", c->sync_bn ? "1" : "0", 1);
   if (rt_gpu_new(g, BATCH, &o, &gpu, err, sizeof err)) {
     CHECK(0, "%s %s %s: rt_gpu_new: %s", c->model, mode, prec, err);
     goto done;
@@ -278,13 +286,17 @@ static void run_config(const char *root, int ci) {
   again = read_all(gpu, g);
   snprintf(what, sizeof what, "%s %s %s second replay", c->model, mode, prec);
   double e_again = compare_all(g, again, replayed, NULL, tol_replay, what, &bit2, NULL);
-  const char *engines = c->any_engine == 2 ? "every fusion" : c->any_engine ? "any engine" : "deterministic";
+  const char *engines = c->sync_bn           ? (c->any_engine ? "sync_bn any" : "sync_bn det")
+                        : c->any_engine == 2 ? "every fusion"
+                        : c->any_engine      ? "any engine"
+                                             : "deterministic";
   snprintf(table[ci], sizeof table[ci],
            "%-22s %-9s %s %-13s vs CPU %.2e (tol %.2g)  replay %.2e%s  again %.2e%s  %d genstats %d prologue  %s",
            c->model, mode, prec, engines, e_cpu, tol_used, e_replay, bit1 ? " (bitwise)" : "", e_again,
            bit2 ? " (bitwise)" : "", rt_gpu_fused_convs(gpu), rt_gpu_prologue_convs(gpu),
            rt_gpu_cache_hit(gpu) ? "cubin cached" : "compiled");
 done:
+  unsetenv("NETC_SYNC_BN");
   if (init) gexec_values_free(g, init);
   free(want);
   for (int k = 0; k < NEAR; k++) {
@@ -413,11 +425,15 @@ static void test_oom(const char *root) {
 
 static int precompile(const char *root) {
   CgDevice d = gexec_h200();
+  NetcOpts opts;
+  opts_default(&opts);
   int bad = 0;
   for (int ci = 0; ci < NCONFIG; ci++) {
     Arena arena;
     arena_init(&arena);
     const Config *c = &CONFIGS[ci];
+    opts.sync_bn = c->sync_bn;
+    d.opts = &opts;
     IrGraph *g = gexec_compile_int8(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8);
     char err[8192] = "";
     if (!g || rt_gpu_precompile(g, BATCH, &d, cache_dir, err, sizeof err)) {

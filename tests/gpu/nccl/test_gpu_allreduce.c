@@ -13,9 +13,12 @@
  * all-reduce set after the step was captured (rt_gpu_run captures again);
  * fp32 launched node by node (no CUDA graph); smallcnn with the default
  * size (one bucket); accumulation k = 2, the all-reduce set before the
- * accumulator and after it (its last micro-step captured again).  Also:
- * rt_gpu_nccl_join's and rt_gpu_allreduce_set's refusals, and turning the
- * all-reduce off; the all-reduce's clock (rt_gpu_comm_time) over more
+ * accumulator and after it (its last micro-step captured again); three
+ * with synchronized batch norm (both executors with the sync_bn kernels,
+ * the second's statistics summed over the one rank by NCCL in f64: the
+ * same bits again), captured, launched and set late, and accumulated.  Also:
+ * rt_gpu_nccl_join's, rt_gpu_allreduce_set's and rt_gpu_sync_bn_set's
+ * refusals, and turning the all-reduce off; the all-reduce's clock (rt_gpu_comm_time) over more
  * replays.  The communicator is made once through rt_gpu_nccl_join
  * (unique id, rank 0 of 1) and shared by the rows.
  *
@@ -42,16 +45,21 @@ typedef struct Row {
   int accum;            /* micro-steps an update (1: the whole step) */
   int late;             /* the all-reduce set after the capture (or the accumulator) */
   int min_buckets;      /* at least this many buckets; -1: one a gradient */
+  int sync_bn;          /* both executors with the sync_bn kernels, the second's statistics summed over the rank */
 } Row;
 
 static const Row ROWS[] = {
-    {"models/resnet20.net", IR_DT_F16, "1", 1, 64 << 10, 1, 0, 4},
-    {"models/resnet20.net", IR_DT_F16, "0", 1, 64 << 10, 1, 0, 4},
-    {"models/resnet20.net", IR_DT_F16, "1", 1, 1, 1, 1, -1},
-    {"models/resnet20.net", IR_DT_F32, "1", 0, 64 << 10, 1, 0, 4},
-    {"models/smallcnn.net", IR_DT_F16, "1", 1, 0, 1, 0, 1},
-    {"models/resnet20.net", IR_DT_F16, "1", 1, 64 << 10, 2, 0, 4},
-    {"models/smallcnn.net", IR_DT_F32, "1", 1, 4096, 2, 1, 2},
+    {"models/resnet20.net", IR_DT_F16, "1", 1, 64 << 10, 1, 0, 4, 0},
+    {"models/resnet20.net", IR_DT_F16, "0", 1, 64 << 10, 1, 0, 4, 0},
+    {"models/resnet20.net", IR_DT_F16, "1", 1, 1, 1, 1, -1, 0},
+    {"models/resnet20.net", IR_DT_F32, "1", 0, 64 << 10, 1, 0, 4, 0},
+    {"models/smallcnn.net", IR_DT_F16, "1", 1, 0, 1, 0, 1, 0},
+    {"models/resnet20.net", IR_DT_F16, "1", 1, 64 << 10, 2, 0, 4, 0},
+    {"models/smallcnn.net", IR_DT_F32, "1", 1, 4096, 2, 1, 2, 0},
+    /* synchronized batch norm: its sums through NCCL (f64) between the pack and the finalize */
+    {"models/resnet20.net", IR_DT_F16, "1", 1, 64 << 10, 1, 0, 4, 1},
+    {"models/resnet20.net", IR_DT_F32, "1", 0, 64 << 10, 1, 1, 4, 1},
+    {"models/smallcnn.net", IR_DT_F16, "1", 1, 0, 2, 0, 1, 1},
 };
 enum { NROW = sizeof ROWS / sizeof ROWS[0] };
 
@@ -109,6 +117,23 @@ static void refusals(RtGpu *x, const int *grad, int n) {
         "set: %s", err);
   CHECK(rt_gpu_allreduce_set(x, NULL, NULL, 0, 0, err, sizeof err) == RT_CUDA_OK && rt_gpu_allreduce_buckets(x) == 0,
         "turned off: %s", err);
+  CHECK(rt_gpu_sync_bn_set(x, 1, err, sizeof err) == RT_CUDA_EARG && strstr(err, "not set"),
+        "synchronized batch norm without the all-reduce refused: %s", err);
+  if (!getenv("NETC_SYNC_BN") || strcmp(getenv("NETC_SYNC_BN"), "1") != 0) {
+    CHECK(rt_gpu_allreduce_set(x, comm, grad, n, 0, err, sizeof err) == RT_CUDA_OK, "set again: %s", err);
+    CHECK(rt_gpu_sync_bn_set(x, 1, err, sizeof err) == RT_CUDA_EARG && strstr(err, "sync_bn=1"),
+          "synchronized batch norm without its kernels refused: %s", err);
+    CHECK(rt_gpu_allreduce_set(x, NULL, NULL, 0, 0, err, sizeof err) == RT_CUDA_OK, "off again: %s", err);
+  }
+}
+
+/* The all-reduce of row (and synchronized batch norm when it asks) set on x. */
+static int reduce_set(RtGpu *x, const Row *row, const int *grad, int n) {
+  char err[1024] = "";
+  int ok = !rt_gpu_allreduce_set(x, comm, grad, n, row->bucket, err, sizeof err);
+  if (ok && row->sync_bn) ok = !rt_gpu_sync_bn_set(x, 1, err, sizeof err);
+  CHECK(ok, "%s: rt_gpu_allreduce_set%s: %s", row->model, row->sync_bn ? " and rt_gpu_sync_bn_set" : "", err);
+  return ok;
 }
 
 /* The all-reduce's clock (rt_gpu_comm_time) after more replays of the
@@ -147,6 +172,7 @@ static int steps(const IrGraph *g, const Row *row, void **init, int reduce, floa
   const char *with = reduce ? "with the all-reduce" : "without";
   setenv("NETC_BRANCHES", row->branches, 1);
   setenv("NETC_CUDA_GRAPH", row->graph ? "1" : "0", 1);
+  setenv("NETC_SYNC_BN", row->sync_bn ? "1" : "0", 1);
   int n = 0, *grad = optimizer_grads(g, &n);
   int ok = grad && n > 0 && !rt_gpu_new(g, BATCH, &o, &x, err, sizeof err);
   CHECK(ok, "%s %s: rt_gpu_new: %s", row->model, with, err);
@@ -156,25 +182,20 @@ static int steps(const IrGraph *g, const Row *row, void **init, int reduce, floa
     CHECK(ok, "rt_gpu_nccl_join (rank 0 of 1): %s", err);
     if (ok) refusals(x, grad, n);
   }
-  if (ok && reduce && !row->late) {
-    ok = !rt_gpu_allreduce_set(x, comm, grad, n, row->bucket, err, sizeof err);
-    CHECK(ok, "%s: rt_gpu_allreduce_set: %s", row->model, err);
-  }
+  if (ok && reduce && !row->late) ok = reduce_set(x, row, grad, n);
   if (row->accum == 1) {
     for (int k = 0; ok && k < STEPS; k++) {
       ok = !write_inputs(x, g, row, k) && (k != 1 || !rt_gpu_capture(x, err, sizeof err));
       if (ok && reduce && row->late && k == 1) /* after the capture: the next run captures again */
-        ok = !rt_gpu_allreduce_set(x, comm, grad, n, row->bucket, err, sizeof err);
+        ok = reduce_set(x, row, grad, n);
       if (ok) ok = !rt_gpu_run(x, err, sizeof err);
       CHECK(ok, "%s %s step %d: %s", row->model, with, k, err);
     }
   } else {
     ok = ok && !rt_gpu_accum_new(x, grad, n, row->accum, &acc, err, sizeof err);
     CHECK(ok, "%s %s: rt_gpu_accum_new: %s", row->model, with, err);
-    if (ok && reduce && row->late) { /* after the accumulator: its last micro-step captured again */
-      ok = !rt_gpu_allreduce_set(x, comm, grad, n, row->bucket, err, sizeof err);
-      CHECK(ok, "%s: rt_gpu_allreduce_set after the accumulator: %s", row->model, err);
-    }
+    if (ok && reduce && row->late) /* after the accumulator: its last micro-step captured again */
+      ok = reduce_set(x, row, grad, n);
     for (int u = 0; ok && u < STEPS; u++)
       for (int m = 0; ok && m < row->accum; m++) {
         ok = !write_inputs(x, g, row, u * row->accum + m) &&
@@ -200,6 +221,7 @@ static int steps(const IrGraph *g, const Row *row, void **init, int reduce, floa
   free(grad);
   unsetenv("NETC_BRANCHES");
   unsetenv("NETC_CUDA_GRAPH");
+  unsetenv("NETC_SYNC_BN");
   return ok ? 0 : -1;
 }
 
@@ -207,8 +229,8 @@ static void run_row(const char *root, int ri) {
   const Row *r = &ROWS[ri];
   const char *prec = r->precision == IR_DT_F16 ? "fp16" : "fp32";
   char mode[64];
-  snprintf(mode, sizeof mode, "%s%s branches=%s k=%d", r->graph ? "graph" : "launched", r->late ? " late" : "",
-           r->branches, r->accum);
+  snprintf(mode, sizeof mode, "%s%s%s branches=%s k=%d", r->sync_bn ? "sync_bn " : "", r->graph ? "graph" : "launched",
+           r->late ? " late" : "", r->branches, r->accum);
   snprintf(table[ri], sizeof table[ri], "%-20s %s %-30s FAILED before the comparison", r->model, prec, mode);
   Arena arena;
   arena_init(&arena);
