@@ -93,7 +93,7 @@ done
 # N GPUs against one with N times the batch, synchronized batch norm, fp32
 declare -A eqres
 cmp_py='
-import json, struct, sys
+import array, json, struct, sys
 def load(p):
     b = open(p, "rb").read()
     n = struct.unpack("<Q", b[:8])[0]
@@ -103,14 +103,17 @@ def load(p):
         if k == "__metadata__" or v["dtype"] != "F32":
             continue
         s, e = v["data_offsets"]
-        raw = b[8 + n + s:8 + n + e]
-        out[k] = struct.unpack("<%df" % (len(raw) // 4), raw)
+        out[k] = array.array("f", b[8 + n + s:8 + n + e])
     return out
 a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
 worst, name = 0.0, ""
 if set(a) != set(b):
     sys.exit("the exports hold other tensors")
 for k in a:
+    if len(a[k]) != len(b[k]):
+        sys.exit("%s: %d against %d values" % (k, len(a[k]), len(b[k])))
+    if not a[k]:
+        continue
     big = max(max(abs(x) for x in b[k]), 1e-30)
     d = max(abs(x - y) for x, y in zip(a[k], b[k])) / big
     if d > worst:
@@ -122,15 +125,18 @@ if [ "$equiv" = 1 ]; then
     [ "$n" -gt 1 ] || continue
     # the same images in both (the synthetic set's default size follows the batch a process is given)
     eo=(--synthetic --train-images $((16 * n * ebatch)) --sync-bn --precision fp32 --steps "$esteps" "${cache[@]}")
+    rm -f "$out/equiv_${n}gpus.safetensors" "$out/equiv_1gpu_x$n.safetensors"
     NETC_CUDNN_DETERMINISTIC=1 timeout "$tmo" "$netrun" train "$emodel" --gpus "$n" --batch "$ebatch" "${eo[@]}" \
       --export "$out/equiv_${n}gpus.safetensors" >"$out/equiv_${n}gpus.log" 2>&1
+    rc1=$?
     NETC_CUDNN_DETERMINISTIC=1 timeout "$tmo" "$netrun" train "$emodel" --batch $((n * ebatch)) "${eo[@]}" \
       --export "$out/equiv_1gpu_x$n.safetensors" >"$out/equiv_1gpu_x$n.log" 2>&1
-    if [ -f "$out/equiv_${n}gpus.safetensors" ] && [ -f "$out/equiv_1gpu_x$n.safetensors" ]; then
+    rc2=$?
+    if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ]; then
       eqres[$n]=$(env -u LD_LIBRARY_PATH "$py" -c "$cmp_py" "$out/equiv_${n}gpus.safetensors" \
         "$out/equiv_1gpu_x$n.safetensors" "$etol" 2>&1 | tail -1)
     else
-      eqres[$n]="FAILED: a run wrote no export (logs $out/equiv_*)"
+      eqres[$n]="FAILED: a run failed (exit $rc1 on $n GPUs, $rc2 on one; logs $out/equiv_*)"
     fi
   done
 fi

@@ -17,10 +17,12 @@
  * With the data-parallel all-reduce set (rt_gpu_allreduce.c), the last
  * micro-step all-reduces the finished means on the stream, bucket by
  * bucket, between the finish launches and the optimizer section; the
- * micro-steps all-reduce nothing (their sums stay each rank's own).
+ * micro-steps all-reduce no gradients (their sums stay each rank's own),
+ * only synchronized batch norm's statistics when it is on.
  * rt_gpu_allreduce_set drops the last micro-step's graph of the
- * executor's latest accumulator, and an accumulator whose graph was
- * captured under an earlier setting captures it again when it next runs. */
+ * executor's latest accumulator, and an accumulator whose graphs were
+ * captured under an earlier setting (rt_gpu_allreduce_set or
+ * rt_gpu_sync_bn_set since) captures each again when it next runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,8 @@ struct RtGpuAccum {
   size_t bytes;
   RtCudaModule *mod;
   CUgraphExec micro, last;
-  unsigned gen; /* x->allreduce_gen when last was captured */
+  unsigned gen;       /* x->allreduce_gen when last was captured */
+  unsigned micro_gen; /* and when micro was (synchronized batch norm's sums are in every micro-step) */
 };
 
 static const char *dtype_suffix(IrDtype dt) {
@@ -176,7 +179,7 @@ RtCudaStatus rt_gpu_accum_new(RtGpu *x, const int *grad, int ngrad, int k, RtGpu
     rt_gpu_accum_free(a);
     return s;
   }
-  a->gen = x->allreduce_gen;
+  a->gen = a->micro_gen = x->allreduce_gen;
   x->accum_last = &a->last;
   *out = a;
   return RT_CUDA_OK;
@@ -212,6 +215,15 @@ RtCudaStatus rt_gpu_accum_run(RtGpuAccum *a, int last, char *err, size_t errlen)
   RtGpu *x = a->x;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
   if (s) return s;
+  /* synchronized batch norm (its sums in every micro-step) turned on or off, or its communicator changed,
+   * since the micro-step was captured */
+  if (!last && a->micro_gen != x->allreduce_gen) {
+    if ((s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing accumulation", err, errlen))) return s;
+    if (a->micro) x->api->GraphExecDestroy(a->micro);
+    a->micro = NULL;
+    if ((s = capture(a, 0, &a->micro, err, errlen))) return s;
+    a->micro_gen = x->allreduce_gen;
+  }
   /* the all-reduce changed since the last micro-step was captured */
   if (last && (!a->last || a->gen != x->allreduce_gen)) {
     if ((s = RT_CU(x->api, StreamSynchronize, (x->stream), "before capturing accumulation", err, errlen))) return s;

@@ -121,6 +121,7 @@ RtCudaStatus rt_gpu_sync_bn_set(RtGpu *x, int on, char *err, size_t errlen) {
                         "(load the model with the option sync_bn=1, as netrun --sync-bn does)");
   if (!!on == x->sync_bn) return RT_CUDA_OK;
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (!s) s = RT_CU(x->api, StreamSynchronize, (x->stream), "before setting synchronized batch norm", err, errlen);
   for (int i = 0; !s && on && i < 2; i++)
     if (!x->sync_ev[i])
       s = RT_CU(x->api, EventCreate, (&x->sync_ev[i], CU_EVENT_DISABLE_TIMING), "synchronized batch norm", err, errlen);

@@ -55,6 +55,7 @@ typedef struct OpStat {
 static OpStat stats[IR_OP_COUNT];
 static int stem_mixed[2]; /* kerntest_stem_mixed nodes compared: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded;        /* convolutions run folded, left to test_gpu_exec's whole models */
+static int quantized;     /* convolutions of i8 or FP8 operands, left to test_gpu_exec's whole models too */
 static int zc_nodes;      /* conv2d_bn_stats nodes whose zc zc_exact checked */
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -108,12 +109,41 @@ static size_t value_bytes(const RtCpu *x, const IrGraph *g, int v) {
   return b < 16 ? 16 : b;
 }
 
+static int is_f8(IrDtype dt) { return dt == IR_DT_F8E4M3 || dt == IR_DT_F8E5M2; }
+static RtRefF8 f8_format(IrDtype dt) { return dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2; }
+
+/* A quantized value (i8 or FP8 with its scales after it, ir_value_scales):
+ * each slice's scale its largest |value| over the format's largest q, the
+ * CPU's scale * q divided by it (as rt_gpu_pack writes one). */
+static void pack_scaled(const float *s, int64_t n, IrDtype dt, int64_t slices, void *p) {
+  int64_t per = n / slices > 0 ? n / slices : 1;
+  float *tail = (float *)((char *)p + ir_scales_offset(n)),
+        qmax = dt == IR_DT_I8 ? 127.0f : rt_ref_f8_max(f8_format(dt));
+  for (int64_t k = 0; k < slices; k++) {
+    float amax = 0;
+    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++)
+      if (isfinite(s[i])) amax = fmaxf(amax, fabsf(s[i]));
+    float scale = tail[k] = amax > 0 ? amax / qmax : 1.0f;
+    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++) {
+      if (dt == IR_DT_I8)
+        ((int8_t *)p)[i] = (int8_t)fmaxf(-127, fminf(127, rintf(s[i] / scale)));
+      else
+        ((uint8_t *)p)[i] = rt_ref_f32_to_f8(s[i] / scale, f8_format(dt));
+    }
+  }
+}
+
 /* Host copy of CPU value v in its device format. */
 static void *to_device_format(RtCpu *x, const IrGraph *g, int v) {
   int64_t n = rt_cpu_numel(x, v);
   IrDtype dt = g->val[v].type.dtype;
   void *p = calloc(1, value_bytes(x, g, v));
   if (!p) abort();
+  int64_t slices = ir_value_scales(g, v, BATCH);
+  if (slices) {
+    pack_scaled(rt_cpu_data(x, v), n, dt, slices, p);
+    return p;
+  }
   if (is_int(dt)) {
     const int64_t *s = rt_cpu_data(x, v);
     for (int64_t i = 0; i < n; i++) {
@@ -133,9 +163,10 @@ static void *to_device_format(RtCpu *x, const IrGraph *g, int v) {
   return p;
 }
 
-/* Element i of a device tensor as float; an i8 one is q * scale. */
+/* Element i of a device tensor as float; an i8 or FP8 one is q * scale. */
 static float device_value(const void *p, IrDtype dt, int64_t i, double scale) {
   if (dt == IR_DT_I8) return (float)(((const int8_t *)p)[i] * scale);
+  if (is_f8(dt)) return (float)(rt_ref_f8_to_f32(((const uint8_t *)p)[i], f8_format(dt)) * scale);
   if (dt == IR_DT_F16) return rt_ref_f16_to_f32(((const uint16_t *)p)[i]);
   if (dt == IR_DT_BF16) return rt_ref_bf16_to_f32(((const uint16_t *)p)[i]);
   return ((const float *)p)[i];
@@ -263,7 +294,7 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
   int def = g->val[v].def, winners = def >= 0 && g->node[def].op == IR_OP_MAXPOOL_BN_RELU && g->node[def].out[1] == v;
   /* a cast's q is read with the scales the cast wrote after it (ir_value_scales): one, or one per slice of
    * dimension 0; the CPU's scale * q is only equal when those are the CPU's scales too */
-  int64_t slices = dt == IR_DT_I8 && !winners ? ir_value_scales(g, v, BATCH) : 0;
+  int64_t slices = (dt == IR_DT_I8 || is_f8(dt)) && !winners ? ir_value_scales(g, v, BATCH) : 0;
   double *q8s = calloc((size_t)(slices ? slices : 1), sizeof *q8s);
   if (!q8s) {
     free(h);
@@ -278,7 +309,7 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
     double e = isnan(got) != isnan(want[i]) ? INFINITY : isnan(got) ? 0 : fabs(got - want[i]) / scale;
     if (e > worst) worst = e, at = i;
   }
-  double tol = dt == IR_DT_F32 || dt == IR_DT_I8 ? 1e-5 : 1e-2;
+  double tol = dt == IR_DT_F32 || dt == IR_DT_I8 || is_f8(dt) ? 1e-5 : 1e-2; /* a cast's q: exact */
   CHECK(worst <= tol, "%s: error %.3g > %.0e at [%lld]: gpu %.9g cpu %.9g (first: gpu %.6g cpu %.6g)", what, worst, tol,
         (long long)at, device_value(h, dt, at, q8s[at / per]), want[at], device_value(h, dt, 0, q8s[0]), want[0]);
   free(q8s);
@@ -339,6 +370,14 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const CgKNode *
   int linear =
       k->has_conv && (n->op == IR_OP_LINEAR || n->op == IR_OP_LINEAR_BWD_DATA || n->op == IR_OP_LINEAR_BWD_WEIGHT);
   if (!ok || rc || (k->nlaunch == 0 && !linear)) return;
+  /* quantized operands (their scales in the epilogue), or an FP8 gradient's operands widened into scratch: the
+   * stand-in computes in floats only */
+  int fp8_in = 0;
+  for (int a = 0; a < n->nin; a++) fp8_in |= is_f8(g->val[n->in[a]].type.dtype);
+  if (k->has_conv && (k->conv.dtype == IR_DT_I8 || k->conv.dtype == IR_DT_F8E4M3 || fp8_in)) {
+    quantized++;
+    return;
+  }
   if (k->has_conv && k->conv_x.kind == CG_KARG_SCRATCH) { /* folded (s2d.cu): cuDNN's, no stand-in */
     folded++;
     return;
@@ -509,6 +548,7 @@ int main(int argc, char **argv) {
     if (stats[op].nodes)
       printf("%-28s %6d %6d %10.3g\n", ir_op_info((IrOp)op)->name, stats[op].nodes, stats[op].failed, stats[op].worst);
   printf("folded convolutions (checked by test_gpu_exec, not here): %d\n", folded);
+  printf("quantized convolutions and FP8 gradients' widened ones (test_gpu_exec's, not here): %d\n", quantized);
   printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd compared\n", stem_mixed[0],
          stem_mixed[1]);
   CHECK(!major || (stem_mixed[0] > 0 && stem_mixed[1] > 0), "the f32 stem's mixed-dtype nodes were not compared");

@@ -87,8 +87,15 @@ static void check_dbn(const CgKNode *k, const char *gname, int i) {
  * reads partials of this rank alone; cuDNN's batch-norm backward (dbn) is
  * never asked.  Without the switch no launch has sums to add. */
 static void check_sync(const IrNode *n, const CgKNode *k, const char *gname, int i) {
-  int sync = kerntest_opts()->sync_bn;
+  int sync = kerntest_opts()->sync_bn, packs[2] = {0, 0}; /* those that run without GenStats, with it */
   CHECK(!sync || !k->has_conv || !k->conv.dbn, "%s node %d: cuDNN's batch-norm backward with sync_bn", gname, i);
+  for (int l = 0; l < k->nlaunch; l++)
+    if (k->launch[l].sum_f64) {
+      packs[0] += k->launch[l].when != CG_K_FUSED;
+      packs[1] += k->launch[l].when != CG_K_UNFUSED;
+    }
+  CHECK(packs[0] <= 1 && packs[1] <= 1, "%s node %d: %d and %d packs run (kernel sums, GenStats): one sum each way",
+        gname, i, packs[0], packs[1]);
   for (int l = 0; l < k->nlaunch; l++) {
     const CgKLaunch *L = &k->launch[l];
     const char *fin = strstr(L->name, "_finalize");
