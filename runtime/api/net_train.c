@@ -44,9 +44,12 @@ static const float FMNIST_MEAN = 0.2860f, FMNIST_STD = 0.3530f;
 static const float IMAGENET_MEAN[3] = {0.485f, 0.456f, 0.406f}, IMAGENET_STD[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct Set {
-  const uint8_t *images, *labels;
+  const uint8_t *images, *labels; /* labels: a byte each (IDX, memory) */
+  const uint16_t *labels16;       /* or two (synthetic, whose classes may be more than 256) */
   int64_t n;
 } Set;
+
+static int64_t set_label(const Set *s, int64_t i) { return s->labels16 ? s->labels16[i] : s->labels[i]; }
 
 typedef struct Data {
   Set train, test;
@@ -76,20 +79,24 @@ static uint64_t mix(uint64_t *s) {
 
 static NetStatus synthetic(Data *d, int64_t n, int64_t test_n, int64_t sample, int64_t classes, uint64_t seed) {
   int64_t total = n + test_n;
-  d->owned = malloc((size_t)(total * (sample + 1)));
+  if (classes > 65536)
+    return net_fail(NET_ERR_ARG, "synthetic images: %lld classes (at most 65536)", (long long)classes);
+  size_t at = ((size_t)(total * sample) + 1) & ~(size_t)1; /* the labels, 16 bits each, after the pixels */
+  d->owned = malloc(at + sizeof(uint16_t) * (size_t)total);
   if (!d->owned) return net_fail(NET_ERR_NOMEM, "out of memory for %lld synthetic images", (long long)total);
-  uint8_t *img = d->owned, *lab = d->owned + total * sample;
+  uint8_t *img = d->owned;
+  uint16_t *lab = (uint16_t *)(void *)(d->owned + at);
   uint64_t s = seed * 0x2545f4914f6cdd1dull + 7;
   for (int64_t i = 0; i < total; i++) {
-    lab[i] = (uint8_t)(mix(&s) % (uint64_t)classes);
+    lab[i] = (uint16_t)(mix(&s) % (uint64_t)classes);
     uint64_t bright = (uint64_t)(((double)lab[i] + 0.5) / (double)classes * 65536.0);
     for (int64_t p = 0; p < sample; p++) {
       uint64_t r = mix(&s);
       img[i * sample + p] = (uint8_t)((r & 0xffff) < bright ? 200 + (r >> 16) % 56 : (r >> 16) % 56);
     }
   }
-  d->train = (Set){img, lab, n};
-  d->test = (Set){img + n * sample, lab + n, test_n};
+  d->train = (Set){.images = img, .labels16 = lab, .n = n};
+  d->test = (Set){.images = img + n * sample, .labels16 = lab + n, .n = test_n};
   return NET_OK;
 }
 
@@ -252,14 +259,15 @@ static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
                       c->idx_dir, d->idx_train.rows, d->idx_train.cols, (long long)m->sample);
     int64_t n = c->train_limit > 0 && c->train_limit < d->idx_train.n ? c->train_limit : d->idx_train.n;
     int64_t tn = c->test_limit > 0 && c->test_limit < d->idx_test.n ? c->test_limit : d->idx_test.n;
-    d->train = (Set){d->idx_train.images, d->idx_train.labels, n};
-    d->test = (Set){d->idx_test.images, d->idx_test.labels, tn};
+    d->train = (Set){.images = d->idx_train.images, .labels = d->idx_train.labels, .n = n};
+    d->test = (Set){.images = d->idx_test.images, .labels = d->idx_test.labels, .n = tn};
     return NET_OK;
   }
   case NET_DATA_MEMORY:
     if (!c->images || !c->labels) return net_fail(NET_ERR_ARG, "net_train: NET_DATA_MEMORY without images or labels");
-    d->train = (Set){c->images, c->labels, c->n};
-    if (c->test_images && c->test_labels && c->test_n > 0) d->test = (Set){c->test_images, c->test_labels, c->test_n};
+    d->train = (Set){.images = c->images, .labels = c->labels, .n = c->n};
+    if (c->test_images && c->test_labels && c->test_n > 0)
+      d->test = (Set){.images = c->test_images, .labels = c->test_labels, .n = c->test_n};
     return NET_OK;
   }
   return net_fail(NET_ERR_ARG, "net_train: unknown data kind %d", (int)c->data);
@@ -267,9 +275,9 @@ static NetStatus load_data(NetModel *m, const NetTrainConfig *c, Data *d) {
 
 static NetStatus check_labels(const NetModel *m, const Set *s, const char *which) {
   for (int64_t i = 0; i < s->n; i++)
-    if (s->labels[i] >= m->classes)
-      return net_fail(NET_ERR_DATA, "%s set: label %d of image %lld is not one of the %lld classes", which,
-                      s->labels[i], (long long)i, (long long)m->classes);
+    if (set_label(s, i) >= m->classes)
+      return net_fail(NET_ERR_DATA, "%s set: label %lld of image %lld is not one of the %lld classes", which,
+                      (long long)set_label(s, i), (long long)i, (long long)m->classes);
   return NET_OK;
 }
 
@@ -308,7 +316,7 @@ static NetStatus stage(NetModel *m, Data *d, Feed *f, const int64_t *order, int6
     for (int64_t i = 0; i < B; i++) {
       int64_t idx = order[at + i];
       memcpy(buf + i * S, d->train.images + idx * S, (size_t)S);
-      lab[i] = d->train.labels[idx];
+      lab[i] = set_label(&d->train, idx);
     }
   }
   *wait += now_s() - w0;
@@ -343,7 +351,8 @@ static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const floa
       if (b.n) s = eval_batch(m, b.images, b.labels, b.n, scale, shift, &top1, &top5);
       n += b.n;
     }
-  } else if (W == 1 && scale[0] == scale[1] && scale[1] == scale[2] && shift[0] == shift[1] && shift[1] == shift[2]) {
+  } else if (W == 1 && !d->test.labels16 && scale[0] == scale[1] && scale[1] == scale[2] && shift[0] == shift[1] &&
+             shift[1] == shift[2]) {
     float std = 1.0f / (255.0f * scale[0]);
     s = net_evaluate_u8(m, d->test.images, d->test.labels, d->test.n, -shift[0] * std, std, &ep->test_accuracy,
                         &ep->test_top5);
@@ -354,7 +363,7 @@ static NetStatus evaluate(NetModel *m, Data *d, const float scale[3], const floa
     if (!lab) return net_fail(NET_ERR_NOMEM, "out of memory");
     for (int64_t at = R * m->batch; at < d->test.n && !s; at += W * m->batch) {
       int64_t k = d->test.n - at < m->batch ? d->test.n - at : m->batch;
-      for (int64_t i = 0; i < k; i++) lab[i] = d->test.labels[at + i];
+      for (int64_t i = 0; i < k; i++) lab[i] = set_label(&d->test, at + i);
       s = eval_batch(m, d->test.images + at * m->sample, lab, k, scale, shift, &top1, &top5);
       n += k;
     }
@@ -509,8 +518,9 @@ static void describe_data(const NetTrainConfig *c, const Data *d, char *out, siz
   if (d->ltrain) {
     n = rt_loader_size(d->ltrain), classes = d->ftrain.nclass;
   } else {
-    uint8_t seen[256] = {0};
-    for (int64_t i = 0; i < d->train.n; i++) classes += !seen[d->train.labels[i]]++;
+    uint8_t *seen = calloc(65536, 1); /* a label is at most 16 bits (Set) */
+    for (int64_t i = 0; seen && i < d->train.n; i++) classes += !seen[set_label(&d->train, i)]++;
+    free(seen);
   }
   snprintf(out, cap, "%s, %lld training images in %d classes", kind, (long long)n, classes);
 }

@@ -116,5 +116,11 @@ sed 's/dynamic(init=1024, growth_interval=100)/dynamic(init=1e6, growth_interval
   >"$work/high_scale.net"
 expect 0 "warning: [0-9]+ steps skipped their update" "$netrun" train "$work/high_scale.net" --device cpu --synthetic \
   --batch 8 --steps 20 --train-images 64
+# synthetic images of a 1000-class model carry every class, not a byte's worth (a 16-bit label each): 2048 images
+# draw about 870 distinct ones; the checkpoint names how many the run trained on
+"$netrun" train "$src/models/resnet18.net" --device cpu --synthetic --batch 4 --steps 1 --image-size 32 \
+  --train-images 2048 --precision fp32 --checkpoint "$work/syn1000.safetensors" >"$work/syn1000.log" 2>&1
+classes=$(grep -ao "synthetic, 2048 training images in [0-9]* classes" "$work/syn1000.safetensors" | grep -o "[0-9]* classes")
+if [ "${classes% classes}" -gt 800 ] 2>/dev/null; then ok; else bad "synthetic labels of 1000 classes: ${classes:-none}"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
