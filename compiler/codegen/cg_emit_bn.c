@@ -117,7 +117,7 @@ static void train_finalize_args(Emit *e, CgKArg x, CgKArg part, int p, int o, si
 static int train_finalize(Emit *e, CgEmitChan c, CgKArg x, int p, int o, int sb, int fusable) {
   CgEmitChan f = c;
   f.G = 1, f.noshift = 1;
-  CgKArg part = scratch(0), fpart = scratch(0);
+  CgKArg part = scratch(0), fpart = scratch(0); /* sync_pack points both at the one place of the f64 sums */
   if (e->opts->sync_bn) {
     if (sync_pack(e, &c, 0, x, &part, fusable ? CG_K_UNFUSED : CG_K_ALWAYS) ||
         (fusable && sync_pack(e, &f, 0, x, &fpart, CG_K_FUSED)) || cg_emit_chan_finalize(e, &c, "NETC_FIN_TRAIN"))
@@ -130,7 +130,7 @@ static int train_finalize(Emit *e, CgEmitChan c, CgKArg x, int p, int o, int sb,
   if (!fusable) return 0;
   last_when(e, CG_K_UNFUSED);
   if (cg_emit_chan_finalize(e, &f, "NETC_FIN_TRAIN")) return -1;
-  train_finalize_args(e, x, fpart, p, o, c.coef, sb);
+  train_finalize_args(e, x, part, p, o, c.coef, sb);
   last_when(e, CG_K_FUSED);
   return 0;
 }

@@ -79,16 +79,25 @@ int cg_emit_chan_reduce(Emit *e, const CgEmitChan *c, const char *op, int relu) 
 
 size_t cg_emit_chan_sync_at(const CgEmitChan *c) { return align256(c->coef + (size_t)4 * c->C * sizeof(float)); }
 
+/* chan_finalize.cu's shape for plan c, G partials a channel, and its launch: a block of CB channels. */
+static void fin_shape(Emit *e, const CgEmitChan *c, int G) {
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
+  cg_emit_def(e, "NETC_C", "%d", c->C);
+  cg_emit_def(e, "NETC_G", "%d", G);
+  cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
+}
+
+static int fin_end(Emit *e, const CgEmitChan *c) {
+  return cg_emit_end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY);
+}
+
 int cg_emit_chan_pack(Emit *e, const CgEmitChan *c, const char *op) {
   if (cg_emit_begin(e, c->noshift ? "pack_sums" : "pack")) return -1;
   cg_emit_def(e, op, "1");
   if (c->noshift) cg_emit_def(e, "NETC_NOSHIFT", "1");
-  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
-  cg_emit_def(e, "NETC_C", "%d", c->C);
-  cg_emit_def(e, "NETC_G", "%d", c->G);
-  cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
+  fin_shape(e, c, c->G);
   need_scratch(e, cg_emit_chan_sync_at(c) + (size_t)(2 * c->C + 1) * sizeof(double));
-  if (cg_emit_end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY)) return -1;
+  if (fin_end(e, c)) return -1;
   e->k->launch[e->k->nlaunch - 1].sum_f64 = 2 * c->C + 1;
   return 0;
 }
@@ -99,14 +108,11 @@ int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op) {
   if (c->noshift || (c->sync && strcmp(op, "NETC_FIN_TRAIN") == 0)) cg_emit_def(e, "NETC_NOSHIFT", "1");
   if (c->sync) cg_emit_def(e, "NETC_FIN_SYNC", "1");
   if (c->sb) cg_emit_def(e, "NETC_FIN_SB", "1");
-  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(c->dt));
-  cg_emit_def(e, "NETC_C", "%d", c->C);
-  cg_emit_def(e, "NETC_G", "%d", c->sync ? 1 : c->G);
-  cg_emit_def(e, "NETC_M", "%lldLL", (long long)c->rows);
+  fin_shape(e, c, c->sync ? 1 : c->G);
   cg_emit_def_float(e, "NETC_EPS", ir_attr_float(e->n, "eps", 1e-5));
   cg_emit_def_float(e, "NETC_MOM", ir_attr_float(e->n, "momentum", 0.1));
   need_scratch(e, c->coef + (size_t)4 * c->C * sizeof(float));
-  return cg_emit_end(e, "chan_finalize.cu", (unsigned)((c->C + FIN_CB - 1) / FIN_CB), 1, FIN_CB, FIN_GY);
+  return fin_end(e, c);
 }
 
 /* residual: NETC_APPLY_AFFINE adds a tensor shaped like x (the node's

@@ -390,7 +390,7 @@ static int parse(int argc, char **argv, const char *allowed, Opts *o) {
 
 static NetModel *load(const Opts *o, int64_t batch, int inference_only, int keep_grads) {
   int ordinal = 0; /* a rank's GPU: LOCAL_RANK (netrun_launch.h) */
-  int ranks = netrun_rank_env(&ordinal) && strcmp(getenv("WORLD_SIZE"), "1") != 0;
+  int ranks = netrun_rank_env(&ordinal);
   NetLoadOpts lo = {.device = o->device,
                     /* --sync-bn among several ranks: GPU kernels whose statistics the ranks add up (opts.h) */
                     .options = ranks && o->sync_bn && !inference_only ? "sync_bn=1" : NULL,

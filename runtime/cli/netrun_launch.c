@@ -204,13 +204,13 @@ int netrun_rank_env(int *local_rank) {
   /* a launcher that gives each rank one GPU of its own (CUDA_VISIBLE_DEVICES, as Slurm's --gpus-per-task
    * does) leaves it ordinal 0 whatever the local rank */
   if (*local_rank > 0 && net_gpu_count() == 1) *local_rank = 0;
-  return 1;
+  return strcmp(getenv("WORLD_SIZE"), "1") != 0;
 }
 
 int netrun_join(NetModel *m, int sync_bn, int *rank) {
   *rank = 0;
   int local;
-  if (!netrun_rank_env(&local) || strcmp(getenv("WORLD_SIZE"), "1") == 0) {
+  if (!netrun_rank_env(&local)) {
     /* one rank: a plain run, without the all-reduce's cost; its batch is every rank's already */
     if (sync_bn) fprintf(stderr, "netrun: warning: --sync-bn: one process, whose batch norm sees the whole batch\n");
     return 0;

@@ -32,7 +32,8 @@ const char *netrun_launch_option(void);
 
 /* In a rank started by a launcher (WORLD_SIZE in the environment): its
  * GPU ordinal (LOCAL_RANK, else 0; 0 when the driver sees one GPU, which a
- * launcher that gives each rank its own makes it) and 1; else 0. */
+ * launcher that gives each rank its own makes it), and 1 when the run has
+ * several ranks (WORLD_SIZE is not 1); else 0. */
 int netrun_rank_env(int *local_rank);
 
 /* Joins m to the run the environment describes, when there is one of

@@ -841,9 +841,8 @@ static float quant_max(IrDtype dt) {
   return dt == IR_DT_I8 ? 127.0f : rt_ref_f8_max(dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2);
 }
 
-static void pack_quantized(const RtGpu *x, int v, int64_t scales, const float *f, void *dst) {
-  int64_t n = x->numel[v], per = n / scales > 0 ? n / scales : 1;
-  IrDtype dt = x->g->val[v].type.dtype;
+void rt_gpu_pack_scaled(IrDtype dt, int64_t n, int64_t scales, const float *f, void *dst) {
+  int64_t per = n / scales > 0 ? n / scales : 1;
   float *tail = (float *)((char *)dst + ir_scales_offset(n));
   for (int64_t k = 0; k < scales; k++) {
     float amax = 0;
@@ -860,9 +859,8 @@ static void pack_quantized(const RtGpu *x, int v, int64_t scales, const float *f
   }
 }
 
-static void unpack_quantized(const RtGpu *x, int v, int64_t scales, const void *src, float *f) {
-  int64_t n = x->numel[v], per = n / scales > 0 ? n / scales : 1;
-  IrDtype dt = x->g->val[v].type.dtype;
+void rt_gpu_unpack_scaled(IrDtype dt, int64_t n, int64_t scales, const void *src, float *f) {
+  int64_t per = n / scales > 0 ? n / scales : 1;
   const float *tail = (const float *)((const char *)src + ir_scales_offset(n));
   for (int64_t i = 0; i < n; i++) {
     int64_t k = i / per < scales ? i / per : scales - 1;
@@ -879,7 +877,7 @@ RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, cha
   const int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
   if (scales) {
-    pack_quantized(x, v, scales, f, dst);
+    rt_gpu_pack_scaled(dt, n, scales, f, dst);
     return RT_CUDA_OK;
   }
   for (int64_t i = 0; i < n; i++) {
@@ -912,7 +910,7 @@ RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, c
   int64_t *q = host;
   IrDtype dt = x->g->val[v].type.dtype;
   if (scales) {
-    unpack_quantized(x, v, scales, src, f);
+    rt_gpu_unpack_scaled(dt, n, scales, src, f);
     return RT_CUDA_OK;
   }
   for (int64_t i = 0; i < n; i++) {

@@ -63,6 +63,13 @@ int64_t rt_gpu_numel(const RtGpu *x, int v);
 /* Host <-> device copies of value v (float for float dtypes, int64 for integer ones). */
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen);
 RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen);
+/* A quantized value's device form (i8 or FP8 dtype dt, n elements, then
+ * `scales` f32 scales at ir_scales_offset(n): ir_value_scales) from the
+ * host's real values, each slice's scale its largest |value| over the
+ * format's largest q; and back, q * scale.  What rt_gpu_write and
+ * rt_gpu_read do for such a value. */
+void rt_gpu_pack_scaled(IrDtype dt, int64_t n, int64_t scales, const float *f, void *dst);
+void rt_gpu_unpack_scaled(IrDtype dt, int64_t n, int64_t scales, const void *src, float *f);
 /* One training (or inference) step: launches every node, or replays the graph once captured. */
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen);
 /* The GPU's time in the captured step's replays so far (events around

@@ -111,6 +111,21 @@ RtCudaStatus rt_gpu_sync_sums(RtGpu *x, int j, CUstream st, char *err, size_t er
   return bad ? RT_CUDA_ECALL : s;
 }
 
+/* What was captured holds the old all-reduce or statistics: the step graph is
+ * dropped (rt_gpu_run captures again), the accumulator's last micro-step too,
+ * and allreduce_gen moves on (an accumulator captures each graph again). */
+static void stale_graphs(RtGpu *x) {
+  if (x->exec) {
+    rt_gpu_drop_exec(x);
+    x->recapture = 1;
+  }
+  if (x->accum_last && *x->accum_last) {
+    x->api->GraphExecDestroy(*x->accum_last);
+    *x->accum_last = NULL;
+  }
+  x->allreduce_gen++;
+}
+
 RtCudaStatus rt_gpu_sync_bn_set(RtGpu *x, int on, char *err, size_t errlen) {
   if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_sync_bn_set: no executor");
   if (on && !x->nccl)
@@ -126,15 +141,7 @@ RtCudaStatus rt_gpu_sync_bn_set(RtGpu *x, int on, char *err, size_t errlen) {
     if (!x->sync_ev[i])
       s = RT_CU(x->api, EventCreate, (&x->sync_ev[i], CU_EVENT_DISABLE_TIMING), "synchronized batch norm", err, errlen);
   if (s) return s;
-  if (x->exec) { /* what was captured holds the old statistics */
-    rt_gpu_drop_exec(x);
-    x->recapture = 1;
-  }
-  if (x->accum_last && *x->accum_last) {
-    x->api->GraphExecDestroy(*x->accum_last);
-    *x->accum_last = NULL;
-  }
-  x->allreduce_gen++;
+  stale_graphs(x);
   x->sync_bn = !!on;
   return RT_CUDA_OK;
 }
@@ -235,17 +242,7 @@ RtCudaStatus rt_gpu_allreduce_set(RtGpu *x, RtNccl *c, const int *grad, int ngra
   if (!s && x->comm_stream)
     s = RT_CU(x->api, StreamSynchronize, (x->comm_stream), "before setting the all-reduce", err, errlen);
   if (s) return s;
-  /* what was captured holds the old all-reduce (or none) */
-  if (x->exec) {
-    rt_gpu_drop_exec(x);
-    x->recapture = 1;
-  }
-  /* the accumulator's last micro-step captures again when it next runs (allreduce_gen) */
-  if (x->accum_last && *x->accum_last) {
-    x->api->GraphExecDestroy(*x->accum_last);
-    *x->accum_last = NULL;
-  }
-  x->allreduce_gen++;
+  stale_graphs(x);
   drop_buckets(x);
   if (!c) return RT_CUDA_OK;
   if ((s = plan(x, grad, ngrad, bucket_bytes, err, errlen))) {

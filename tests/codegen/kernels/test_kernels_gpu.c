@@ -32,6 +32,7 @@
 #include "rt_cpu_op.h"
 #include "rt_cuda.h"
 #include "rt_cudnn.h"
+#include "rt_gpu.h"
 #include "cg_nvrtc.h"
 #include "rt_ref.h"
 
@@ -110,28 +111,6 @@ static size_t value_bytes(const RtCpu *x, const IrGraph *g, int v) {
 }
 
 static int is_f8(IrDtype dt) { return dt == IR_DT_F8E4M3 || dt == IR_DT_F8E5M2; }
-static RtRefF8 f8_format(IrDtype dt) { return dt == IR_DT_F8E4M3 ? RT_REF_E4M3 : RT_REF_E5M2; }
-
-/* A quantized value (i8 or FP8 with its scales after it, ir_value_scales):
- * each slice's scale its largest |value| over the format's largest q, the
- * CPU's scale * q divided by it (as rt_gpu_pack writes one). */
-static void pack_scaled(const float *s, int64_t n, IrDtype dt, int64_t slices, void *p) {
-  int64_t per = n / slices > 0 ? n / slices : 1;
-  float *tail = (float *)((char *)p + ir_scales_offset(n)),
-        qmax = dt == IR_DT_I8 ? 127.0f : rt_ref_f8_max(f8_format(dt));
-  for (int64_t k = 0; k < slices; k++) {
-    float amax = 0;
-    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++)
-      if (isfinite(s[i])) amax = fmaxf(amax, fabsf(s[i]));
-    float scale = tail[k] = amax > 0 ? amax / qmax : 1.0f;
-    for (int64_t i = k * per; i < (k + 1) * per && i < n; i++) {
-      if (dt == IR_DT_I8)
-        ((int8_t *)p)[i] = (int8_t)fmaxf(-127, fminf(127, rintf(s[i] / scale)));
-      else
-        ((uint8_t *)p)[i] = rt_ref_f32_to_f8(s[i] / scale, f8_format(dt));
-    }
-  }
-}
 
 /* Host copy of CPU value v in its device format. */
 static void *to_device_format(RtCpu *x, const IrGraph *g, int v) {
@@ -140,8 +119,8 @@ static void *to_device_format(RtCpu *x, const IrGraph *g, int v) {
   void *p = calloc(1, value_bytes(x, g, v));
   if (!p) abort();
   int64_t slices = ir_value_scales(g, v, BATCH);
-  if (slices) {
-    pack_scaled(rt_cpu_data(x, v), n, dt, slices, p);
+  if (slices) { /* q and its scales, as rt_gpu_write makes them from the CPU's scale * q */
+    rt_gpu_pack_scaled(dt, n, slices, rt_cpu_data(x, v), p);
     return p;
   }
   if (is_int(dt)) {
@@ -163,10 +142,10 @@ static void *to_device_format(RtCpu *x, const IrGraph *g, int v) {
   return p;
 }
 
-/* Element i of a device tensor as float; an i8 or FP8 one is q * scale. */
-static float device_value(const void *p, IrDtype dt, int64_t i, double scale) {
-  if (dt == IR_DT_I8) return (float)(((const int8_t *)p)[i] * scale);
-  if (is_f8(dt)) return (float)(rt_ref_f8_to_f32(((const uint8_t *)p)[i], f8_format(dt)) * scale);
+/* Element i of a device tensor of unscaled values as float (an i8 one, a
+ * max pool's winners, as the integer it holds). */
+static float device_value(const void *p, IrDtype dt, int64_t i) {
+  if (dt == IR_DT_I8) return (float)((const int8_t *)p)[i];
   if (dt == IR_DT_F16) return rt_ref_f16_to_f32(((const uint16_t *)p)[i]);
   if (dt == IR_DT_BF16) return rt_ref_bf16_to_f32(((const uint16_t *)p)[i]);
   return ((const float *)p)[i];
@@ -289,30 +268,24 @@ static double compare(Gpu *gp, RtCpu *x, const IrGraph *g, int v, CUdeviceptr d,
   int64_t at = 0;
   for (int64_t i = 0; i < n; i++)
     if (fabs(want[i]) > scale) scale = fabs(want[i]);
-  /* the CPU keeps an i8 cast as scale * q, its largest |value| is scale * 127;
-   * a max pool's winners (maxpool_bn_relu's second output) are plain integers */
-  int def = g->val[v].def, winners = def >= 0 && g->node[def].op == IR_OP_MAXPOOL_BN_RELU && g->node[def].out[1] == v;
-  /* a cast's q is read with the scales the cast wrote after it (ir_value_scales): one, or one per slice of
-   * dimension 0; the CPU's scale * q is only equal when those are the CPU's scales too */
-  int64_t slices = (dt == IR_DT_I8 || is_f8(dt)) && !winners ? ir_value_scales(g, v, BATCH) : 0;
-  double *q8s = calloc((size_t)(slices ? slices : 1), sizeof *q8s);
-  if (!q8s) {
-    free(h);
-    return INFINITY;
-  }
-  int64_t per = slices && n / slices > 0 ? n / slices : n > 0 ? n : 1; /* element i's scale: q8s[i / per] */
-  const float *tail = (const float *)((const char *)h + ir_scales_offset(n));
-  q8s[0] = 1;
-  for (int64_t k = 0; k < slices; k++) q8s[k] = tail[k];
+  /* a cast's q (i8 or FP8) is read with the scales it wrote after it (ir_value_scales: one, or one per slice
+   * of dimension 0), as rt_gpu_read reads it; the CPU keeps scale * q, equal only when those are the CPU's
+   * scales too.  Other values (a max pool's winners among them) are read as they are. */
+  int64_t slices = ir_value_scales(g, v, BATCH);
+  float *got = malloc(sizeof *got * (size_t)(n > 0 ? n : 1));
+  if (!got) abort();
+  if (slices)
+    rt_gpu_unpack_scaled(dt, n, slices, h, got);
+  else
+    for (int64_t i = 0; i < n; i++) got[i] = device_value(h, dt, i);
   for (int64_t i = 0; i < n; i++) {
-    float got = device_value(h, dt, i, q8s[i / per]);
-    double e = isnan(got) != isnan(want[i]) ? INFINITY : isnan(got) ? 0 : fabs(got - want[i]) / scale;
+    double e = isnan(got[i]) != isnan(want[i]) ? INFINITY : isnan(got[i]) ? 0 : fabs(got[i] - want[i]) / scale;
     if (e > worst) worst = e, at = i;
   }
   double tol = dt == IR_DT_F32 || dt == IR_DT_I8 || is_f8(dt) ? 1e-5 : 1e-2; /* a cast's q: exact */
   CHECK(worst <= tol, "%s: error %.3g > %.0e at [%lld]: gpu %.9g cpu %.9g (first: gpu %.6g cpu %.6g)", what, worst, tol,
-        (long long)at, device_value(h, dt, at, q8s[at / per]), want[at], device_value(h, dt, 0, q8s[0]), want[0]);
-  free(q8s);
+        (long long)at, got[at], want[at], got[0], want[0]);
+  free(got);
   free(h);
   return worst;
 }
