@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build/release}
 [ -x "$build/netrun" ] || { echo "stage_gpu: no $build/netrun: build first (ninja -C $build)" >&2; exit 1; }
 progs=(netrun netc tests/gpu/exec/test_gpu_exec tests/gpu/nccl/test_gpu_allreduce tests/gpu/nccl/test_nccl
-       tests/codegen/kernels/test_kernels_gpu tests/gpu/cudnn/test_cudnn_conv)
+       tests/codegen/kernels/test_kernels_gpu tests/gpu/cudnn/test_cudnn_conv tests/gpu/jpeg/test_exec_jpeg
+       tests/gpu/jpeg/test_gpu_nvjpeg)
 mkdir -p .x/bin
 for p in "${progs[@]}"; do
   if [ -x "$build/$p" ]; then cp "$build/$p" .x/bin/; else echo "stage_gpu: $build/$p not built: skipped" >&2; fi

@@ -18,6 +18,9 @@
 #include "rt_nvml.h"
 #include "rt_gpu_mail.h"
 
+/* How often NVML is read for net_exec_watch, on a thread of its own. */
+#define WATCH_EVERY_S 0.5
+
 typedef struct Gpu {
   RtGpu *dev;
   int captured; /* the step's graph exists */
@@ -236,7 +239,8 @@ static void gpu_watch(void *self, NetGpuWatch *w) {
   if (!x->nvml_tried) {
     char bus[64], why[256];
     x->nvml_tried = 1;
-    if (!rt_gpu_pci_bus_id(x->dev, bus, sizeof bus)) rt_nvml_open(bus, &x->nvml, why, sizeof why);
+    if (!rt_gpu_pci_bus_id(x->dev, bus, sizeof bus) && !rt_nvml_open(bus, &x->nvml, why, sizeof why))
+      rt_nvml_watch(x->nvml, WATCH_EVERY_S); /* the loop reads it after every step: never wait for NVML there */
   }
   RtNvmlSample s;
   if (!x->nvml || rt_nvml_sample(x->nvml, &s)) return;

@@ -11,9 +11,24 @@
  * The host waits for `consumed` before it reuses a slot, so every buffer
  * of the slot is free then; it may also grow them.  The kernel is compiled
  * once per pipeline as a program of its own (common.cu + input_jpeg.cu),
- * outside the step, like rt_gpu_input's. */
+ * outside the step, like rt_gpu_input's.
+ *
+ * The decode thread.  nvJPEG's batched hardware decode returns only when
+ * the engines are done (longer than a step of ResNet-50 at batch 256), and
+ * the hybrid backend's Huffman stages run on the calling thread, so the
+ * decoding is a thread's of its own.  rt_gpu_jpeg_send copies the batch
+ * -- its items, their bytes into the slot's pinned buffer, their names,
+ * its labels into the table -- and queues the slot (QUEUED); the thread
+ * takes slots in the order they were sent, decodes each on the decode
+ * stream as above and marks it DONE with its status and counts;
+ * rt_gpu_jpeg_feed waits for DONE before it orders the step after the
+ * `copied` event.  A slot is the sender's while IDLE, the thread's while
+ * QUEUED, the feeder's when DONE; `mu` guards the states and `cv` signals
+ * each change, so nothing else of a slot is touched by two threads at
+ * once.  The per-batch arrays (jdata and the rest) are the thread's. */
 #include "rt_gpu_jpeg.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +53,30 @@ typedef struct Norm {
   float scale[3], shift[3];
 } Norm;
 
+typedef enum { IDLE = 0, QUEUED, DONE } SlotState;
+
 typedef struct Slot {
   CUdeviceptr pics, table;
   size_t pics_cap;
   uint8_t *table_host; /* pinned: in.n items, then the labels */
-  uint8_t *rgb;        /* pinned: the host-decoded pictures of the batch */
+  uint8_t *rgb;        /* pinned: the pictures the fallback decoded */
   size_t rgb_cap;
+  uint8_t *bytes; /* pinned: the batch's JPEG files and RGB boxes, copied by send */
+  size_t bytes_cap;
+  char *names; /* the items' names, copied by send */
+  size_t names_cap;
+  RtGpuJpegItem *items; /* in.n: the batch's items, pointing into bytes and names */
+  size_t *at;           /* in.n: each picture's offset in pics */
   CUevent copied, consumed;
   CUevent t0, t1; /* timing: around the batch's decode and copies */
   int n;
+  SlotState state;
+  /* the decode thread's results, read by the feeder */
+  RtCudaStatus status;
+  char err[MSG];
+  int64_t host_decoded, failed;
+  double host_s;
+  char first_failure[MSG];
 } Slot;
 
 struct RtGpuJpeg {
@@ -67,11 +97,15 @@ struct RtGpuJpeg {
   size_t *jlen, *jpitch;
   uint8_t **jdst, *jfailed;
   int *jitem;
-  int64_t host_decoded, failed;
-  int64_t decoded;       /* images of batches whose decode time is counted */
-  double gpu_ms, host_s; /* their decode time on the stream; the host's time in rt_gpu_jpeg_send */
-  int64_t host_n;        /* images sent */
+  int64_t host_decoded, failed; /* of the batches fed */
+  int64_t decoded;              /* images of batches whose decode time is counted */
+  double gpu_ms, host_s;        /* their decode time on the stream; the decode thread's time on the batches fed */
+  int64_t host_n;               /* images fed */
   char first_failure[MSG];
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int threaded, quit, next_job;
 };
 
 static double seconds(void) {
@@ -127,10 +161,13 @@ static RtCudaStatus check_config(const RtGpu *x, const RtGpuJpegConfig *c, char 
 static RtCudaStatus make_slots(RtGpuJpeg *p, char *err, size_t errlen) {
   const RtCudaApi *a = p->api;
   RtCudaStatus s = RT_CUDA_OK;
+  size_t n = (size_t)p->c.in.n;
   for (int k = 0; k < SLOTS && !s; k++) {
     Slot *sl = &p->slot[k];
+    sl->items = calloc(n, sizeof *sl->items), sl->at = calloc(n, sizeof *sl->at);
+    if (!sl->items || !sl->at) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_new: out of host memory");
     void *h = NULL;
-    s = RT_CU(a, MemHostAlloc, (&h, p->table_bytes, 0), "the decoder's item table", err, errlen);
+    if (!s) s = RT_CU(a, MemHostAlloc, (&h, p->table_bytes, 0), "the decoder's item table", err, errlen);
     sl->table_host = h;
     if (!s) s = RT_CU(a, MemAlloc, (&sl->table, p->table_bytes), "the decoder's item table", err, errlen);
     if (!s) s = RT_CU(a, EventCreate, (&sl->copied, CU_EVENT_DISABLE_TIMING), "decoder events", err, errlen);
@@ -140,6 +177,8 @@ static RtCudaStatus make_slots(RtGpuJpeg *p, char *err, size_t errlen) {
   }
   return s;
 }
+
+static void *decode_main(void *arg);
 
 RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out, char *err, size_t errlen) {
   if (!out || !x || !c) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: NULL argument");
@@ -169,6 +208,12 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
   if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
   if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);
   if (!s) s = make_slots(p, err, errlen);
+  if (!s) {
+    pthread_mutex_init(&p->mu, NULL), pthread_cond_init(&p->cv, NULL);
+    p->threaded = pthread_create(&p->thread, NULL, decode_main, p) == 0 ? 1 : -1;
+    if (p->threaded < 0)
+      s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_new: cannot start the decode thread");
+  }
   if (s) {
     rt_gpu_jpeg_free(p);
     return s;
@@ -179,6 +224,14 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
 
 void rt_gpu_jpeg_free(RtGpuJpeg *p) {
   if (!p) return;
+  if (p->threaded) {
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->threaded > 0) pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->cv), pthread_mutex_destroy(&p->mu);
+  }
   const RtCudaApi *a = p->api;
   if (a) {
     rt_cuda_ctx_bind(p->x->ctx, NULL, 0);
@@ -194,12 +247,14 @@ void rt_gpu_jpeg_free(RtGpuJpeg *p) {
       if (sl->table) a->MemFree(sl->table);
       if (sl->table_host) a->MemFreeHost(sl->table_host);
       if (sl->rgb) a->MemFreeHost(sl->rgb);
+      if (sl->bytes) a->MemFreeHost(sl->bytes);
     }
     if (p->black) a->MemFree(p->black);
     rt_nvjpeg_free(p->dec);
     if (p->stream) a->StreamDestroy(p->stream);
     rt_cuda_module_free(p->mod);
   }
+  for (int k = 0; k < SLOTS; k++) free(p->slot[k].items), free(p->slot[k].at), free(p->slot[k].names);
   free(p->jdata), free(p->jlen), free(p->jpitch), free(p->jdst), free(p->jfailed), free(p->jitem);
   free(p);
 }
@@ -225,8 +280,21 @@ double rt_gpu_jpeg_rate(const RtGpuJpeg *p) {
 
 static size_t pitch_of(int w) { return ((size_t)w * 3 + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN; }
 
-/* Grows a slot's device pictures (or pinned host pictures) to `need`
- * bytes; the slot is idle (its `consumed` was waited for). */
+/* Grows *buf, pinned host memory of *cap bytes, to hold `need`; its old
+ * contents are dropped (the slot is idle). */
+static RtCudaStatus grow_pinned(const RtCudaApi *a, uint8_t **buf, size_t *cap, size_t need, const char *what,
+                                char *err, size_t errlen) {
+  if (need <= *cap) return RT_CUDA_OK;
+  if (*buf) a->MemFreeHost(*buf), *buf = NULL, *cap = 0;
+  size_t want = need + need / 4;
+  void *h = NULL;
+  RtCudaStatus s = RT_CU(a, MemHostAlloc, (&h, want, 0), what, err, errlen);
+  if (!s) *buf = h, *cap = want;
+  return s;
+}
+
+/* Grows a slot's device pictures to `need` bytes; the slot is idle (its
+ * `consumed` was waited for). */
 static RtCudaStatus grow_pics(RtGpuJpeg *p, Slot *sl, size_t need, char *err, size_t errlen) {
   if (need <= sl->pics_cap) return RT_CUDA_OK;
   if (sl->pics) p->api->MemFree(sl->pics), sl->pics = 0, sl->pics_cap = 0;
@@ -236,19 +304,9 @@ static RtCudaStatus grow_pics(RtGpuJpeg *p, Slot *sl, size_t need, char *err, si
   return s;
 }
 
-static RtCudaStatus grow_rgb(RtGpuJpeg *p, Slot *sl, size_t need, char *err, size_t errlen) {
-  if (need <= sl->rgb_cap) return RT_CUDA_OK;
-  if (sl->rgb) p->api->MemFreeHost(sl->rgb), sl->rgb = NULL, sl->rgb_cap = 0;
-  size_t cap = need + need / 4;
-  void *h = NULL;
-  RtCudaStatus s = RT_CU(p->api, MemHostAlloc, (&h, cap, 0), "pinned pictures decoded on the host", err, errlen);
-  if (!s) sl->rgb = h, sl->rgb_cap = cap;
-  return s;
-}
-
-static void note_failure(RtGpuJpeg *p, const char *msg) {
-  p->failed++;
-  if (!p->first_failure[0]) snprintf(p->first_failure, sizeof p->first_failure, "%s", msg);
+static void note_failure(Slot *sl, const char *msg) {
+  sl->failed++;
+  if (!sl->first_failure[0]) snprintf(sl->first_failure, sizeof sl->first_failure, "%s", msg);
 }
 
 /* Item i's entry: its picture of w x h at src (pitch bytes a row; from
@@ -261,56 +319,148 @@ static void set_item(Item *t, const RtGpuJpegItem *it, uint64_t src, int w, int 
   t->sx = it->cw * fx / W, t->sy = it->ch * fy / H;
 }
 
-/* The host-side pictures of the batch -- RGB items and the JPEGs nvJPEG
- * refused, decoded by the fallback -- into the slot's pinned buffer and on
- * to their device places. */
-static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *items, int n, const size_t *at,
-                                  Item *table, char *err, size_t errlen) {
-  int H = (int)p->c.in.h, W = (int)p->c.in.w;
+/* The host-side pictures of the batch to their device places: RGB items
+ * straight from the slot's pinned bytes, and the JPEGs nvJPEG refused,
+ * decoded by the fallback, through the slot's pinned rgb buffer.  On the
+ * decode thread. */
+static RtCudaStatus host_pictures(RtGpuJpeg *p, Slot *sl, Item *table, char *err, size_t errlen) {
+  int H = (int)p->c.in.h, W = (int)p->c.in.w, n = sl->n;
+  const RtGpuJpegItem *items = sl->items;
+  const size_t *at = sl->at;
   uint8_t **dec = calloc((size_t)n, sizeof *dec);
   int *dw = calloc((size_t)n, sizeof *dw), *dh = calloc((size_t)n, sizeof *dh);
   RtCudaStatus s = dec && dw && dh ? RT_CUDA_OK : rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "out of host memory");
   size_t need = 0;
   for (int i = 0; i < n && !s; i++) {
     const RtGpuJpegItem *it = &items[i];
-    int refused = !it->rgb && p->jfailed[i];
-    if (!it->rgb && !refused) continue;
-    char msg[MSG] = "";
     if (it->rgb) {
-      dw[i] = it->bw, dh[i] = it->bh;
-    } else if (!p->c.fallback ||
-               p->c.fallback(p->c.user, it->data, it->len, it->name, &dec[i], &dw[i], &dh[i], msg, sizeof msg) != 0 ||
-               (size_t)dw[i] * dh[i] * 3 > (size_t)it->h * pitch_of(it->w)) {
-      if (!msg[0]) snprintf(msg, sizeof msg, "%s: neither nvJPEG nor the CPU decoder reads it", it->name);
-      note_failure(p, msg);
-      free(dec[i]), dec[i] = NULL, dw[i] = -1;
+      s = RT_CU(p->api, MemcpyHtoDAsync, (sl->pics + at[i], it->data, (size_t)it->bw * it->bh * 3, p->stream),
+                "copying a picture decoded on the host", err, errlen);
+      /* a part of the picture: the window stays in the picture's pixels */
+      set_item(&table[i], it, sl->pics + at[i], it->w, it->h, (size_t)it->bw * 3, it->bx, it->by, H, W);
       continue;
-    } else {
-      p->host_decoded++;
     }
-    need += (size_t)dw[i] * dh[i] * 3;
-  }
-  if (!s && need) s = grow_rgb(p, sl, need, err, errlen);
-  size_t off = 0;
-  for (int i = 0; i < n && !s; i++) {
-    const RtGpuJpegItem *it = &items[i];
-    if (dw[i] < 0) {
+    if (!p->jfailed[i]) continue;
+    char msg[MSG] = "";
+    if (!p->c.fallback ||
+        p->c.fallback(p->c.user, it->data, it->len, it->name, &dec[i], &dw[i], &dh[i], msg, sizeof msg) != 0 ||
+        (size_t)dw[i] * dh[i] * 3 > (size_t)it->h * pitch_of(it->w)) {
+      if (!msg[0]) snprintf(msg, sizeof msg, "%s: neither nvJPEG nor the CPU decoder reads it", it->name);
+      note_failure(sl, msg);
+      free(dec[i]), dec[i] = NULL;
       set_item(&table[i], it, p->black, 1, 1, 3, 0, 0, H, W);
       continue;
     }
-    if (!dw[i]) continue;
+    sl->host_decoded++;
+    need += (size_t)dw[i] * dh[i] * 3;
+  }
+  if (!s && need)
+    s = grow_pinned(p->api, &sl->rgb, &sl->rgb_cap, need, "pinned pictures decoded on the host", err, errlen);
+  size_t off = 0;
+  for (int i = 0; i < n && !s; i++) {
+    if (!dec[i]) continue;
     size_t bytes = (size_t)dw[i] * dh[i] * 3;
-    memcpy(sl->rgb + off, it->rgb ? it->data : dec[i], bytes);
+    memcpy(sl->rgb + off, dec[i], bytes);
     s = RT_CU(p->api, MemcpyHtoDAsync, (sl->pics + at[i], sl->rgb + off, bytes, p->stream),
               "copying a picture decoded on the host", err, errlen);
-    if (it->rgb) /* a part of the picture: the window stays in the picture's pixels */
-      set_item(&table[i], it, sl->pics + at[i], it->w, it->h, (size_t)dw[i] * 3, it->bx, it->by, H, W);
-    else
-      set_item(&table[i], it, sl->pics + at[i], dw[i], dh[i], (size_t)dw[i] * 3, 0, 0, H, W);
+    set_item(&table[i], &items[i], sl->pics + at[i], dw[i], dh[i], (size_t)dw[i] * 3, 0, 0, H, W);
     off += bytes;
   }
   for (int i = 0; dec && i < n; i++) free(dec[i]);
   free(dec), free(dw), free(dh);
+  return s;
+}
+
+/* The decode thread's work on a queued slot: its JPEGs through nvJPEG,
+ * the rest through host_pictures, the item table after them, and the
+ * events; the status and message into the slot. */
+static void decode_slot(RtGpuJpeg *p, Slot *sl) {
+  const RtCudaApi *a = p->api;
+  char *err = sl->err;
+  size_t errlen = sizeof sl->err;
+  int H = (int)p->c.in.h, W = (int)p->c.in.w, n = sl->n;
+  double h0 = seconds();
+  Item *table = (Item *)sl->table_host;
+  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->t0, p->stream), "timing a decode", err, errlen);
+  int nj = 0;
+  for (int i = 0; i < n && !s; i++) {
+    const RtGpuJpegItem *it = &sl->items[i];
+    p->jfailed[i] = 0;
+    if (it->rgb) continue;
+    p->jitem[nj] = i, p->jdata[nj] = it->data, p->jlen[nj] = it->len;
+    p->jdst[nj] = (uint8_t *)(uintptr_t)(sl->pics + sl->at[i]), p->jpitch[nj] = pitch_of(it->w);
+    set_item(&table[i], it, sl->pics + sl->at[i], it->w, it->h, pitch_of(it->w), 0, 0, H, W);
+    nj++;
+  }
+  if (!s && nj) {
+    uint8_t *flags = calloc((size_t)nj, 1);
+    if (!flags) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "the decode thread: out of host memory");
+    if (!s) s = rt_nvjpeg_decode(p->dec, nj, p->jdata, p->jlen, p->jdst, p->jpitch, p->stream, flags, err, errlen);
+    for (int j = 0; j < nj && !s; j++) p->jfailed[p->jitem[j]] = flags[j];
+    free(flags);
+  }
+  if (!s) s = host_pictures(p, sl, table, err, errlen);
+  if (!s)
+    s = RT_CU(a, MemcpyHtoDAsync, (sl->table, sl->table_host, p->table_bytes, p->stream), "the decoder's item table",
+              err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->t1, p->stream), "timing a decode", err, errlen);
+  if (!s) s = RT_CU(a, EventRecord, (sl->copied, p->stream), "the decoder's item table", err, errlen);
+  sl->status = s;
+  sl->host_s = seconds() - h0;
+}
+
+static void *decode_main(void *arg) {
+  RtGpuJpeg *p = arg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    Slot *sl = &p->slot[p->next_job];
+    while (!p->quit && sl->state != QUEUED) pthread_cond_wait(&p->cv, &p->mu);
+    if (p->quit) break;
+    pthread_mutex_unlock(&p->mu);
+    decode_slot(p, sl);
+    pthread_mutex_lock(&p->mu);
+    sl->state = DONE;
+    p->next_job = (p->next_job + 1) % SLOTS;
+    pthread_cond_broadcast(&p->cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Checks the items and copies them into slot sl: each picture's place in
+ * pics (at the size its header gives), the bytes into the pinned buffer,
+ * the names beside them. */
+static RtCudaStatus copy_batch(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *items, int n, char *err, size_t errlen) {
+  size_t total = 0, bytes = 0, names = 0;
+  for (int i = 0; i < n; i++) {
+    const RtGpuJpegItem *it = &items[i];
+    int box_ok = !it->rgb || (it->bw > 0 && it->bh > 0 && it->bx >= 0 && it->by >= 0 && it->bx + it->bw <= it->w &&
+                              it->by + it->bh <= it->h && it->len >= (size_t)it->bw * it->bh * 3);
+    if (it->w < 1 || it->h < 1 || !it->data || !box_ok)
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: item %d (%s) has no picture of %dx%d%s", i,
+                          it->name ? it->name : "?", it->w, it->h, box_ok ? "" : " (or its part is not in it)");
+    sl->at[i] = total, total += (size_t)it->h * pitch_of(it->w);
+    bytes += it->rgb ? (size_t)it->bw * it->bh * 3 : it->len;
+    names += strlen(it->name ? it->name : "?") + 1;
+  }
+  RtCudaStatus s = grow_pics(p, sl, total ? total : 1, err, errlen);
+  if (!s) s = grow_pinned(p->api, &sl->bytes, &sl->bytes_cap, bytes ? bytes : 1, "pinned JPEG files", err, errlen);
+  if (!s && names > sl->names_cap) {
+    free(sl->names), sl->names_cap = 0;
+    if (!(sl->names = malloc(names))) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "out of host memory");
+    sl->names_cap = names;
+  }
+  size_t off = 0, noff = 0;
+  for (int i = 0; i < n && !s; i++) {
+    const RtGpuJpegItem *it = &items[i];
+    size_t len = it->rgb ? (size_t)it->bw * it->bh * 3 : it->len, nlen = strlen(it->name ? it->name : "?") + 1;
+    memcpy(sl->bytes + off, it->data, len);
+    memcpy(sl->names + noff, it->name ? it->name : "?", nlen);
+    sl->items[i] = *it;
+    sl->items[i].data = sl->bytes + off, sl->items[i].len = len, sl->items[i].name = sl->names + noff;
+    off += len, noff += nlen;
+  }
   return s;
 }
 
@@ -324,58 +474,41 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
                         labels ? "given to a pipeline without a label value" : "missing");
   if (p->sent == SLOTS)
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: both batches are sent and not fed");
-  int k = p->next_fill, H = (int)p->c.in.h, W = (int)p->c.in.w;
-  Slot *sl = &p->slot[k];
+  int k = p->next_fill;
+  Slot *sl = &p->slot[k]; /* IDLE: its last batch was fed */
   const RtCudaApi *a = p->api;
-  double h0 = seconds();
   RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
   if (!s) s = RT_CU(a, EventSynchronize, (sl->consumed), "waiting for a free decoder slot", err, errlen);
   float ms = 0;
   if (!s && sl->n && a->EventElapsedTime(&ms, sl->t0, sl->t1) == CUDA_SUCCESS) p->gpu_ms += ms, p->decoded += sl->n;
-  h0 = seconds(); /* the host's own work starts here, after the wait for the slot */
-  if (!s) s = RT_CU(a, EventRecord, (sl->t0, p->stream), "timing a decode", err, errlen);
-  /* every picture's place in the slot: at the size its header gives */
-  size_t *at = calloc((size_t)(n ? n : 1), sizeof *at), total = 0;
-  if (!s && !at) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_send: out of host memory");
-  for (int i = 0; i < n && !s; i++) {
-    const RtGpuJpegItem *it = &items[i];
-    int box_ok = !it->rgb || (it->bw > 0 && it->bh > 0 && it->bx >= 0 && it->by >= 0 && it->bx + it->bw <= it->w &&
-                              it->by + it->bh <= it->h && it->len >= (size_t)it->bw * it->bh * 3);
-    if (it->w < 1 || it->h < 1 || !it->data || !box_ok)
-      s = rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: item %d (%s) has no picture of %dx%d%s", i,
-                       it->name ? it->name : "?", it->w, it->h, box_ok ? "" : " (or its part is not in it)");
-    at[i] = total, total += (size_t)items[i].h * pitch_of(items[i].w);
-  }
-  if (!s) s = grow_pics(p, sl, total ? total : 1, err, errlen);
-  Item *table = (Item *)sl->table_host;
-  int nj = 0;
-  for (int i = 0; i < n && !s; i++) {
-    p->jfailed[i] = 0;
-    if (items[i].rgb) continue;
-    p->jitem[nj] = i, p->jdata[nj] = items[i].data, p->jlen[nj] = items[i].len;
-    p->jdst[nj] = (uint8_t *)(uintptr_t)(sl->pics + at[i]), p->jpitch[nj] = pitch_of(items[i].w);
-    set_item(&table[i], &items[i], sl->pics + at[i], items[i].w, items[i].h, pitch_of(items[i].w), 0, 0, H, W);
-    nj++;
-  }
-  if (!s && nj) {
-    uint8_t *flags = calloc((size_t)nj, 1);
-    if (!flags) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_jpeg_send: out of host memory");
-    if (!s) s = rt_nvjpeg_decode(p->dec, nj, p->jdata, p->jlen, p->jdst, p->jpitch, p->stream, flags, err, errlen);
-    for (int j = 0; j < nj && !s; j++) p->jfailed[p->jitem[j]] = flags[j];
-    free(flags);
-  }
-  if (!s) s = host_pictures(p, sl, items, n, at, table, err, errlen);
-  free(at);
+  sl->n = 0;
+  if (!s) s = copy_batch(p, sl, items, n, err, errlen);
   if (!s && labels) s = rt_gpu_pack(p->x, p->c.label_v, labels, sl->table_host + p->label_at, err, errlen);
-  if (!s)
-    s = RT_CU(a, MemcpyHtoDAsync, (sl->table, sl->table_host, p->table_bytes, p->stream), "the decoder's item table",
-              err, errlen);
-  if (!s) s = RT_CU(a, EventRecord, (sl->t1, p->stream), "timing a decode", err, errlen);
-  if (!s) s = RT_CU(a, EventRecord, (sl->copied, p->stream), "the decoder's item table", err, errlen);
   if (s) return s;
-  sl->n = n;
-  p->host_s += seconds() - h0, p->host_n += n;
+  sl->n = n, sl->status = RT_CUDA_OK, sl->err[0] = 0;
+  sl->host_decoded = sl->failed = 0, sl->host_s = 0, sl->first_failure[0] = 0;
+  pthread_mutex_lock(&p->mu);
+  sl->state = QUEUED;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
   p->next_fill = (k + 1) % SLOTS, p->sent++;
+  return RT_CUDA_OK;
+}
+
+/* Waits for the decode thread to finish slot sl, then takes its counts. */
+static RtCudaStatus take_done(RtGpuJpeg *p, Slot *sl, char *err, size_t errlen) {
+  pthread_mutex_lock(&p->mu);
+  while (sl->state != DONE) pthread_cond_wait(&p->cv, &p->mu);
+  sl->state = IDLE;
+  pthread_mutex_unlock(&p->mu);
+  p->host_decoded += sl->host_decoded, p->failed += sl->failed;
+  p->host_s += sl->host_s, p->host_n += sl->n;
+  if (!p->first_failure[0] && sl->first_failure[0])
+    snprintf(p->first_failure, sizeof p->first_failure, "%s", sl->first_failure);
+  if (sl->status) {
+    sl->n = 0; /* no timing of a batch that failed */
+    return rt_cuda_fail(sl->status, err, errlen, "%s", sl->err);
+  }
   return RT_CUDA_OK;
 }
 
@@ -384,6 +517,9 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen) {
   int k = p->next_feed;
   Slot *sl = &p->slot[k];
   const RtCudaApi *a = p->api;
+  p->next_feed = (k + 1) % SLOTS, p->sent--;
+  RtCudaStatus s = take_done(p, sl, err, errlen);
+  if (s) return s;
   Norm norm;
   memcpy(norm.scale, p->c.in.scale, sizeof norm.scale);
   memcpy(norm.shift, p->c.in.shift, sizeof norm.shift);
@@ -393,7 +529,7 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen) {
   CUstream st = p->x->stream;
   const RtRefInput *in = &p->c.in;
   size_t per = (size_t)(in->dc * in->h * in->w) * ir_dtype_size(p->x->g->val[p->c.v].type.dtype);
-  RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
+  s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
   if (!s) s = RT_CU(a, StreamWaitEvent, (st, sl->copied, 0), "waiting for a decoded batch", err, errlen);
   if (!s && n)
     s = RT_CU(a, LaunchKernel, (p->fn, p->grid, 1, 1, BLOCK, 1, 1, 0, st, args, NULL), "the decoder's crop kernel", err,
@@ -405,7 +541,5 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen) {
     s = RT_CU(a, MemcpyDtoDAsync, (p->x->addr[p->c.label_v], table + p->label_at, p->label_bytes, st),
               "the batch's labels", err, errlen);
   if (!s) s = RT_CU(a, EventRecord, (sl->consumed, st), "the decoder's crop kernel", err, errlen);
-  if (s) return s;
-  p->next_feed = (k + 1) % SLOTS, p->sent--;
-  return RT_CUDA_OK;
+  return s;
 }

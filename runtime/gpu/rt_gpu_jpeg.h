@@ -5,8 +5,8 @@
  * input_jpeg.cu), with the batch's labels beside them.
  *
  * It has the order of rt_gpu_input.h with decoding in place of the copy:
- * a batch is decoded (and its item table and labels copied) on a stream of
- * the pipeline's own, and fed -- the crop kernel and the labels' copy --
+ * a batch is decoded (and its item table and labels copied) by a thread of
+ * the pipeline's own, on a stream of its own, and fed -- the crop kernel and the labels' copy --
  * on the executor's stream right before the step, which waits for the
  * decode by event.  So with batch i + 1 sent before step i is launched,
  * the JPEG engines decode it during step i.  Two slots of pictures; at
@@ -33,7 +33,7 @@ typedef struct RtGpuJpeg RtGpuJpeg;
 
 typedef struct RtGpuJpegItem {
   int rgb;             /* 0: data is a JPEG file; 1: RGB pixels of the box below */
-  const uint8_t *data; /* host memory, needed only until rt_gpu_jpeg_send returns */
+  const uint8_t *data; /* host memory, needed only until rt_gpu_jpeg_send returns (it copies) */
   size_t len;
   int w, h;              /* JPEG: the size its header gives; RGB: the picture's */
   double x0, y0, cw, ch; /* the window, in (w, h)'s pixels */
@@ -76,9 +76,9 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
  * neither could decode (black); msg (may be NULL) gets the first failure. */
 /* Images/s the decoder can make: the images of the batches timed so far
  * over the longer of their decode time on the GPU (events around each
- * batch's decode and copies) and the host's time in rt_gpu_jpeg_send
- * (parsing, Huffman stages of the hybrid backend, launches); 0 before a
- * batch is timed. */
+ * batch's decode and copies) and the decode thread's time on them
+ * (parsing, Huffman stages of the hybrid backend, launches, the wait for
+ * the hardware engines); 0 before a batch is timed. */
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p);
 /* The two sides of it: images/s of the GPU's decode time and of the host's. */
 void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host);

@@ -130,6 +130,15 @@ struct RtNvml {
   double pcie_t; /* when PCIe was last read (< 0: never) */
   double pcie_tx_mb_s, pcie_rx_mb_s;
   RtNvmlRate nvlink_tx, nvlink_rx;
+  /* the watcher (rt_nvml_watch): its thread samples every every_s into
+   * last; mu guards last, last_rc and quit */
+  int watching, quit;
+  double every_s;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  RtNvmlSample last;
+  int last_rc;
 };
 
 static int nvml_fail(const NvmlApi *a, nvmlReturn_t r, const char *call, char *why, size_t len) {
@@ -194,6 +203,14 @@ int rt_nvml_open(const char *pci_bus_id, RtNvml **out, char *why, size_t len) {
 
 void rt_nvml_close(RtNvml *n) {
   if (!n) return;
+  if (n->watching) {
+    pthread_mutex_lock(&n->mu);
+    n->quit = 1;
+    pthread_cond_signal(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    pthread_join(n->thread, NULL);
+    pthread_cond_destroy(&n->cv), pthread_mutex_destroy(&n->mu);
+  }
   n->api->Shutdown();
   free(n);
 }
@@ -259,7 +276,7 @@ static int sample_links(RtNvml *n, RtNvmlSample *s) {
   return got;
 }
 
-int rt_nvml_sample(RtNvml *n, RtNvmlSample *s) {
+static int sample_now(RtNvml *n, RtNvmlSample *s) {
   if (!s) return -1;
   s->power_w = -1, s->sm_clock_mhz = -1, s->temp_c = -1;
   s->have_ecc = 0, s->ecc_corrected = -1, s->ecc_uncorrected = -1;
@@ -281,4 +298,48 @@ int rt_nvml_sample(RtNvml *n, RtNvmlSample *s) {
   }
   got += sample_links(n, s);
   return got ? 0 : -1;
+}
+
+int rt_nvml_sample(RtNvml *n, RtNvmlSample *s) {
+  if (!n || !n->watching) return sample_now(n, s);
+  if (!s) return -1;
+  pthread_mutex_lock(&n->mu);
+  *s = n->last;
+  int rc = n->last_rc;
+  pthread_mutex_unlock(&n->mu);
+  return rc;
+}
+
+static void *watch_main(void *arg) {
+  RtNvml *n = arg;
+  pthread_mutex_lock(&n->mu);
+  while (!n->quit) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double at = (double)until.tv_sec + until.tv_nsec * 1e-9 + n->every_s;
+    until.tv_sec = (time_t)at, until.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    while (!n->quit && pthread_cond_timedwait(&n->cv, &n->mu, &until) == 0) {
+    }
+    if (n->quit) break;
+    pthread_mutex_unlock(&n->mu);
+    RtNvmlSample s;
+    int rc = sample_now(n, &s); /* NVML's calls, the 20 ms of PCIe's included, outside the lock */
+    pthread_mutex_lock(&n->mu);
+    n->last = s, n->last_rc = rc;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return NULL;
+}
+
+int rt_nvml_watch(RtNvml *n, double every_s) {
+  if (!n || n->watching || !(every_s > 0)) return -1;
+  n->last_rc = sample_now(n, &n->last);
+  n->every_s = every_s, n->quit = 0;
+  pthread_mutex_init(&n->mu, NULL), pthread_cond_init(&n->cv, NULL);
+  if (pthread_create(&n->thread, NULL, watch_main, n) != 0) {
+    pthread_cond_destroy(&n->cv), pthread_mutex_destroy(&n->mu);
+    return -1;
+  }
+  n->watching = 1;
+  return 0;
 }

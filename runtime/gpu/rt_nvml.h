@@ -5,7 +5,8 @@
  * data-parallel run's all-reduce moves over).  A machine without NVML is not
  * an error: rt_nvml_open says why, and the caller shows nothing.  Handles
  * are thread-safe as NVML is, but one handle is sampled by one thread at a
- * time (it keeps the previous sample to make rates of NVML's counters). */
+ * time (it keeps the previous sample to make rates of NVML's counters),
+ * unless it is watched (rt_nvml_watch): then any thread may read it. */
 #ifndef NETC_RT_NVML_H
 #define NETC_RT_NVML_H
 
@@ -33,8 +34,16 @@ typedef struct RtNvmlSample {
  * gives it), or NVML's device 0 for NULL.  0 and *out, or -1 with why. */
 int rt_nvml_open(const char *pci_bus_id, RtNvml **out, char *why, size_t len);
 void rt_nvml_close(RtNvml *n); /* takes NULL */
-/* Fills every field it can read; 0, or -1 when nothing could be read. */
+/* Fills every field it can read; 0, or -1 when nothing could be read.
+ * NVML's calls take their time (PCIe's 20 ms among them), so a handle that
+ * is watched gives the watcher's last sample instead, at once. */
 int rt_nvml_sample(RtNvml *n, RtNvmlSample *s);
+/* Starts a thread of the handle's own that samples every every_s seconds
+ * (one sample first, on the caller's thread), so that a training loop
+ * reading rt_nvml_sample after every step never waits for NVML; its
+ * readings are then up to every_s old.  rt_nvml_close stops it.  0, or -1
+ * (already watched, every_s <= 0, no thread). */
+int rt_nvml_watch(RtNvml *n, double every_s);
 
 /* A cumulative counter of KiB (NVML's NVLink throughput fields) as a rate.
  * rt_nvml_counter_rate: MB/s between two readings, kib0 at t0 and kib1 at t1

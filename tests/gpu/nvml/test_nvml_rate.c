@@ -120,6 +120,28 @@ static void check_fake(void) {
   CHECK(s.pcie_tx_mb_s == -1 && s.pcie_rx_mb_s == -1 && s.nvlink_tx_mb_s == -1 && s.nvlink_rx_mb_s == -1,
         "unsupported PCIe and NVLink: %g/%g, %g/%g", s.pcie_tx_mb_s, s.pcie_rx_mb_s, s.nvlink_tx_mb_s,
         s.nvlink_rx_mb_s);
+  /* a watched handle: sampled every 50 ms on a thread of its own (PCIe
+   * still once a second), read at once without NVML */
+  set(1, 1, 0);
+  RtNvml *n3 = NULL;
+  CHECK(rt_nvml_open(NULL, &n3, why, sizeof why) == 0 && n3, "a third handle does not open: %s", why);
+  int before = 0, watched = 0, later = 0;
+  stats(&before, &bad);
+  CHECK(n3 && rt_nvml_watch(n3, 0.05) == 0, "the watcher does not start");
+  CHECK(rt_nvml_watch(n3, 0.05) == -1 && rt_nvml_watch(n2, 0) == -1, "a handle watched twice, or every 0 s");
+  stats(&watched, &bad);
+  CHECK(watched == before + 2, "the first sample is not taken at once: %d PCIe calls", watched - before);
+  CHECK(rt_nvml_sample(n3, &s) == 0, "the watched handle's first sample");
+  CHECK_CLOSE(s.pcie_tx_mb_s, 102.4, 1e-12, "PCIe TX of the watched handle");
+  sleep_s(1.3);
+  stats(&later, &bad);
+  CHECK(later == watched + 2, "the watcher read PCIe %d times in 1.3 s (once a second)", (later - watched) / 2);
+  CHECK(rt_nvml_sample(n3, &s) == 0, "the watched handle after 1.3 s");
+  CHECK_CLOSE(s.nvlink_tx_mb_s, 12300, 0.05, "NVLink TX from the watcher's window");
+  for (int i = 0; i < 1000; i++) rt_nvml_sample(n3, &s);
+  stats(&pcie_calls, &bad);
+  CHECK(pcie_calls == later, "1000 reads of a watched handle called NVML's PCIe %d times", pcie_calls - later);
+  rt_nvml_close(n3);
   stats(&pcie_calls, &bad);
   CHECK(bad == 0, "%d fields asked for another id than 138/139 or another scope than UINT_MAX", bad);
   rt_nvml_close(n2);
