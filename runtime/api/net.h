@@ -367,7 +367,7 @@ typedef struct NetTrainResult {
   int64_t unreadable;             /* NET_DATA_FOLDER: images skipped as unreadable */
   int64_t skipped_steps;          /* dynamic loss scaling: steps of this call whose update was skipped for
                                    * non-finite gradients (all of them: net_train fails NET_ERR_DIVERGED) */
-  char decoder[64];               /* NetStepInfo.decoder */
+  char decoder[64];               /* NetStepInfo.decoder at the end (auto may have moved to the CPU's) */
   NetGpuWatch gpu_start, gpu_end; /* before the first step and after the last */
 } NetTrainResult;
 

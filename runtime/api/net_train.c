@@ -1065,6 +1065,7 @@ static NetStatus run(NetModel *m, const NetTrainConfig *c, Data *d, NetTrainResu
     if (!s) s = log_epoch(&r, &ep);
   }
   net_exec_watch(m->xt, &res->gpu_end);
+  snprintf(res->decoder, sizeof res->decoder, "%s", d->decoder); /* auto may have moved to the CPU's */
   /* the scale the last step's gradients carry (net_step_save divides by it) */
   float scale = r.loss_scale;
   if (m->stepped && (m->it.scale >= 0 || (m->it.scale_state >= 0 &&
