@@ -19,8 +19,12 @@
 #   torch_load  the same DataLoader alone (batches copied to the GPU, no model)
 # and prints a table: images/s (train runs: epochs 2 and later, so the first
 # epoch's compile, graph capture and workers' start stay out), the data wait
-# netrun reports, and each rate's ratio to `netrun bench` and to PyTorch's
-# DataLoader training.  PyTorch runs with LD_LIBRARY_PATH unset (the GPU
+# netrun reports, the input pipeline's own rate at the run's end (`input
+# cap`: the progress line's `input ... N/s`; with short epochs the loader's
+# threads fill their ring during each evaluation and start the next epoch
+# ahead, so a run's images/s can exceed what a long epoch sustains -- the
+# lesser of this and the step's rate is the steady one), and each rate's
+# ratio to `netrun bench` and to PyTorch's DataLoader training.  PyTorch runs with LD_LIBRARY_PATH unset (the GPU
 # machine's system cuDNN is older than the one torch's wheel bundles).
 #
 # Settings (environment): NETC_BUILD (build/release: holds netrun), MODEL
@@ -133,6 +137,10 @@ train_rate() {
     }
     END { if (sec > 0) printf "%.0f %.0f%%\n", img / sec, 100 * wait / sec }' "$out/$1.log"
 }
+input_cap() { # the last progress line's input pipeline rate, images/s
+  [ -f "$out/$1.log" ] && [ "${rc_of[$1]:-1}" -eq 0 ] || return 0
+  grep -oE '  input [^,]* [0-9]+/s' "$out/$1.log" | tail -1 | grep -oE '[0-9]+/s$' | tr -d '/s'
+}
 bench_rate() {
   [ -f "$out/bench.log" ] && [ "${rc_of[bench]:-1}" -eq 0 ] || return 0
   grep -oE '[0-9.]+ images/s' "$out/bench.log" | tail -1 | grep -oE '^[0-9.]+' | awk '{printf "%.0f\n", $1}'
@@ -144,10 +152,11 @@ torch_rate() {
 }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && [[ "$1" =~ ^[0-9.]+$ ]] && awk "BEGIN{printf \"%.2f\", $1 / $2}" || echo "-"; }
 
-declare -A ips wait label
+declare -A ips wait label cap
 ips[bench]=$(bench_rate)
 for r in synthetic data data_gpu data_cpu; do
   read -r ips[$r] wait[$r] <<<"$(train_rate $r)"
+  cap[$r]=$(input_cap $r)
 done
 [ "$has_decoder" = 1 ] || ips[data_gpu]=n/a
 ips[torch]=$(torch_rate torch)
@@ -163,14 +172,15 @@ label[torch_load]="PyTorch DataLoader alone ($workers workers)"
 echo
 if [ -n "$made" ]; then data="$n JPEGs ($(grep -oE 'mean [0-9.]+ KiB' "$out/make_jpeg_folder.log"))"; else data="DIR=$dir"; fi
 echo "=== $(basename "$model" .net) batch $batch, $data, epochs $epochs (rates: epochs $([ "$epochs" -gt 1 ] && echo "2..$epochs" || echo 1))"
-printf '%-54s %10s %10s %10s %12s\n' run images/s "data wait" "/ bench" "/ torch"
+printf '%-54s %10s %10s %10s %10s %12s\n' run images/s "data wait" "input cap" "/ bench" "/ torch"
 for r in bench synthetic data data_gpu data_cpu torch torch_load; do
   case "$only" in *" $r "*) ;; *) continue ;; esac
   v=${ips[$r]:-}
   [ -z "$v" ] && v=failed
   [ "$r" = data_gpu ] && [ "$has_decoder" = 0 ] && v=n/a
   [ "$r" = torch ] || [ "$r" = torch_load ] && [ "$torch" != 1 ] && v=skipped
-  printf '%-54s %10s %10s %10s %12s\n' "${label[$r]}" "$v" "${wait[$r]:--}" "$(ratio "$v" "${ips[bench]:-}")" \
+  printf '%-54s %10s %10s %10s %10s %12s\n' "${label[$r]}" "$v" "${wait[$r]:--}" "${cap[$r]:--}" \
+    "$(ratio "$v" "${ips[bench]:-}")" \
     "$(ratio "$v" "${ips[torch]:-}")"
 done
 echo "logs: $out"
