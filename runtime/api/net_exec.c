@@ -196,14 +196,18 @@ NetStatus net_exec_input_send_items(NetExec *x, const RtLoaderItem *items, int n
 }
 
 void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
-                            double rate[3]) {
+                            double rate[NET_DECODER_RATES]) {
   int64_t hd = 0, f = 0;
-  double r[3] = {0, 0, 0};
+  double r[NET_DECODER_RATES] = {0};
   if (name && cap) name[0] = 0;
   if (x && x->feeding == 2) x->be->jpeg_info(x->self, name, cap, &hd, &f, r);
   if (host_decoded) *host_decoded = hd;
   if (failed) *failed = f;
   if (rate) memcpy(rate, r, sizeof r);
+}
+
+int net_exec_input_depth(const NetExec *x) {
+  return x && x->feeding == 2 && x->be->jpeg_depth > 0 ? x->be->jpeg_depth : 2;
 }
 
 void net_exec_watch(NetExec *x, NetGpuWatch *w) {

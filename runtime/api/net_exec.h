@@ -82,7 +82,7 @@ int net_exec_accum_pending(const NetExec *x);
  * converted on the step's stream; on the CPU it is converted when fed.
  * Per batch: net_exec_input_buffer (may wait for a free buffer), fill it,
  * net_exec_input_send; net_exec_input_feed before the step that reads it
- * (at most two sent and not fed).  While a pipeline runs, host writes of
+ * (at most two sent and not fed; net_exec_input_depth).  While a pipeline runs, host writes of
  * v and label_v are skipped: the step reads the fed batch.  Start again
  * replaces it; stop takes an executor without one. */
 NetStatus net_exec_input_start(NetExec *x, int v, int label_v, const RtRefInput *in, char *err, size_t len);
@@ -102,11 +102,16 @@ NetStatus net_exec_input_start_jpeg(NetExec *x, int v, int label_v, const RtRefI
 NetStatus net_exec_input_send_items(NetExec *x, const RtLoaderItem *items, int n, const int64_t *labels, char *err,
                                     size_t len);
 /* Which decoder feeds x ("nvJPEG hardware", "nvJPEG GPU hybrid"), "" for bytes;
- * images the decoder left to the host, images nobody could decode, and
- * the images/s it can make (rt_gpu_jpeg_rate) and of that its GPU's and
- * its host's sides (rt_gpu_jpeg_rates) in rate[0..2]; any out may be NULL. */
+ * images the decoder left to the host, images nobody could decode, and in
+ * rate: [0] the images/s it can make (rt_gpu_jpeg_rate), [1] and [2] of
+ * that its GPU's and its host's sides (rt_gpu_jpeg_rates), [3] its rate
+ * per JPEG it decoded itself (rt_gpu_jpeg_jpeg_rate); any out may be NULL. */
+enum { NET_DECODER_RATES = 4 };
 void net_exec_input_decoder(const NetExec *x, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
-                            double rate[3]);
+                            double rate[NET_DECODER_RATES]);
+/* Batches the running pipeline takes sent and not fed: 2 for bytes, the
+ * GPU decoder's slots (NetExecBackend.jpeg_depth) for it. */
+int net_exec_input_depth(const NetExec *x);
 
 /* The device's power, clock, temperature and ECC counts (NVML, opened on
  * first use); every field -1 where unknown (always on the CPU). */
@@ -210,9 +215,11 @@ typedef struct NetExecBackend {
   /* the GPU decoder (net_exec_input_start_jpeg ...); NULL: none */
   NetStatus (*jpeg_start)(void *self, int v, int label_v, const RtRefInput *in, int backend, char *err, size_t len);
   NetStatus (*jpeg_send)(void *self, const RtLoaderItem *items, int n, const int64_t *labels, char *err, size_t len);
-  void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed, double rate[3]);
-  void (*watch)(void *self, NetGpuWatch *w);                                               /* NULL: nothing known */
-  void (*step_time)(const void *self, double *seconds, int64_t *steps);                    /* NULL: not measured */
+  void (*jpeg_info)(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
+                    double rate[NET_DECODER_RATES]);
+  int jpeg_depth;                                                       /* batches its decoder takes sent and not fed */
+  void (*watch)(void *self, NetGpuWatch *w);                            /* NULL: nothing known */
+  void (*step_time)(const void *self, double *seconds, int64_t *steps); /* NULL: not measured */
   void (*comm_time)(const void *self, double *seconds, double *exposed_s, int64_t *steps); /* NULL: none */
   /* net_exec_post/fetch/fetched; NULL: net_exec.c writes and reads at once */
   NetStatus (*post)(void *self, int v, const void *host, char *err, size_t len);

@@ -224,12 +224,13 @@ static NetStatus gpu_jpeg_send(void *self, const RtLoaderItem *items, int n, con
 }
 
 static void gpu_jpeg_info(const void *self, char *name, size_t cap, int64_t *host_decoded, int64_t *failed,
-                          double rate[3]) {
+                          double rate[NET_DECODER_RATES]) {
   const Gpu *x = self;
   if (name && cap) snprintf(name, cap, "nvJPEG %s", rt_nvjpeg_backend_name(rt_gpu_jpeg_backend(x->jpeg)));
   rt_gpu_jpeg_failures(x->jpeg, host_decoded, failed, NULL, 0);
   rate[0] = rt_gpu_jpeg_rate(x->jpeg);
   rt_gpu_jpeg_rates(x->jpeg, &rate[1], &rate[2]);
+  rate[3] = rt_gpu_jpeg_jpeg_rate(x->jpeg);
 }
 
 /* NVML on the executor's device (found by its PCI bus id); a machine
@@ -336,6 +337,7 @@ const NetExecBackend net_exec_gpu = {
     .jpeg_start = gpu_jpeg_start,
     .jpeg_send = gpu_jpeg_send,
     .jpeg_info = gpu_jpeg_info,
+    .jpeg_depth = RT_GPU_JPEG_SLOTS,
     .watch = gpu_watch,
     .step_time = gpu_step_time,
     .post = gpu_post,

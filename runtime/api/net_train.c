@@ -14,7 +14,9 @@
  * the schedule and checkpoints count updates, the loss is their mean.
  * Batches go to the executor as bytes through its input pipeline
  * (net_exec.h, docs/data.md), normalized on the device on the GPU; batch
- * b + 1 is staged before step b runs, so its copy overlaps the step.  The
+ * b + 1 is staged before step b runs, so its copy overlaps the step (and
+ * b + 2 with the GPU decoder, whose decode thread then never waits for the
+ * host to send the next batch: net_exec_input_depth).  The
  * time spent staging a batch (waiting for the loader, gathering bytes in
  * memory, waiting for a free pinned buffer) is the data wait.
  *
@@ -431,6 +433,7 @@ typedef struct Epoch {
   NetEpochInfo info;
   double t0, sum;            /* when it started, its steps' losses added */
   double head[10], tail[10]; /* its first ten losses and (a ring) last ten */
+  int64_t staged;            /* the epoch's batches before this one are staged */
 } Epoch;
 
 /* A training set of at least one batch, and labels that are classes. */
@@ -670,28 +673,53 @@ static NetStatus start_loader(Run *r, int64_t e, int64_t seen) {
  * (rt_loader_rate) and, with it, the GPU decoder's (all its items). */
 static double input_capacity(const Run *r, double wait) {
   if (!r->d->ltrain) return wait > 0 ? (double)(r->staged * r->m->batch) / wait : 0;
-  double rate = rt_loader_rate(r->d->ltrain), dec[3] = {0, 0, 0};
+  double rate = rt_loader_rate(r->d->ltrain), dec[NET_DECODER_RATES] = {0};
   if (r->d->defer) net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
   return dec[0] > 0 && dec[0] < rate ? dec[0] : rate;
 }
 
+/* With the GPU decoder: the share of each batch the threads decode beside
+ * it that makes the most images/s by the rates measured so far
+ * (rt_loader_best_share), that rate into *most; -1 before they are.  The
+ * GPU's rate is nvJPEG's per JPEG it decoded (rt_gpu_jpeg_jpeg_rate): its
+ * rate over all the batch's items would count the threads' pictures as
+ * the GPU's, overstate it by 1 / (1 - s), and, each epoch balanced by the
+ * one before, drive the share down to where the GPU holds the step. */
+static int best_share(Run *r, double *most) {
+  double g[NET_DECODER_RATES] = {0}, h = 0, c = 0;
+  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, g);
+  rt_loader_rates(r->d->ltrain, &h, &c);
+  return rt_loader_best_share(g[3], h, c, most);
+}
+
 /* auto's second look, LOOK_AT batches into the first epoch with the GPU
- * decoder (or at its end, when it is shorter): when the threads alone
- * would decode faster than the GPU decoder and they did together (the
- * threads' measured rate for the images they decoded, which DECODE mode's
- * resizing lowers a little, against the pipeline's), the run goes on with
- * the CPU decoder from batch `next` of epoch e (0: the caller starts the
+ * decoder (or at its end, when it is shorter), nothing staged past batch
+ * `next` yet.  When the threads alone decode (c) faster than the pipeline
+ * did and than it would at its best share by best_share (with 5% to spare
+ * for the copies the threads' rate leaves out), the run goes on with the
+ * CPU decoder from batch `next` of epoch e (0: the caller starts the
  * epoch): a loader of DECODE mode and the byte pipeline in place of the
- * GPU's.  Said once through on_warning. */
+ * GPU's, said once through on_warning.  Else it keeps the GPU decoder at
+ * the best share, the loader restarted at `next` with it when the share
+ * moves by more than 2 points (the first epoch would otherwise run at the
+ * starting share to its end). */
 enum { LOOK_AT = 12 };
 
 static NetStatus choose_again(Run *r, int64_t e, int64_t next) {
   Data *d = r->d;
   if (!d->auto_decoder) return NET_OK;
   d->auto_decoder = 0; /* one look */
-  double h = 0, c = 0, both = input_capacity(r, 0);
+  double h = 0, c = 0, both = input_capacity(r, 0), most = 0;
   rt_loader_rates(d->ltrain, &h, &c);
-  if (!(c > both) || !(both > 0)) return NET_OK;
+  int share = best_share(r, &most);
+  if (!(c > both) || !(c > most / 1.05) || !(both > 0)) {
+    if (share >= 0 && r->c->cpu_share == 0 && abs(share - rt_loader_cpu_share(d->ltrain)) > 2) {
+      rt_loader_set_cpu_share(d->ltrain, share);
+      if (next > 0) rt_loader_start_at(d->ltrain, e, next), r->started = e;
+      name_decoder(d);
+    }
+    return NET_OK;
+  }
   NetModel *m = r->m;
   RtLoaderConfig lc = d->lc;
   lc.decode = RT_LOADER_DECODE, lc.cpu_share = 0;
@@ -707,34 +735,34 @@ static NetStatus choose_again(Run *r, int64_t e, int64_t next) {
   if (r->c->on_warning) {
     char msg[256];
     snprintf(msg, sizeof msg,
-             "decoder auto: the worker threads (%.0f images/s) are faster here than %s with them (%.0f): decoding "
-             "on the CPU from batch %lld of epoch %lld on",
-             c, d->gpu_decoder, both, (long long)next + 1, (long long)e + 1);
+             "decoder auto: the worker threads (%.0f images/s) are faster here than %s with them (%.0f, at most "
+             "%.0f): decoding on the CPU from batch %lld of epoch %lld on",
+             c, d->gpu_decoder, both, most, (long long)next + 1, (long long)e + 1);
     r->c->on_warning(msg, r->c->user);
   }
   return NET_OK;
 }
 
-/* With the GPU decoder and a balanced share: the share for the next epoch
- * that makes the most images/s of the rates measured so far -- the GPU
- * decoder's g (its images), the threads' c for images they decode and h
- * for files they hand on: the threads make 1 / ((1 - s) / h + s / c), the
- * GPU g / (1 - s), the pipeline the lesser. */
+/* With the GPU decoder and a balanced share: best_share for the next epoch. */
 static void balance(Run *r) {
   Data *d = r->d;
   if (!d->defer || r->c->cpu_share != 0) return;
-  double g[3] = {0, 0, 0}, h = 0, c = 0;
-  net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, g);
-  rt_loader_rates(d->ltrain, &h, &c);
-  if (!(g[0] > 0) || !(h > 0) || !(c > 0)) return; /* not measured yet: keep the share */
-  int best = 0;
-  double most = 0;
-  for (int p = 0; p <= 100; p++) {
-    double s = p / 100.0, threads = 1 / ((1 - s) / h + s / c), gpu = p < 100 ? g[0] / (1 - s) : 1e30;
-    double rate = threads < gpu ? threads : gpu;
-    if (rate > most) most = rate, best = p;
-  }
-  rt_loader_set_cpu_share(d->ltrain, best);
+  double most;
+  int best = best_share(r, &most);
+  if (best >= 0) rt_loader_set_cpu_share(d->ltrain, best); /* else not measured yet: keep the share */
+}
+
+/* The end of the batches staged once batch b (of step t) is launched: up
+ * to the pipeline's depth past b, within the epoch and the run, and while
+ * auto has not looked, not past the batch it looks at (LOOK_AT), so that
+ * a change of decoder finds nothing staged beyond it. */
+static int64_t stage_end(Run *r, int64_t b, int64_t t) {
+  int64_t nb = r->spe * r->K, end = b + net_exec_input_depth(r->m->xt);
+  int64_t left = (r->total - t - 1) * r->K + (r->K - 1 - b % r->K); /* batches of the run after b */
+  if (end > b + 1 + left) end = b + 1 + left;
+  if (end > nb) end = nb;
+  if (r->d->auto_decoder && b + 1 < LOOK_AT && end > LOOK_AT) end = LOOK_AT;
+  return end;
 }
 
 /* A launched micro-step whose loss is not read yet. */
@@ -747,10 +775,10 @@ typedef struct Pending {
 } Pending;
 
 /* Batch b of the epoch, a batch of step t, launched: fed (staged now when it is the first this
- * call trains, `first`, else it was staged behind the batch before), the
+ * call trains, `first`, else it was staged behind the batches before), the
  * rate and the loss scale posted, the step run and its loss fetched -- all
- * queued without waiting for the device.  Then batch b + 1 is staged while
- * the step runs, unless the epoch or the run ends with b.  With the
+ * queued without waiting for the device.  Then the batches after it up to
+ * stage_end are staged while the step runs.  With the
  * epoch's last batch the loader starts the next epoch, so its threads work
  * during the evaluation. */
 static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, Pending *p) {
@@ -760,8 +788,11 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   float lrf = (float)lr, scale = r->loss_scale;
   char *err = net_err_buf();
   NetStatus s;
-  if (b == first && (s = stage(m, r->d, &r->fq, r->order, b, wait))) return s;
-  r->staged += b == first;
+  if (b == first) ep->staged = first;
+  if (ep->staged == b) {
+    if ((s = stage(m, r->d, &r->fq, r->order, b, wait))) return s;
+    ep->staged++, r->staged++;
+  }
   s = net_exec_input_feed(m->xt, err, NET_ERRMAX);
   if (!s) s = net_exec_post(m->xt, m->it.lr, &lrf, err, NET_ERRMAX);
   if (!s && m->it.scale >= 0) s = net_exec_post(m->xt, m->it.scale, &scale, err, NET_ERRMAX);
@@ -780,9 +811,9 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
     rt_loader_start(r->d->ltrain, r->started = e + 1);
     name_decoder(r->d);
   }
-  if (b + 1 >= nb || (t + 1 >= r->total && (b + 1) % r->K == 0)) return NET_OK;
-  r->staged++;
-  return stage(m, r->d, &r->fq, r->order, b + 1, wait);
+  for (int64_t end = stage_end(r, b, t); ep->staged < end; ep->staged++, r->staged++)
+    if ((s = stage(m, r->d, &r->fq, r->order, ep->staged, wait))) return s;
+  return NET_OK;
 }
 
 /* A finished step's loss (the mean of its K batches') into the run's and
@@ -856,7 +887,7 @@ static NetStatus log_step(Run *r, const Epoch *ep, float loss, double lr) {
   net_exec_comm_time(r->m->xt, &comm_s, &comm_exposed_s, &comm_steps);
   si.allreduce_ms = si.ranks > 1 && comm_steps > 0 ? 1000 * comm_s / (double)comm_steps : -1;
   si.allreduce_exposed_ms = si.ranks > 1 && comm_steps > 0 ? 1000 * comm_exposed_s / (double)comm_steps : -1;
-  double dec[3] = {0, 0, 0};
+  double dec[NET_DECODER_RATES] = {0};
   net_exec_input_decoder(r->m->xt, NULL, 0, NULL, NULL, dec);
   si.decode_gpu_images_per_s = dec[1], si.decode_host_images_per_s = dec[2];
   net_exec_watch(r->m->xt, &si.gpu);

@@ -527,6 +527,18 @@ void rt_loader_rates(RtLoader *l, double *handed_on, double *decoded) {
   *handed_on = r[0], *decoded = r[1];
 }
 
+int rt_loader_best_share(double gpu_jpeg, double handed_on, double decoded, double *most) {
+  *most = 0;
+  if (!(gpu_jpeg > 0) || !(handed_on > 0) || !(decoded > 0)) return -1;
+  int best = 0;
+  for (int p = 0; p <= 100; p++) {
+    double s = p / 100.0, threads = 1 / ((1 - s) / handed_on + s / decoded);
+    double gpu = p < 100 ? gpu_jpeg / (1 - s) : threads, rate = threads < gpu ? threads : gpu;
+    if (rate > *most) *most = rate, best = p;
+  }
+  return best;
+}
+
 void rt_loader_set_cpu_share(RtLoader *l, int percent) {
   pthread_mutex_lock(&l->mu);
   l->share_next = percent < 0 ? 0 : percent > 100 ? 100 : percent;

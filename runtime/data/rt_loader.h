@@ -126,6 +126,14 @@ double rt_loader_rate(RtLoader *l);
  * (RT_ITEM_JPEG) and for files decoded here (RT_ITEM_RGB); 0 for a kind
  * not met yet. */
 void rt_loader_rates(RtLoader *l, double *handed_on, double *decoded);
+/* The cpu_share (0..100) that makes the most images/s of a GPU decoder
+ * and the threads together, and that rate in *most: the GPU decodes
+ * gpu_jpeg images/s of the JPEGs it is given, the threads hand files on at
+ * handed_on and decode at decoded images/s (rt_loader_rates).  At share s
+ * the threads make 1 / ((1 - s) / handed_on + s / decoded) and the GPU
+ * gpu_jpeg / (1 - s); the pipeline, the lesser of the two.  -1 and 0 when
+ * a rate is not positive (not measured yet). */
+int rt_loader_best_share(double gpu_jpeg, double handed_on, double decoded, double *most);
 /* cpu_share from the next rt_loader_start on (0..100, clamped). */
 void rt_loader_set_cpu_share(RtLoader *l, int percent);
 int rt_loader_cpu_share(RtLoader *l);

@@ -102,6 +102,7 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(EventQuery, cuEventQuery, NULL);
   LOAD(DeviceGetPCIBusId, cuDeviceGetPCIBusId, NULL);
   /* optional: without them the all-reduce's clock is off (rt_gpu_allreduce.c), nothing else */
+  LOAD_OPTIONAL(CtxGetCurrent, cuCtxGetCurrent); /* rt_nvjpeg_pool.c's context tags */
   LOAD_OPTIONAL(EventRecordWithFlags, cuEventRecordWithFlags);
   LOAD_OPTIONAL(GraphGetNodes, cuGraphGetNodes);
   LOAD_OPTIONAL(GraphNodeGetType, cuGraphNodeGetType);

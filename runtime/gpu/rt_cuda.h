@@ -65,6 +65,7 @@ typedef struct RtCudaApi {
   CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
   CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);
   CUresult (*CtxSetCurrent)(CUcontext ctx);
+  CUresult (*CtxGetCurrent)(CUcontext *ctx); /* optional: NULL where the driver lacks it */
   CUresult (*ModuleLoadData)(CUmodule *mod, const void *image);
   CUresult (*ModuleUnload)(CUmodule mod);
   CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);

@@ -39,7 +39,7 @@
 #include "rt_gpu_impl.h"
 #include "rt_gpu_prog.h"
 
-enum { SLOTS = 2, BLOCK = 256, PITCH_ALIGN = 128, MSG = 512 };
+enum { SLOTS = RT_GPU_JPEG_SLOTS, BLOCK = 256, PITCH_ALIGN = 128, MSG = 512 };
 
 /* The kernel's netc_jpeg_item. */
 typedef struct Item {
@@ -69,7 +69,7 @@ typedef struct Slot {
   size_t *at;           /* in.n: each picture's offset in pics */
   CUevent copied, consumed;
   CUevent t0, t1; /* timing: around the batch's decode and copies */
-  int n;
+  int n, nj;      /* items, and of them JPEGs given to nvJPEG (set by the decode thread) */
   SlotState state;
   /* the decode thread's results, read by the feeder */
   RtCudaStatus status;
@@ -98,7 +98,8 @@ struct RtGpuJpeg {
   uint8_t **jdst, *jfailed;
   int *jitem;
   int64_t host_decoded, failed; /* of the batches fed */
-  int64_t decoded;              /* images of batches whose decode time is counted */
+  int64_t decoded, jpegs;       /* images of batches whose decode time is counted, and of them nvJPEG's */
+  int64_t host_jpegs;           /* nvJPEG's images of the batches fed */
   double gpu_ms, host_s;        /* their decode time on the stream; the decode thread's time on the batches fed */
   int64_t host_n;               /* images fed */
   char first_failure[MSG];
@@ -272,6 +273,12 @@ void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host) {
   *host = p->host_s > 0 ? (double)p->host_n / p->host_s : 0;
 }
 
+double rt_gpu_jpeg_jpeg_rate(const RtGpuJpeg *p) {
+  double gpu = p->gpu_ms > 0 ? (double)p->jpegs / (p->gpu_ms / 1000) : 0;
+  double host = p->host_s > 0 ? (double)p->host_jpegs / p->host_s : 0;
+  return gpu > 0 && host > 0 ? (gpu < host ? gpu : host) : 0;
+}
+
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p) {
   double gpu, host;
   rt_gpu_jpeg_rates(p, &gpu, &host);
@@ -393,6 +400,7 @@ static void decode_slot(RtGpuJpeg *p, Slot *sl) {
     set_item(&table[i], it, sl->pics + sl->at[i], it->w, it->h, pitch_of(it->w), 0, 0, H, W);
     nj++;
   }
+  sl->nj = nj;
   if (!s && nj) {
     uint8_t *flags = calloc((size_t)nj, 1);
     if (!flags) s = rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "the decode thread: out of host memory");
@@ -473,15 +481,16 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
     return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: labels %s",
                         labels ? "given to a pipeline without a label value" : "missing");
   if (p->sent == SLOTS)
-    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: both batches are sent and not fed");
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_send: all %d batches are sent and not fed", SLOTS);
   int k = p->next_fill;
   Slot *sl = &p->slot[k]; /* IDLE: its last batch was fed */
   const RtCudaApi *a = p->api;
   RtCudaStatus s = rt_cuda_ctx_bind(p->x->ctx, err, errlen);
   if (!s) s = RT_CU(a, EventSynchronize, (sl->consumed), "waiting for a free decoder slot", err, errlen);
   float ms = 0;
-  if (!s && sl->n && a->EventElapsedTime(&ms, sl->t0, sl->t1) == CUDA_SUCCESS) p->gpu_ms += ms, p->decoded += sl->n;
-  sl->n = 0;
+  if (!s && sl->n && a->EventElapsedTime(&ms, sl->t0, sl->t1) == CUDA_SUCCESS)
+    p->gpu_ms += ms, p->decoded += sl->n, p->jpegs += sl->nj;
+  sl->n = sl->nj = 0;
   if (!s) s = copy_batch(p, sl, items, n, err, errlen);
   if (!s && labels) s = rt_gpu_pack(p->x, p->c.label_v, labels, sl->table_host + p->label_at, err, errlen);
   if (s) return s;
@@ -502,11 +511,11 @@ static RtCudaStatus take_done(RtGpuJpeg *p, Slot *sl, char *err, size_t errlen) 
   sl->state = IDLE;
   pthread_mutex_unlock(&p->mu);
   p->host_decoded += sl->host_decoded, p->failed += sl->failed;
-  p->host_s += sl->host_s, p->host_n += sl->n;
+  p->host_s += sl->host_s, p->host_n += sl->n, p->host_jpegs += sl->nj;
   if (!p->first_failure[0] && sl->first_failure[0])
     snprintf(p->first_failure, sizeof p->first_failure, "%s", sl->first_failure);
   if (sl->status) {
-    sl->n = 0; /* no timing of a batch that failed */
+    sl->n = sl->nj = 0; /* no timing of a batch that failed */
     return rt_cuda_fail(sl->status, err, errlen, "%s", sl->err);
   }
   return RT_CUDA_OK;

@@ -9,8 +9,10 @@
  * the pipeline's own, on a stream of its own, and fed -- the crop kernel and the labels' copy --
  * on the executor's stream right before the step, which waits for the
  * decode by event.  So with batch i + 1 sent before step i is launched,
- * the JPEG engines decode it during step i.  Two slots of pictures; at
- * most two batches sent and not fed.
+ * the JPEG engines decode it during step i.  RT_GPU_JPEG_SLOTS slots of
+ * pictures, as many batches sent and not fed: with batch i + 2 sent too,
+ * the decode thread goes on to it as soon as batch i + 1 is done, instead
+ * of waiting for the host to send it after step i's launch.
  *
  * An item is a JPEG file's bytes, or pictures already decoded on the CPU
  * (RGB, h rows of w * 3 bytes), with its transform as one window
@@ -30,6 +32,8 @@
 #include "rt_ref_input.h"
 
 typedef struct RtGpuJpeg RtGpuJpeg;
+
+enum { RT_GPU_JPEG_SLOTS = 3 };
 
 typedef struct RtGpuJpegItem {
   int rgb;             /* 0: data is a JPEG file; 1: RGB pixels of the box below */
@@ -67,13 +71,11 @@ void rt_gpu_jpeg_free(RtGpuJpeg *p); /* takes NULL; waits for its work */
 RtNvjpegBackend rt_gpu_jpeg_backend(const RtGpuJpeg *p);
 /* Decodes n <= in.n items (fewer: the rest of the input is zeros) with
  * their labels (NULL without a label value) into the next slot, once the
- * step that read that slot two batches ago is done. */
+ * crop kernel that read that slot RT_GPU_JPEG_SLOTS batches ago is done. */
 RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, const int64_t *labels, char *err,
                               size_t errlen);
 /* The oldest sent batch into the input (and its labels into theirs). */
 RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
-/* Images decoded on the host because nvJPEG refused them, and images
- * neither could decode (black); msg (may be NULL) gets the first failure. */
 /* Images/s the decoder can make: the images of the batches timed so far
  * over the longer of their decode time on the GPU (events around each
  * batch's decode and copies) and the decode thread's time on them
@@ -82,6 +84,14 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p);
 /* The two sides of it: images/s of the GPU's decode time and of the host's. */
 void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host);
+/* The same as rt_gpu_jpeg_rate per JPEG nvJPEG decoded: the batches'
+ * pictures decoded on the host are left out of the count, not out of the
+ * time (their copies are a small part of it).  What the decoder could make
+ * were the workers to decode a different share of the batch (net_train.c's
+ * balance); 0 before a batch is timed. */
+double rt_gpu_jpeg_jpeg_rate(const RtGpuJpeg *p);
+/* Images decoded on the host because nvJPEG refused them, and images
+ * neither could decode (black); msg (may be NULL) gets the first failure. */
 void rt_gpu_jpeg_failures(const RtGpuJpeg *p, int64_t *host_decoded, int64_t *failed, char *msg, size_t cap);
 
 #endif

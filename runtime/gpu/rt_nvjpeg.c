@@ -19,6 +19,10 @@
  *               stream is synchronized before each transfer, so the host
  *               phase of one image overlaps the device phase of the last.
  *
+ * Both take their device and pinned memory from rt_nvjpeg_pool (through
+ * the allocator callbacks of nvjpegCreateEx and the buffers), so that no
+ * cudaFree of nvJPEG's holds a decode until the device is idle.
+ *
  * The nvJPEG types, enums and prototypes used are declared here (the
  * toolkit's nvjpeg.h is not needed to build); their values follow nvjpeg.h
  * of CUDA 11.6 to 13.x and the nvJPEG 13 documentation.  cudaStream_t and
@@ -30,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rt_nvjpeg_pool.h"
 
 /* ---- the nvJPEG ABI (nvjpeg.h) ---- */
 enum { NJ_MAX_COMPONENT = 4 }; /* NVJPEG_MAX_COMPONENT */
@@ -72,9 +78,15 @@ typedef struct nvjpegJpegDecoder *nvjpegJpegDecoder_t;
 typedef struct nvjpegDecodeParams *nvjpegDecodeParams_t;
 typedef struct nvjpegBufferPinned *nvjpegBufferPinned_t;
 typedef struct nvjpegBufferDevice *nvjpegBufferDevice_t;
-/* NULL allocators: nvJPEG's defaults (cudaMalloc, cudaHostAlloc) */
-typedef struct NjDevAllocator NjDevAllocator;
-typedef struct NjPinnedAllocator NjPinnedAllocator;
+/* nvjpegDevAllocator_t and nvjpegPinnedAllocator_t; NULL: nvJPEG's defaults (cudaMalloc, cudaHostAlloc) */
+typedef struct NjDevAllocator {
+  int (*dev_malloc)(void **p, size_t size);
+  int (*dev_free)(void *p);
+} NjDevAllocator;
+typedef struct NjPinnedAllocator {
+  int (*pinned_malloc)(void **p, size_t size, unsigned int flags);
+  int (*pinned_free)(void *p);
+} NjPinnedAllocator;
 
 /* The entry points used, named after nvJPEG's without the "nvjpeg" prefix. */
 typedef struct NjApi {
@@ -268,7 +280,23 @@ struct RtNvjpeg {
   nvjpegBufferDevice_t devbuf;
   nvjpegDecodeParams_t params;
   int pin_next; /* the pinned buffer the next host phase writes */
+  int pooled;   /* its memory from rt_nvjpeg_pool (counted in pool_use.decoders) */
 };
+
+/* The pool's callbacks (rt_nvjpeg_pool.h), or NULL for nvJPEG's own
+ * allocators (rt_nvjpeg_set_pool(0): only to measure what the pool saves). */
+static struct {
+  pthread_mutex_t mu;
+  int off, decoders; /* rt_nvjpeg_set_pool(0); decoders alive, the pool trimmed when none is */
+} pool_use = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static NjDevAllocator pool_dev = {rt_nvjpeg_pool_dev_malloc, rt_nvjpeg_pool_dev_free};
+static NjPinnedAllocator pool_pinned = {rt_nvjpeg_pool_pinned_malloc, rt_nvjpeg_pool_pinned_free};
+
+void rt_nvjpeg_set_pool(int on) {
+  pthread_mutex_lock(&pool_use.mu);
+  pool_use.off = !on;
+  pthread_mutex_unlock(&pool_use.mu);
+}
 
 const char *rt_nvjpeg_backend_name(RtNvjpegBackend b) {
   switch (b) {
@@ -304,6 +332,11 @@ static void release(RtNvjpeg *j) {
 void rt_nvjpeg_free(RtNvjpeg *j) {
   if (!j) return;
   release(j);
+  if (j->pooled) {
+    pthread_mutex_lock(&pool_use.mu);
+    if (--pool_use.decoders == 0) rt_nvjpeg_pool_trim();
+    pthread_mutex_unlock(&pool_use.mu);
+  }
   free(j->bdata);
   free(j->blen);
   free(j->bdst);
@@ -314,8 +347,10 @@ void rt_nvjpeg_free(RtNvjpeg *j) {
 /* A handle for backend, with interpolated chroma upsampling (as libjpeg
  * does) where the library knows the flag, else without it. */
 static nvjpegStatus_t create_handle(RtNvjpeg *j, nvjpegBackend_t backend) {
-  nvjpegStatus_t s = j->nj->CreateEx(backend, NULL, NULL, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, &j->h);
-  if (s == NVJPEG_STATUS_INVALID_PARAMETER) s = j->nj->CreateEx(backend, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &j->h);
+  NjDevAllocator *dev = j->pooled ? &pool_dev : NULL;
+  NjPinnedAllocator *pin = j->pooled ? &pool_pinned : NULL;
+  nvjpegStatus_t s = j->nj->CreateEx(backend, dev, pin, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, &j->h);
+  if (s == NVJPEG_STATUS_INVALID_PARAMETER) s = j->nj->CreateEx(backend, dev, pin, NVJPEG_FLAGS_DEFAULT, &j->h);
   if (s != NVJPEG_STATUS_SUCCESS) j->h = NULL;
   return s;
 }
@@ -348,9 +383,9 @@ static RtCudaStatus make_hybrid(RtNvjpeg *j, char *err, size_t errlen) {
   if (!j->dec[0] && !j->dec[1])
     return NJ(j, DecoderCreate, (j->h, NVJPEG_BACKEND_DEFAULT, &j->dec[0]), "the GPU JPEG decoder");
   if ((s = NJ(j, JpegStreamCreate, (j->h, &j->js), "GPU decoder")) ||
-      (s = NJ(j, BufferPinnedCreate, (j->h, NULL, &j->pinned[0]), "GPU decoder")) ||
-      (s = NJ(j, BufferPinnedCreate, (j->h, NULL, &j->pinned[1]), "GPU decoder")) ||
-      (s = NJ(j, BufferDeviceCreate, (j->h, NULL, &j->devbuf), "GPU decoder")) ||
+      (s = NJ(j, BufferPinnedCreate, (j->h, j->pooled ? &pool_pinned : NULL, &j->pinned[0]), "GPU decoder")) ||
+      (s = NJ(j, BufferPinnedCreate, (j->h, j->pooled ? &pool_pinned : NULL, &j->pinned[1]), "GPU decoder")) ||
+      (s = NJ(j, BufferDeviceCreate, (j->h, j->pooled ? &pool_dev : NULL, &j->devbuf), "GPU decoder")) ||
       (s = NJ(j, DecodeParamsCreate, (j->h, &j->params), "GPU decoder")) ||
       (s = NJ(j, DecodeParamsSetOutputFormat, (j->params, NVJPEG_OUTPUT_RGBI), "GPU decoder")))
     return s;
@@ -381,6 +416,11 @@ RtCudaStatus rt_nvjpeg_new(int max_batch, RtNvjpegBackend want, RtNvjpeg **out, 
     return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_nvjpeg_new: out of host memory (%d images)", max_batch);
   }
   j->nj = nj, j->cu = cu, j->max_batch = max_batch;
+  pthread_mutex_lock(&pool_use.mu);
+  j->pooled = !pool_use.off;
+  pool_use.decoders += j->pooled;
+  pthread_mutex_unlock(&pool_use.mu);
+  rt_nvjpeg_pool_use(cu);
   s = RT_CUDA_EARG;
   if (want != RT_NVJPEG_GPU_HYBRID) {
     s = make_hardware(j, err, errlen);

@@ -49,6 +49,11 @@ const char *rt_nvjpeg_backend_name(RtNvjpegBackend b); /* "hardware", "gpu-hybri
  * image the engines still refuse breaks the batch, which is decoded again
  * one image at a time to find it. */
 void rt_nvjpeg_set_prechecked(RtNvjpeg *j, int on);
+/* Decoders made from now on take their memory from rt_nvjpeg_pool (on,
+ * the default) or from nvJPEG's own allocators (off: cudaMalloc and
+ * cudaFree, which wait for the whole device); off is there only to measure
+ * the difference (test_gpu_nvjpeg). */
+void rt_nvjpeg_set_pool(int on);
 RtCudaStatus rt_nvjpeg_decode(RtNvjpeg *j, int n, const uint8_t *const *data, const size_t *len, uint8_t *const *dst,
                               const size_t *pitch, CUstream stream, uint8_t *failed, char *err, size_t errlen);
 

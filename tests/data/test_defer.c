@@ -6,6 +6,7 @@
  * DECODE mode's bytes); items are the same for 1 and 3 threads; corrupt
  * files are counted and replaced (training) or left out (evaluation);
  * small inputs and pad_crop are refused.  Usage: data_test_defer WORKDIR */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,36 @@ static void check_share(const RtFolder *set) {
   rt_loader_free(l);
 }
 
+/* rt_loader_best_share: the share where the GPU's and the threads' rates
+ * meet, against the model solved by hand; a GPU that cannot help leaves it
+ * all to the threads; an unmeasured rate gives -1.  The rates are the
+ * H100's of 2026-12-07 (nvJPEG's engines about 3,000 JPEGs/s of 500x375,
+ * 16 threads decoding 6,300/s and handing on 30,000/s). */
+static void check_best_share(void) {
+  double most = -1, g = 3000, h = 30000, c = 6300;
+  int p = rt_loader_best_share(g, h, c, &most);
+  /* the threads' 1 / ((1 - s) / h + s / c) = g / (1 - s), solved by bisection */
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; i++) {
+    double s = (lo + hi) / 2;
+    if (1 / ((1 - s) / h + s / c) > g / (1 - s))
+      lo = s;
+    else
+      hi = s;
+  }
+  CHECK(fabs(p - 100 * lo) <= 1, "best share %d%%, the rates meet at %.2f%%", p, 100 * lo);
+  CHECK(fabs(most - g / (1 - lo)) < 0.02 * most, "best rate %.0f, %.0f where the rates meet", most, g / (1 - lo));
+  CHECK(most > c && most > g, "the two together (%.0f) beat either alone (%.0f, %.0f)", most, c, g);
+  /* the decoder's rate over every item of a batch at share 50% (its pictures and the threads') is twice
+   * its JPEG rate: balanced by that, the share falls and the pipeline is the GPU's alone */
+  int wrong = rt_loader_best_share(2 * g, h, c, &most);
+  CHECK(wrong < p, "an overstated GPU rate gives a smaller share (%d%% < %d%%)", wrong, p);
+  CHECK(rt_loader_best_share(1, h, c, &most) == 100 && fabs(most - c) < 1, "a slow GPU: 100%% (%.0f)", most);
+  CHECK(rt_loader_best_share(1e9, h, c, &most) == 0 && fabs(most - h) < 1, "a fast GPU: 0%% (%.0f)", most);
+  CHECK(rt_loader_best_share(0, h, c, &most) == -1 && most == 0, "an unmeasured GPU rate");
+  CHECK(rt_loader_best_share(g, h, NAN, &most) == -1, "an unmeasured thread rate");
+}
+
 /* rt_loader_start_at(e, k): the batches k.. of epoch e a start at 0
  * gives, in both modes, training and evaluation; k past the end is an
  * empty epoch. */
@@ -374,6 +405,7 @@ int main(int argc, char **argv) {
     check_mode(&set, 1, RT_AUG_FLIP);
     check_mode(&set, 0, RT_AUG_AUTO);
     check_share(&set);
+    check_best_share();
     check_start_at(&set);
     test_refused(&set);
   }

@@ -202,10 +202,13 @@ static void run_gpu(int nhwc) {
     CHECK(!s, "send: %s", err);
     if (!s) s = check_batch(x, v, lab, p, &in, n, round ? labels2 : labels, got, want);
   }
-  /* Round 2: both slots sent before either is fed, from copies of the
-   * items' bytes that are overwritten and freed right after each send
-   * (the pipeline keeps its own), and fed in order. */
-  for (int b = 0; !s && b < 2; b++) {
+  /* Round 2: as many batches as the pipeline takes (every slot) sent
+   * before any is fed, from copies of the items' bytes that are
+   * overwritten and freed right after each send (the pipeline keeps its
+   * own), one more refused, and all fed in order: full, short, full. */
+  int depth = s ? 0 : net_exec_input_depth(x);
+  CHECK(s || depth >= 3, "the GPU decoder takes %d batches sent and not fed, not 3 or more", depth);
+  for (int b = 0; !s && b <= depth; b++) {
     RtLoaderItem copy[N];
     uint8_t *mine[N];
     for (int i = 0; i < N; i++) {
@@ -214,15 +217,23 @@ static void run_gpu(int nhwc) {
       memcpy(mine[i], it[i].data, it[i].len);
       copy[i].data = mine[i];
     }
-    s = net_exec_input_send_items(x, copy, b ? 2 : N, b ? labels2 : labels, err, sizeof err);
-    CHECK(!s, "pipelined send %d: %s", b, err);
+    NetStatus sb = net_exec_input_send_items(x, copy, b % 2 ? 2 : N, b % 2 ? labels2 : labels, err, sizeof err);
+    if (b < depth) s = sb;
+    CHECK(b < depth ? !sb : sb == NET_ERR_ARG && strstr(err, "sent and not fed") != NULL, "pipelined send %d: %s", b,
+          sb ? err : "taken");
     for (int i = 0; i < N; i++) memset(mine[i], 0xab, it[i].len), free(mine[i]);
   }
-  for (int b = 0; !s && b < 2; b++) s = check_batch(x, v, lab, p, &in, b ? 2 : N, b ? labels2 : labels, got, want);
+  for (int b = 0; !s && b < depth; b++)
+    s = check_batch(x, v, lab, p, &in, b % 2 ? 2 : N, b % 2 ? labels2 : labels, got, want);
+  double rate[NET_DECODER_RATES] = {0};
+  net_exec_input_decoder(x, NULL, 0, NULL, NULL, rate);
+  /* every full batch holds an RGB item, so per JPEG is fewer images a second */
+  CHECK(s || (rate[0] > 0 && rate[3] > 0 && rate[3] < rate[0]), "rates: %g images/s, %g JPEGs/s", rate[0], rate[3]);
   int64_t host = 0, failed = 0;
   net_exec_input_decoder(x, dec, sizeof dec, &host, &failed, NULL);
   printf("decoder %s: %lld decoded on the host, %lld failed\n", dec, (long long)host, (long long)failed);
-  CHECK(s || failed == 2, "the corrupt file is counted once per batch it was in (2): %lld", (long long)failed);
+  CHECK(s || failed == 1 + (depth + 1) / 2, "the corrupt file is counted once per batch it was in (%d): %lld",
+        1 + (depth + 1) / 2, (long long)failed);
   for (int i = 0; i < N; i++) free(p[i].bytes), free(p[i].part);
   free(got), free(want);
   net_exec_free(x);
@@ -278,6 +289,7 @@ static void run_cpu(void) {
           "the CPU executor refuses the GPU decoder: %s", err);
   RtLoaderItem one = {0};
   CHECK(net_exec_input_send_items(x, &one, 1, NULL, err, sizeof err) == NET_ERR_ARG, "items need a started decoder");
+  CHECK(net_exec_input_depth(x) == 2, "the byte pipeline takes 2 batches ahead, not %d", net_exec_input_depth(x));
   net_exec_free(x);
   arena_free(&a);
 }

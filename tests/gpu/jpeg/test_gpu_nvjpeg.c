@@ -23,12 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jpeglib.h>
 
 #include "check.h"
 #include "rt_jpeg.h"
 #include "rt_nvjpeg.h"
+#include "rt_nvjpeg_pool.h"
 #include "rt_nvml.h"
 
 /* the largest byte difference allowed against libjpeg (IDCT and upsampling differ) */
@@ -251,6 +253,75 @@ static void run_backend(RtCudaCtx *ctx, Img *img, RtNvjpegBackend want) {
   rt_nvjpeg_free(j);
 }
 
+/* A batch of BESIDE copies of the photo-sized image decoded while the
+ * device is busy with about BUSY_MS of other work (memsets on a stream of
+ * their own), against the same batch on an idle device: with nvJPEG's own
+ * allocators a cudaFree inside the decode can hold it until the other work
+ * ends; with the pool (rt_nvjpeg_pool.h) it must not.  The times are
+ * printed, not checked (a shared machine's timing is not a test); checked:
+ * after the first batch the pool serves every request without the driver,
+ * so the decode calls no cudaMalloc or cudaFree of its own. */
+enum { BESIDE = 48, BUSY_MEMSETS = 40 };
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled) {
+  const RtCudaApi *api = rt_cuda_ctx_api(ctx);
+  CUstream st = rt_cuda_ctx_stream(ctx), other = NULL;
+  char err[1024] = "";
+  RtNvjpeg *j = NULL;
+  CUdeviceptr dst = 0, junk = 0;
+  size_t slice = im->pitch * (size_t)im->h, junk_bytes = (size_t)2 << 30;
+  rt_nvjpeg_set_pool(pooled);
+  RtCudaStatus s = rt_nvjpeg_new(BESIDE, RT_NVJPEG_AUTO, &j, err, sizeof err);
+  rt_nvjpeg_set_pool(1);
+  if (!s) s = RT_CU(api, MemAlloc, (&dst, slice * BESIDE), "the batch's pictures", err, sizeof err);
+  if (!s) s = RT_CU(api, MemAlloc, (&junk, junk_bytes), "the other work's buffer", err, sizeof err);
+  if (!s) s = RT_CU(api, StreamCreate, (&other, CU_STREAM_NON_BLOCKING), "the other work's stream", err, sizeof err);
+  CHECK(!s, "beside other work: %s", err);
+  const uint8_t *data[BESIDE];
+  size_t len[BESIDE], pitch[BESIDE];
+  uint8_t *to[BESIDE], failed[BESIDE];
+  for (int k = 0; k < BESIDE; k++)
+    data[k] = im->jpg, len[k] = im->len, pitch[k] = im->pitch, to[k] = (uint8_t *)(uintptr_t)(dst + slice * k);
+  double idle = 1e30, beside = 0, busy = 0;
+  RtNvjpegPoolStats before = {0};
+  for (int round = 0; !s && round < 4; round++) { /* 0: warm-up; 1, 2: idle; 3: beside the other work */
+    if (round == 1) before = rt_nvjpeg_pool_stats();
+    double t0 = now_ms();
+    for (int m = 0; round == 3 && m < BUSY_MEMSETS && !s; m++)
+      s = RT_CU(api, MemsetD8Async, (junk, (unsigned char)m, junk_bytes, other), "the other work", err, sizeof err);
+    double t1 = now_ms();
+    if (!s) s = rt_nvjpeg_decode(j, BESIDE, data, len, to, pitch, st, failed, err, sizeof err);
+    if (!s) s = RT_CU(api, StreamSynchronize, (st), "after the decode", err, sizeof err);
+    double t2 = now_ms();
+    if (!s) s = RT_CU(api, StreamSynchronize, (other), "after the other work", err, sizeof err);
+    double t3 = now_ms();
+    if (round == 1 || round == 2) idle = t2 - t1 < idle ? t2 - t1 : idle;
+    if (round == 3) beside = t2 - t1, busy = t3 - t0;
+  }
+  CHECK(!s, "beside other work: %s", err);
+  RtNvjpegPoolStats after = rt_nvjpeg_pool_stats();
+  if (!s) {
+    printf("%s allocators: %d images of %dx%d decoded in %.1f ms on an idle device, %.1f ms beside %.1f ms of other "
+           "work%s\n",
+           pooled ? "pooled" : "nvJPEG's", BESIDE, im->w, im->h, idle, beside, busy,
+           beside > 0.8 * busy && beside > 2 * idle ? ": held until the other work ended" : "");
+    if (pooled)
+      CHECK(after.allocations == before.allocations && after.requests >= before.requests,
+            "the pool called the driver %lld times after the first batch (of %lld requests)",
+            (long long)(after.allocations - before.allocations), (long long)(after.requests - before.requests));
+  }
+  if (other) api->StreamDestroy(other);
+  if (junk) api->MemFree(junk);
+  if (dst) api->MemFree(dst);
+  rt_nvjpeg_free(j);
+}
+
 static void sample_nvml(void) {
   RtNvml *n = NULL;
   char why[512] = "";
@@ -294,6 +365,8 @@ int main(void) {
     run_backend(ctx, img, RT_NVJPEG_AUTO);
     run_backend(ctx, img, RT_NVJPEG_GPU_HYBRID);
     run_backend(ctx, img, RT_NVJPEG_HARDWARE);
+    run_beside_work(ctx, &img[4], 0);
+    run_beside_work(ctx, &img[4], 1);
   } else if (*err) {
     CHECK(0, "%s", err);
   }
