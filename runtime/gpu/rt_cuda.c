@@ -103,6 +103,8 @@ static int load_table(void *lib, RtCudaApi *a) {
   LOAD(DeviceGetPCIBusId, cuDeviceGetPCIBusId, NULL);
   /* optional: without them the all-reduce's clock is off (rt_gpu_allreduce.c), nothing else */
   LOAD_OPTIONAL(CtxGetCurrent, cuCtxGetCurrent); /* rt_nvjpeg_pool.c's context tags */
+  LOAD_OPTIONAL(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange);
+  LOAD_OPTIONAL(StreamCreateWithPriority, cuStreamCreateWithPriority);
   LOAD_OPTIONAL(EventRecordWithFlags, cuEventRecordWithFlags);
   LOAD_OPTIONAL(GraphGetNodes, cuGraphGetNodes);
   LOAD_OPTIONAL(GraphNodeGetType, cuGraphNodeGetType);

@@ -66,6 +66,9 @@ typedef struct RtCudaApi {
   CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);
   CUresult (*CtxSetCurrent)(CUcontext ctx);
   CUresult (*CtxGetCurrent)(CUcontext *ctx); /* optional: NULL where the driver lacks it */
+  /* optional: a stream of a priority (rt_gpu_jpeg.c's decode stream); NULL where the driver lacks them */
+  CUresult (*CtxGetStreamPriorityRange)(int *least, int *greatest);
+  CUresult (*StreamCreateWithPriority)(CUstream *s, unsigned int flags, int priority);
   CUresult (*ModuleLoadData)(CUmodule *mod, const void *image);
   CUresult (*ModuleUnload)(CUmodule mod);
   CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);

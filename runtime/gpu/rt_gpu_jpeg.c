@@ -107,6 +107,7 @@ struct RtGpuJpeg {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int threaded, quit, next_job;
+  int busy; /* the decode thread is in decode_slot */
 };
 
 static double seconds(void) {
@@ -181,6 +182,17 @@ static RtCudaStatus make_slots(RtGpuJpeg *p, char *err, size_t errlen) {
 
 static void *decode_main(void *arg);
 
+/* The decode stream, at the device's greatest priority where the driver
+ * has priorities: its kernels (nvJPEG's, the copies) then take the SMs as
+ * the training step's blocks finish instead of waiting behind the step. */
+static RtCudaStatus high_priority_stream(const RtCudaApi *a, CUstream *st, char *err, size_t errlen) {
+  int least = 0, greatest = 0;
+  if (a->StreamCreateWithPriority && a->CtxGetStreamPriorityRange &&
+      a->CtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS)
+    return RT_CU(a, StreamCreateWithPriority, (st, CU_STREAM_NON_BLOCKING, greatest), "the decode stream", err, errlen);
+  return RT_CU(a, StreamCreate, (st, CU_STREAM_NON_BLOCKING), "the decode stream", err, errlen);
+}
+
 RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out, char *err, size_t errlen) {
   if (!out || !x || !c) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: NULL argument");
   *out = NULL;
@@ -205,7 +217,7 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
   if (!s) s = make_kernel(p, x->g->val[c->v].type.dtype, err, errlen);
   if (!s) s = rt_nvjpeg_new((int)n, c->backend, &p->dec, err, errlen);
   if (!s) rt_nvjpeg_set_prechecked(p->dec, c->prechecked);
-  if (!s) s = RT_CU(p->api, StreamCreate, (&p->stream, CU_STREAM_NON_BLOCKING), "the decode stream", err, errlen);
+  if (!s) s = high_priority_stream(p->api, &p->stream, err, errlen);
   if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
   if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);
   if (!s) s = make_slots(p, err, errlen);
@@ -425,15 +437,33 @@ static void *decode_main(void *arg) {
     Slot *sl = &p->slot[p->next_job];
     while (!p->quit && sl->state != QUEUED) pthread_cond_wait(&p->cv, &p->mu);
     if (p->quit) break;
+    p->busy = 1;
     pthread_mutex_unlock(&p->mu);
     decode_slot(p, sl);
     pthread_mutex_lock(&p->mu);
+    p->busy = 0;
     sl->state = DONE;
     p->next_job = (p->next_job + 1) % SLOTS;
     pthread_cond_broadcast(&p->cv);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
+}
+
+/* Waits until the decode thread has done every queued slot.  A slot's
+ * buffers grow by freeing the old ones, and cuMemFree and cuMemFreeHost
+ * wait for the whole device: beside an nvJPEG decode in flight (which waits
+ * for the device too) they hung the run (seen on an H100 with two batches
+ * sent ahead), so they run only while no decode does. */
+static void quiesce(RtGpuJpeg *p) {
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    int queued = p->busy;
+    for (int k = 0; k < SLOTS; k++) queued |= p->slot[k].state == QUEUED;
+    if (!queued || p->threaded <= 0) break;
+    pthread_cond_wait(&p->cv, &p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
 }
 
 /* Checks the items and copies them into slot sl: each picture's place in
@@ -452,6 +482,7 @@ static RtCudaStatus copy_batch(RtGpuJpeg *p, Slot *sl, const RtGpuJpegItem *item
     bytes += it->rgb ? (size_t)it->bw * it->bh * 3 : it->len;
     names += strlen(it->name ? it->name : "?") + 1;
   }
+  if ((total ? total : 1) > sl->pics_cap || (bytes ? bytes : 1) > sl->bytes_cap) quiesce(p);
   RtCudaStatus s = grow_pics(p, sl, total ? total : 1, err, errlen);
   if (!s) s = grow_pinned(p->api, &sl->bytes, &sl->bytes_cap, bytes ? bytes : 1, "pinned JPEG files", err, errlen);
   if (!s && names > sl->names_cap) {
