@@ -15,8 +15,7 @@
  * Batches go to the executor as bytes through its input pipeline
  * (net_exec.h, docs/data.md), normalized on the device on the GPU; batch
  * b + 1 is staged before step b runs, so its copy overlaps the step (and
- * b + 2 with the GPU decoder, whose decode thread then never waits for the
- * host to send the next batch: net_exec_input_depth).  The
+ * more where the pipeline takes more: net_exec_input_depth).  The
  * time spent staging a batch (waiting for the loader, gathering bytes in
  * memory, waiting for a free pinned buffer) is the data wait.
  *

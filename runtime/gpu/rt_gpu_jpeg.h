@@ -10,9 +10,13 @@
  * on the executor's stream right before the step, which waits for the
  * decode by event.  So with batch i + 1 sent before step i is launched,
  * the JPEG engines decode it during step i.  RT_GPU_JPEG_SLOTS slots of
- * pictures, as many batches sent and not fed: with batch i + 2 sent too,
- * the decode thread goes on to it as soon as batch i + 1 is done, instead
- * of waiting for the host to send it after step i's launch.
+ * pictures, as many batches sent and not fed.  With three and batch i + 2
+ * sent too, the decode thread would go on to it as soon as batch i + 1 is
+ * done instead of waiting for the host to send it after step i's launch;
+ * but two runs so on an H100 hung mid-epoch (docs/PERF.md, 2026-12-07,
+ * twenty-first session; a slot's growth beside a decode in flight is the
+ * suspect, and the send now waits for the decodes before a slot grows),
+ * so it stays at two until a GPU run shows three safe.
  *
  * An item is a JPEG file's bytes, or pictures already decoded on the CPU
  * (RGB, h rows of w * 3 bytes), with its transform as one window
@@ -33,7 +37,7 @@
 
 typedef struct RtGpuJpeg RtGpuJpeg;
 
-enum { RT_GPU_JPEG_SLOTS = 3 };
+enum { RT_GPU_JPEG_SLOTS = 2 };
 
 typedef struct RtGpuJpegItem {
   int rgb;             /* 0: data is a JPEG file; 1: RGB pixels of the box below */

@@ -207,7 +207,7 @@ static void run_gpu(int nhwc) {
    * overwritten and freed right after each send (the pipeline keeps its
    * own), one more refused, and all fed in order: full, short, full. */
   int depth = s ? 0 : net_exec_input_depth(x);
-  CHECK(s || depth >= 3, "the GPU decoder takes %d batches sent and not fed, not 3 or more", depth);
+  CHECK(s || depth >= 2, "the GPU decoder takes %d batches sent and not fed, not 2 or more", depth);
   for (int b = 0; !s && b <= depth; b++) {
     RtLoaderItem copy[N];
     uint8_t *mine[N];
