@@ -25,6 +25,7 @@ typedef struct Block {
 static struct {
   pthread_mutex_t mu;
   const RtCudaApi *api;
+  CUcontext last; /* the context of the last request made with one current */
   Block *b;
   int n, cap;
   RtNvjpegPoolStats st;
@@ -36,9 +37,14 @@ void rt_nvjpeg_pool_use(const RtCudaApi *api) {
   pthread_mutex_unlock(&pool.mu);
 }
 
+/* The calling thread's context; a thread without one (a helper thread of
+ * nvJPEG's, say) is given the last one seen, so that the driver can serve
+ * it. */
 static CUcontext current(void) {
   CUcontext c = NULL;
   if (pool.api->CtxGetCurrent) pool.api->CtxGetCurrent(&c);
+  if (!c && pool.last && pool.api->CtxSetCurrent(pool.last) == CUDA_SUCCESS) c = pool.last;
+  if (c) pool.last = c;
   return c;
 }
 

@@ -10,7 +10,7 @@
  * freed block back to a pool and serve a later request of up to its size
  * from it; the driver is called only to grow the pool.  Blocks are tagged
  * with the context that was current when they were made and served only
- * to the same one.  rt_nvjpeg_pool_trim returns the free blocks of the
+ * to the same one (a thread with none current gets the last one seen).  rt_nvjpeg_pool_trim returns the free blocks of the
  * current context to the driver (when the last decoder goes).
  *
  * The callbacks have no user argument, so the pool is the process's: one
