@@ -754,10 +754,11 @@ static void balance(Run *r) {
   if (best >= 0) rt_loader_set_cpu_share(d->ltrain, best); /* else not measured yet: keep the share */
 }
 
-/* The end of the batches staged once batch b (of step t) is launched: up
- * to the pipeline's depth past b, within the epoch and the run, and while
- * auto has not looked, not past the batch it looks at (LOOK_AT), so that
- * a change of decoder finds nothing staged beyond it. */
+/* The end (exclusive) of the batches staged once batch b (of step t) is
+ * launched: b + depth, so that with b fed the pipeline holds depth - 1
+ * sent and not fed (net_exec_input_depth), within the epoch and the run,
+ * and while auto has not looked, not past the batch it looks at (LOOK_AT),
+ * so that a change of decoder finds nothing staged beyond it. */
 static int64_t stage_end(Run *r, int64_t b, int64_t t) {
   int64_t nb = r->spe * r->K, end = b + net_exec_input_depth(r->m->xt);
   int64_t left = (r->total - t - 1) * r->K + (r->K - 1 - b % r->K); /* batches of the run after b */
@@ -806,7 +807,8 @@ static NetStatus launch(Run *r, Epoch *ep, int64_t b, int64_t first, int64_t t, 
   if (s) return net_failed(s);
   m->infer_stale = 1, m->stepped = 1;
   p->live = 1, p->b = b, p->lr = lr;
-  if (r->d->auto_decoder && b + 1 == LOOK_AT && b + 1 < nb && (s = choose_again(r, e, b + 1))) return s;
+  if (r->d->auto_decoder && b + 1 == LOOK_AT && b + 1 < nb && t + 1 < r->total && (s = choose_again(r, e, b + 1)))
+    return s;
   if (r->d->ltrain && b == nb - 1 && e + 1 < r->epochs && t + 1 < r->total) {
     if ((s = choose_again(r, e + 1, 0))) return s;
     balance(r);

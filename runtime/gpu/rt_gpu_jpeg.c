@@ -100,6 +100,7 @@ struct RtGpuJpeg {
   int64_t host_decoded, failed; /* of the batches fed */
   int64_t decoded, jpegs;       /* images of batches whose decode time is counted, and of them nvJPEG's */
   int64_t host_jpegs;           /* nvJPEG's images of the batches fed */
+  double gpu_ms_j, host_s_j;    /* the decode times of the batches that gave nvJPEG any JPEG */
   double gpu_ms, host_s;        /* their decode time on the stream; the decode thread's time on the batches fed */
   int64_t host_n;               /* images fed */
   char first_failure[MSG];
@@ -286,8 +287,8 @@ void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host) {
 }
 
 double rt_gpu_jpeg_jpeg_rate(const RtGpuJpeg *p) {
-  double gpu = p->gpu_ms > 0 ? (double)p->jpegs / (p->gpu_ms / 1000) : 0;
-  double host = p->host_s > 0 ? (double)p->host_jpegs / p->host_s : 0;
+  double gpu = p->gpu_ms_j > 0 ? (double)p->jpegs / (p->gpu_ms_j / 1000) : 0;
+  double host = p->host_s_j > 0 ? (double)p->host_jpegs / p->host_s_j : 0;
   return gpu > 0 && host > 0 ? (gpu < host ? gpu : host) : 0;
 }
 
@@ -520,7 +521,7 @@ RtCudaStatus rt_gpu_jpeg_send(RtGpuJpeg *p, const RtGpuJpegItem *items, int n, c
   if (!s) s = RT_CU(a, EventSynchronize, (sl->consumed), "waiting for a free decoder slot", err, errlen);
   float ms = 0;
   if (!s && sl->n && a->EventElapsedTime(&ms, sl->t0, sl->t1) == CUDA_SUCCESS)
-    p->gpu_ms += ms, p->decoded += sl->n, p->jpegs += sl->nj;
+    p->gpu_ms += ms, p->decoded += sl->n, p->jpegs += sl->nj, p->gpu_ms_j += sl->nj ? ms : 0;
   sl->n = sl->nj = 0;
   if (!s) s = copy_batch(p, sl, items, n, err, errlen);
   if (!s && labels) s = rt_gpu_pack(p->x, p->c.label_v, labels, sl->table_host + p->label_at, err, errlen);
@@ -542,7 +543,7 @@ static RtCudaStatus take_done(RtGpuJpeg *p, Slot *sl, char *err, size_t errlen) 
   sl->state = IDLE;
   pthread_mutex_unlock(&p->mu);
   p->host_decoded += sl->host_decoded, p->failed += sl->failed;
-  p->host_s += sl->host_s, p->host_n += sl->n, p->host_jpegs += sl->nj;
+  p->host_s += sl->host_s, p->host_n += sl->n, p->host_jpegs += sl->nj, p->host_s_j += sl->nj ? sl->host_s : 0;
   if (!p->first_failure[0] && sl->first_failure[0])
     snprintf(p->first_failure, sizeof p->first_failure, "%s", sl->first_failure);
   if (sl->status) {

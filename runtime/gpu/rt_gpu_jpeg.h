@@ -88,9 +88,10 @@ RtCudaStatus rt_gpu_jpeg_feed(RtGpuJpeg *p, char *err, size_t errlen);
 double rt_gpu_jpeg_rate(const RtGpuJpeg *p);
 /* The two sides of it: images/s of the GPU's decode time and of the host's. */
 void rt_gpu_jpeg_rates(const RtGpuJpeg *p, double *gpu, double *host);
-/* The same as rt_gpu_jpeg_rate per JPEG nvJPEG decoded: the batches'
- * pictures decoded on the host are left out of the count, not out of the
- * time (their copies are a small part of it).  What the decoder could make
+/* The same as rt_gpu_jpeg_rate per JPEG nvJPEG decoded, over the batches
+ * that gave it any (one of only RGB items would add time and no JPEG): the
+ * batches' pictures decoded on the host are left out of the count, not out
+ * of the time (their copies are a small part of it).  What the decoder could make
  * were the workers to decode a different share of the batch (net_train.c's
  * balance); 0 before a batch is timed. */
 double rt_gpu_jpeg_jpeg_rate(const RtGpuJpeg *p);

@@ -574,6 +574,12 @@ RtCudaStatus rt_nvjpeg_decode(RtNvjpeg *j, int n, const uint8_t *const *data, co
     if (!dst[i]) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_nvjpeg_decode: image %d has no destination", i);
   }
   if (n == 0) return RT_CUDA_OK;
+  /* the stream's earlier decodes are done: what nvJPEG freed in them may serve this one */
+  if (j->pooled) {
+    RtCudaStatus s = RT_CU(j->cu, StreamSynchronize, (stream), "before a batch of JPEG images", err, errlen);
+    if (s) return s;
+    rt_nvjpeg_pool_fence();
+  }
   return j->backend == RT_NVJPEG_HARDWARE ? decode_hardware(j, n, data, len, dst, pitch, stream, failed, err, errlen)
                                           : decode_hybrid(j, n, data, len, dst, pitch, stream, failed, err, errlen);
 }

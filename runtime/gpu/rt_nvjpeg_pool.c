@@ -3,7 +3,9 @@
  *
  * A block is one driver allocation: device (cuMemAlloc) or pinned
  * (cuMemHostAlloc with nvJPEG's flags, which are the driver's), its size,
- * context and whether nvJPEG holds it.  A request takes the smallest free
+ * context, whether nvJPEG holds it, and whether it was freed since the
+ * last fence (held back: not served, but trimmed, since trim runs when the
+ * decoders are gone).  A request takes the smallest free
  * block of its kind, flags and context that holds it and is at most twice
  * its size (so a small request does not pin down a large block); else a
  * new block of the request rounded up to an eighth of its power of two.
@@ -19,7 +21,7 @@ typedef struct Block {
   size_t size;
   CUcontext ctx;
   unsigned int flags;
-  uint8_t pinned, used;
+  uint8_t pinned, used, held; /* held: freed, not served again before the next fence */
 } Block;
 
 static struct {
@@ -66,7 +68,8 @@ static int take(void **out, size_t size, int pinned, unsigned int flags) {
   int best = -1;
   for (int i = 0; i < pool.n; i++) {
     const Block *k = &pool.b[i];
-    if (k->used || k->pinned != pinned || k->flags != flags || k->ctx != ctx || k->size < size || k->size / 2 > size)
+    if (k->used || k->held || k->pinned != pinned || k->flags != flags || k->ctx != ctx || k->size < size ||
+        k->size / 2 > size)
       continue;
     if (best < 0 || k->size < pool.b[best].size) best = i;
   }
@@ -104,7 +107,8 @@ static int give(void *p, int pinned) {
   pthread_mutex_lock(&pool.mu);
   int rc = 1;
   for (int i = 0; i < pool.n; i++)
-    if (pool.b[i].p == p && pool.b[i].pinned == pinned && pool.b[i].used) pool.b[i].used = 0, rc = 0;
+    if (pool.b[i].p == p && pool.b[i].pinned == pinned && pool.b[i].used)
+      pool.b[i].used = 0, pool.b[i].held = 1, rc = 0;
   pthread_mutex_unlock(&pool.mu);
   return rc;
 }
@@ -113,6 +117,12 @@ int rt_nvjpeg_pool_dev_malloc(void **p, size_t size) { return take(p, size, 0, 0
 int rt_nvjpeg_pool_dev_free(void *p) { return give(p, 0); }
 int rt_nvjpeg_pool_pinned_malloc(void **p, size_t size, unsigned int flags) { return take(p, size, 1, flags); }
 int rt_nvjpeg_pool_pinned_free(void *p) { return give(p, 1); }
+
+void rt_nvjpeg_pool_fence(void) {
+  pthread_mutex_lock(&pool.mu);
+  for (int i = 0; i < pool.n; i++) pool.b[i].held = 0;
+  pthread_mutex_unlock(&pool.mu);
+}
 
 void rt_nvjpeg_pool_trim(void) {
   pthread_mutex_lock(&pool.mu);
