@@ -691,6 +691,18 @@ static int best_share(Run *r, double *most) {
   return rt_loader_best_share(g[3], h, c, most);
 }
 
+/* With the GPU decoder and a balanced share: best_share from the loader's
+ * next start on; the share, or -1 when it is kept (a share given, or the
+ * rates not measured yet). */
+static int balance(Run *r) {
+  Data *d = r->d;
+  if (!d->defer || r->c->cpu_share != 0) return -1;
+  double most;
+  int best = best_share(r, &most);
+  if (best >= 0) rt_loader_set_cpu_share(d->ltrain, best);
+  return best;
+}
+
 /* auto's second look, LOOK_AT batches into the first epoch with the GPU
  * decoder (or at its end, when it is shorter), nothing staged past batch
  * `next` yet.  When the threads alone decode (c) faster than the pipeline
@@ -711,13 +723,12 @@ static NetStatus choose_again(Run *r, int64_t e, int64_t next) {
   Data *d = r->d;
   if (!d->auto_decoder) return NET_OK;
   d->auto_decoder = 0; /* one look */
-  double h = 0, c = 0, both = input_capacity(r, 0), most = 0;
+  double h = 0, c = 0, both = input_capacity(r, 0);
   rt_loader_rates(d->ltrain, &h, &c);
-  int share = best_share(r, &most);
   if (!(c > both) || !(both > 0)) {
-    if (share >= 0 && r->c->cpu_share == 0 && abs(share - rt_loader_cpu_share(d->ltrain)) > 2) {
-      rt_loader_set_cpu_share(d->ltrain, share);
-      if (next > 0) rt_loader_start_at(d->ltrain, e, next), r->started = e;
+    int share = balance(r);
+    if (share >= 0 && next > 0 && abs(share - rt_loader_cpu_share(d->ltrain)) > 2) {
+      rt_loader_start_at(d->ltrain, e, next), r->started = e;
       name_decoder(d);
     }
     return NET_OK;
@@ -743,15 +754,6 @@ static NetStatus choose_again(Run *r, int64_t e, int64_t next) {
     r->c->on_warning(msg, r->c->user);
   }
   return NET_OK;
-}
-
-/* With the GPU decoder and a balanced share: best_share for the next epoch. */
-static void balance(Run *r) {
-  Data *d = r->d;
-  if (!d->defer || r->c->cpu_share != 0) return;
-  double most;
-  int best = best_share(r, &most);
-  if (best >= 0) rt_loader_set_cpu_share(d->ltrain, best); /* else not measured yet: keep the share */
 }
 
 /* The end (exclusive) of the batches staged once batch b (of step t) is

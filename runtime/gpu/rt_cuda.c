@@ -225,6 +225,17 @@ struct RtCudaCtx {
   CUstream stream;
 };
 
+RtCudaStatus rt_cuda_stream_first(const RtCudaApi *a, CUstream *st, int *prioritized, char *err, size_t errlen) {
+  int least = 0, greatest = 0,
+      prio = a->StreamCreateWithPriority && a->CtxGetStreamPriorityRange &&
+             a->CtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
+  if (prioritized) *prioritized = prio;
+  if (prio)
+    return RT_CU(a, StreamCreateWithPriority, (st, CU_STREAM_NON_BLOCKING, greatest),
+                 "a stream of the greatest priority", err, errlen);
+  return RT_CU(a, StreamCreate, (st, CU_STREAM_NON_BLOCKING), "a stream", err, errlen);
+}
+
 RtCudaStatus rt_cuda_ctx_init(RtCudaCtx **out, int ordinal, char *err, size_t errlen) {
   if (!out) {
     rt_errf(err, errlen, "rt_cuda_ctx_init: out is NULL");

@@ -177,6 +177,11 @@ RtCudaStatus rt_cuda_ctx_bind(RtCudaCtx *c, char *err, size_t errlen);
 const RtCudaApi *rt_cuda_ctx_api(const RtCudaCtx *c);
 CUstream rt_cuda_ctx_stream(const RtCudaCtx *c);
 CUdevice rt_cuda_ctx_device(const RtCudaCtx *c);
+/* A non-blocking stream at the device's greatest priority (its kernels
+ * take the SMs before those of the default priority as blocks finish) in
+ * the current context, else an ordinary one where the driver has no
+ * priorities; *prioritized (may be NULL) says which. */
+RtCudaStatus rt_cuda_stream_first(const RtCudaApi *a, CUstream *st, int *prioritized, char *err, size_t errlen);
 
 /* One loaded code image (cubin, fatbin or NUL-terminated PTX). */
 typedef struct RtCudaModule RtCudaModule;

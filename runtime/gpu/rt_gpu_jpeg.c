@@ -183,17 +183,6 @@ static RtCudaStatus make_slots(RtGpuJpeg *p, char *err, size_t errlen) {
 
 static void *decode_main(void *arg);
 
-/* The decode stream, at the device's greatest priority where the driver
- * has priorities: its kernels (nvJPEG's, the copies) then take the SMs as
- * the training step's blocks finish instead of waiting behind the step. */
-static RtCudaStatus high_priority_stream(const RtCudaApi *a, CUstream *st, char *err, size_t errlen) {
-  int least = 0, greatest = 0;
-  if (a->StreamCreateWithPriority && a->CtxGetStreamPriorityRange &&
-      a->CtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS)
-    return RT_CU(a, StreamCreateWithPriority, (st, CU_STREAM_NON_BLOCKING, greatest), "the decode stream", err, errlen);
-  return RT_CU(a, StreamCreate, (st, CU_STREAM_NON_BLOCKING), "the decode stream", err, errlen);
-}
-
 RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out, char *err, size_t errlen) {
   if (!out || !x || !c) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_jpeg_new: NULL argument");
   *out = NULL;
@@ -218,7 +207,8 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
   if (!s) s = make_kernel(p, x->g->val[c->v].type.dtype, err, errlen);
   if (!s) s = rt_nvjpeg_new((int)n, c->backend, &p->dec, err, errlen);
   if (!s) rt_nvjpeg_set_prechecked(p->dec, c->prechecked);
-  if (!s) s = high_priority_stream(p->api, &p->stream, err, errlen);
+  /* at the greatest priority: its kernels (nvJPEG's, the copies) take the SMs as the step's blocks finish */
+  if (!s) s = rt_cuda_stream_first(p->api, &p->stream, NULL, err, errlen);
   if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
   if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);
   if (!s) s = make_slots(p, err, errlen);

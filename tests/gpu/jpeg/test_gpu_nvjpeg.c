@@ -272,11 +272,8 @@ static double now_ms(void) {
 static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio) {
   const RtCudaApi *api = rt_cuda_ctx_api(ctx);
   CUstream st = rt_cuda_ctx_stream(ctx), other = NULL, mine = NULL;
-  int least = 0, greatest = 0;
-  if (prio && api->StreamCreateWithPriority && api->CtxGetStreamPriorityRange &&
-      api->CtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS &&
-      api->StreamCreateWithPriority(&mine, CU_STREAM_NON_BLOCKING, greatest) == CUDA_SUCCESS)
-    st = mine;
+  int prioritized = 0;
+  if (prio && rt_cuda_stream_first(api, &mine, &prioritized, NULL, 0) == RT_CUDA_OK) st = mine;
   char err[1024] = "";
   RtNvjpeg *j = NULL;
   CUdeviceptr dst = 0, junk = 0;
@@ -314,8 +311,12 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio)
   if (!s) {
     printf("%s allocators%s: %d images of %dx%d decoded in %.1f ms on an idle device, %.1f ms beside %.1f ms of "
            "other work%s\n",
-           pooled ? "pooled" : "nvJPEG's", mine ? ", stream of the greatest priority" : "", BESIDE, im->w, im->h, idle,
-           beside, busy, beside > 0.8 * busy && beside > 2 * idle ? ": held until the other work ended" : "");
+           pooled ? "pooled" : "nvJPEG's",
+           !mine         ? ""
+           : prioritized ? ", stream of the greatest priority"
+                         : ", a stream of its own (no priorities)",
+           BESIDE, im->w, im->h, idle, beside, busy,
+           beside > 0.8 * busy && beside > 2 * idle ? ": held until the other work ended" : "");
     if (pooled)
       CHECK(after.allocations == before.allocations && after.requests >= before.requests,
             "the pool called the driver %lld times after the first batch (of %lld requests)",
