@@ -74,39 +74,67 @@ static double coord(double o, double len, int n, int i, int size) {
   return f;
 }
 
+/* One source row interpolated across: for each output column, in the order
+ * it is stored (mirrored when the window flips), the row's value there, a
+ * plane of W floats per channel. */
+static void across(const uint8_t *row, const int *xi, const float *xf, int W, int flip, float *out) {
+  float *o0 = out, *o1 = out + W, *o2 = out + 2 * W;
+  ptrdiff_t step = 1;
+  if (flip) o0 += W - 1, o1 += W - 1, o2 += W - 1, step = -1;
+  for (int x = 0; x < W; x++, o0 += step, o1 += step, o2 += step) {
+    const uint8_t *l = row + xi[2 * x], *r = row + xi[2 * x + 1];
+    float wx = xf[x];
+    *o0 = l[0] + wx * (float)(r[0] - l[0]);
+    *o1 = l[1] + wx * (float)(r[1] - l[1]);
+    *o2 = l[2] + wx * (float)(r[2] - l[2]);
+  }
+}
+
+/* Bilinear: each output pixel interpolates across its two source rows,
+ * then between them.  The rows interpolated across are kept (two of them),
+ * since neighbouring output rows share source rows; the arithmetic per
+ * pixel is the same as doing it all at once, so the result is too. */
 void rt_augment_apply(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst) {
   size_t plane = (size_t)H * (size_t)W;
   int *xi = malloc(sizeof(int) * 2 * (size_t)W);
-  float *xf = malloc(sizeof(float) * (size_t)W);
-  if (!xi || !xf) {
+  float *xf = malloc(sizeof(float) * (size_t)W), *rows = malloc(sizeof(float) * 6 * (size_t)W);
+  if (!xi || !xf || !rows) {
     /* a shortage of a few KiB: give a black picture rather than crash */
     memset(dst, 0, 3 * plane);
-    free(xi), free(xf);
+    free(xi), free(xf), free(rows);
     return;
   }
   for (int x = 0; x < W; x++) {
     double fx = coord(win->x0, win->cw, W, x, src->w);
     int a = (int)fx;
-    xi[2 * x] = a, xi[2 * x + 1] = a + 1 < src->w ? a + 1 : a;
+    xi[2 * x] = 3 * a, xi[2 * x + 1] = 3 * (a + 1 < src->w ? a + 1 : a); /* byte offsets in a row */
     xf[x] = (float)(fx - a);
   }
+  int key[2] = {-1, -1}; /* the source row each of the two kept rows holds */
+  size_t stride = (size_t)src->w * 3;
   for (int y = 0; y < H; y++) {
     double fy = coord(win->y0, win->ch, H, y, src->h);
     int a = (int)fy, b = a + 1 < src->h ? a + 1 : a;
     float wy = (float)(fy - a);
-    const uint8_t *r0 = src->px + (size_t)a * (size_t)src->w * 3, *r1 = src->px + (size_t)b * (size_t)src->w * 3;
-    for (int x = 0; x < W; x++) {
-      int l = xi[2 * x] * 3, r = xi[2 * x + 1] * 3;
-      float wx = xf[x];
-      size_t at = (size_t)y * (size_t)W + (size_t)(win->flip ? W - 1 - x : x);
-      for (int c = 0; c < 3; c++) {
-        float top = r0[l + c] + wx * (float)(r0[r + c] - r0[l + c]);
-        float bot = r1[l + c] + wx * (float)(r1[r + c] - r1[l + c]);
-        dst[c * plane + at] = (uint8_t)(top + wy * (bot - top) + 0.5f);
-      }
+    int sa = key[0] == a ? 0 : key[1] == a ? 1 : -1;
+    if (sa < 0) {
+      sa = key[0] == b ? 1 : 0; /* keep b's row if it is held */
+      across(src->px + (size_t)a * stride, xi, xf, W, win->flip, rows + (size_t)sa * 3 * W);
+      key[sa] = a;
+    }
+    int sb = key[sa] == b ? sa : key[1 - sa] == b ? 1 - sa : -1;
+    if (sb < 0) {
+      sb = 1 - sa;
+      across(src->px + (size_t)b * stride, xi, xf, W, win->flip, rows + (size_t)sb * 3 * W);
+      key[sb] = b;
+    }
+    for (int c = 0; c < 3; c++) {
+      const float *top = rows + ((size_t)sa * 3 + c) * W, *bot = rows + ((size_t)sb * 3 + c) * W;
+      uint8_t *o = dst + c * plane + (size_t)y * W;
+      for (int x = 0; x < W; x++) o[x] = (uint8_t)(top[x] + wy * (bot[x] - top[x]) + 0.5f);
     }
   }
-  free(xi), free(xf);
+  free(xi), free(xf), free(rows);
 }
 
 void rt_augment_footprint(const RtAugWindow *win, int w, int h, int H, int W, int box[4]) {
