@@ -46,6 +46,13 @@ int rt_augment_min_short(RtAugKind kind, int train, int H, int W) {
   return side >= LARGE ? side * 256 / 224 : side;
 }
 
+int rt_augment_window_min_short(const RtAugWindow *win, int w, int h, int H, int W) {
+  int shorter = w < h ? w : h;
+  double f = fmax((double)W / win->cw, (double)H / win->ch); /* output pixels per picture pixel */
+  if (!(f * shorter < shorter)) return shorter;              /* 1 or more (or NaN): no scaling */
+  return (int)ceil(f * shorter);
+}
+
 static uint64_t next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -62,6 +62,12 @@ int rt_augment_window(RtAugKind kind, int train, uint64_t seed, int w, int h, in
 /* The window drawn on a picture of w x h mapped onto the same picture
  * decoded at sw x sh (DCT scaling): the same region of the scene. */
 RtAugWindow rt_augment_window_scaled(const RtAugWindow *win, int w, int h, int sw, int sh);
+/* The shorter side a decode of a w x h picture needs for one window: the
+ * largest DCT scale at which the window still covers H x W pixels (to
+ * within libjpeg's rounding up of the scaled size), so that no window is
+ * sampled up for having been decoded small, and a large one is decoded
+ * small. */
+int rt_augment_window_min_short(const RtAugWindow *win, int w, int h, int H, int W);
 /* The window applied: u8 CHW [3, H, W] into dst. */
 void rt_augment_apply(const RtImage *src, const RtAugWindow *win, int H, int W, uint8_t *dst);
 /* The pixels rt_augment_apply reads of a w x h picture: columns box[0] to

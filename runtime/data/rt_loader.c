@@ -145,7 +145,8 @@ static RtAugWindow window_of(const RtLoader *l, int64_t pos, int w, int h) {
 
 /* DECODE: the picture at path, transformed for position pos, into dst.
  * One-window transforms read the header, draw the window and decode only
- * the rows and columns it reads (rt_jpeg_decode_part). */
+ * the rows and columns it reads (rt_jpeg_decode_part), at the smallest DCT
+ * scale that keeps the window's pixels (rt_augment_window_min_short). */
 static int decode_item(RtLoader *l, Worker *wk, const char *path, int64_t pos, uint8_t *dst, char *msg) {
   RtImage im;
   if (!l->window) {
@@ -161,10 +162,11 @@ static int decode_item(RtLoader *l, Worker *wk, const char *path, int64_t pos, u
   int w, h, gpu_ok, sw, sh, box[4];
   if (n < 0 || rt_jpeg_header(wk->buf, (size_t)n, path, &w, &h, &gpu_ok, msg, MSG) != RT_JPEG_OK) return -1;
   RtAugWindow win = window_of(l, pos, w, h);
-  rt_jpeg_scaled_size(w, h, l->min_short, &sw, &sh);
+  int m = rt_augment_window_min_short(&win, w, h, l->c.H, l->c.W);
+  rt_jpeg_scaled_size(w, h, m, &sw, &sh);
   RtAugWindow s = rt_augment_window_scaled(&win, w, h, sw, sh);
   rt_augment_footprint(&s, sw, sh, l->c.H, l->c.W, box);
-  if (rt_jpeg_decode_part(wk->buf, (size_t)n, path, l->min_short, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
+  if (rt_jpeg_decode_part(wk->buf, (size_t)n, path, m, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
   rt_augment_apply(&im, &s, l->c.H, l->c.W, dst);
   rt_image_free(&im);
   return 0;
@@ -175,15 +177,15 @@ static int decode_item(RtLoader *l, Worker *wk, const char *path, int64_t pos, u
 static int decoded_here(const RtLoader *l, int64_t pos) { return (pos + 1) * l->share / 100 != pos * l->share / 100; }
 
 /* DEFER, a position decoded here: only the part its window reads, at the
- * transform's DCT scale, into the slot as an RGB item with its box. */
+ * window's DCT scale, into the slot as an RGB item with its box. */
 static int share_item(RtLoader *l, Slot *s, int64_t k, const char *path, int64_t n, int w, int h, RtAugWindow win,
                       char *msg) {
-  int sw, sh, box[4];
-  rt_jpeg_scaled_size(w, h, l->min_short, &sw, &sh);
+  int sw, sh, box[4], m = rt_augment_window_min_short(&win, w, h, l->c.H, l->c.W);
+  rt_jpeg_scaled_size(w, h, m, &sw, &sh);
   RtAugWindow sc = rt_augment_window_scaled(&win, w, h, sw, sh);
   rt_augment_footprint(&sc, sw, sh, l->c.H, l->c.W, box);
   RtImage im;
-  if (rt_jpeg_decode_part(s->bytes[k], (size_t)n, path, l->min_short, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
+  if (rt_jpeg_decode_part(s->bytes[k], (size_t)n, path, m, box, &im, msg, MSG) != RT_JPEG_OK) return -1;
   int bw = box[2] - box[0] + 1, bh = box[3] - box[1] + 1;
   size_t row = (size_t)bw * 3, need = row * (size_t)bh;
   uint8_t *px = malloc(need ? need : 1);

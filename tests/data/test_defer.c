@@ -132,9 +132,9 @@ static void free_recs(Rec *r, int64_t n) {
   for (int64_t i = 0; i < n; i++) free(r[i].data);
 }
 
-/* An item decoded and windowed here, as a GPU decoder would (at full size
- * for JPEG items: the same bytes as the DECODE mode need the same DCT
- * scale, so decode at the transform's min_short and map the window). */
+/* An item decoded and windowed here, as a GPU decoder would (which
+ * decodes JPEG items at full size: the same bytes as the DECODE mode need
+ * the same DCT scale, so decode at the window's and map the window). */
 static int apply_item(const Rec *r, int train, RtAugKind aug, uint8_t *dst) {
   if (r->it.kind == RT_ITEM_RGB) { /* its part put back in place in a picture of its size */
     const RtLoaderItem *it = &r->it;
@@ -152,9 +152,8 @@ static int apply_item(const Rec *r, int train, RtAugKind aug, uint8_t *dst) {
   }
   RtImage im;
   char err[512];
-  if (rt_jpeg_decode_mem(r->data, r->it.len, "item", rt_augment_min_short(aug, train, HW, HW), &im, err, sizeof err) !=
-      RT_JPEG_OK)
-    return -1;
+  int m = rt_augment_window_min_short(&r->it.win, r->it.w, r->it.h, HW, HW);
+  if (rt_jpeg_decode_mem(r->data, r->it.len, "item", m, &im, err, sizeof err) != RT_JPEG_OK) return -1;
   RtAugWindow s = rt_augment_window_scaled(&r->it.win, r->it.w, r->it.h, im.w, im.h);
   rt_augment_apply(&im, &s, HW, HW, dst);
   rt_image_free(&im);

@@ -369,6 +369,41 @@ static void test_partial(void) {
         "partial decodes: %d of %d outputs equal, %d boxes equal", equal, cases, same_box);
 }
 
+/* The DCT scale per window: the scaled window covers the output (to within
+ * a pixel of libjpeg's rounding), and the next scale down would not. */
+static void test_window_scale(void) {
+  uint64_t rng = 11;
+  int cases = 0, covers = 0, largest = 0, scaled = 0;
+  for (int t = 0; t < 2000; t++) {
+    int w = 64 + (int)(old_next(&rng) % 4000), h = 64 + (int)(old_next(&rng) % 3000);
+    int H = t % 3 ? 224 : 32 + (int)(old_next(&rng) % 300), W = t % 5 ? H : 32 + (int)(old_next(&rng) % 300);
+    RtAugWindow win;
+    if (rt_augment_window(t % 7 ? RT_AUG_RRC : RT_AUG_NONE, t % 7 != 0, (uint64_t)t, w, h, H, W, &win)) continue;
+    int m = rt_augment_window_min_short(&win, w, h, H, W), sw, sh;
+    rt_jpeg_scaled_size(w, h, m, &sw, &sh);
+    RtAugWindow sc = rt_augment_window_scaled(&win, w, h, sw, sh);
+    int d = (w + sw - 1) / sw; /* the scale chosen: w / d rounded up is sw */
+    /* (a window smaller than the output is sampled up whatever the scale: then the scale is 1) */
+    covers += (sc.cw >= W - 1 && sc.ch >= H - 1) || (d == 1 && (win.cw < W || win.ch < H));
+    scaled += d > 1;
+    if (d >= 8) {
+      largest++;
+    } else {
+      int nw = (w + 2 * d - 1) / (2 * d), nh = (h + 2 * d - 1) / (2 * d); /* the next scale's size */
+      largest += win.cw * nw / w < W || win.ch * nh / h < H;
+    }
+    cases++;
+  }
+  CHECK(cases > 1500 && covers == cases && largest == cases && scaled > cases / 10,
+        "window scales: %d windows, %d covered the output, %d at the largest scale that does, %d scaled", cases, covers,
+        largest, scaled);
+  /* the evaluation window asks for what the evaluation transform did: 256 for 224 */
+  RtAugWindow ev;
+  rt_augment_window(RT_AUG_NONE, 0, 0, 1200, 900, 224, 224, &ev);
+  int m = rt_augment_window_min_short(&ev, 1200, 900, 224, 224);
+  CHECK(m == rt_augment_min_short(RT_AUG_NONE, 0, 224, 224), "evaluation window's min_short %d", m);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: data_test_window WORKDIR\n");
@@ -378,6 +413,7 @@ int main(int argc, char **argv) {
   mkdir(work, 0755);
   test_apply();
   test_windows();
+  test_window_scale();
   test_header();
   test_partial();
   return check_report();
