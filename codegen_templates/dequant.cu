@@ -21,7 +21,8 @@
  *
  * Parameters: NETC_KERNEL_NAME, NETC_F8 (0 E4M3, 1 E5M2), or
  * NETC_DQ_SCALED with NETC_TX and NETC_MUL; NETC_COUNT (the elements of
- * q).  Launch: 1-D, 256 threads a block, any grid. */
+ * q).  Launch: 1-D, 256 threads a block, any grid (scaled: a thread for
+ * each 8 elements fills the device). */
 
 #if !defined(NETC_KERNEL_NAME) || !(defined(NETC_F8) || defined(NETC_DQ_SCALED)) || !defined(NETC_COUNT)
 #error "dequant.cu is a template: define NETC_KERNEL_NAME, NETC_F8 or NETC_DQ_SCALED, and NETC_COUNT"
@@ -33,11 +34,22 @@ static constexpr long long count = NETC_COUNT;
 __device__ __forceinline__ float netc_dq_ld(signed char v) { return (float)v; }
 template <typename T> __device__ __forceinline__ float netc_dq_ld(T v) { return netc_ld(v); }
 
+/* 8 elements a thread (one 8-byte load of i8, one 16-byte store of f16:
+ * an element a thread left the kernel at a sixth of the bandwidth), the
+ * last count % 8 one a thread; x and y start 16-byte aligned (tensors and
+ * scratch are placed at 256-byte offsets). */
 extern "C" __global__ void __launch_bounds__(256)
 NETC_KERNEL_NAME(const NETC_TX *__restrict__ x, netc_f16 *__restrict__ y) {
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
-    y[i] = netc_cv<netc_f16>(netc_dq_ld(x[i]) * NETC_MUL);
+  constexpr long long vecs = count / 8;
+  const long long stride = (long long)gridDim.x * blockDim.x, first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (long long i = first; i < vecs; i += stride) {
+    const netc_vec<NETC_TX, 8> a = netc_vld<NETC_TX, 8>(x, i);
+    netc_vec<netc_f16, 8> b;
+#pragma unroll
+    for (int k = 0; k < 8; k++) b.v[k] = netc_cv<netc_f16>(netc_dq_ld(a.v[k]) * NETC_MUL);
+    netc_vst<netc_f16, 8>(y, i, b);
+  }
+  for (long long i = vecs * 8 + first; i < count; i += stride) y[i] = netc_cv<netc_f16>(netc_dq_ld(x[i]) * NETC_MUL);
 }
 #else
 

@@ -36,7 +36,7 @@ static int quant_residual(Emit *e, int r) {
   cg_emit_def_float(e, "NETC_MUL", d->rscale);
   cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
   CG_EMIT_ARGS(e, in(r), scratch(k->rin_offset));
-  if (cg_emit_end(e, "dequant.cu", cg_emit_grid_1d(e, count), 1, BLOCK, 1)) return -1;
+  if (cg_emit_end(e, "dequant.cu", cg_emit_grid_1d(e, (count + 7) / 8), 1, BLOCK, 1)) return -1;
   last_when(e, CG_K_RES_UNFUSED);
   cg_emit_hoist_last(e);
   return 0;
