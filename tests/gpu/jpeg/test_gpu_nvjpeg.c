@@ -254,14 +254,24 @@ static void run_backend(RtCudaCtx *ctx, Img *img, RtNvjpegBackend want) {
 }
 
 /* A batch of BESIDE copies of the photo-sized image decoded while the
- * device is busy with about BUSY_MS of other work (memsets on a stream of
- * their own), against the same batch on an idle device: with nvJPEG's own
- * allocators a cudaFree inside the decode can hold it until the other work
- * ends; with the pool (rt_nvjpeg_pool.h) it must not.  The times are
- * printed, not checked (a shared machine's timing is not a test); checked:
- * after the first batch the pool serves every request without the driver,
- * so the decode calls no cudaMalloc or cudaFree of its own. */
-enum { BESIDE = 48, BUSY_MEMSETS = 40 };
+ * device is busy with about 30 ms of other work on a stream of its own --
+ * memsets, or (spin) kernels that fill every SM and spin on the clock, as a
+ * training step's kernels fill them -- against the same batch on an idle
+ * device: with nvJPEG's own allocators a cudaFree inside the decode can hold
+ * it until the other work ends; with the pool (rt_nvjpeg_pool.h) it must
+ * not.  The times are printed, not checked (a shared machine's timing is
+ * not a test); checked: after the first batch the pool serves every request
+ * without the driver, so the decode calls no cudaMalloc or cudaFree of its
+ * own. */
+enum { BESIDE = 48, BUSY_MEMSETS = 40, SPIN_LAUNCHES = 8, SPIN_BLOCKS = 2048 };
+
+/* netc_spin(cycles): each thread waits until its SM's clock has moved on by cycles. */
+static const char SPIN_PTX[] = ".version 7.0\n.target sm_75\n.address_size 64\n"
+                               ".visible .entry netc_spin(.param .u64 cycles)\n{\n"
+                               " .reg .pred %p<2>;\n .reg .b64 %rd<5>;\n"
+                               " ld.param.u64 %rd1, [cycles];\n mov.u64 %rd2, %clock64;\n"
+                               "$L_spin:\n mov.u64 %rd3, %clock64;\n sub.s64 %rd4, %rd3, %rd2;\n"
+                               " setp.lt.u64 %p1, %rd4, %rd1;\n @%p1 bra $L_spin;\n ret;\n}\n";
 
 static double now_ms(void) {
   struct timespec ts;
@@ -269,7 +279,7 @@ static double now_ms(void) {
   return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio) {
+static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio, int spin) {
   const RtCudaApi *api = rt_cuda_ctx_api(ctx);
   CUstream st = rt_cuda_ctx_stream(ctx), other = NULL, mine = NULL;
   int prioritized = 0;
@@ -284,6 +294,12 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio)
   if (!s) s = RT_CU(api, MemAlloc, (&dst, slice * BESIDE), "the batch's pictures", err, sizeof err);
   if (!s) s = RT_CU(api, MemAlloc, (&junk, junk_bytes), "the other work's buffer", err, sizeof err);
   if (!s) s = RT_CU(api, StreamCreate, (&other, CU_STREAM_NON_BLOCKING), "the other work's stream", err, sizeof err);
+  CUmodule mod = NULL;
+  CUfunction fn = NULL;
+  if (!s && spin) s = RT_CU(api, ModuleLoadData, (&mod, SPIN_PTX), "the spinning kernel's PTX", err, sizeof err);
+  if (!s && spin) s = RT_CU(api, ModuleGetFunction, (&fn, mod, "netc_spin"), "netc_spin", err, sizeof err);
+  unsigned long long cycles = 4000000ULL; /* about 2 ms at 2 GHz: two waves of blocks a launch on an H100 */
+  void *params[] = {&cycles};
   CHECK(!s, "beside other work: %s", err);
   const uint8_t *data[BESIDE];
   size_t len[BESIDE], pitch[BESIDE];
@@ -295,8 +311,11 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio)
   for (int round = 0; !s && round < 4; round++) { /* 0: warm-up; 1, 2: idle; 3: beside the other work */
     if (round == 1) before = rt_nvjpeg_pool_stats();
     double t0 = now_ms();
-    for (int m = 0; round == 3 && m < BUSY_MEMSETS && !s; m++)
+    for (int m = 0; round == 3 && !spin && m < BUSY_MEMSETS && !s; m++)
       s = RT_CU(api, MemsetD8Async, (junk, (unsigned char)m, junk_bytes, other), "the other work", err, sizeof err);
+    for (int m = 0; round == 3 && spin && m < SPIN_LAUNCHES && !s; m++)
+      s = RT_CU(api, LaunchKernel, (fn, SPIN_BLOCKS, 1, 1, 256, 1, 1, 0, other, params, NULL), "the spinning kernel",
+                err, sizeof err);
     double t1 = now_ms();
     if (!s) s = rt_nvjpeg_decode(j, BESIDE, data, len, to, pitch, st, failed, err, sizeof err);
     double tc = now_ms();
@@ -311,12 +330,12 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio)
   RtNvjpegPoolStats after = rt_nvjpeg_pool_stats();
   if (!s) {
     printf("%s allocators%s: %d images of %dx%d decoded in %.1f ms on an idle device, %.1f ms beside %.1f ms of "
-           "other work (%.1f ms of it in the decode call)%s\n",
+           "%s (%.1f ms of it in the decode call)%s\n",
            pooled ? "pooled" : "nvJPEG's",
            !mine         ? ""
            : prioritized ? ", stream of the greatest priority"
                          : ", a stream of its own (no priorities)",
-           BESIDE, im->w, im->h, idle, beside, busy, call,
+           BESIDE, im->w, im->h, idle, beside, busy, spin ? "kernels filling the SMs" : "memsets", call,
            beside > 0.8 * busy && beside > 2 * idle ? ": held until the other work ended" : "");
     if (pooled)
       CHECK(after.allocations == before.allocations && after.requests >= before.requests,
@@ -325,6 +344,7 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio)
   }
   if (other) api->StreamDestroy(other);
   if (mine) api->StreamDestroy(mine);
+  if (mod) api->ModuleUnload(mod);
   if (junk) api->MemFree(junk);
   if (dst) api->MemFree(dst);
   rt_nvjpeg_free(j);
@@ -373,9 +393,11 @@ int main(void) {
     run_backend(ctx, img, RT_NVJPEG_AUTO);
     run_backend(ctx, img, RT_NVJPEG_GPU_HYBRID);
     run_backend(ctx, img, RT_NVJPEG_HARDWARE);
-    run_beside_work(ctx, &img[4], 0, 0);
-    run_beside_work(ctx, &img[4], 1, 0);
-    run_beside_work(ctx, &img[4], 1, 1);
+    run_beside_work(ctx, &img[4], 0, 0, 0);
+    run_beside_work(ctx, &img[4], 1, 0, 0);
+    run_beside_work(ctx, &img[4], 1, 1, 0);
+    run_beside_work(ctx, &img[4], 1, 0, 1);
+    run_beside_work(ctx, &img[4], 1, 1, 1);
   } else if (*err) {
     CHECK(0, "%s", err);
   }
