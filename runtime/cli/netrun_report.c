@@ -82,9 +82,23 @@ void netrun_report_layers(FILE *f, const NetQuantLayer *l, int n, int show) {
   fprintf(f, "  the %d of %d quantized layers whose error grows most (relative L2 against the reference):\n",
           show < n ? show : n, n);
   fprintf(f, "    %-32s %10s %10s %10s %10s %10s\n", "layer", "handed", "input q", "weight q", "output", "growth");
+  int folded = 0;
   for (int i = 0; i < n && i < show; i++) {
     const NetQuantLayer *x = r[i].l;
-    fprintf(f, "    %-32s %10.3g %10.3g %10.3g %10.3g %+10.3g\n", x->layer, x->in, x->act, x->weight, x->out, r[i].own);
+    char v[5][16];
+    const double col[5] = {x->in, x->act, x->weight, x->out, r[i].own};
+    for (int k = 0; k < 5; k++) /* an error that cannot be told apart is "-", never a number */
+      if (isnan(col[k]))
+        snprintf(v[k], sizeof v[k], "-");
+      else if (k == 4)
+        snprintf(v[k], sizeof v[k], "%+.3g", col[k]);
+      else
+        snprintf(v[k], sizeof v[k], "%.3g", col[k]);
+    folded += isnan(x->act);
+    fprintf(f, "    %-32s %10s %10s %10s %10s %10s\n", x->layer, v[0], v[1], v[2], v[3], v[4]);
   }
+  if (folded)
+    fprintf(f, "  input q \"-\": the layer before wrote this input in int8 itself (pass requant), so its quantization\n"
+               "  is part of the error handed to the layer\n");
   free(r);
 }

@@ -105,6 +105,13 @@ agree=$(sed -n 's/.*top-1 agreement [0-9.]*% (\([0-9]*\) of 64).*/\1/p' <<<"$out
 if [ -n "$agree" ] && [ "$agree" -ge 48 ] && ! cmp -s "$work/i8s.safetensors" "$work/i8.safetensors"; then ok; else
   bad "calibrated int8 (mse): agreement '${agree}' of 64, or the logits of the dynamic scales"
 fi
+# an error the table cannot tell apart (a layer whose input the layer before requantized) is "-" and said why,
+# never "nan"
+if grep -qiE "(^|[[:space:]])[-+]?nan([[:space:]]|$)" <<<"$out"; then
+  bad "the layer table prints nan"
+elif ! grep -qE "^    conv3 +[0-9.e+-]+ +- " <<<"$out" || ! grep -q 'input q "-": the layer before wrote' <<<"$out"; then
+  bad "the layer table lacks conv3's \"-\" (its input requantized by conv2) or the line that says why"
+else ok; fi
 # a model.so compiled with the scales carries them: the same logits as the .net with --int8-scales
 "$netc" "$m" --int8=all --int8-scales="$work/mse.scales" -o "$work/q.so" >/dev/null 2>&1
 expect 0 "logits of 64 images" "$netrun" infer "$work/q.so" --device cpu --weights "$work/ck.safetensors" \
