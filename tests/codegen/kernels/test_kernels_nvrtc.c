@@ -31,7 +31,7 @@ static int linear_cu;          /* the graph's linear ops on linear.cu (KerntestG
 static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd_weight] checked */
 static int fp8_grads;          /* FP8 data and weight gradients whose widening fp8_widened checked */
 static int requant_nodes;      /* requantized i8 results (pass requant) checked */
-static int residual_i8_nodes;  /* convolutions adding an i8 residual checked */
+static int residual_i8_nodes;  /* convolutions adding an i8 or a scaled residual (a copy first) checked */
 static int sync_packs[2];      /* synchronized batch norm's PACK launches checked: statistics, backward */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
