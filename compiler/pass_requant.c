@@ -43,8 +43,9 @@ static int i8_conv_bn(const IrGraph *g, const IrNode *n) {
 }
 
 /* The calibrated scale every cast of value v to i8 uses, when each use of
- * v is such a cast; else 0 (and 0 when v is a graph output or a
- * convolution's residual). */
+ * v is such a cast; else 0 (and 0 when v is a graph output).  Any other
+ * use keeps v in the default dtype: a shortcut, which reads a block output
+ * as a convolution's residual, among them. */
 static double only_i8_uses(const IrGraph *g, int v) {
   double scale = 0;
   for (int k = 0; k < g->noutput; k++)
@@ -53,7 +54,6 @@ static double only_i8_uses(const IrGraph *g, int v) {
     for (int i = 0; i < g->node[n].nin; i++) {
       if (g->node[n].in[i] != v) continue;
       const IrNode *c = &g->node[n];
-      if (c->op == IR_OP_CONV2D_BN && i == ir_conv_residual(g, c)) return 0; /* a shortcut keeps the dtype */
       double step = c->op == IR_OP_CAST && c->nin == 1 ? ir_value_step(g, c->out[0]) : 0;
       if (!(step > 0) || (scale && step != scale)) return 0;
       scale = step;

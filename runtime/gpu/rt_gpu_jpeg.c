@@ -207,7 +207,8 @@ RtCudaStatus rt_gpu_jpeg_new(RtGpu *x, const RtGpuJpegConfig *c, RtGpuJpeg **out
   if (!s) s = make_kernel(p, x->g->val[c->v].type.dtype, err, errlen);
   if (!s) s = rt_nvjpeg_new((int)n, c->backend, &p->dec, err, errlen);
   if (!s) rt_nvjpeg_set_prechecked(p->dec, c->prechecked);
-  /* at the greatest priority: its kernels (nvJPEG's, the copies) take the SMs as the step's blocks finish */
+  /* at the greatest priority, so that its own kernels take the SMs as the step's blocks finish; nvJPEG's
+   * hardware decode still waits for the step (it waits on work of its own: test_gpu_nvjpeg, docs/PERF.md) */
   if (!s) s = rt_cuda_stream_first(p->api, &p->stream, NULL, err, errlen);
   if (!s) s = RT_CU(p->api, MemAlloc, (&p->black, 4), "a black pixel", err, errlen);
   if (!s) s = RT_CU(p->api, MemsetD8Async, (p->black, 0, 4, p->stream), "a black pixel", err, errlen);

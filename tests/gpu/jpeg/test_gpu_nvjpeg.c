@@ -294,10 +294,10 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio,
   if (!s) s = RT_CU(api, MemAlloc, (&dst, slice * BESIDE), "the batch's pictures", err, sizeof err);
   if (!s) s = RT_CU(api, MemAlloc, (&junk, junk_bytes), "the other work's buffer", err, sizeof err);
   if (!s) s = RT_CU(api, StreamCreate, (&other, CU_STREAM_NON_BLOCKING), "the other work's stream", err, sizeof err);
-  CUmodule mod = NULL;
+  RtCudaModule *mod = NULL;
   CUfunction fn = NULL;
-  if (!s && spin) s = RT_CU(api, ModuleLoadData, (&mod, SPIN_PTX), "the spinning kernel's PTX", err, sizeof err);
-  if (!s && spin) s = RT_CU(api, ModuleGetFunction, (&fn, mod, "netc_spin"), "netc_spin", err, sizeof err);
+  if (!s && spin) s = rt_cuda_module_init(&mod, ctx, SPIN_PTX, "the spinning kernel", err, sizeof err);
+  if (!s && spin) s = rt_cuda_module_function(mod, "netc_spin", &fn, err, sizeof err);
   unsigned long long cycles = 4000000ULL; /* about 2 ms at 2 GHz: two waves of blocks a launch on an H100 */
   void *params[] = {&cycles};
   CHECK(!s, "beside other work: %s", err);
@@ -344,7 +344,7 @@ static void run_beside_work(RtCudaCtx *ctx, const Img *im, int pooled, int prio,
   }
   if (other) api->StreamDestroy(other);
   if (mine) api->StreamDestroy(mine);
-  if (mod) api->ModuleUnload(mod);
+  rt_cuda_module_free(mod);
   if (junk) api->MemFree(junk);
   if (dst) api->MemFree(dst);
   rt_nvjpeg_free(j);
