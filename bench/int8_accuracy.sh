@@ -17,7 +17,7 @@
 #
 # For each: `netrun train --checkpoint` (its weights and batch-norm
 # statistics), `netrun calibrate --data DIR --images CALIB_IMAGES` (the
-# default method, percentile 99.99, over training images spread evenly
+# default method, entropy, over training images spread evenly
 # through the set, on the CPU: calibrate runs there whatever the device), then
 # `netrun infer --data DIR --precision fp16 --int8 all --int8-scales S
 # --report` on the test split (every convolution but the first in int8, the
@@ -202,7 +202,7 @@ fi
 
 echo
 [ ${#checks[@]} -gt 0 ] && printf '%s\n' "${checks[@]}"
-echo "=== issue 19: INT8 (--int8 all, calibrated by percentile 99.99) against f16, same weights; logs in $out"
+echo "=== issue 19: INT8 (--int8 all, calibrated by entropy, the default) against f16, same weights; logs in $out"
 printf '%s\n' "model|images, device|f16 top-1|INT8 top-1|INT8 - f16 (pt)|top-1 agreement|target|result" "${rows[@]}" |
   awk -F'|' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } nf[NR] = NF }
     END { for (r = 1; r <= NR; r++) { s = ""; for (i = 1; i <= nf[r]; i++) s = s sprintf("%-" w[i] "s  ", c[r, i]); sub(/ +$/, "", s); print s } }'

@@ -62,6 +62,16 @@ static constexpr int V = NETC_V;
 static constexpr long long nvec = NETC_COUNT / NETC_V;
 #endif
 
+#if defined(NETC_CAST_I8)
+/* clamp(rint(f / s), -127, 127), the CPU executor's arithmetic; a zero
+ * (half of a relu's output) skips the division, whose slow path a zero
+ * dividend takes: the same result for any scale above 0 */
+__device__ __forceinline__ signed char netc_q8(float f, float s) {
+  if (f == 0.0f && s > 0.0f) return 0;
+  return (signed char)fminf(127.0f, fmaxf(-127.0f, rintf(f / s)));
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_CAST)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, ty_t *__restrict__ y)
@@ -124,7 +134,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, const float *__restrict__ part, ty_
     for (long long k = first; k < NETC_NSCALES; k += stride) tail[k] = scale;
 #endif
   }
-#define NETC_CONVERT(f, i) ((signed char)fminf(127.0f, fmaxf(-127.0f, rintf((f) / NETC_SCALE_AT(i)))))
+#define NETC_CONVERT(f, i) netc_q8((f), NETC_SCALE_AT(i))
 #else
 #define NETC_CONVERT(f, i) netc_cv<ty_t>(f)
 #endif

@@ -226,7 +226,7 @@ NetStatus net_infer(NetModel *m, const float *images, int64_t n, float *logits);
  * compiler/int8_scales.h describes; written atomically). */
 typedef struct NetCalibrateOpts {
   const char *layers; /* as NetLoadOpts.int8 (NULL: "all") */
-  const char *method; /* "percentile" (NULL: the default), "max", "mse" or "entropy" */
+  const char *method; /* "entropy" (NULL: the default), "percentile", "max" or "mse" */
   double percentile;  /* for "percentile": the share of magnitudes kept unclipped (0: 99.99) */
 } NetCalibrateOpts;
 NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCalibrateOpts *o, const char *path);

@@ -6,7 +6,10 @@
  * input the model compiled with --int8=LAYERS casts to i8) is read back and
  * its magnitudes added to a histogram (net_calib_hist.h, which also says
  * how each method -- max, percentile, mse, entropy -- picks the clipping
- * threshold T from it); the scale is T / 127.
+ * threshold T from it); the scale is T / 127.  Entropy is the default: on
+ * the two networks docs/correctness.md measures (ResNet-20 on CIFAR-10 and
+ * ResNet-50's body on Fashion-MNIST, f16 against INT8 on the GPU) it kept
+ * the top-1 agreement highest of the four.
  *
  * The scales go to the file int8_scales.h describes. */
 #include <math.h>
@@ -29,7 +32,7 @@ NetStatus net_calibrate(NetModel *m, const float *images, int64_t n, const NetCa
                     : !images ? "images"
                     : !o      ? "opts"
                               : "path");
-  const char *method = o->method ? o->method : "percentile";
+  const char *method = o->method ? o->method : "entropy";
   int which = -1;
   for (int i = 0; i < 4; i++)
     if (strcmp(method, METHODS[i]) == 0) which = i;

@@ -157,7 +157,7 @@ static void usage(FILE *f) {
              "calibrate: the int8 scales of MODEL's layers (--int8, default all: every convolution but the first)\n"
              "from the images in B (`image` f32 [N,C,H,W], whole batches), or --data DIR's training images\n"
              "(--images N of them, default 1024, evenly spread), written to OUT for --int8-scales:\n"
-             "  --method M           percentile (default), max, mse or entropy\n"
+             "  --method M           entropy (default), percentile, max or mse\n"
              "  --percentile P       for percentile: the share of magnitudes kept unclipped (default 99.99)\n"
              "\n"
              "export: the weights in IN (a --checkpoint file or a weights file) as a PyTorch state_dict in OUT:\n"
@@ -1138,7 +1138,7 @@ static int cmd_calibrate(int argc, char **argv) {
   }
   int64_t used = n / net_batch(m) * net_batch(m);
   printf("netrun: int8 scales of %s's layers (--int8 %s) from %lld images%s%s by %s; wrote %s\n", o.model, layers,
-         (long long)used, o.data ? " of " : "", o.data ? o.data : "", o.method ? o.method : "percentile", o.out);
+         (long long)used, o.data ? " of " : "", o.data ? o.data : "", o.method ? o.method : "entropy", o.out);
   status = 0;
 done:
   net_images_free(&set);

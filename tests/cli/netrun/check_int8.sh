@@ -81,6 +81,11 @@ cal=("$netrun" calibrate "$m" --weights "$work/ck.safetensors" --inputs "$work/b
 for meth in max percentile mse entropy; do
   expect 0 "int8 scales of .* from 64 images by $meth; wrote" "${cal[@]}" --method "$meth" --out "$work/$meth.scales"
 done
+# without --method: entropy, the same scales as --method entropy
+expect 0 "int8 scales of .* from 64 images by entropy; wrote" "${cal[@]}" --out "$work/default.scales"
+if diff <(grep -v '^#' "$work/default.scales") <(grep -v '^#' "$work/entropy.scales") >/dev/null; then ok; else
+  bad "calibrate's default scales differ from --method entropy's"
+fi
 python3 - "$work" <<'PY' && ok || bad "calibrate's scale files"
 import sys
 w = sys.argv[1]
