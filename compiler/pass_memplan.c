@@ -13,7 +13,9 @@
  * Time is the node index.  An activation lives from its producer to its last
  * consumer (a graph output to past the last node), or longer when a consumer
  * holds its inputs (`hold=H`, pass_overlap: H nodes past it); an input lives for the
- * whole step, so it is never overwritten while the step runs.  A node's
+ * whole step, so it is never overwritten while the step runs, and so does the
+ * result of a node marked `once` (pass_hoist), which later steps read without
+ * running the node again.  A node's
  * results therefore never share memory with its inputs: no op works in place
  * on an activation (sgd_update and batchnorm_train write PARAM/STATE).
  * Offsets come from greedy-by-size: inputs first, then activations largest
@@ -71,7 +73,8 @@ static Buf *live_ranges(const IrGraph *g, int64_t batch, int *n) {
       *n = -1 - v;
       return NULL;
     }
-    int whole = val->kind == IR_VAL_INPUT;
+    /* an input, and a result computed once for many steps (`once`, pass_hoist), lives for the whole step */
+    int whole = val->kind == IR_VAL_INPUT || (val->def >= 0 && ir_attr_int(&g->node[val->def], "once", 0));
     b[*n] = (Buf){v, whole ? -1 : val->def, whole ? g->nnode : val->def, size};
     idx[v] = (*n)++;
   }

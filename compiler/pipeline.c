@@ -19,6 +19,7 @@ static const Pass PIPELINE[] = {
     {"requant", pass_requant, "an i8 convolution read only by calibrated casts to i8 writes that i8 itself"},
     {"prologue", pass_prologue, "batch norm + relu read by convolutions applied in their prologue, not stored"},
     {"overlap", pass_overlap, "weight gradients hold their inputs until the next data gradient, to run beside it"},
+    {"hoist", pass_hoist, "an inference graph's weight casts run when the weights change, not every step"},
     {"memplan", pass_memplan, "liveness and buffer reuse: every activation's offset in one arena"},
 };
 

@@ -67,6 +67,7 @@ int pass_precision_parse(const char *name, PassCtx *cx);
 IrGraph *pass_requant(IrGraph *g, PassCtx *cx);
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx);
 IrGraph *pass_overlap(IrGraph *g, PassCtx *cx);
+IrGraph *pass_hoist(IrGraph *g, PassCtx *cx);
 IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);
 /* The least any plan of g's activations can use: the largest sum of the
  * sizes of values live at one time, at g->plan_batch. */

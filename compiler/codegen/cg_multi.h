@@ -17,7 +17,9 @@
  *             plan may reuse that space until the cast), and the
  *             optimizer section's start (IrGraph.opt_first) does not come
  *             first.  So a run never crosses it (rt_gpu_accum.c launches
- *             the nodes before and after it separately).
+ *             the nodes before and after it separately).  Casts marked
+ *             `once` (pass_hoist) and unmarked ones never share a run: the
+ *             executor launches the former outside the step.
  *
  * cg_multi_plan() finds the runs and writes their kernels without a GPU
  * (no addresses are needed: the tensors' pointers come from a device

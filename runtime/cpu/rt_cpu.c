@@ -127,6 +127,9 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
     x->buf[v] = calloc(x->numel[v] ? (size_t)x->numel[v] : 1, es);
     if (!x->buf[v]) goto oom;
   }
+  if (!(x->once = calloc((size_t)g->nnode + 1, 1))) goto oom;
+  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = ir_attr_int(&g->node[i], "once", 0) != 0;
+  x->stale = 1;
   size_t need = 0;
   for (int i = 0; i < g->nnode; i++) {
     if (check_node(x, i)) {
@@ -159,6 +162,7 @@ void rt_cpu_free(RtCpu *x) {
     for (int v = 0; v < x->g->nval; v++) free(x->buf[v]);
   free(x->buf);
   free(x->numel);
+  free(x->once);
   free(x->scratch);
   free(x);
 }
@@ -174,7 +178,13 @@ int rt_cpu_find(const RtCpu *x, const char *name) {
 
 static int valid(const RtCpu *x, int v) { return x && v >= 0 && v < x->g->nval; }
 
-void *rt_cpu_data(RtCpu *x, int v) { return valid(x, v) ? x->buf[v] : NULL; }
+/* A parameter's or state's storage handed out may be written: the once
+ * nodes run again before the next step. */
+void *rt_cpu_data(RtCpu *x, int v) {
+  if (!valid(x, v)) return NULL;
+  if (x->g->val[v].kind == IR_VAL_PARAM || x->g->val[v].kind == IR_VAL_STATE) x->stale = 1;
+  return x->buf[v];
+}
 int64_t rt_cpu_numel(const RtCpu *x, int v) { return valid(x, v) ? x->numel[v] : 0; }
 int rt_cpu_is_int(const RtCpu *x, int v) { return valid(x, v) && is_int_dtype(x->g->val[v].type.dtype); }
 
@@ -194,6 +204,13 @@ static void round_outputs(RtCpu *x, const IrNode *n) {
   }
 }
 
+static int run_node(RtCpu *x, int i) {
+  const IrNode *n = &x->g->node[i];
+  int rc = rt_cpu_op_find(n->op)->run(x, n);
+  if (!rc) round_outputs(x, n);
+  return rc;
+}
+
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen) {
   if (!x) return rt_errf(err, errlen, "no executor");
   return rt_cpu_run_nodes(x, 0, x->g->nnode, err, errlen);
@@ -204,11 +221,12 @@ int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen) {
   x->err = err;
   x->errlen = errlen;
   int rc = 0;
-  for (int i = lo; i < hi && !rc; i++) {
-    const IrNode *n = &x->g->node[i];
-    rc = rt_cpu_op_find(n->op)->run(x, n);
-    if (!rc) round_outputs(x, n);
-  }
+  /* the once nodes read only weights: all of them first when the weights changed, none in the step */
+  for (int i = 0; x->stale && x->nonce && i < x->g->nnode && !rc; i++)
+    if (x->once[i]) rc = run_node(x, i);
+  if (!rc) x->stale = 0;
+  for (int i = lo; i < hi && !rc; i++)
+    if (!x->once[i]) rc = run_node(x, i);
   x->err = NULL;
   x->errlen = 0;
   return rc;

@@ -36,14 +36,19 @@ void rt_cpu_set_sync(RtCpu *x, const struct RtRefSync *sync);
 /* Value id of the input, parameter or state called name, or -1. */
 int rt_cpu_find(const RtCpu *x, const char *name);
 /* Storage of value v: float* for float dtypes, int64_t* for integer dtypes;
- * rt_cpu_numel gives its element count at this batch size. */
+ * rt_cpu_numel gives its element count at this batch size.  Handing out a
+ * parameter's or state's storage counts as a write: the nodes marked
+ * `once` (pass_hoist) run again before the next step. */
 void *rt_cpu_data(RtCpu *x, int v);
 int64_t rt_cpu_numel(const RtCpu *x, int v);
 int rt_cpu_is_int(const RtCpu *x, int v);
-/* Runs every node once, in order.  Returns 0, or -1 with a message naming the
+/* Runs every node once, in order, but those marked `once` (pass_hoist:
+ * casts of weights), which run first, and only when the weights may have
+ * changed since they last ran.  Returns 0, or -1 with a message naming the
  * node (its printed name and op) that failed. */
 int rt_cpu_run(RtCpu *x, char *err, size_t errlen);
-/* Runs nodes lo..hi-1 of the graph, in order (rt_cpu_run: all of them). */
+/* Runs nodes lo..hi-1 of the graph, in order (rt_cpu_run: all of them),
+ * the once nodes as rt_cpu_run does. */
 int rt_cpu_run_nodes(RtCpu *x, int lo, int hi, char *err, size_t errlen);
 
 /* --- gradient accumulation (rt_cpu_accum.c, docs/training.md) --- */

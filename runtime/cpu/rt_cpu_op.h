@@ -27,6 +27,9 @@ struct RtCpu {
   char *err;       /* the current rt_cpu_run's message buffer */
   size_t errlen;
   const RtRefSync *sync; /* batch norm's statistics over several processes (rt_cpu_set_sync), or NULL */
+  char *once;            /* per node: marked `once` (pass_hoist): run before a step after the weights change */
+  int nonce;             /* how many */
+  int stale;             /* the once nodes' results predate the weights (set when a weight's storage is handed out) */
 };
 
 /* Runs node n; returns 0, or -1 after rt_cpu_op_fail(). */

@@ -729,11 +729,14 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
     x->numel = calloc((size_t)g->nval + 1, sizeof *x->numel);
     x->conv = calloc((size_t)g->nnode + 1, sizeof *x->conv);
     x->first = calloc((size_t)g->nnode + 1, sizeof *x->first);
+    x->once = calloc((size_t)g->nnode + 1, 1);
   }
-  if (!x || !x->addr || !x->numel || !x->conv || !x->first) {
+  if (!x || !x->addr || !x->numel || !x->conv || !x->first || !x->once) {
     rt_gpu_free(x);
     return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_new: out of host memory");
   }
+  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = ir_attr_int(&g->node[i], "once", 0) != 0;
+  x->stale = 1;
   RtCudaStatus s = build(x, o, err, errlen);
   if (s) {
     rt_gpu_free(x);
@@ -775,6 +778,7 @@ void rt_gpu_free(RtGpu *x) {
   free(x->numel);
   free(x->conv);
   free(x->first);
+  free(x->once);
   free(x->launch);
   free(x->stage);
   free(x->fork_ev);
@@ -928,12 +932,18 @@ RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, c
   return RT_CUDA_OK;
 }
 
+void rt_gpu_written(RtGpu *x, int v) {
+  IrValueKind k = x->g->val[v].kind;
+  if (k == IR_VAL_PARAM || k == IR_VAL_STATE) x->stale = 1;
+}
+
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen) {
   size_t bytes = 0;
   RtCudaStatus s = stage_for(x, v, host, &bytes, err, errlen);
   if (s || (s = rt_gpu_pack(x, v, host, x->stage, err, errlen))) return s;
   if ((s = RT_CU(x->api, MemcpyHtoDAsync, (x->addr[v], x->stage, bytes, x->stream), "writing a value", err, errlen)))
     return s;
+  rt_gpu_written(x, v);
   return RT_CU(x->api, StreamSynchronize, (x->stream), "writing a value", err, errlen);
 }
 
@@ -1022,6 +1032,7 @@ static RtCudaStatus launch_range(RtGpu *x, int lo, int hi, GpuReduceCursor *redu
     }
     if (!s && reduce && i == x->g->opt_first) s = rt_gpu_allreduce_join(x, reduce, err, errlen);
     if (s) break;
+    if (x->once[i]) continue; /* rt_gpu_prepare's */
     if (!x->conv[i].side) {
       s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
     } else {
@@ -1072,9 +1083,19 @@ static CUevent *clock_place(RtGpu *x) {
 
 void rt_gpu_step_time(const RtGpu *x, double *ms, int64_t *steps) { *ms = x->clock_ms, *steps = x->clock_steps; }
 
+RtCudaStatus rt_gpu_prepare(RtGpu *x, char *err, size_t errlen) {
+  RtCudaStatus s = RT_CUDA_OK;
+  if (!x->stale || !x->nonce || x->capturing) return s;
+  for (int i = 0; !s && i < x->g->nnode; i++)
+    if (x->once[i]) s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
+  if (!s) x->stale = 0;
+  return s;
+}
+
 RtCudaStatus rt_gpu_run(RtGpu *x, char *err, size_t errlen) {
   if (!x) return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu_run: no executor");
   RtCudaStatus s = rt_cuda_ctx_bind(x->ctx, err, errlen);
+  if (!s) s = rt_gpu_prepare(x, err, errlen); /* on the stream, before the step that reads them */
   if (s) return s;
   /* rt_gpu_allreduce_set dropped the graph captured before */
   if (!x->exec && x->recapture && (s = rt_gpu_capture(x, err, errlen))) return s;

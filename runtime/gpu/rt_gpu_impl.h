@@ -55,6 +55,10 @@ struct RtGpu {
   size_t stage_bytes;
   RtGpuOptim *optim; /* multi-tensor runs (rt_gpu_optim.h), or NULL */
   int folded;        /* nodes that launch nothing because their run's head does their work */
+  /* nodes marked `once` (pass_hoist: casts of weights) run outside the step,
+   * before the next one after a parameter or state was written */
+  char *once; /* per node */
+  int nonce, stale;
   /* the weight gradients' branch (NETC_BRANCHES): side nodes (GpuConv.side)
    * run on side_stream with their own scratch and workspace; per side node
    * a fork event (recorded on the stream, waited for by side_stream) and a
@@ -157,5 +161,12 @@ RtCudaStatus rt_gpu_pack(const RtGpu *x, int v, const void *host, void *dst, cha
 RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, char *err, size_t errlen);
 void rt_gpu_nvtx_push(const IrGraph *g, int node);
 void rt_gpu_nvtx_pop(void);
+
+/* Value v was written from the host: a parameter or state makes the once
+ * nodes' results stale (rt_gpu_write, rt_gpu_mail_post). */
+void rt_gpu_written(RtGpu *x, int v);
+/* The once nodes, launched on the stream outside any capture when their
+ * results are stale (rt_gpu_run, rt_gpu_profile). */
+RtCudaStatus rt_gpu_prepare(RtGpu *x, char *err, size_t errlen);
 
 #endif

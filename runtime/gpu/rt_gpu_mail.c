@@ -75,6 +75,7 @@ RtCudaStatus rt_gpu_mail_post(RtGpuMail *m, int v, const void *host, char *err, 
   CUstream st = m->x->stream;
   if (!s) s = rt_gpu_pack(m->x, v, host, slot, err, errlen);
   if (!s) s = RT_CU(m->api, MemcpyHtoDAsync, (m->x->addr[v], slot, bytes, st), "posting a value", err, errlen);
+  if (!s) rt_gpu_written(m->x, v);
   if (!s) s = RT_CU(m->api, EventRecord, (m->ev[k], st), "posting a value", err, errlen);
   if (!s) m->val[k] = -1, m->next++;
   return s;
