@@ -234,8 +234,8 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
  * normalized output's dtype, when not z's; on a conv2d or conv2d_bn of
  * quantized values the dequantized result's, when not f32), for batchnorm_relu_bwd[_win]
- * optionally `dz_dtype` (likewise), for a cast optionally `once` (the
- * hoist pass: of parameters or state only) and for conv2d_bwd_weight
+ * optionally `dz_dtype` (likewise), for a cast or relayout optionally `once`
+ * (the hoist pass: of parameters or state only) and for conv2d_bwd_weight
  * optionally `hold` (the overlap pass); 0 when they are not. */
 static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, const char *what) {
   const char *keys = info->attrs ? info->attrs : "";
@@ -270,12 +270,14 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   if (ok && i < n->nattr && n->op == IR_OP_CAST && n->attr[i].key &&
       (strcmp(n->attr[i].key, "scale") == 0 || strcmp(n->attr[i].key, "axis") == 0))
     i++; /* an i8 cast's calibrated scale or per-channel axis: ir_infer checks them */
-  if (ok && i < n->nattr && n->op == IR_OP_CAST && n->attr[i].key && strcmp(n->attr[i].key, "once") == 0) {
+  int copy_op = n->op == IR_OP_CAST || n->op == IR_OP_RELAYOUT;
+  if (ok && i < n->nattr && copy_op && n->attr[i].key && strcmp(n->attr[i].key, "once") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] != 1) report(vf, n->loc, what, "attribute once must be 1");
     for (int a = 0; a < n->nin; a++) {
       IrValueKind kind = n->in[a] >= 0 && n->in[a] < vf->g->nval ? vf->g->val[n->in[a]].kind : IR_VAL_ACT;
       if (kind != IR_VAL_PARAM && kind != IR_VAL_STATE)
-        report(vf, n->loc, what, "a cast marked once reads input %d, which is not a parameter or state", a);
+        report(vf, n->loc, what, "%s marked once reads input %d, which is not a parameter or state",
+               n->op == IR_OP_CAST ? "a cast" : "a relayout", a);
     }
     i++;
   }
@@ -294,6 +296,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
          : n->op == IR_OP_CONV2D_BWD_WEIGHT ? ", then hold"
          : dz_op                            ? ", then dz_dtype"
          : n->op == IR_OP_CAST              ? ", then scale or axis, then once"
+         : n->op == IR_OP_RELAYOUT          ? ", then once"
                                             : "");
   return 0;
 }

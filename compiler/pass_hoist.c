@@ -6,8 +6,10 @@
  * training step must cast again after each update.  An inference step reads
  * the same weights every time, so such a cast recomputed its result on
  * every step: ResNet-50 in INT8 spent 108 launches a step on them (0.68 ms
- * of kernels on an H100), in f16 54.  This pass marks each cast whose
- * inputs are all parameters or state `once=1`; memplan gives its result
+ * of kernels on an H100), in f16 54; and the first convolution's filter is
+ * padded to 4 input channels by a relayout, also every step.  This pass
+ * marks each cast and relayout whose inputs are all parameters or state
+ * `once=1`; memplan gives its result
  * bytes of its own for the whole step, and the executors run the marked
  * nodes before the first step and again after any parameter or state is
  * written (runtime/cpu/rt_cpu.c, runtime/gpu/rt_gpu.c), never inside the
@@ -19,8 +21,8 @@
  * same graph with the attribute added (no result changes, only when a cast
  * runs and which buffers may share bytes).  -fno-hoist leaves it as it is.
  *
- *   before:  %5 = cast(@conv1.weight) {to=f16} : f16[64,7,7,4] krsc
- *   after:   %5 = cast(@conv1.weight) {to=f16 once=1} : f16[64,7,7,4] krsc
+ *   before:  %7 = cast(@layer1.0.conv1.weight) {to=f16} : f16[64,1,1,64] KRSC
+ *   after:   %7 = cast(@layer1.0.conv1.weight) {to=f16 once=1} : f16[64,1,1,64] KRSC
  */
 #include "pipeline.h"
 
@@ -33,7 +35,8 @@ IrGraph *pass_hoist(IrGraph *g, PassCtx *cx) {
   if (g->opt_first >= 0) return g;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
-    if (node->op != IR_OP_CAST || node->nin < 1 || ir_attr_find(node, "once")) continue;
+    int copies = node->op == IR_OP_CAST || node->op == IR_OP_RELAYOUT;
+    if (!copies || node->nin < 1 || ir_attr_find(node, "once")) continue;
     int all = 1;
     for (int k = 0; k < node->nin && all; k++) all = weight(g, node->in[k]);
     if (all && !ir_attr_set_int(g, n, "once", 1)) {
