@@ -273,6 +273,8 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
   int copy_op = n->op == IR_OP_CAST || n->op == IR_OP_RELAYOUT;
   if (ok && i < n->nattr && copy_op && n->attr[i].key && strcmp(n->attr[i].key, "once") == 0) {
     if (n->attr[i].kind != IR_ATTR_INT || n->attr[i].i[0] != 1) report(vf, n->loc, what, "attribute once must be 1");
+    if (vf->g->opt_first >= 0 || n->nin != 1)
+      report(vf, n->loc, what, "once is for a node of one input in a graph without an optimizer section");
     for (int a = 0; a < n->nin; a++) {
       IrValueKind kind = n->in[a] >= 0 && n->in[a] < vf->g->nval ? vf->g->val[n->in[a]].kind : IR_VAL_ACT;
       if (kind != IR_VAL_PARAM && kind != IR_VAL_STATE)

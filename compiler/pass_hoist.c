@@ -15,9 +15,9 @@
  * written (runtime/cpu/rt_cpu.c, runtime/gpu/rt_gpu.c), never inside the
  * step.
  *
- * Only graphs without an optimizer section (IrGraph.opt_first < 0:
- * inference and forward graphs) are marked: a training graph updates its
- * parameters inside the step.  Assumes a verified graph; guarantees the
+ * Only inference graphs (--inference, no optimizer section) are marked: a
+ * training graph updates its parameters inside the step; and only nodes of
+ * one input (an FP8 cast's amax history is state it writes every step).  Assumes a verified graph; guarantees the
  * same graph with the attribute added (no result changes, only when a cast
  * runs and which buffers may share bytes).  -fno-hoist leaves it as it is.
  *
@@ -32,11 +32,12 @@ static int weight(const IrGraph *g, int v) {
 }
 
 IrGraph *pass_hoist(IrGraph *g, PassCtx *cx) {
-  if (g->opt_first >= 0) return g;
+  if (!cx->inference || g->opt_first >= 0) return g;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
+    /* one input: an FP8 cast's second, its amax history, is state it updates in place every step */
     int copies = node->op == IR_OP_CAST || node->op == IR_OP_RELAYOUT;
-    if (!copies || node->nin < 1 || ir_attr_find(node, "once")) continue;
+    if (!copies || node->nin != 1 || ir_attr_find(node, "once")) continue;
     int all = 1;
     for (int k = 0; k < node->nin && all; k++) all = weight(g, node->in[k]);
     if (all && !ir_attr_set_int(g, n, "once", 1)) {

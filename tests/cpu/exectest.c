@@ -96,3 +96,14 @@ double exectest_compare(const char *what, const float *got, const float *want, i
             got[at], want[at], rel, tol);
   return n > 0 ? rel : 0;
 }
+
+int exectest_verify_msg(const IrGraph *g, const char *pass, char *buf, size_t len) {
+  memset(buf, 0, len);
+  FILE *f = fmemopen(buf, len - 1, "w");
+  if (!f) return -1;
+  Diag d;
+  diag_init(&d, f);
+  int rc = ir_verify(g, &d, pass);
+  fclose(f);
+  return rc;
+}

@@ -43,5 +43,8 @@ float *exectest_f(RtCpu *x, const char *name);
 /* max |a - b| / max(1, max |b|) over n elements; prints the worst element
  * as "what[i]: got a want b" when it exceeds tol.  Returns the error. */
 double exectest_compare(const char *what, const float *got, const float *want, int64_t n, double tol);
+/* ir_verify(g) as after pass `pass`, its messages into buf (len bytes, NUL
+ * terminated); nonzero when it refused the graph. */
+int exectest_verify_msg(const IrGraph *g, const char *pass, char *buf, size_t len);
 
 #endif

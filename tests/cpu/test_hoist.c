@@ -10,7 +10,10 @@
  *    nodes do not run again); and after every parameter was written anew
  *    (they must run again: a stale cast would give the old weights'
  *    logits, which differ).
- * 3. The verifier refuses `once` on a cast of an activation. */
+ *    And they run only then: a value planted in a once node's result
+ *    survives a step without a write, and is replaced after one.
+ * 3. The verifier refuses `once` on a cast or relayout of an activation,
+ *    and in a training graph. */
 #include <stdio.h>
 #include <string.h>
 
@@ -103,8 +106,51 @@ static void same_results(const char *what, const IrGraph *with, const IrGraph *w
   if (n[1][0] > 0 && n[2][0] == n[1][0])
     CHECK(memcmp(la[1], la[2], sizeof(float) * (size_t)n[1][0]) != 0,
           "%s: new weights change the logits (the check above can fail)", what);
+  /* the once nodes run only after a write: a value planted in the first one's result survives a step with
+   * the weights unchanged, and the same weights written again replace it (and give step 2's logits) */
+  int o = 0;
+  while (o < with->nnode && !ir_attr_int(&with->node[o], "once", 0)) o++;
+  CHECK(o < with->nnode, "%s: a once node", what);
+  if (o < with->nnode && n[2][0] > 0) {
+    int v = with->node[o].out[0];
+    float *r = rt_cpu_data(a, v), keep = r[0], got[MAXOUT];
+    r[0] = 12345.0f;
+    step(with, a, got);
+    CHECK(((float *)rt_cpu_data(a, v))[0] == 12345.0f, "%s: no write, the once nodes did not run again", what);
+    fill_weights(with, a, 102);
+    int64_t m = step(with, a, got);
+    CHECK(((float *)rt_cpu_data(a, v))[0] == keep && m == n[2][0] && !memcmp(got, la[2], sizeof(float) * (size_t)m),
+          "%s: the weights written again, the once nodes ran and the logits are step 2's", what);
+  }
   rt_cpu_free(a);
   rt_cpu_free(b);
+}
+
+/* ir_verify's message for g with node n marked once, or "" when it accepts it. */
+static const char *verify_once(const IrGraph *g, int n, char *buf, size_t len) {
+  IrGraph *bad = ir_graph_clone(g);
+  buf[0] = 0;
+  if (!bad || !ir_attr_set_int(bad, n, "once", 1)) return "(out of memory)";
+  return exectest_verify_msg(bad, "hoist", buf, len) ? buf : "";
+}
+
+/* `once` on a relayout of an activation (the image), or in a training graph: refused. */
+static void refusals(const IrGraph *infer, const IrGraph *train) {
+  char buf[8192];
+  int n = 0;
+  while (n < infer->nnode &&
+         !(infer->node[n].op == IR_OP_RELAYOUT && infer->val[infer->node[n].in[0]].kind != IR_VAL_PARAM))
+    n++;
+  CHECK(n < infer->nnode && strstr(verify_once(infer, n, buf, sizeof buf),
+                                   "a relayout marked once reads input 0, which is not a parameter or state"),
+        "once on the image's relayout refused (got: %s)", buf);
+  n = 0;
+  while (n < train->nnode &&
+         !(train->node[n].op == IR_OP_CAST && train->val[train->node[n].in[0]].kind == IR_VAL_PARAM))
+    n++;
+  CHECK(n < train->nnode &&
+            strstr(verify_once(train, n, buf, sizeof buf), "once is for a node of one input in a graph without an"),
+        "once in a training graph refused (got: %s)", buf);
 }
 
 /* `once` on a cast of an activation: refused, naming the input. */
@@ -116,12 +162,8 @@ static void refusal(const IrGraph *g) {
   IrGraph *bad = ir_graph_clone(g);
   CHECK(bad && ir_attr_set_int(bad, n, "once", 1), "marking it");
   if (!bad) return;
-  char buf[8192] = "";
-  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-  Diag d;
-  diag_init(&d, f);
-  int rc = ir_verify(bad, &d, "hoist");
-  fclose(f);
+  char buf[8192];
+  int rc = exectest_verify_msg(bad, "hoist", buf, sizeof buf);
   CHECK(rc && strstr(buf, "a cast marked once reads input 0, which is not a parameter or state"),
         "once on an activation's cast refused (got: %s)", buf);
 }
@@ -167,6 +209,11 @@ int main(int argc, char **argv) {
   int params, bad;
   CHECK(train && count_once(train, &params, &bad) == 0 && params > 0,
         "resnet20 training: its %d weight casts and relayouts run every step, none marked", train ? params : -1);
+  Arena ai;
+  arena_init(&ai);
+  IrGraph *infer = compile(&ai, argv[1], 1, NULL, NULL, 1);
+  if (train && infer) refusals(infer, train);
+  arena_free(&ai);
   arena_free(&at);
   return check_report();
 }

@@ -161,12 +161,8 @@ static void refusals(const char *root, const Int8Scales *scales) {
     else
       ys->f = BAD[k].scale < 0 ? 0 : BAD[k].scale;
     if (BAD[k].dtype == IR_DT_F16) g->val[node->out[0]].type.dtype = IR_DT_F16;
-    char buf[8192] = "";
-    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    Diag d;
-    diag_init(&d, f);
-    int bad = ir_verify(g, &d, "requant");
-    fclose(f);
+    char buf[8192];
+    int bad = exectest_verify_msg(g, "requant", buf, sizeof buf);
     CHECK(bad && strstr(buf, BAD[k].msg), "%s: refused with \"%s\" (got: %s)", BAD[k].what, BAD[k].msg, buf);
     arena_free(&a);
   }
