@@ -48,7 +48,9 @@
 # TRAIN_IMAGES (all: train's --train-images), STEPS (none: train's --steps,
 # both models), BATCH (the models' own: --batch for train, calibrate and
 # infer), REUSE (0; 1: a checkpoint left in $OUT by an earlier run is
-# calibrated and inferred again without training), CIFAR10_TAR
+# calibrated and inferred again without training), METHOD (calibrate's:
+# empty for its default, entropy; percentile, percentileP as percentile99.999,
+# max or mse; with REUSE=1 the methods compare on the same weights), CIFAR10_TAR
 # (../shared/data/cifar10-jpeg.tar.gz), CIFAR_DIR (/tmp/cifar10), FMNIST_DIR
 # (/usr/share/datasets/fashion-mnist: the IDX files), CACHE (netrun's kernel
 # cache), RUN_TIMEOUT (seconds a stage may take; 0, the default: no limit),
@@ -83,6 +85,20 @@ out=$OUT
 mkdir -p "$out" || die "cannot make OUT=$out"
 cache_opt=()
 [ -n "${CACHE:-}" ] && cache_opt=(--cache "$CACHE")
+method_opt=() method_name="entropy, the default"
+case "${METHOD:-}" in
+"") ;;
+entropy | max | mse) method_opt=(--method "$METHOD") method_name=$METHOD ;;
+percentile*)
+  pct=${METHOD#percentile}
+  method_opt=(--method percentile) method_name="percentile ${pct:-99.99}"
+  if [ -n "$pct" ]; then
+    [[ "$pct" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "METHOD=$METHOD: percentile then a number, as percentile99.999"
+    method_opt+=(--percentile "$pct")
+  fi
+  ;;
+*) die "METHOD=$METHOD: entropy, percentile[P], max or mse" ;;
+esac
 if [[ "$targets" == *" A "* ]]; then
   # CIFAR-10 as the convergence scripts have it: sets dir, mean and std
   # shellcheck source=bench/cifar10_setup.sh
@@ -133,7 +149,7 @@ measure() {
   fi
   rm -f "$scales"
   if ! stage "$name" calibrate "$netrun" calibrate "$model" --weights "$ckpt" --data "$data" --images "$calib" \
-    --out "$scales" "${norm[@]}" "${batch_opt[@]}" "${cache_opt[@]}"; then
+    --out "$scales" "${method_opt[@]}" "${norm[@]}" "${batch_opt[@]}" "${cache_opt[@]}"; then
     rows+=("$name|calibrate failed: $out/${name}_calibrate.log|||||$what|FAIL")
     failed=1
     return
@@ -202,7 +218,7 @@ fi
 
 echo
 [ ${#checks[@]} -gt 0 ] && printf '%s\n' "${checks[@]}"
-echo "=== issue 19: INT8 (--int8 all, calibrated by entropy, the default) against f16, same weights; logs in $out"
+echo "=== issue 19: INT8 (--int8 all, calibrated by $method_name) against f16, same weights; logs in $out"
 printf '%s\n' "model|images, device|f16 top-1|INT8 top-1|INT8 - f16 (pt)|top-1 agreement|target|result" "${rows[@]}" |
   awk -F'|' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } nf[NR] = NF }
     END { for (r = 1; r <= NR; r++) { s = ""; for (i = 1; i <= nf[r]; i++) s = s sprintf("%-" w[i] "s  ", c[r, i]); sub(/ +$/, "", s); print s } }'
