@@ -14,7 +14,11 @@
  * net amplifies rounding, and cuDNN rounds in other places than the CPU).  Then the step
  * is captured as a CUDA graph and replayed from the same start state,
  * twice: each replay must give what the launched step gave (1e-4 at
- * fp32, 1e-3 at fp16).  These runs take only the cuDNN engines marked
+ * fp32, 1e-3 at fp16).  An inference graph, whose weights' casts run
+ * outside the step (pass hoist), is replayed twice more in the same way:
+ * once with nothing written (the casts' results must have persisted), once
+ * after other weights and then these were written (they must follow).
+ * These runs take only the cuDNN engines marked
  * deterministic and no GenStats fusion (NETC_CUDNN_DETERMINISTIC=1).  The fp16 training steps run once more
  * with the default engines, which include the convolutions that write
  * batch-norm statistics (GenStats, summed with atomics): against the CPU as
@@ -217,7 +221,8 @@ static void run_config(const char *root, int ci) {
   RtCpu *cpu = NULL, *cpun[NEAR] = {NULL};
   RtGpu *gpu = NULL;
   void **init = NULL;
-  float **launched = NULL, **replayed = NULL, **again = NULL, **want = NULL, **near[NEAR] = {NULL};
+  float **launched = NULL, **replayed = NULL, **again = NULL, **kept = NULL, **back = NULL, **want = NULL,
+        **near[NEAR] = {NULL};
   char err[4096];
   if (!g) goto done;
   if (rt_cpu_new(g, BATCH, &cpu, err, sizeof err)) {
@@ -286,6 +291,26 @@ static void run_config(const char *root, int ci) {
   again = read_all(gpu, g);
   snprintf(what, sizeof what, "%s %s %s second replay", c->model, mode, prec);
   double e_again = compare_all(g, again, replayed, NULL, tol_replay, what, &bit2, NULL);
+  if (c->inference) {
+    /* the weights' casts run outside the step (pass hoist): their results persist through a replay with
+     * nothing written, and follow the weights when other ones are written and then these again */
+    int bit3 = 0, bit4 = 0;
+    ok = !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err);
+    CHECK(ok, "%s %s %s: replay without a write: %s", c->model, mode, prec, err);
+    if (!ok) goto done;
+    kept = read_all(gpu, g);
+    snprintf(what, sizeof what, "%s %s %s replay without a write", c->model, mode, prec);
+    compare_all(g, kept, again, NULL, tol_replay, what, &bit3, NULL);
+    void **other = gexec_values(g, BATCH, 1000 + (uint64_t)ci, narrow ? 1024.0f : 8.0f);
+    ok = other && gexec_write_all(gpu, g, other) == 0 && !rt_gpu_run(gpu, err, sizeof err) &&
+         gexec_write_all(gpu, g, init) == 0 && !rt_gpu_run(gpu, err, sizeof err) && !rt_gpu_sync(gpu, err, sizeof err);
+    if (other) gexec_values_free(g, other);
+    CHECK(ok, "%s %s %s: other weights, then these: %s", c->model, mode, prec, err);
+    if (!ok) goto done;
+    back = read_all(gpu, g);
+    snprintf(what, sizeof what, "%s %s %s other weights, then these again", c->model, mode, prec);
+    compare_all(g, back, again, NULL, tol_replay, what, &bit4, NULL);
+  }
   const char *engines = c->sync_bn           ? (c->any_engine ? "sync_bn any" : "sync_bn det")
                         : c->any_engine == 2 ? "every fusion"
                         : c->any_engine      ? "any engine"
@@ -307,6 +332,8 @@ done:
     free_all(g, launched);
     free_all(g, replayed);
     free_all(g, again);
+    free_all(g, kept);
+    free_all(g, back);
   }
   rt_gpu_free(gpu);
   rt_cpu_free(cpu);
