@@ -214,6 +214,12 @@ const IrAttr *ir_train_find(const IrGraph *g, const char *key) {
   return NULL;
 }
 
+int ir_value_is_weight(const IrGraph *g, int v) {
+  return v >= 0 && v < g->nval && (g->val[v].kind == IR_VAL_PARAM || g->val[v].kind == IR_VAL_STATE);
+}
+
+int ir_node_once(const IrNode *n) { return ir_attr_int(n, "once", 0) != 0; }
+
 int ir_opt_start(const IrGraph *g) { return g->opt_first >= 0 ? g->opt_first : g->nnode; }
 
 void ir_opt_follow(IrGraph *out, const IrGraph *g, int n) {

@@ -167,6 +167,14 @@ int ir_amax_history(const IrGraph *g, int v);
 IrAttr *ir_train_set(IrGraph *g, const IrAttr *a);
 const IrAttr *ir_train_find(const IrGraph *g, const char *key);
 
+/* --- weights and the nodes that read only them (ir.c) ------------------- */
+/* Value v is a parameter or state: storage that lives across steps and is
+ * written from outside them (initialization, weights files). */
+int ir_value_is_weight(const IrGraph *g, int v);
+/* Node n is marked `once=1` (pass hoist): it reads only weights and runs
+ * when they change, not in the step; its result lives across steps. */
+int ir_node_once(const IrNode *n);
+
 /* --- the optimizer section (ir.c) -------------------------------------- */
 /* Where the forward and backward nodes end: g->opt_first, or g->nnode when
  * g has no optimizer section. */

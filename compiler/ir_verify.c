@@ -276,8 +276,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
     if (vf->g->opt_first >= 0 || n->nin != 1)
       report(vf, n->loc, what, "once is for a node of one input in a graph without an optimizer section");
     for (int a = 0; a < n->nin; a++) {
-      IrValueKind kind = n->in[a] >= 0 && n->in[a] < vf->g->nval ? vf->g->val[n->in[a]].kind : IR_VAL_ACT;
-      if (kind != IR_VAL_PARAM && kind != IR_VAL_STATE)
+      if (!ir_value_is_weight(vf->g, n->in[a]))
         report(vf, n->loc, what, "%s marked once reads input %d, which is not a parameter or state",
                n->op == IR_OP_CAST ? "a cast" : "a relayout", a);
     }

@@ -26,21 +26,14 @@
  */
 #include "pipeline.h"
 
-static int weight(const IrGraph *g, int v) {
-  IrValueKind k = g->val[v].kind;
-  return k == IR_VAL_PARAM || k == IR_VAL_STATE;
-}
-
 IrGraph *pass_hoist(IrGraph *g, PassCtx *cx) {
   if (!cx->inference || g->opt_first >= 0) return g;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
     /* one input: an FP8 cast's second, its amax history, is state it updates in place every step */
     int copies = node->op == IR_OP_CAST || node->op == IR_OP_RELAYOUT;
-    if (!copies || node->nin != 1 || ir_attr_find(node, "once")) continue;
-    int all = 1;
-    for (int k = 0; k < node->nin && all; k++) all = weight(g, node->in[k]);
-    if (all && !ir_attr_set_int(g, n, "once", 1)) {
+    if (!copies || node->nin != 1 || ir_node_once(node) || !ir_value_is_weight(g, node->in[0])) continue;
+    if (!ir_attr_set_int(g, n, "once", 1)) {
       diag_error(cx->d, node->loc, "hoist: out of memory");
       return NULL;
     }

@@ -74,7 +74,7 @@ static Buf *live_ranges(const IrGraph *g, int64_t batch, int *n) {
       return NULL;
     }
     /* an input, and a result computed once for many steps (`once`, pass_hoist), lives for the whole step */
-    int whole = val->kind == IR_VAL_INPUT || (val->def >= 0 && ir_attr_int(&g->node[val->def], "once", 0));
+    int whole = val->kind == IR_VAL_INPUT || (val->def >= 0 && ir_node_once(&g->node[val->def]));
     b[*n] = (Buf){v, whole ? -1 : val->def, whole ? g->nnode : val->def, size};
     idx[v] = (*n)++;
   }

@@ -164,7 +164,7 @@ static int find_cast_runs(const IrGraph *g, int64_t batch, CgMultiPlan *p, int *
     for (int j = i + 1; !rc && j < end; j++) {
       const IrNode *c = &g->node[j];
       if (!taken[j] && cast_ok(g, c) && dtype_of(g, c->out[0]) == ty &&
-          ir_attr_int(c, "once", 0) == ir_attr_int(h, "once", 0) && /* all run in the step, or none (pass_hoist) */
+          ir_node_once(c) == ir_node_once(h) && /* all run in the step, or none (pass_hoist) */
           !ranges_hit(&used, arena_range(g, c->out[0], batch))) {
         buf[n++] = j;
         rc = ranges_add(&used, arena_range(g, c->out[0], batch));

@@ -44,7 +44,6 @@ const char *net_status_name(NetStatus s) {
 }
 
 static int is_int_dtype(IrDtype dt) { return dt == IR_DT_I32 || dt == IR_DT_I64 || dt == IR_DT_U8; }
-static int is_weight(const IrValue *v) { return v->kind == IR_VAL_PARAM || v->kind == IR_VAL_STATE; }
 
 static int input_named(const IrGraph *g, const char *name) {
   for (int v = 0; v < g->nval; v++)
@@ -200,7 +199,7 @@ static NetStatus shadow_new(NetModel *m, int read, float ***out) {
   if (!sh) return net_fail(NET_ERR_NOMEM, "out of memory");
   *out = sh;
   for (int v = 0; v < g->nval; v++) {
-    if (!is_weight(&g->val[v])) continue;
+    if (!ir_value_is_weight(g, v)) continue;
     if (!(sh[v] = malloc(sizeof(int64_t) * (size_t)(weight_numel(g, v) + 1))))
       return net_fail(NET_ERR_NOMEM, "out of memory");
     NetStatus s = read ? net_exec_read(x, net_exec_find(x, g->val[v].name), sh[v], net_err_buf(), NET_ERRMAX) : NET_OK;
@@ -259,7 +258,7 @@ static NetStatus pair_params(NetModel *m) {
   if (!m->pairs) return net_fail(NET_ERR_NOMEM, "out of memory");
   for (int v = 0; v < m->gi->nval; v++) {
     const IrValue *val = &m->gi->val[v];
-    if (!is_weight(val)) continue;
+    if (!ir_value_is_weight(m->gi, v)) continue;
     int t = net_exec_find(m->xt, val->name);
     if (t < 0 || !ir_type_equal(&m->gt->val[t].type, &val->type))
       return net_fail(NET_ERR_MODEL, "@%s of the inference graph has no twin of its type in the training graph",

@@ -128,7 +128,7 @@ int rt_cpu_new(const IrGraph *g, int64_t batch, RtCpu **out, char *err, size_t e
     if (!x->buf[v]) goto oom;
   }
   if (!(x->once = calloc((size_t)g->nnode + 1, 1))) goto oom;
-  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = ir_attr_int(&g->node[i], "once", 0) != 0;
+  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = (char)ir_node_once(&g->node[i]);
   x->stale = 1;
   size_t need = 0;
   for (int i = 0; i < g->nnode; i++) {
@@ -182,7 +182,7 @@ static int valid(const RtCpu *x, int v) { return x && v >= 0 && v < x->g->nval; 
  * nodes run again before the next step. */
 void *rt_cpu_data(RtCpu *x, int v) {
   if (!valid(x, v)) return NULL;
-  if (x->g->val[v].kind == IR_VAL_PARAM || x->g->val[v].kind == IR_VAL_STATE) x->stale = 1;
+  if (ir_value_is_weight(x->g, v)) x->stale = 1;
   return x->buf[v];
 }
 int64_t rt_cpu_numel(const RtCpu *x, int v) { return valid(x, v) ? x->numel[v] : 0; }

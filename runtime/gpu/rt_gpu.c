@@ -735,7 +735,7 @@ RtCudaStatus rt_gpu_new(const IrGraph *g, int64_t batch, const RtGpuOpts *o, RtG
     rt_gpu_free(x);
     return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu_new: out of host memory");
   }
-  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = ir_attr_int(&g->node[i], "once", 0) != 0;
+  for (int i = 0; i < g->nnode; i++) x->nonce += x->once[i] = (char)ir_node_once(&g->node[i]);
   x->stale = 1;
   RtCudaStatus s = build(x, o, err, errlen);
   if (s) {
@@ -933,8 +933,7 @@ RtCudaStatus rt_gpu_unpack(const RtGpu *x, int v, const void *src, void *host, c
 }
 
 void rt_gpu_written(RtGpu *x, int v) {
-  IrValueKind k = x->g->val[v].kind;
-  if (k == IR_VAL_PARAM || k == IR_VAL_STATE) x->stale = 1;
+  if (ir_value_is_weight(x->g, v)) x->stale = 1;
 }
 
 RtCudaStatus rt_gpu_write(RtGpu *x, int v, const void *host, char *err, size_t errlen) {

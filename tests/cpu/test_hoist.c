@@ -50,7 +50,7 @@ static int count_once(const IrGraph *g, int *of_param, int *bad) {
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
     if (node->op != IR_OP_CAST && node->op != IR_OP_RELAYOUT) continue;
-    int param = g->val[node->in[0]].kind == IR_VAL_PARAM, marked = ir_attr_int(node, "once", 0) != 0;
+    int param = g->val[node->in[0]].kind == IR_VAL_PARAM, marked = ir_node_once(node);
     *of_param += param;
     once += marked;
     *bad += marked && !param;
@@ -109,7 +109,7 @@ static void same_results(const char *what, const IrGraph *with, const IrGraph *w
   /* the once nodes run only after a write: a value planted in the first one's result survives a step with
    * the weights unchanged, and the same weights written again replace it (and give step 2's logits) */
   int o = 0;
-  while (o < with->nnode && !ir_attr_int(&with->node[o], "once", 0)) o++;
+  while (o < with->nnode && !ir_node_once(&with->node[o])) o++;
   CHECK(o < with->nnode, "%s: a once node", what);
   if (o < with->nnode && n[2][0] > 0) {
     int v = with->node[o].out[0];
@@ -134,38 +134,12 @@ static const char *verify_once(const IrGraph *g, int n, char *buf, size_t len) {
   return exectest_verify_msg(bad, "hoist", buf, len) ? buf : "";
 }
 
-/* `once` on a relayout of an activation (the image), or in a training graph: refused. */
-static void refusals(const IrGraph *infer, const IrGraph *train) {
-  char buf[8192];
+/* The first `op` node of g whose input is a weight (of_weight 1) or not (0), marked once: refused with msg. */
+static void refused(const IrGraph *g, IrOp op, int of_weight, const char *msg, const char *what) {
+  char buf[8192] = "";
   int n = 0;
-  while (n < infer->nnode &&
-         !(infer->node[n].op == IR_OP_RELAYOUT && infer->val[infer->node[n].in[0]].kind != IR_VAL_PARAM))
-    n++;
-  CHECK(n < infer->nnode && strstr(verify_once(infer, n, buf, sizeof buf),
-                                   "a relayout marked once reads input 0, which is not a parameter or state"),
-        "once on the image's relayout refused (got: %s)", buf);
-  n = 0;
-  while (n < train->nnode &&
-         !(train->node[n].op == IR_OP_CAST && train->val[train->node[n].in[0]].kind == IR_VAL_PARAM))
-    n++;
-  CHECK(n < train->nnode &&
-            strstr(verify_once(train, n, buf, sizeof buf), "once is for a node of one input in a graph without an"),
-        "once in a training graph refused (got: %s)", buf);
-}
-
-/* `once` on a cast of an activation: refused, naming the input. */
-static void refusal(const IrGraph *g) {
-  int n = 0;
-  while (n < g->nnode && !(g->node[n].op == IR_OP_CAST && g->val[g->node[n].in[0]].kind == IR_VAL_ACT)) n++;
-  CHECK(n < g->nnode, "a cast of an activation to mark");
-  if (n == g->nnode) return;
-  IrGraph *bad = ir_graph_clone(g);
-  CHECK(bad && ir_attr_set_int(bad, n, "once", 1), "marking it");
-  if (!bad) return;
-  char buf[8192];
-  int rc = exectest_verify_msg(bad, "hoist", buf, sizeof buf);
-  CHECK(rc && strstr(buf, "a cast marked once reads input 0, which is not a parameter or state"),
-        "once on an activation's cast refused (got: %s)", buf);
+  while (n < g->nnode && !(g->node[n].op == op && ir_value_is_weight(g, g->node[n].in[0]) == of_weight)) n++;
+  CHECK(n < g->nnode && strstr(verify_once(g, n, buf, sizeof buf), msg), "%s refused (got: %s)", what, buf);
 }
 
 int main(int argc, char **argv) {
@@ -199,7 +173,9 @@ int main(int argc, char **argv) {
             "%s: the 21 weight casts and the padding marked, nothing else (%d, %d)", CASES[c].what, once, bad);
       CHECK(once0 == 0, "%s: -fno-hoist marks none (%d)", CASES[c].what, once0);
       same_results(CASES[c].what, with, without);
-      if (c == 1) refusal(with);
+      if (c == 1)
+        refused(with, IR_OP_CAST, 0, "a cast marked once reads input 0, which is not a parameter or state",
+                "once on an activation's cast");
     }
     arena_free(&aw), arena_free(&ao);
   }
@@ -212,7 +188,11 @@ int main(int argc, char **argv) {
   Arena ai;
   arena_init(&ai);
   IrGraph *infer = compile(&ai, argv[1], 1, NULL, NULL, 1);
-  if (train && infer) refusals(infer, train);
+  if (train && infer) {
+    refused(infer, IR_OP_RELAYOUT, 0, "a relayout marked once reads input 0, which is not a parameter or state",
+            "once on the image's relayout");
+    refused(train, IR_OP_CAST, 1, "once is for a node of one input in a graph without an", "once in a training graph");
+  }
   arena_free(&ai);
   arena_free(&at);
   return check_report();

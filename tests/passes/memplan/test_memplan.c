@@ -239,7 +239,7 @@ static Life *lifetimes(const IrGraph *g) {
     int until = i + (int)ir_attr_int(n, "hold", 0);
     if (until >= g->nnode) until = g->nnode - 1;
     /* a result made once for many steps (once=1, the hoist pass) is never overwritten: the whole step */
-    int once = ir_attr_int(n, "once", 0) != 0;
+    int once = ir_node_once(n);
     for (int k = 0; k < n->nout; k++) l[n->out[k]].start = once ? -1 : i, l[n->out[k]].end = once ? g->nnode : i;
     for (int k = 0; k < n->nin; k++)
       if (l[n->in[k]].end < until) l[n->in[k]].end = until;
