@@ -27,7 +27,11 @@
  * (maxpool_bn_relu and maxpool_bn_relu_bwd: the stem's y is not stored).
  * With NETC_POOL_WIN (MAX with NETC_POOL_BN: maxpool_bn_relu) the forward
  * also writes each window's winner byte, the code MAX_BWD reads (255 being
- * the i8 -1 of maxpool_bwd_win's winners).  NETC_POOL_TILE (with
+ * the i8 -1 of maxpool_bwd_win's winners).  With NETC_POOL_COEF (MAX with
+ * NETC_POOL_BN, no winners: maxpool_bn_relu_infer) the batch norm comes as
+ * chan_finalize.cu's INFER coefficients coef[3][C] = {scale, beta, mean}
+ * rather than beta, gamma, mean, invstd (k = scale: conv2d_bn's apply).
+ * NETC_POOL_TILE (with
  * NETC_POOL_MAX and NETC_POOL_BN): one block per NETC_POOL_TOH x
  * NETC_POOL_TOW output pixels (times C/V == 256 threads), which first
  * writes relu(bn(z)) of the input pixels its windows cover into shared
@@ -100,6 +104,35 @@ typedef netc_idx<(TOTAL <= 0xffffffffLL)>::t idx_t;
 struct Bn {
   float m[NETC_V], k[NETC_V], b[NETC_V];
 };
+#if defined(NETC_POOL_COEF)
+#if defined(NETC_POOL_WIN) || !defined(NETC_POOL_MAX)
+#error "pool.cu: NETC_POOL_COEF is maxpool_bn_relu_infer's: NETC_POOL_MAX without NETC_POOL_WIN"
+#endif
+/* Channel vector cv's batch norm from the INFER coefficients. */
+__device__ __forceinline__ Bn bn_load(const float *coef, int cv) {
+  Bn bn;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    const int c = cv * V + j;
+    bn.m[j] = coef[2 * NETC_C + c], bn.k[j] = coef[c], bn.b[j] = coef[NETC_C + c];
+  }
+  return bn;
+}
+#define NETC_BN_LOAD(cv) bn_load(coef, cv)
+#else
+/* Channel vector cv's batch norm from the saved statistics. */
+__device__ __forceinline__ Bn bn_load(const float *beta, const float *gamma, const float *mean, const float *invstd,
+                                      int cv) {
+  Bn bn;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    const int c = cv * V + j;
+    bn.m[j] = mean[c], bn.k[j] = __fmul_rn(gamma[c], invstd[c]), bn.b[j] = beta[c];
+  }
+  return bn;
+}
+#define NETC_BN_LOAD(cv) bn_load(beta, gamma, mean, invstd, cv)
+#endif
 /* Element j of x from z's vector v: relu(bn(z)) rounded to tx_t. */
 __device__ __forceinline__ float x_of(const zvec_t &v, const Bn &bn, int j) {
   const float t = __fadd_rn(__fmul_rn(__fsub_rn(netc_ld(v.v[j]), bn.m[j]), bn.k[j]), bn.b[j]);
@@ -124,8 +157,8 @@ __device__ __forceinline__ unsigned char code_of(int arg, int oh, int ow) {
   return arg < 0 ? 255 : (unsigned char)((arg / W - (oh * SH - PH)) * S + (arg % W - (ow * SW - PW)));
 }
 #if defined(NETC_POOL_TILE)
-#if !defined(NETC_POOL_MAX) || !defined(NETC_POOL_BN) || !defined(NETC_POOL_WIN)
-#error "pool.cu: NETC_POOL_TILE is maxpool_bn_relu's: NETC_POOL_MAX, NETC_POOL_BN and NETC_POOL_WIN"
+#if !defined(NETC_POOL_MAX) || !defined(NETC_POOL_BN)
+#error "pool.cu: NETC_POOL_TILE is maxpool_bn_relu's: NETC_POOL_MAX and NETC_POOL_BN"
 #endif
 /* A block's outputs: TOH x TOW pixels, all CV channel vectors; its input
  * tile TIH x TIW pixels. */
@@ -197,7 +230,9 @@ __device__ __forceinline__ void window_max_tile(const vec_t *tile, int ih0, int 
 #endif
 
 extern "C" __global__ void __launch_bounds__(256)
-#if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_WIN)
+#if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_COEF)
+NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ coef, tx_t *__restrict__ y)
+#elif defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_WIN)
 NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
                  const float *__restrict__ mean, const float *__restrict__ invstd, tx_t *__restrict__ y,
                  unsigned char *__restrict__ code)
@@ -227,12 +262,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
   const int b = blockIdx.x, tw = b % TILES_W, th = b / TILES_W % TILES_H, n = b / (TILES_W * TILES_H);
   const int oh0 = th * TOH, ow0 = tw * TOW, ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
   const int cv = threadIdx.x % CV; /* the same in every loop below: 256 % CV == 0 */
-  Bn bn;
-#pragma unroll
-  for (int j = 0; j < V; j++) {
-    const int c = cv * V + j;
-    bn.m[j] = mean[c], bn.k[j] = __fmul_rn(gamma[c], invstd[c]), bn.b[j] = beta[c];
-  }
+  const Bn bn = NETC_BN_LOAD(cv);
   for (int t = threadIdx.x; t < TIH * TIW * CV; t += 256) {
     const int q = t / CV, ih = ih0 + q / TIW, iw = iw0 + q % TIW;
     if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
@@ -273,12 +303,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     int arg[V];
     float best[V];
 #if defined(NETC_POOL_BN)
-    Bn bn;
-#pragma unroll
-    for (int j = 0; j < V; j++) {
-      const int c = cv * V + j;
-      bn.m[j] = mean[c], bn.k[j] = __fmul_rn(gamma[c], invstd[c]), bn.b[j] = beta[c];
-    }
+    const Bn bn = NETC_BN_LOAD(cv);
     window_max(x, n, oh, ow, cv, arg, best, bn);
 #else
     window_max(x, n, oh, ow, cv, arg, best);

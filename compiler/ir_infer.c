@@ -679,6 +679,23 @@ static int infer_maxpool_bn_relu(Ctx *c, IrType *out) {
   return 0;
 }
 
+/* Inference: (z, gamma, beta, running_mean, running_var) -> y =
+ * maxpool(relu(batchnorm(z))) with the running statistics, the batch
+ * norm's output never stored (pass prologue: the f32 stem); y in z's
+ * dtype or the y_dtype attribute's (a cast after the pool folded in). */
+static int infer_maxpool_bn_relu_infer(Ctx *c, IrType *out) {
+  if (need_act4(c, 0, "maxpool_bn_relu_infer")) return -1;
+  const IrType *z = in_type(c, 0);
+  if (!is_float(z->dtype)) return fail(c, "maxpool_bn_relu_infer of a non-float z");
+  if (bn_vectors(c, 1, 5, z->dim[act_c(z)]) || bn_attrs(c, 0) || infer_pool(c, out)) return -1;
+  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
+  if (yd) {
+    if (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0])) return fail(c, "y_dtype must be f32, f16 or bf16");
+    out->dtype = (IrDtype)yd->i[0];
+  }
+  return 0;
+}
+
 /* (dy, win) -> dx: dy added into each window's winner (win, as
  * maxpool_bn_relu writes it), in_hw giving dx's size; dx in dy's dtype. */
 static int infer_maxpool_bwd_win(Ctx *c, IrType *out) {
@@ -840,6 +857,7 @@ static const InferFn INFER[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = infer_conv2d_bwd_data_bn_relu,
     [IR_OP_MAXPOOL_BN_RELU_BWD] = infer_maxpool_bn_relu_bwd,
     [IR_OP_MAXPOOL_BN_RELU] = infer_maxpool_bn_relu,
+    [IR_OP_MAXPOOL_BN_RELU_INFER] = infer_maxpool_bn_relu_infer,
     [IR_OP_MAXPOOL_BWD_WIN] = infer_maxpool_bwd_win,
     [IR_OP_BATCHNORM_RELU_BWD_WIN] = infer_batchnorm_relu_bwd_win,
     [IR_OP_RELAYOUT] = infer_relayout,

@@ -49,6 +49,7 @@ static const IrOpInfo OPS[IR_OP_COUNT] = {
     [IR_OP_MAXPOOL_BWD_WIN] = {"maxpool_bwd_win", 2, 2, 1, "k s p in_hw"},
     [IR_OP_BATCHNORM_RELU_BWD_WIN] = {"batchnorm_relu_bwd_win", 7, 7, 3, "k s p in_hw"},
     [IR_OP_SUM_RELU_BWD] = {"sum_relu_bwd", 3, 3, 1, ""},
+    [IR_OP_MAXPOOL_BN_RELU_INFER] = {"maxpool_bn_relu_infer", 5, 5, 1, "k s p eps"},
     /* layout and precision */
     [IR_OP_RELAYOUT] = {"relayout", 1, 1, 1, "layout c"},
     [IR_OP_CAST] = {"cast", 1, 2, 1, "to"},

@@ -233,7 +233,8 @@ static void check_attr_value(Verifier *vf, SrcLoc loc, const char *what, const I
  * then optionally `math` ("tf32": an f32 convolution may multiply in TF32
  * on tensor cores), then for conv2d_bn_train optionally `y_dtype` (its
  * normalized output's dtype, when not z's; on a conv2d or conv2d_bn of
- * quantized values the dequantized result's, when not f32), for batchnorm_relu_bwd[_win]
+ * quantized values the dequantized result's, when not f32; on a
+ * maxpool_bn_relu_infer the pooled result's), for batchnorm_relu_bwd[_win]
  * optionally `dz_dtype` (likewise), for a cast or relayout optionally `once`
  * (the hoist pass: of parameters or state only) and for conv2d_bwd_weight
  * optionally `hold` (the overlap pass); 0 when they are not. */
@@ -260,10 +261,12 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
       report(vf, n->loc, what, "attribute math must be \"tf32\"");
     i++;
   }
-  int y_op = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN;
+  int y_op = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN ||
+             n->op == IR_OP_MAXPOOL_BN_RELU_INFER;
   if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0) {
     i++; /* its value is ir_infer's to check, and y_scale's after it (an i8 y_dtype) */
-    if (i < n->nattr && n->op != IR_OP_CONV2D_BN_TRAIN && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;
+    int scaled = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN;
+    if (i < n->nattr && scaled && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;
   }
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
   if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */

@@ -44,7 +44,8 @@
  * and zc are made by P, which precedes every reader), names, SrcLocs and
  * attributes kept (P loses relu; zc has no name of its own: the dump shows
  * it as P's result, the cast was "<P>.z.f16"); ids are renumbered densely.
- * Inference graphs are returned unchanged.
+ * Inference graphs go to pass_prologue_infer (a batch norm + relu read only
+ * by a max pool applied by the pool).
  *
  *   before:  %10, %11, %12, %13 = conv2d_bn_train(%0, @c1.weight, ...) {... relu=1} : f16[N,8,8,8] NHWC, ...  # c1
  *            %14, %15, %16, %17 = conv2d_bn_train(%11, @c2.weight, ...) {... relu=1} : ...  # c2
@@ -393,7 +394,7 @@ static int rebuild_node(Pro *p, IrGraph *out, int n, int *map, int *sb_of) {
 }
 
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
-  if (cx->inference) return g;
+  if (cx->inference) return pass_prologue_infer(g, cx);
   Arena *a = g->arena;
   Pro p = {.g = g,
            .is_out = arena_alloc(a, (size_t)g->nval + 1),

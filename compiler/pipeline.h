@@ -66,6 +66,9 @@ int pass_precision_parse(const char *name, PassCtx *cx);
 #define PASS_PRECISION_NAMES "fp32, fp16, bf16 or fp8"
 IrGraph *pass_requant(IrGraph *g, PassCtx *cx);
 IrGraph *pass_prologue(IrGraph *g, PassCtx *cx);
+/* pass_prologue on an inference graph (pass_prologue_infer.c): a batch norm + relu read only by a max pool
+ * applied by the pool. */
+IrGraph *pass_prologue_infer(IrGraph *g, PassCtx *cx);
 IrGraph *pass_overlap(IrGraph *g, PassCtx *cx);
 IrGraph *pass_hoist(IrGraph *g, PassCtx *cx);
 IrGraph *pass_memplan(IrGraph *g, PassCtx *cx);

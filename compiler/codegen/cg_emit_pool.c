@@ -1,6 +1,7 @@
 /* cg_emit_pool.c - pooling (pool.cu): max, average and global average
  * pooling and their gradients, maxpool_bn_relu (y recomputed from z, the
- * winners written as bytes, tiled in shared memory when it fits), and the
+ * winners written as bytes, tiled in shared memory when it fits), its
+ * inference form maxpool_bn_relu_infer (the running statistics), and the
  * backward of a max pool from its winners (maxpool_bwd_win,
  * maxpool_bn_relu_bwd). */
 #include "cg_emit.h"
@@ -68,8 +69,44 @@ static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, in
   return bytes <= 48 * 1024;
 }
 
+/* maxpool_bn_relu_infer (z, gamma, beta, mean, var) -> y: the running
+ * statistics' coefficients (chan_finalize.cu's INFER, those conv2d_bn's
+ * apply takes) into scratch, then the pool recomputing each element from
+ * z by them (NETC_POOL_COEF) and rounding it to y's dtype; tiled when the
+ * tile fits.  The pool's defines describe x as z's shape in y's dtype. */
+static int pool_bn_infer(Emit *e) {
+  const IrType *tz = in_type(e, 0), *ty = out_type(e, 0);
+  if (tz->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tz->rank != 4)
+    return cg_emit_fail(e, "pooling runs on NHWC tensors");
+  if (!cg_tmpl_is_float(tz->dtype) || !cg_tmpl_is_float(ty->dtype))
+    return cg_emit_fail(e, "maxpool_bn_relu_infer needs float z and y");
+  IrType tx = *tz;
+  tx.dtype = ty->dtype;
+  CgEmitChan c;
+  if (cg_emit_chan_plan(e, tz, &c) || cg_emit_check_f32(e, 1, 4, 1, 0) ||
+      cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER"))
+    return -1;
+  CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), scratch(c.coef));
+  int C = (int)tz->dim[3], V = cg_emit_vec(ty->dtype, C), toh, tow;
+  if (cg_emit_vec(tz->dtype, C) < V) V = cg_emit_vec(tz->dtype, C);
+  if (cg_emit_begin(e, "")) return -1;
+  pool_defs(e, "NETC_POOL_MAX", &tx, ty, C, V);
+  cg_emit_def(e, "NETC_POOL_BN", "1");
+  cg_emit_def(e, "NETC_POOL_COEF", "1");
+  cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tz->dtype));
+  CG_EMIT_ARGS(e, in(0), scratch(c.coef), out(0));
+  if (!pool_tile(e, &tx, C, V, &toh, &tow))
+    return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
+  cg_emit_def(e, "NETC_POOL_TILE", "1");
+  cg_emit_def(e, "NETC_POOL_TOH", "%d", toh);
+  cg_emit_def(e, "NETC_POOL_TOW", "%d", tow);
+  int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
+  return cg_emit_end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
+}
+
 int cg_emit_pool(Emit *e) {
   IrOp op = e->n->op;
+  if (op == IR_OP_MAXPOOL_BN_RELU_INFER) return pool_bn_infer(e);
   int recompute = op == IR_OP_MAXPOOL_BN_RELU_BWD, fwd_bn = op == IR_OP_MAXPOOL_BN_RELU;
   int won = op == IR_OP_MAXPOOL_BWD_WIN; /* the winners from maxpool_bn_relu */
   int bwd = op == IR_OP_MAXPOOL_BWD || op == IR_OP_AVGPOOL_BWD || op == IR_OP_GLOBAL_AVGPOOL_BWD || recompute || won;

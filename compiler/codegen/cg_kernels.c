@@ -57,6 +57,7 @@ static const CgEmitFn CG_EMIT_OPS[IR_OP_COUNT] = {
     [IR_OP_GLOBAL_AVGPOOL_BWD] = cg_emit_pool,
     [IR_OP_MAXPOOL_BN_RELU_BWD] = cg_emit_pool,
     [IR_OP_MAXPOOL_BN_RELU] = cg_emit_pool,
+    [IR_OP_MAXPOOL_BN_RELU_INFER] = cg_emit_pool,
     [IR_OP_MAXPOOL_BWD_WIN] = cg_emit_pool,
     [IR_OP_FLATTEN] = cg_emit_copy,
     [IR_OP_UNFLATTEN] = cg_emit_copy,

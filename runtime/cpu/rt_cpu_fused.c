@@ -218,6 +218,29 @@ int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n) {
                          "rt_ref_maxpool_win_of");
 }
 
+/* Inference: (z, gamma, beta, running_mean, running_var) -> maxpool(y),
+ * y = relu(batchnorm(z)) by the running statistics (conv2d_bn's arithmetic)
+ * in scratch, rounded to z's dtype as conv2d_bn stores it; the maxima
+ * rounded to the result's dtype, as the cast folded into the node did. */
+int rt_cpu_fused_maxpool_bn_relu_infer(RtCpu *x, const IrNode *n) {
+  RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
+  RtRefPoolParam p = rt_cpu_op_pool_param(n);
+  int64_t count = x->numel[n->in[0]];
+  float *y = x->scratch, *out = rt_cpu_op_out(x, n, 0);
+  int32_t *argmax = (int32_t *)(y + count);
+  float eps = (float)ir_attr_float(n, "eps", 1e-5);
+  if (rt_cpu_op_check(
+          x, n,
+          rt_ref_batchnorm_fwd_infer(&zs, rt_cpu_op_in(x, n, 0), rt_cpu_op_in(x, n, 1), rt_cpu_op_in(x, n, 2),
+                                     rt_cpu_op_in(x, n, 3), rt_cpu_op_in(x, n, 4), eps, y),
+          "rt_ref_batchnorm_fwd_infer") ||
+      rt_cpu_op_check(x, n, rt_ref_relu_fwd(count, y, y), "rt_ref_relu_fwd") ||
+      rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, count, y, y) ||
+      rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&zs, y, &p, &ys, out, argmax), "rt_ref_maxpool_fwd"))
+    return -1;
+  return round_out(x, n, 0);
+}
+
 /* Inputs dy, win (0, 1) of a winners' reader: dy added into each window's
  * winner, into dx (output 0's size); the argmax in scratch. */
 static int win_gather(RtCpu *x, const IrNode *n, float *dx) {

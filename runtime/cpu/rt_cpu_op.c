@@ -47,6 +47,7 @@ static const RtCpuOp RT_CPU_OPS[IR_OP_COUNT] = {
     [IR_OP_CONV2D_BWD_DATA_BN_RELU] = {rt_cpu_fused_conv2d_bwd_data_bn_relu, rt_cpu_train_conv2d_bwd_data_scratch, 0},
     [IR_OP_MAXPOOL_BN_RELU_BWD] = {rt_cpu_fused_maxpool_bn_relu_bwd, rt_cpu_fused_pool_bn_scratch, 0},
     [IR_OP_MAXPOOL_BN_RELU] = {rt_cpu_fused_maxpool_bn_relu, rt_cpu_fused_pool_bn_scratch, 0},
+    [IR_OP_MAXPOOL_BN_RELU_INFER] = {rt_cpu_fused_maxpool_bn_relu_infer, rt_cpu_fused_pool_bn_scratch, 0},
     [IR_OP_MAXPOOL_BWD_WIN] = {rt_cpu_fused_maxpool_bwd_win, rt_cpu_fused_pool_bn_scratch, 0},
     [IR_OP_BATCHNORM_RELU_BWD_WIN] = {rt_cpu_fused_batchnorm_relu_bwd_win, rt_cpu_fused_pool_bn_scratch, 0},
     [IR_OP_RELAYOUT] = {rt_cpu_relayout, NULL, 0},

@@ -132,6 +132,7 @@ int rt_cpu_fused_batchnorm_relu_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_conv2d_bwd_data_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_conv2d_bwd_data_bn_relu(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n);
+int rt_cpu_fused_maxpool_bn_relu_infer(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bn_relu_bwd(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_maxpool_bwd_win(RtCpu *x, const IrNode *n);
 int rt_cpu_fused_batchnorm_relu_bwd_win(RtCpu *x, const IrNode *n);

@@ -59,7 +59,8 @@ static int role_of_input(IrOp op, int slot, int *owner_slot) {
     if (slot == 2) return *owner_slot = 1, RT_INIT_LINEAR_BIAS;
     return NO_ROLE;
   case IR_OP_BATCHNORM:
-  case IR_OP_BATCHNORM_TRAIN: {
+  case IR_OP_BATCHNORM_TRAIN:
+  case IR_OP_MAXPOOL_BN_RELU_INFER: { /* (x or z, gamma, beta, running_mean, running_var) */
     static const int bn[5] = {NO_ROLE, RT_INIT_BN_WEIGHT, RT_INIT_BN_BIAS, RT_INIT_RUNNING_MEAN, RT_INIT_RUNNING_VAR};
     return slot < 5 ? bn[slot] : NO_ROLE;
   }

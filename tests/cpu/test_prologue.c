@@ -22,7 +22,12 @@
  *    equal bit for bit to a cast of z, hand-written and in smallcnn's stem
  *    (the pass folds the cast: gone, z unread; one training step with and
  *    without the pass gives the same zc, z and loss bit for bit); the
- *    verifier refuses an f32, misshapen or second copy. */
+ *    verifier refuses an f32, misshapen or second copy.
+ * 6. Inference (pass_prologue_infer): stem7's batch norm + relu applied by
+ *    its max pool (maxpool_bn_relu_infer, the cast after it folded in),
+ *    in f16, bf16, f32 and INT8: the pooled result and the logits equal
+ *    the unfused graph's bit for bit, gamma of both signs; ResNet-50's
+ *    stem takes the same form. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -446,6 +451,97 @@ done:
   arena_free(&ab);
 }
 
+/* --- 6. inference: the stem's batch norm applied by its max pool -------- */
+
+static IrGraph *compile_infer(Arena *a, const char *root, const char *model, IrDtype precision, const char *int8,
+                              int prologue) {
+  IrGraph *g = exectest_model(a, root, model);
+  Diag d;
+  diag_init(&d, stderr);
+  PassCtx cx = {.d = &d,
+                .out = stdout,
+                .inference = 1,
+                .batch = TBATCH,
+                .precision = precision,
+                .precision_set = 1,
+                .int8_layers = int8,
+                .disabled = prologue ? 0 : pipeline_bit("prologue")};
+  if (!g || pipeline_run(&g, &cx)) return NULL;
+  return g;
+}
+
+/* stem7's inference graph with and without the pass: with it conv1 is a
+ * plain conv2d read by pool1, a maxpool_bn_relu_infer that folded the cast
+ * after it (y_dtype; none in f32, and none when the next layer quantizes:
+ * its i8 cast stays); the pool's result and the logits equal those without
+ * the pass bit for bit, with the batch norm's gamma of both signs (a
+ * negative scale: the pool must not take its maximum before the affine). */
+static void check_infer_stem(const char *root, IrDtype precision, const char *int8) {
+  const char *model = "tests/codegen/kernels/stem7.net", *dn = int8 ? "int8" : ir_dtype_name(precision);
+  Arena aa, ab;
+  arena_init(&aa);
+  arena_init(&ab);
+  IrGraph *gp = compile_infer(&aa, root, model, precision, int8, 1),
+          *gs = compile_infer(&ab, root, model, precision, int8, 0);
+  CHECK(gp && gs, "stem7 inference %s compiles with and without the prologue pass", dn);
+  RtCpu *xp = NULL, *xs = NULL;
+  if (!gp || !gs) goto done;
+  const IrNode *conv = node_named(gp, "conv1"), *pool = node_named(gp, "pool1");
+  const IrNode *conv_s = node_named(gs, "conv1"), *pool_s = node_named(gs, "pool1");
+  int folds = !int8 && precision != IR_DT_F32;
+  char cast_name[32];
+  snprintf(cast_name, sizeof cast_name, "pool1.%s", int8 ? "i8" : dn);
+  const IrNode *cast_s = node_named(gs, cast_name);
+  int ok = conv && conv->op == IR_OP_CONV2D && conv->nin == 2 && pool && pool->op == IR_OP_MAXPOOL_BN_RELU_INFER &&
+           pool->in[0] == conv->out[0] && gp->val[pool->out[0]].type.dtype == (folds ? precision : IR_DT_F32) &&
+           (ir_attr_find(pool, "y_dtype") != NULL) == folds && (node_named(gp, cast_name) != NULL) == (int8 != NULL);
+  CHECK(ok, "stem7 %s: conv1 is conv2d, pool1 maxpool_bn_relu_infer of it%s", dn,
+        folds ? ", the cast folded in" : ", no cast folded");
+  CHECK(conv_s && conv_s->op == IR_OP_CONV2D_BN && pool_s && pool_s->op == IR_OP_MAXPOOL &&
+            (cast_s || precision == IR_DT_F32),
+        "stem7 %s without the pass: conv2d_bn, maxpool and its cast as they were", dn);
+  if (!ok || !(xp = exectest_new(gp, TBATCH)) || !(xs = exectest_new(gs, TBATCH))) goto done;
+  uint64_t seed = 37;
+  fill_values(xp, gp, &seed);
+  exectest_fill(xp, exectest_val(xp, "bn1.weight"), &seed, -1, 1);
+  exectest_fill(xp, exectest_val(xp, "image"), &seed, 0, 1);
+  copy_named(xp, gp, xs);
+  CHECK(exectest_run(xp) == 0 && exectest_run(xs) == 0, "stem7 %s: inference runs with and without the pass", dn);
+  int yv = pool->out[0], ys = folds ? cast_s->out[0] : pool_s->out[0];
+  int64_t n = rt_cpu_numel(xp, yv), m = rt_cpu_numel(xp, gp->output[0]);
+  const float *y = rt_cpu_data(xp, yv);
+  int negative = 0, zero = 0;
+  for (int64_t i = 0; i < n; i++) zero += y[i] == 0, negative += y[i] < 0;
+  CHECK(n == rt_cpu_numel(xs, ys) && memcmp(y, rt_cpu_data(xs, ys), sizeof(float) * (size_t)n) == 0 && negative == 0 &&
+            zero > 0 && zero < n,
+        "stem7 %s: the pooled result equals the unfused one bit for bit (%d zeros of %lld)", dn, zero, (long long)n);
+  CHECK(m == rt_cpu_numel(xs, gs->output[0]) &&
+            memcmp(rt_cpu_data(xp, gp->output[0]), rt_cpu_data(xs, gs->output[0]), sizeof(float) * (size_t)m) == 0,
+        "stem7 %s: the logits equal bit for bit", dn);
+done:
+  rt_cpu_free(xp);
+  rt_cpu_free(xs);
+  arena_free(&aa);
+  arena_free(&ab);
+}
+
+/* ResNet-50's inference graph: conv1 a plain conv2d, its max pool the one
+ * maxpool_bn_relu_infer, writing f16 (the cast folded), no maxpool left. */
+static void check_infer_resnet50(const char *root) {
+  Arena a;
+  arena_init(&a);
+  IrGraph *g = compile_infer(&a, root, "models/resnet50.net", IR_DT_F16, NULL, 1);
+  CHECK(g != NULL, "resnet50 inference compiles");
+  if (g) {
+    const IrNode *conv = node_named(g, "conv1"), *pool = node_named(g, "maxpool");
+    CHECK(conv && conv->op == IR_OP_CONV2D && pool && pool->op == IR_OP_MAXPOOL_BN_RELU_INFER &&
+              g->val[pool->out[0]].type.dtype == IR_DT_F16 && count_op(g, IR_OP_MAXPOOL_BN_RELU_INFER) == 1 &&
+              count_op(g, IR_OP_MAXPOOL) == 0 && !node_named(g, "maxpool.f16"),
+          "resnet50 inference: the stem is conv2d and maxpool_bn_relu_infer writing f16, no maxpool or cast left");
+  }
+  arena_free(&a);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return check_skip("usage: exec_test_prologue SOURCE_DIR");
   check_kernels();
@@ -460,5 +556,10 @@ int main(int argc, char **argv) {
   check_zc_verify();
   check_zc_smallcnn(argv[1], IR_DT_F16);
   check_zc_smallcnn(argv[1], IR_DT_BF16);
+  check_infer_stem(argv[1], IR_DT_F16, NULL);
+  check_infer_stem(argv[1], IR_DT_BF16, NULL);
+  check_infer_stem(argv[1], IR_DT_F32, NULL);
+  check_infer_stem(argv[1], IR_DT_F16, "all");
+  check_infer_resnet50(argv[1]);
   return check_report();
 }

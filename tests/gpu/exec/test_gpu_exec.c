@@ -81,6 +81,10 @@ static const Config CONFIGS[] = {
     {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL, 0, 0},
     {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL, 0, 0},
     {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    /* inference: the stem's batch norm applied by its max pool (maxpool_bn_relu_infer), the convolution folded */
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F32, 0, NULL, 0, 0},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "all", 0, 0},
     {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0, 0},
     {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0, 0},
     /* calibrated steps: each block's conv1 writes i8 itself (pass requant) */
