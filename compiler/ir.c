@@ -27,6 +27,19 @@ IrGraph *ir_graph_new(Arena *a, const char *name) {
   return g->name ? g : NULL;
 }
 
+IrGraph *ir_graph_rebuild(const IrGraph *g, int *map) {
+  IrGraph *out = ir_graph_new(g->arena, g->name);
+  if (!out) return NULL;
+  for (int i = 0; i < g->ntrain; i++)
+    if (!ir_train_set(out, &g->train[i])) return NULL;
+  for (int v = 0; v < g->nval; v++) {
+    const IrValue *val = &g->val[v];
+    map[v] = -1;
+    if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
+  }
+  return out;
+}
+
 #define COPY_ARRAY(a, p, n) ((n) ? arena_grow((a), (p), sizeof *(p) * (size_t)(n), sizeof *(p) * (size_t)(n)) : NULL)
 
 IrGraph *ir_graph_clone(const IrGraph *g) {

@@ -136,6 +136,11 @@ typedef struct IrGraph {
 IrGraph *ir_graph_new(Arena *a, const char *name); /* no nodes, no optimizer section */
 /* Deep copy (into the same arena). */
 IrGraph *ir_graph_clone(const IrGraph *g);
+/* The start of a pass's rebuilt copy of g (in g's arena): g's name and
+ * train settings and every value that is no activation (inputs,
+ * parameters, state), in order; map[v] (g->nval entries) their new ids,
+ * -1 for activations, which the pass's nodes make.  NULL when out of memory. */
+IrGraph *ir_graph_rebuild(const IrGraph *g, int *map);
 /* Adds a value; name is copied; returns its id or -1 when out of memory. */
 int ir_value_add(IrGraph *g, IrValueKind kind, IrType type, const char *name);
 /* Adds a node with nin inputs and nout fresh ACT outputs of the given types

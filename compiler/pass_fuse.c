@@ -420,16 +420,9 @@ static int emit(IrGraph *out, const int *map, IrOp op, const IrNode *like, const
 static IrGraph *rebuild(const Fz *f) {
   const IrGraph *g = f->g;
   Arena *a = g->arena;
-  IrGraph *out = ir_graph_new(a, g->name);
   int *map = arena_alloc(a, sizeof(int) * ((size_t)g->nval + 1));
-  if (!out || !map) return NULL;
-  for (int i = 0; i < g->ntrain; i++)
-    if (!ir_train_set(out, &g->train[i])) return NULL;
-  for (int v = 0; v < g->nval; v++) {
-    const IrValue *val = &g->val[v];
-    map[v] = -1;
-    if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
-  }
+  IrGraph *out = map ? ir_graph_rebuild(g, map) : NULL;
+  if (!out) return NULL;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *nd = &g->node[n];
     int id;

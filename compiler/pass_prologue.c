@@ -425,14 +425,8 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
   find_backwards(&p);
   if (find_copies(&p, a)) return NULL;
 
-  IrGraph *out = ir_graph_new(a, g->name);
+  IrGraph *out = ir_graph_rebuild(g, map);
   if (!out) return NULL;
-  for (int i = 0; i < g->ntrain; i++)
-    if (!ir_train_set(out, &g->train[i])) return NULL;
-  for (int v = 0; v < g->nval; v++) {
-    const IrValue *val = &g->val[v];
-    if (val->kind != IR_VAL_ACT && (map[v] = ir_value_add(out, val->kind, val->type, val->name)) < 0) return NULL;
-  }
   for (int n = 0; n < g->nnode; n++) {
     ir_opt_follow(out, g, n);
     if (rebuild_node(&p, out, n, map, sb_of)) return NULL;
