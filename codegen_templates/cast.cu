@@ -62,15 +62,6 @@ static constexpr int V = NETC_V;
 static constexpr long long nvec = NETC_COUNT / NETC_V;
 #endif
 
-#if defined(NETC_CAST_I8)
-/* clamp(rint(f / s), -127, 127), the CPU executor's arithmetic; a zero
- * (half of a relu's output) skips the division, whose slow path a zero
- * dividend takes: the same result for any scale above 0 */
-__device__ __forceinline__ signed char netc_q8(float f, float s) {
-  if (f == 0.0f && s > 0.0f) return 0;
-  return (signed char)fminf(127.0f, fmaxf(-127.0f, rintf(f / s)));
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_CAST)

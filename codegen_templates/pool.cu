@@ -30,7 +30,10 @@
  * the i8 -1 of maxpool_bwd_win's winners).  With NETC_POOL_COEF (MAX with
  * NETC_POOL_BN, no winners: maxpool_bn_relu_infer) the batch norm comes as
  * chan_finalize.cu's INFER coefficients coef[3][C] = {scale, beta, mean}
- * rather than beta, gamma, mean, invstd (k = scale: conv2d_bn's apply).
+ * rather than beta, gamma, mean, invstd (k = scale: conv2d_bn's apply);
+ * with NETC_POOL_Q8 (a float literal, and NETC_YCOUNT) the maxima are
+ * stored as i8 quantized by that step (netc_q8, a calibrated cast's
+ * arithmetic), the step after y's elements.
  * NETC_POOL_TILE (with
  * NETC_POOL_MAX and NETC_POOL_BN): one block per NETC_POOL_TOH x
  * NETC_POOL_TOW output pixels (times C/V == 256 threads), which first
@@ -57,6 +60,18 @@ typedef NETC_TZ tz_t;
 typedef netc_vec<tz_t, NETC_V> zvec_t;
 #endif
 static constexpr int V = NETC_V, CV = NETC_C / NETC_V, H = NETC_H, W = NETC_W;
+#if defined(NETC_POOL_Q8)
+#if !defined(NETC_POOL_COEF) || !defined(NETC_YCOUNT)
+#error "pool.cu: NETC_POOL_Q8 is maxpool_bn_relu_infer's: NETC_POOL_COEF and NETC_YCOUNT"
+#endif
+/* The pooled result's storage: i8 quantized by the step NETC_POOL_Q8 (y's
+ * one scale, stored after its NETC_YCOUNT elements), else tx_t. */
+typedef signed char ty_t;
+__device__ __forceinline__ ty_t netc_yout(float f) { return netc_q8(f, NETC_POOL_Q8); }
+#else
+typedef tx_t ty_t;
+__device__ __forceinline__ ty_t netc_yout(float f) { return netc_cv<tx_t>(f); }
+#endif
 
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_AVG) || defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_MAX_BWD) || \
     defined(NETC_POOL_AVG_BWD)
@@ -137,6 +152,19 @@ __device__ __forceinline__ Bn bn_load(const float *beta, const float *gamma, con
 __device__ __forceinline__ float x_of(const zvec_t &v, const Bn &bn, int j) {
   const float t = __fadd_rn(__fmul_rn(__fsub_rn(netc_ld(v.v[j]), bn.m[j]), bn.k[j]), bn.b[j]);
   return netc_ld(netc_cv<tx_t>(t <= 0.0f ? 0.0f : t)); /* NaN stays NaN, as rt_ref_relu_fwd */
+}
+#endif
+#if defined(NETC_POOL_MAX)
+/* Vector i of y: the V maxima in y's storage (with NETC_POOL_Q8, the first
+ * vector's thread also writes y's step after its elements). */
+__device__ __forceinline__ void store_y(ty_t *y, long long i, const float *best) {
+  netc_vec<ty_t, V> out;
+#pragma unroll
+  for (int j = 0; j < V; j++) out.v[j] = netc_yout(best[j]);
+  netc_vst<ty_t, V>(y, i, out);
+#if defined(NETC_POOL_Q8)
+  if (i == 0) *(float *)(y + (NETC_YCOUNT + 15) / 16 * 16) = NETC_POOL_Q8;
+#endif
 }
 #endif
 #if defined(NETC_POOL_MAX) || defined(NETC_POOL_MAX_ARG)
@@ -231,7 +259,7 @@ __device__ __forceinline__ void window_max_tile(const vec_t *tile, int ih0, int 
 
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_COEF)
-NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ coef, tx_t *__restrict__ y)
+NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ coef, ty_t *__restrict__ y)
 #elif defined(NETC_POOL_MAX) && defined(NETC_POOL_BN) && defined(NETC_POOL_WIN)
 NETC_KERNEL_NAME(const tz_t *__restrict__ x, const float *__restrict__ beta, const float *__restrict__ gamma,
                  const float *__restrict__ mean, const float *__restrict__ invstd, tx_t *__restrict__ y,
@@ -279,10 +307,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
   float best[V];
   window_max_tile(tile, ih0, iw0, oh, ow, cv, arg, best);
   const long long i = (((long long)n * HO + oh) * WO + ow) * CV + cv;
-  vec_t out;
-#pragma unroll
-  for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
-  netc_vst<tx_t, V>(y, i, out);
+  store_y(y, i, best);
 #if defined(NETC_POOL_WIN)
   netc_vec<unsigned char, V> won;
 #pragma unroll
@@ -308,12 +333,9 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #else
     window_max(x, n, oh, ow, cv, arg, best);
 #endif
-#if defined(NETC_POOL_MAX)
-#pragma unroll
-    for (int j = 0; j < V; j++) out.v[j] = netc_cv<tx_t>(best[j]);
-    netc_vst<tx_t, V>(y, i, out);
-#else
     (void)out;
+#if defined(NETC_POOL_MAX)
+    store_y(y, i, best);
 #endif
 #if defined(NETC_POOL_MAX_ARG) || defined(NETC_POOL_WIN)
     netc_vec<unsigned char, V> won;

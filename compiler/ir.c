@@ -279,9 +279,8 @@ int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch) {
   IrDtype dt = val->type.dtype;
   if ((dt != IR_DT_I8 && dt != IR_DT_F8E4M3 && dt != IR_DT_F8E5M2) || val->def < 0) return 0;
   const IrNode *n = &g->node[val->def];
-  if (dt == IR_DT_I8 && n->out[0] == v && (n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) &&
-      ir_attr_find(n, "y_scale"))
-    return 1; /* a convolution's requantized result (pass requant) */
+  if (dt == IR_DT_I8 && n->out[0] == v && ir_node_rescales(n) && ir_attr_find(n, "y_scale"))
+    return 1; /* a convolution's requantized result (pass requant), the stem's pool (pass prologue) */
   if (n->op != IR_OP_CAST || n->out[0] != v) return 0;
   if (!ir_attr_find(n, "axis") || val->type.rank < 1) return 1;
   int64_t d0 = val->type.dim[0] == IR_DIM_N ? batch : val->type.dim[0];
@@ -294,9 +293,11 @@ double ir_value_step(const IrGraph *g, int v) {
   const IrNode *n = &g->node[d];
   const IrAttr *s = ir_attr_find(n, n->op == IR_OP_CAST ? "scale" : "y_scale");
   if (n->op == IR_OP_CAST && ir_attr_find(n, "axis")) return 0;
-  return (n->op == IR_OP_CAST || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN) && s && s->kind == IR_ATTR_FLOAT
-             ? s->f
-             : 0;
+  return (n->op == IR_OP_CAST || ir_node_rescales(n)) && s && s->kind == IR_ATTR_FLOAT ? s->f : 0;
+}
+
+int ir_node_rescales(const IrNode *n) {
+  return n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN || n->op == IR_OP_MAXPOOL_BN_RELU_INFER;
 }
 
 int64_t ir_scales_offset(int64_t elem_bytes) { return (elem_bytes + 15) / 16 * 16; }

@@ -202,7 +202,8 @@ const char *ir_type_str(const IrType *t, char *buf, size_t len);
 int64_t ir_type_numel(const IrType *t, int64_t batch);
 size_t ir_dtype_size(IrDtype dt);
 /* A quantized value: an i8, f8e4m3 or f8e5m2 value made by a cast, or an
- * i8 convolution result requantized by its y_scale (pass requant).  Where
+ * i8 result requantized by its node's y_scale (a convolution's, pass
+ * requant; the inference stem's maxpool_bn_relu_infer, pass prologue).  Where
  * values are stored as their dtype (the GPU), such a value holds its
  * elements, then at the next 16-byte boundary its f32 scales (the
  * element's real value is q * scale): one per slice of dimension 0 when the
@@ -215,6 +216,9 @@ int64_t ir_value_scales(const IrGraph *g, int v, int64_t batch);
  * compile time: its cast's calibrated scale= (no axis), or its
  * convolution's y_scale (pass requant); 0 otherwise. */
 double ir_value_step(const IrGraph *g, int v);
+/* Whether node n's op may requantize its i8 result by a y_scale attribute
+ * (conv2d, conv2d_bn, maxpool_bn_relu_infer). */
+int ir_node_rescales(const IrNode *n);
 /* Bytes of value v stored as its dtype at batch: elements, then the
  * scales of a quantized value; -1 when that overflows int64. */
 int64_t ir_value_bytes(const IrGraph *g, int v, int64_t batch);

@@ -469,19 +469,14 @@ static int infer_sgd_update(Ctx *c, IrType *out) {
   return 0;
 }
 
-/* A quantized convolution's (x i8 or f8e4m3) dequantized result: f32,
- * or the y_dtype attribute's float dtype (the precision pass stores it in
- * the default dtype), or i8 requantized by the attribute y_scale's S > 0
- * (pass requant: y = S * clamp(rint(r / S), -127, 127) of the FP32 result
- * r, the next layer's calibrated cast folded in; its one scale after its
- * elements, as a cast's).  y_dtype on a convolution of floats is refused
- * (conv2d_bn_train's own y_dtype is its normalized output's). */
-static int quantized_y(Ctx *c, IrType *y) {
+/* The y_dtype attribute into y->dtype (none: y unchanged): f32, f16 or
+ * bf16, or i8 requantized by the attribute y_scale's S > 0 (y = S *
+ * clamp(rint(r / S), -127, 127) of the f32 result r: the next layer's
+ * calibrated cast folded in; its one scale after its elements, as a
+ * cast's). */
+static int y_dtype_attr(Ctx *c, IrType *y) {
   const IrAttr *yd = ir_attr_find(c->n, "y_dtype"), *ys = ir_attr_find(c->n, "y_scale");
   if (!yd) return ys ? fail(c, "y_scale is for an i8 y_dtype") : 0;
-  IrDtype x = in_type(c, 0)->dtype;
-  if (x != IR_DT_I8 && x != IR_DT_F8E4M3)
-    return fail(c, "y_dtype is for a convolution of i8 or f8e4m3 values, not %s", ir_dtype_name(x));
   int i8 = yd->kind == IR_ATTR_DTYPE && yd->i[0] == IR_DT_I8;
   if (yd->kind != IR_ATTR_DTYPE || (!is_float((IrDtype)yd->i[0]) && !i8))
     return fail(c, "y_dtype must be f32, f16, bf16 or i8");
@@ -490,6 +485,18 @@ static int quantized_y(Ctx *c, IrType *y) {
     return fail(c, "y_scale must be a finite number above 0");
   y->dtype = (IrDtype)yd->i[0];
   return 0;
+}
+
+/* A quantized convolution's (x i8 or f8e4m3) dequantized result: f32,
+ * or y_dtype_attr's (the precision pass stores it in the default dtype;
+ * pass requant folds the next layer's calibrated cast in).  y_dtype on a
+ * convolution of floats is refused (conv2d_bn_train's own y_dtype is its
+ * normalized output's). */
+static int quantized_y(Ctx *c, IrType *y) {
+  IrDtype x = in_type(c, 0)->dtype;
+  if (ir_attr_find(c->n, "y_dtype") && x != IR_DT_I8 && x != IR_DT_F8E4M3)
+    return fail(c, "y_dtype is for a convolution of i8 or f8e4m3 values, not %s", ir_dtype_name(x));
+  return y_dtype_attr(c, y);
 }
 
 static int infer_conv2d_node(Ctx *c, IrType *out) { return infer_conv2d(c, out) || quantized_y(c, out); }
@@ -682,18 +689,14 @@ static int infer_maxpool_bn_relu(Ctx *c, IrType *out) {
 /* Inference: (z, gamma, beta, running_mean, running_var) -> y =
  * maxpool(relu(batchnorm(z))) with the running statistics, the batch
  * norm's output never stored (pass prologue: the f32 stem); y in z's
- * dtype or the y_dtype attribute's (a cast after the pool folded in). */
+ * dtype or the y_dtype attribute's (a cast after the pool folded in: f16 or
+ * bf16, or i8 quantized by the step y_scale, a calibrated cast's). */
 static int infer_maxpool_bn_relu_infer(Ctx *c, IrType *out) {
   if (need_act4(c, 0, "maxpool_bn_relu_infer")) return -1;
   const IrType *z = in_type(c, 0);
   if (!is_float(z->dtype)) return fail(c, "maxpool_bn_relu_infer of a non-float z");
   if (bn_vectors(c, 1, 5, z->dim[act_c(z)]) || bn_attrs(c, 0) || infer_pool(c, out)) return -1;
-  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
-  if (yd) {
-    if (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0])) return fail(c, "y_dtype must be f32, f16 or bf16");
-    out->dtype = (IrDtype)yd->i[0];
-  }
-  return 0;
+  return y_dtype_attr(c, out);
 }
 
 /* (dy, win) -> dx: dy added into each window's winner (win, as

@@ -265,8 +265,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
              n->op == IR_OP_MAXPOOL_BN_RELU_INFER;
   if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0) {
     i++; /* its value is ir_infer's to check, and y_scale's after it (an i8 y_dtype) */
-    int scaled = n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN;
-    if (i < n->nattr && scaled && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;
+    if (i < n->nattr && ir_node_rescales(n) && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;
   }
   int dz_op = n->op == IR_OP_BATCHNORM_RELU_BWD || n->op == IR_OP_BATCHNORM_RELU_BWD_WIN;
   if (ok && i < n->nattr && dz_op && n->attr[i].key && strcmp(n->attr[i].key, "dz_dtype") == 0) i++; /* likewise */

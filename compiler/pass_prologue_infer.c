@@ -11,12 +11,14 @@
  * result is no graph output and its only reader is a cast to f16 or bf16
  * (the precision pass's, before the next layer), the cast is folded into
  * the pool as y_dtype: the maximum is rounded once, which gives the same
- * value as rounding each element first.
+ * value as rounding each element first.  So is a cast to i8 by a
+ * calibrated step (an INT8 model's layer1): y_dtype=i8, y_scale= the
+ * cast's scale, the maximum quantized as the cast would.
  *
  * Assumes a verified inference graph after the precision pass; guarantees
  * the same nodes in the same order but each folded cast, names, SrcLocs
  * and attributes kept (P loses eps and relu; the pool's attributes are
- * M's and eps [, y_dtype]); ids are renumbered densely.  Graphs without
+ * M's and eps [, y_dtype [, y_scale]]); ids are renumbered densely.  Graphs without
  * such a P are returned unchanged.
  *
  *   before:  %4 = conv2d_bn(%2, %3, @bn1.weight, @bn1.bias, @bn1.running_mean, @bn1.running_var)
@@ -68,13 +70,14 @@ static int pool_reader(const Inf *p, int n) {
   return m >= 0 && g->node[m].op == IR_OP_MAXPOOL ? m : -1;
 }
 
-/* Max pool m's cast to f16 or bf16 to fold, else -1. */
+/* Max pool m's cast to fold, else -1: to f16 or bf16, or to i8 by a
+ * calibrated step (scale=, no axis: an INT8 model's next layer). */
 static int pool_cast(const Inf *p, int m) {
   const IrGraph *g = p->g;
   int c = sole_reader(p, g->node[m].out[0], m);
   if (c < 0 || g->node[c].op != IR_OP_CAST) return -1;
   IrDtype to = g->val[g->node[c].out[0]].type.dtype;
-  return to == IR_DT_F16 || to == IR_DT_BF16 ? c : -1;
+  return to == IR_DT_F16 || to == IR_DT_BF16 || (to == IR_DT_I8 && ir_value_step(g, g->node[c].out[0]) > 0) ? c : -1;
 }
 
 /* Attribute `key` of node `from` copied onto node id of out (absent: nothing). */
@@ -113,7 +116,8 @@ static int rebuild_pool(const Inf *p, IrGraph *out, int m, int *map) {
   const IrType *t = &g->val[(c >= 0 ? g->node[c].out[0] : node->out[0])].type;
   int id = ir_node_add(out, IR_OP_MAXPOOL_BN_RELU_INFER, node->name, node->loc, in, 5, t, 1);
   if (id < 0 || copy_attr(out, id, node, "k") || copy_attr(out, id, node, "s") || copy_attr(out, id, node, "p") ||
-      copy_attr(out, id, bn, "eps") || (c >= 0 && !ir_attr_set_dtype(out, id, "y_dtype", t->dtype)))
+      copy_attr(out, id, bn, "eps") || (c >= 0 && !ir_attr_set_dtype(out, id, "y_dtype", t->dtype)) ||
+      (t->dtype == IR_DT_I8 && !ir_attr_set_float(out, id, "y_scale", ir_value_step(g, g->node[c].out[0]))))
     return -1;
   map[node->out[0]] = out->node[id].out[0];
   if (c >= 0) map[g->node[c].out[0]] = out->node[id].out[0];

@@ -72,28 +72,35 @@ static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, in
 /* maxpool_bn_relu_infer (z, gamma, beta, mean, var) -> y: the running
  * statistics' coefficients (chan_finalize.cu's INFER, those conv2d_bn's
  * apply takes) into scratch, then the pool recomputing each element from
- * z by them (NETC_POOL_COEF) and rounding it to y's dtype; tiled when the
- * tile fits.  The pool's defines describe x as z's shape in y's dtype. */
+ * z by them (NETC_POOL_COEF) and rounding it to y's dtype (i8: the
+ * maxima in z's dtype quantized by y_scale, NETC_POOL_Q8); tiled when the
+ * tile fits.  The pool's defines describe x as z's shape in the dtype the
+ * maxima are taken in. */
 static int pool_bn_infer(Emit *e) {
   const IrType *tz = in_type(e, 0), *ty = out_type(e, 0);
   if (tz->layout != IR_LAYOUT_NHWC || ty->layout != IR_LAYOUT_NHWC || tz->rank != 4)
     return cg_emit_fail(e, "pooling runs on NHWC tensors");
-  if (!cg_tmpl_is_float(tz->dtype) || !cg_tmpl_is_float(ty->dtype))
-    return cg_emit_fail(e, "maxpool_bn_relu_infer needs float z and y");
-  IrType tx = *tz;
-  tx.dtype = ty->dtype;
+  int q8 = ty->dtype == IR_DT_I8;
+  if (!cg_tmpl_is_float(tz->dtype) || (!cg_tmpl_is_float(ty->dtype) && !q8))
+    return cg_emit_fail(e, "maxpool_bn_relu_infer needs a float z and a float or i8 y");
+  IrType tx = *tz; /* i8: the maxima in z's dtype, then quantized */
+  if (!q8) tx.dtype = ty->dtype;
   CgEmitChan c;
   if (cg_emit_chan_plan(e, tz, &c) || cg_emit_check_f32(e, 1, 4, 1, 0) ||
       cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER"))
     return -1;
   CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), scratch(c.coef));
-  int C = (int)tz->dim[3], V = cg_emit_vec(ty->dtype, C), toh, tow;
+  int C = (int)tz->dim[3], V = cg_emit_vec(tx.dtype, C), toh, tow;
   if (cg_emit_vec(tz->dtype, C) < V) V = cg_emit_vec(tz->dtype, C);
   if (cg_emit_begin(e, "")) return -1;
   pool_defs(e, "NETC_POOL_MAX", &tx, ty, C, V);
   cg_emit_def(e, "NETC_POOL_BN", "1");
   cg_emit_def(e, "NETC_POOL_COEF", "1");
   cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tz->dtype));
+  if (q8) {
+    cg_emit_def_float(e, "NETC_POOL_Q8", ir_attr_float(e->n, "y_scale", 0));
+    cg_emit_def(e, "NETC_YCOUNT", "%lldLL", (long long)numel(e, ty));
+  }
   CG_EMIT_ARGS(e, in(0), scratch(c.coef), out(0));
   if (!pool_tile(e, &tx, C, V, &toh, &tow))
     return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);

@@ -188,10 +188,10 @@ void *rt_cpu_data(RtCpu *x, int v) {
 int64_t rt_cpu_numel(const RtCpu *x, int v) { return valid(x, v) ? x->numel[v] : 0; }
 int rt_cpu_is_int(const RtCpu *x, int v) { return valid(x, v) && is_int_dtype(x->g->val[v].type.dtype); }
 
-/* Keeps only what the output's dtype can hold: f16 and bf16 rounded, a
- * convolution's i8 result requantized by its y_scale S (pass requant: S *
- * clamp(rint(y / S), -127, 127), as a calibrated cast to i8 quantizes,
- * NaN to -127 with it). */
+/* Keeps only what the output's dtype can hold: f16 and bf16 rounded, an
+ * i8 result requantized by its node's y_scale S (pass requant's
+ * convolutions, the inference stem's pool: rt_cpu_quantize, as a
+ * calibrated cast to i8 quantizes, NaN to -127 with it). */
 static void round_outputs(RtCpu *x, const IrNode *n) {
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
@@ -199,8 +199,7 @@ static void round_outputs(RtCpu *x, const IrNode *n) {
     if (dt == IR_DT_F16) rt_ref_round_f16(x->numel[v], x->buf[v], x->buf[v]);
     if (dt == IR_DT_BF16) rt_ref_round_bf16(x->numel[v], x->buf[v], x->buf[v]);
     const IrAttr *ys = dt == IR_DT_I8 && k == 0 ? ir_attr_find(n, "y_scale") : NULL;
-    float *y = x->buf[v], s = ys ? (float)ys->f : 0;
-    for (int64_t i = 0; ys && i < x->numel[v]; i++) y[i] = s * fminf(127.0f, fmaxf(-127.0f, nearbyintf(y[i] / s)));
+    if (ys) rt_cpu_quantize((float)ys->f, x->numel[v], x->buf[v], x->buf[v]);
   }
 }
 

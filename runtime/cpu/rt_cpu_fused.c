@@ -221,7 +221,8 @@ int rt_cpu_fused_maxpool_bn_relu(RtCpu *x, const IrNode *n) {
 /* Inference: (z, gamma, beta, running_mean, running_var) -> maxpool(y),
  * y = relu(batchnorm(z)) by the running statistics (conv2d_bn's arithmetic)
  * in scratch, rounded to z's dtype as conv2d_bn stores it; the maxima
- * rounded to the result's dtype, as the cast folded into the node did. */
+ * then rounded to the result's dtype by the executor (rt_cpu.c; i8:
+ * quantized by y_scale), as the cast folded into the node rounded them. */
 int rt_cpu_fused_maxpool_bn_relu_infer(RtCpu *x, const IrNode *n) {
   RtRefAct zs = rt_cpu_op_act(x, rt_cpu_op_in_type(x, n, 0)), ys = rt_cpu_op_act(x, rt_cpu_op_out_type(x, n, 0));
   RtRefPoolParam p = rt_cpu_op_pool_param(n);
@@ -238,7 +239,7 @@ int rt_cpu_fused_maxpool_bn_relu_infer(RtCpu *x, const IrNode *n) {
       rt_cpu_op_round(x, n, rt_cpu_op_in_type(x, n, 0)->dtype, count, y, y) ||
       rt_cpu_op_check(x, n, rt_ref_maxpool_fwd(&zs, y, &p, &ys, out, argmax), "rt_ref_maxpool_fwd"))
     return -1;
-  return round_out(x, n, 0);
+  return 0; /* the executor rounds the result to its dtype (i8: by y_scale), as the cast did */
 }
 
 /* Inputs dy, win (0, 1) of a winners' reader: dy added into each window's

@@ -88,7 +88,11 @@ int rt_cpu_cast(RtCpu *x, const IrNode *n) {
     float amax = 0;
     for (int64_t i = 0; i < per && !fixed; i++) amax = amax > fabsf(s[i]) || isnan(amax) ? amax : fabsf(s[i]);
     float scale = fixed ? (float)fixed->f : !(amax <= 0) ? amax / 127.0f : 1.0f;
-    for (int64_t i = 0; i < per; i++) d[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(s[i] / scale)));
+    rt_cpu_quantize(scale, per, s, d);
   }
   return 0;
+}
+
+void rt_cpu_quantize(float scale, int64_t count, const float *src, float *dst) {
+  for (int64_t i = 0; i < count; i++) dst[i] = scale * fminf(127.0f, fmaxf(-127.0f, nearbyintf(src[i] / scale)));
 }

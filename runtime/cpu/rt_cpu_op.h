@@ -141,6 +141,9 @@ int rt_cpu_fused_sum_relu_bwd(RtCpu *x, const IrNode *n);
 
 /* rt_cpu_layout.c: relayout and cast */
 int rt_cpu_relayout(RtCpu *x, const IrNode *n);
+/* i8 quantization by step scale as the CPU keeps it: dst = scale *
+ * clamp(rint(src / scale), -127, 127) (a NaN becomes -127); in place is fine. */
+void rt_cpu_quantize(float scale, int64_t count, const float *src, float *dst);
 int rt_cpu_cast(RtCpu *x, const IrNode *n);
 
 #endif

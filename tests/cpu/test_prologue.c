@@ -25,7 +25,8 @@
  *    verifier refuses an f32, misshapen or second copy.
  * 6. Inference (pass_prologue_infer): stem7's batch norm + relu applied by
  *    its max pool (maxpool_bn_relu_infer, the cast after it folded in),
- *    in f16, bf16, f32 and INT8: the pooled result and the logits equal
+ *    in f16, bf16, f32 and INT8 (the i8 cast folded where its step is
+ *    calibrated): the pooled result and the logits equal
  *    the unfused graph's bit for bit, gamma of both signs; ResNet-50's
  *    stem takes the same form. */
 #include <math.h>
@@ -34,6 +35,7 @@
 
 #include "check.h"
 #include "exectest.h"
+#include "int8_scales.h"
 #include "pipeline.h"
 #include "rt_ref.h"
 
@@ -454,7 +456,7 @@ done:
 /* --- 6. inference: the stem's batch norm applied by its max pool -------- */
 
 static IrGraph *compile_infer(Arena *a, const char *root, const char *model, IrDtype precision, const char *int8,
-                              int prologue) {
+                              const Int8Scales *scales, int prologue) {
   IrGraph *g = exectest_model(a, root, model);
   Diag d;
   diag_init(&d, stderr);
@@ -465,6 +467,7 @@ static IrGraph *compile_infer(Arena *a, const char *root, const char *model, IrD
                 .precision = precision,
                 .precision_set = 1,
                 .int8_layers = int8,
+                .int8_scales = scales,
                 .disabled = prologue ? 0 : pipeline_bit("prologue")};
   if (!g || pipeline_run(&g, &cx)) return NULL;
   return g;
@@ -472,29 +475,37 @@ static IrGraph *compile_infer(Arena *a, const char *root, const char *model, IrD
 
 /* stem7's inference graph with and without the pass: with it conv1 is a
  * plain conv2d read by pool1, a maxpool_bn_relu_infer that folded the cast
- * after it (y_dtype; none in f32, and none when the next layer quantizes:
- * its i8 cast stays); the pool's result and the logits equal those without
- * the pass bit for bit, with the batch norm's gamma of both signs (a
- * negative scale: the pool must not take its maximum before the affine). */
-static void check_infer_stem(const char *root, IrDtype precision, const char *int8) {
-  const char *model = "tests/codegen/kernels/stem7.net", *dn = int8 ? "int8" : ir_dtype_name(precision);
+ * after it (y_dtype; none in f32, and none when the next layer quantizes
+ * by each batch's maximum: its i8 cast stays; with a calibrated step,
+ * y_dtype=i8 and y_scale); the pool's result and the logits equal those
+ * without the pass bit for bit, with the batch norm's gamma of both signs
+ * (a negative scale: the pool must not take its maximum before the affine). */
+static void check_infer_stem(const char *root, IrDtype precision, const char *int8, double step) {
+  static const char *LAYERS[] = {"conv2"};
+  double steps[] = {step};
+  Int8Scales table = {.layer = LAYERS, .scale = steps, .n = 1}, *scales = step > 0 ? &table : NULL;
+  const char *model = "tests/codegen/kernels/stem7.net";
+  const char *dn = scales ? "int8 calibrated" : int8 ? "int8" : ir_dtype_name(precision);
   Arena aa, ab;
   arena_init(&aa);
   arena_init(&ab);
-  IrGraph *gp = compile_infer(&aa, root, model, precision, int8, 1),
-          *gs = compile_infer(&ab, root, model, precision, int8, 0);
+  IrGraph *gp = compile_infer(&aa, root, model, precision, int8, scales, 1),
+          *gs = compile_infer(&ab, root, model, precision, int8, scales, 0);
   CHECK(gp && gs, "stem7 inference %s compiles with and without the prologue pass", dn);
   RtCpu *xp = NULL, *xs = NULL;
   if (!gp || !gs) goto done;
   const IrNode *conv = node_named(gp, "conv1"), *pool = node_named(gp, "pool1");
   const IrNode *conv_s = node_named(gs, "conv1"), *pool_s = node_named(gs, "pool1");
-  int folds = !int8 && precision != IR_DT_F32;
+  int folds = scales || (!int8 && precision != IR_DT_F32);
+  IrDtype want = scales ? IR_DT_I8 : folds ? precision : IR_DT_F32;
   char cast_name[32];
-  snprintf(cast_name, sizeof cast_name, "pool1.%s", int8 ? "i8" : dn);
+  snprintf(cast_name, sizeof cast_name, "pool1.%s", int8 ? "i8" : ir_dtype_name(precision));
   const IrNode *cast_s = node_named(gs, cast_name);
   int ok = conv && conv->op == IR_OP_CONV2D && conv->nin == 2 && pool && pool->op == IR_OP_MAXPOOL_BN_RELU_INFER &&
-           pool->in[0] == conv->out[0] && gp->val[pool->out[0]].type.dtype == (folds ? precision : IR_DT_F32) &&
-           (ir_attr_find(pool, "y_dtype") != NULL) == folds && (node_named(gp, cast_name) != NULL) == (int8 != NULL);
+           pool->in[0] == conv->out[0] && gp->val[pool->out[0]].type.dtype == want &&
+           (ir_attr_find(pool, "y_dtype") != NULL) == folds &&
+           (ir_attr_find(pool, "y_scale") != NULL) == (scales != NULL) &&
+           (node_named(gp, cast_name) != NULL) == (int8 && !scales);
   CHECK(ok, "stem7 %s: conv1 is conv2d, pool1 maxpool_bn_relu_infer of it%s", dn,
         folds ? ", the cast folded in" : ", no cast folded");
   CHECK(conv_s && conv_s->op == IR_OP_CONV2D_BN && pool_s && pool_s->op == IR_OP_MAXPOOL &&
@@ -530,7 +541,7 @@ done:
 static void check_infer_resnet50(const char *root) {
   Arena a;
   arena_init(&a);
-  IrGraph *g = compile_infer(&a, root, "models/resnet50.net", IR_DT_F16, NULL, 1);
+  IrGraph *g = compile_infer(&a, root, "models/resnet50.net", IR_DT_F16, NULL, NULL, 1);
   CHECK(g != NULL, "resnet50 inference compiles");
   if (g) {
     const IrNode *conv = node_named(g, "conv1"), *pool = node_named(g, "maxpool");
@@ -556,10 +567,11 @@ int main(int argc, char **argv) {
   check_zc_verify();
   check_zc_smallcnn(argv[1], IR_DT_F16);
   check_zc_smallcnn(argv[1], IR_DT_BF16);
-  check_infer_stem(argv[1], IR_DT_F16, NULL);
-  check_infer_stem(argv[1], IR_DT_BF16, NULL);
-  check_infer_stem(argv[1], IR_DT_F32, NULL);
-  check_infer_stem(argv[1], IR_DT_F16, "all");
+  check_infer_stem(argv[1], IR_DT_F16, NULL, 0);
+  check_infer_stem(argv[1], IR_DT_BF16, NULL, 0);
+  check_infer_stem(argv[1], IR_DT_F32, NULL, 0);
+  check_infer_stem(argv[1], IR_DT_F16, "all", 0);
+  check_infer_stem(argv[1], IR_DT_F16, "all", 0.02);
   check_infer_resnet50(argv[1]);
   return check_report();
 }

@@ -85,6 +85,7 @@ static const Config CONFIGS[] = {
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F32, 0, NULL, 0, 0},
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0},
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "all", 0, 0},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "calibrated", 0, 0}, /* the pool writes i8 */
     {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0, 0},
     {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0, 0},
     /* calibrated steps: each block's conv1 writes i8 itself (pass requant) */
@@ -144,11 +145,30 @@ static const char *vname(const IrGraph *g, int v, char *buf, size_t len) {
   return buf;
 }
 
+/* The least tolerance of value v when it is an FP8 cast's amax history
+ * (delayed scaling): the maxima of tensors that FP8 layers made, which move
+ * by a whole code's step (2^-3 of the value in E4M3, 2^-2 in E5M2) where
+ * one operand of theirs rounds to the next code on one executor and not the
+ * other; the NEAR perturbed CPU steps sample few such flips (resnet20 fp8
+ * training on an H100: layer2.1.bn2.bwd's E5M2 history 0.189 from the CPU,
+ * layer3.1.conv2's E4M3 0.125, with allowances of 0.113 and 0.047).  Two
+ * steps of the format; 0 for any other value. */
+static double fp8_history_floor(const IrGraph *g, int v) {
+  for (int i = 0; i < g->nnode; i++) {
+    const IrNode *n = &g->node[i];
+    if (n->op != IR_OP_CAST || n->nin < 2 || n->in[1] != v) continue;
+    IrDtype dt = g->val[n->out[0]].type.dtype;
+    return dt == IR_DT_F8E4M3 ? 2 * 0.125 : dt == IR_DT_F8E5M2 ? 2 * 0.25 : 0;
+  }
+  return 0;
+}
+
 /* Worst relative difference over every compared value of a against b.  The
  * tolerance of value v is tol, or twice the model's own sensitivity when
  * that is larger: the farthest any of the NEAR sets near[k] (the CPU's
  * results from the image perturbed by f16 rounding, each its own way) lies
- * from b (near NULL: no such allowance).  One perturbation is one sample of
+ * from b (near NULL: no such allowance), and at least fp8_history_floor's
+ * for an FP8 amax history.  One perturbation is one sample of
  * how far rounding moves a value; for a single tensor it can fall well
  * short of another (resnet20 at fp16: layer3.0.conv1's weight gradient moved
  * 0.08 under one, while the GPU's step lay 0.21 from the CPU's). */
@@ -161,7 +181,7 @@ static double compare_all(const IrGraph *g, float **a, float **b, float **near[N
   for (int v = 0; v < g->nval; v++) {
     if (!a[v] || !b[v]) continue;
     int64_t n = gexec_numel(g, v, BATCH);
-    double t = tol;
+    double t = fmax(tol, fp8_history_floor(g, v));
     for (int k = 0; near && k < NEAR; k++)
       if (near[k] && near[k][v]) t = fmax(t, 2 * gexec_compare("sensitivity", near[k][v], b[v], n, INFINITY));
     if (worst_tol && t > *worst_tol) *worst_tol = t;
