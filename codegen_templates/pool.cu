@@ -35,11 +35,13 @@
  * stored as i8 quantized by that step (netc_q8, a calibrated cast's
  * arithmetic), the step after y's elements.
  * NETC_POOL_TILE (with
- * NETC_POOL_MAX and NETC_POOL_BN): one block per NETC_POOL_TOH x
- * NETC_POOL_TOW output pixels (times C/V == 256 threads), which first
- * writes relu(bn(z)) of the input pixels its windows cover into shared
- * memory, each once, then searches the windows there (the same values and
- * order, hence the same winners); launch: one block per tile, N *
+ * NETC_POOL_MAX and NETC_POOL_BN): one block of 256 threads per
+ * NETC_POOL_TOH x NETC_POOL_TOW output pixels (times C/V, a multiple of
+ * 256: each thread takes several), which first writes relu(bn(z)) of the
+ * input pixels its windows cover into shared memory, each once, then
+ * searches the windows there (the same values and order, hence the same
+ * winners); the larger the tile, the fewer input pixels two tiles both
+ * read; launch: one block per tile, N *
  * ceil(HO/TOH) * ceil(WO/TOW) blocks.  Global average: one thread per
  * (n, channel vector) adds the H*W pixels in order.
  * Launch: 1-D, 256 threads a block, any grid (grid-stride loop); with
@@ -192,8 +194,8 @@ __device__ __forceinline__ unsigned char code_of(int arg, int oh, int ow) {
  * tile TIH x TIW pixels. */
 static constexpr int TOH = NETC_POOL_TOH, TOW = NETC_POOL_TOW, TIH = (TOH - 1) * SH + R, TIW = (TOW - 1) * SW + S;
 static constexpr int TILES_H = (HO + TOH - 1) / TOH, TILES_W = (WO + TOW - 1) / TOW;
-#if NETC_POOL_TOH * NETC_POOL_TOW * (NETC_C / NETC_V) != 256
-#error "pool.cu: NETC_POOL_TILE needs TOH * TOW * C/V == 256 threads"
+#if 256 % (NETC_C / NETC_V) != 0 || NETC_POOL_TOH * NETC_POOL_TOW * (NETC_C / NETC_V) % 256 != 0
+#error "pool.cu: NETC_POOL_TILE needs C/V to divide 256 and TOH * TOW * C/V to be a multiple of 256"
 #endif
 #endif
 
@@ -284,8 +286,8 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
 #if defined(NETC_POOL_TILE)
 {
   /* block b: tile (n, th, tw); its input tile normalized into shared memory
-   * once (each input pixel is in up to four 3x3/2 windows), then one thread
-   * per output pixel and channel vector */
+   * once (each input pixel is in up to four 3x3/2 windows), then each
+   * thread takes output pixels 256 / CV apart, at its channel vector */
   __shared__ vec_t tile[TIH * TIW * CV];
   const int b = blockIdx.x, tw = b % TILES_W, th = b / TILES_W % TILES_H, n = b / (TILES_W * TILES_H);
   const int oh0 = th * TOH, ow0 = tw * TOW, ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
@@ -301,19 +303,21 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
     tile[t] = a;
   }
   __syncthreads();
-  const int q = threadIdx.x / CV, oh = oh0 + q / TOW, ow = ow0 + q % TOW;
-  if (oh >= HO || ow >= WO) return;
-  int arg[V];
-  float best[V];
-  window_max_tile(tile, ih0, iw0, oh, ow, cv, arg, best);
-  const long long i = (((long long)n * HO + oh) * WO + ow) * CV + cv;
-  store_y(y, i, best);
+  for (int t = threadIdx.x; t < TOH * TOW * CV; t += 256) {
+    const int q = t / CV, oh = oh0 + q / TOW, ow = ow0 + q % TOW;
+    if (oh >= HO || ow >= WO) continue;
+    int arg[V];
+    float best[V];
+    window_max_tile(tile, ih0, iw0, oh, ow, cv, arg, best);
+    const long long i = (((long long)n * HO + oh) * WO + ow) * CV + cv;
+    store_y(y, i, best);
 #if defined(NETC_POOL_WIN)
-  netc_vec<unsigned char, V> won;
+    netc_vec<unsigned char, V> won;
 #pragma unroll
-  for (int j = 0; j < V; j++) won.v[j] = code_of(arg[j], oh, ow);
-  netc_vst<unsigned char, V>(code, i, won);
+    for (int j = 0; j < V; j++) won.v[j] = code_of(arg[j], oh, ow);
+    netc_vst<unsigned char, V>(code, i, won);
 #endif
+  }
 }
 #else
 {
