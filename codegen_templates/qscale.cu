@@ -13,6 +13,10 @@
  *                scale and the bias divided by S, so the epilogue's result
  *                is y / S, which cuDNN (or a cast launch) rounds to i8; S
  *                written as y's one scale after its NETC_YCOUNT elements
+ *   NETC_QS_OUTSCALE  (with MUL and OUT: a requantized y adding a float
+ *                residual, cg_conv.h's CG_EPI_OUTSCALE) esb[2K..5K) too:
+ *                the scale and bias not divided, and 1/S, for the plan
+ *                that divides last and adds the residual as it is
  *
  * Parameters: NETC_KERNEL_NAME, NETC_K, NETC_XCOUNT and NETC_WCOUNT (the
  * elements of q_x and q_w: their scales start at the next 16-byte
@@ -61,6 +65,11 @@ NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restri
   esb[K + k] = 0.0f;
 #endif
 #elif defined(NETC_QS_MUL)
+#if defined(NETC_QS_OUTSCALE)
+  esb[2 * K + k] = esb[k] * s; /* the out scale's form: y = relu(acc * this + bias + residual) / S */
+  esb[3 * K + k] = esb[K + k];
+  esb[4 * K + k] = 1.0f / out_step;
+#endif
   esb[k] = esb[k] * s / out_step;
   esb[K + k] /= out_step;
 #else

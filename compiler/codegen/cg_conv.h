@@ -59,6 +59,17 @@ typedef struct CgConvDesc {
                    * (0: 1): an i8 residual's step, divided by y's step when y is requantized to i8 */
 } CgConvDesc;
 
-enum { CG_EPI_AFFINE = 1, CG_EPI_RESIDUAL = 2, CG_EPI_RELU = 4, CG_EPI_DRELU = 8 };
+/* CG_EPI_OUTSCALE (forward, with CG_EPI_AFFINE): the epilogue's result is
+ * multiplied last, after the relu, by a third per-channel f32 vector (an i8
+ * result requantized by 1/S with a float residual added at its own scale:
+ * relu(r * scale + bias + residual) / S, where without it the residual
+ * would have to be scaled by 1/S on its way in, which cuDNN's int8
+ * engines refuse); see RtConvIo.esb. */
+enum { CG_EPI_AFFINE = 1, CG_EPI_RESIDUAL = 2, CG_EPI_RELU = 4, CG_EPI_DRELU = 8, CG_EPI_OUTSCALE = 16 };
+
+/* The epilogue's f32 vectors of K (RtConvIo.esb), as many times K floats:
+ * scales and biases (2), and with CG_EPI_OUTSCALE the scales, biases and
+ * out scales of that form after them (5). */
+static inline int cg_conv_esb_floats(const CgConvDesc *d) { return d->epilogue & CG_EPI_OUTSCALE ? 5 : 2; }
 
 #endif

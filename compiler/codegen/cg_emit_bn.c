@@ -13,7 +13,9 @@
 
 /* A quantized convolution's residual as cuDNN's epilogue adds it: of dtype
  * rdtype (i8: pass requant's block outputs), multiplied by rscale on the
- * way in: an i8 residual's step, over y's step when y is requantized. */
+ * way in: an i8 residual's step, over y's step when y is requantized -- but
+ * with the out scale (CG_EPI_OUTSCALE: y divided by its step last) a float
+ * residual as it is, the copy below then only the plan without it. */
 static int quant_residual(Emit *e, int r) {
   CgConvDesc *d = &e->k->conv;
   const IrAttr *ys = ir_attr_find(e->n, "y_scale");
@@ -21,8 +23,9 @@ static int quant_residual(Emit *e, int r) {
   d->rdtype = in_type(e, r)->dtype;
   if (d->rdtype == IR_DT_I8 && !((step = ir_value_step(e->g, e->n->in[r])) > 0))
     return cg_emit_fail(e, "an i8 residual needs a calibrated step");
-  d->rscale = (float)(step / out);
-  if (d->rdtype != IR_DT_I8 && d->rscale == 1.0f) return 0;
+  float rs = (float)(step / out);
+  d->rscale = d->epilogue & CG_EPI_OUTSCALE ? (float)step : rs;
+  if (d->rdtype != IR_DT_I8 && rs == 1.0f) return 0;
   /* where cuDNN has no plan adding an i8 residual, or any residual scaled (on the H100, cuDNN 9.14: no engine
    * for an int8 convolution whose residual ADD has ALPHA2): its f16 copy times rscale in scratch past the rest
    * (RES_UNFUSED, before the convolution), which the plan adds as it is */
@@ -33,7 +36,7 @@ static int quant_residual(Emit *e, int r) {
   if (cg_emit_begin(e, "res_dq")) return -1;
   cg_emit_def(e, "NETC_DQ_SCALED", "1");
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(d->rdtype));
-  cg_emit_def_float(e, "NETC_MUL", d->rscale);
+  cg_emit_def_float(e, "NETC_MUL", rs);
   cg_emit_def(e, "NETC_COUNT", "%lldLL", (long long)count);
   CG_EMIT_ARGS(e, in(r), scratch(k->rin_offset));
   if (cg_emit_end(e, "dequant.cu", cg_emit_grid_1d(e, (count + 7) / 8), 1, BLOCK, 1)) return -1;
@@ -58,12 +61,17 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
   c.sb = epi;
   if (cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
   if (epi) {
+    CgConvDesc *d = &e->k->conv;
+    int r = residual_in(e);
+    const IrAttr *ys = ir_attr_find(e->n, "y_scale");
+    d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (r >= 0 ? CG_EPI_RESIDUAL : 0);
+    /* an i8 result requantized by 1/S adding a float residual: divided last (cg_conv.h), the residual as it is */
+    if (conv_quant(e) && r >= 0 && in_type(e, r)->dtype != IR_DT_I8 && ys && ys->f != 1.0)
+      d->epilogue |= CG_EPI_OUTSCALE;
     CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), scratch(c.coef), scratch(esb));
-    need_scratch(e, esb + (size_t)2 * c.C * sizeof(float));
+    need_scratch(e, esb + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
     e->k->launch[e->k->nlaunch - 1].before = 1;
     if (conv_quant(e) && cg_emit_qscale(e, "NETC_QS_MUL", -1, esb)) return -1;
-    CgConvDesc *d = &e->k->conv;
-    d->epilogue = CG_EPI_AFFINE | (relu ? CG_EPI_RELU : 0) | (residual_in(e) >= 0 ? CG_EPI_RESIDUAL : 0);
     e->k->conv_esb = scratch(esb);
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
     if (conv_quant(e)) /* its plan always has the epilogue: no apply launch */

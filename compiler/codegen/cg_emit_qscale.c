@@ -23,6 +23,7 @@ int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb) {
   cg_emit_def(e, "NETC_XCOUNT", "%lldLL", (long long)numel(e, in_type(e, 0)));
   cg_emit_def(e, "NETC_WCOUNT", "%lldLL", (long long)numel(e, in_type(e, 1)));
   cg_emit_def(e, "NETC_WSCALES", "%lldLL", (long long)ws);
+  if (e->k->conv.epilogue & CG_EPI_OUTSCALE) cg_emit_def(e, "NETC_QS_OUTSCALE", "1");
   CgKArg args[5] = {in(0), in(1)};
   int nargs = 2;
   if (bias >= 0) {

@@ -107,7 +107,7 @@ static void plan_clear(const DnnApi *d, RtConvPlan *p) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) destroy(d, all[i]);
   for (int i = 0; i < PRO_OPS; i++) destroy(d, &p->pwop[i]), destroy(d, &p->pw[i]), destroy(d, &p->virt[i]);
   for (int i = 0; i < EPI_OPS; i++) destroy(d, &p->epop[i]), destroy(d, &p->epw[i]), destroy(d, &p->evirt[i]);
-  cudnnBackendDescriptor_t *epi[] = {&p->escale, &p->ebias, &p->eres, &p->emask, &p->bnw, &p->bnz};
+  cudnnBackendDescriptor_t *epi[] = {&p->escale, &p->ebias, &p->eres, &p->emask, &p->eoscale, &p->bnw, &p->bnz};
   for (size_t i = 0; i < sizeof epi / sizeof epi[0]; i++) destroy(d, epi[i]);
   for (int i = 0; i < BN_OPS; i++) destroy(d, &p->bnop[i]), destroy(d, &p->bnpw[i]), destroy(d, &p->bnvirt[i]);
   for (int i = 0; i < BN_INS; i++) destroy(d, &p->bnin[i]);
@@ -173,6 +173,8 @@ static RtCudaStatus check_desc(const CgConvDesc *d, char *err, size_t errlen) {
                                                    : (d->epilogue & ~CG_EPI_RESIDUAL) != CG_EPI_DRELU)))
     bad = "epilogue (a forward one scales, a data gradient's [adds and] masks; neither with genstats or a "
           "prologue)";
+  else if ((d->epilogue & CG_EPI_OUTSCALE) && d->kind != CG_CONV_FWD)
+    bad = "epilogue out scale (forward convolutions only)";
   else if (d->dbn && (d->kind != CG_CONV_BWD_DATA || d->dtype == IR_DT_F32 || d->epilogue))
     bad = "dbn (data gradients on f16 or bf16 only, without an epilogue)";
   else if (d->dbn && d->c % 4)
@@ -300,7 +302,8 @@ RtCudaStatus rt_cudnn_conv_plan(RtCudnn *h, const CgConvDesc *d, RtConvPlan **pl
       snprintf(add, sizeof add, "-add(%s*%.9g)", dtype_name(key.rdtype), key.rscale != 0.0f ? (double)key.rscale : 1.0);
     else if (key.epilogue & CG_EPI_RESIDUAL)
       snprintf(add, sizeof add, "-add");
-    snprintf(epi, sizeof epi, "+scale-bias%s%s", add, key.epilogue & CG_EPI_RELU ? "-relu" : "");
+    snprintf(epi, sizeof epi, "+scale-bias%s%s%s", add, key.epilogue & CG_EPI_RELU ? "-relu" : "",
+             key.epilogue & CG_EPI_OUTSCALE ? "-scale" : "");
   }
   if (key.dbn) snprintf(epi, sizeof epi, "+dbn");
   char dt[24];

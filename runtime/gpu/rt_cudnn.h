@@ -31,7 +31,9 @@
  * workspace bytes (may be 0 when it needs none). */
 typedef struct RtConvIo {
   CUdeviceptr x, w, y, stats, sb, workspace;
-  CUdeviceptr esb;      /* epilogue CG_EPI_AFFINE: K f32 scales, then K f32 biases */
+  CUdeviceptr esb;      /* epilogue CG_EPI_AFFINE: K f32 scales, then K f32 biases; with CG_EPI_OUTSCALE
+                         * the plan reads scales, biases and the K out scales from 2K floats in (the
+                         * first 2K hold what the plan without it reads: cg_conv_esb_floats) */
   CUdeviceptr residual; /* epilogue CG_EPI_RESIDUAL: shaped and typed like y (forward), dx (data gradient) */
   CUdeviceptr mask;     /* epilogue CG_EPI_DRELU: shaped and typed like x (dx) */
   struct {              /* dbn: z shaped and typed like x (dx); the rest C f32 each (C = x's channels) */

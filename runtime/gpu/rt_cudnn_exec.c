@@ -30,9 +30,12 @@ static RtCudaStatus execute(RtCudnn *h, const RtConvPlan *p, cudnnBackendDescrip
     uids[n] = UID_SCALE, ptrs[n++] = ptr(io->sb);
     uids[n] = UID_BIAS, ptrs[n++] = ptr(io->sb + (CUdeviceptr)d->c * dtype_bytes(d->dtype));
   }
-  if (d->epilogue & CG_EPI_AFFINE) {
-    uids[n] = UID_ESCALE, ptrs[n++] = ptr(io->esb);
-    uids[n] = UID_EBIAS, ptrs[n++] = ptr(io->esb + (CUdeviceptr)d->k * sizeof(float));
+  if (d->epilogue & CG_EPI_AFFINE) { /* with OUTSCALE: the three vectors from 2K floats in (RtConvIo.esb) */
+    CUdeviceptr e = io->esb + (d->epilogue & CG_EPI_OUTSCALE ? (CUdeviceptr)2 * d->k * sizeof(float) : 0);
+    uids[n] = UID_ESCALE, ptrs[n++] = ptr(e);
+    uids[n] = UID_EBIAS, ptrs[n++] = ptr(e + (CUdeviceptr)d->k * sizeof(float));
+    if (d->epilogue & CG_EPI_OUTSCALE)
+      uids[n] = UID_EOSCALE, ptrs[n++] = ptr(e + (CUdeviceptr)2 * d->k * sizeof(float));
   }
   if (d->epilogue & CG_EPI_RESIDUAL) uids[n] = UID_RESIDUAL, ptrs[n++] = ptr(io->residual);
   if (d->epilogue & CG_EPI_DRELU) uids[n] = UID_MASK, ptrs[n++] = ptr(io->mask);

@@ -188,12 +188,15 @@ static RtCudaStatus make_epilogue(RtCudnn *h, RtConvPlan *p, cudnnBackendDescrip
     if ((s = make_tensor(h, &p->escale, UID_ESCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         (s = make_tensor(h, &p->ebias, UID_EBIAS, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen)) ||
         ((e & CG_EPI_RESIDUAL) &&
-         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->rdtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))))
+         (s = make_tensor(h, &p->eres, UID_RESIDUAL, d->rdtype, d->n, d->k, d->ho, d->wo, p->what, err, errlen))) ||
+        ((e & CG_EPI_OUTSCALE) &&
+         (s = make_tensor(h, &p->eoscale, UID_EOSCALE, IR_DT_F32, 1, d->k, 1, 1, p->what, err, errlen))))
       return s;
     mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->escale;
     mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->ebias;
     if (e & CG_EPI_RESIDUAL) mode[n] = CUDNN_POINTWISE_ADD, operand[n++] = p->eres;
     if (e & CG_EPI_RELU) mode[n] = CUDNN_POINTWISE_RELU_FWD, operand[n++] = NULL;
+    if (e & CG_EPI_OUTSCALE) mode[n] = CUDNN_POINTWISE_MUL, operand[n++] = p->eoscale;
   } else {
     if ((s = make_tensor(h, &p->emask, UID_MASK, d->dtype, d->n, d->c, d->h, d->w, p->what, err, errlen)) ||
         ((e & CG_EPI_RESIDUAL) &&

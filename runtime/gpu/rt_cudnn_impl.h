@@ -18,7 +18,7 @@
 #include "rt_cudnn.h"
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3, UID_SUM = 4, UID_SQSUM = 5, UID_SCALE = 6, UID_BIAS = 7, UID_VIRT = 8 };
-enum { UID_ESCALE = 11, UID_EBIAS = 12, UID_RESIDUAL = 13, UID_MASK = 14, UID_EVIRT = 20 };
+enum { UID_ESCALE = 11, UID_EBIAS = 12, UID_RESIDUAL = 13, UID_MASK = 14, UID_EOSCALE = 15, UID_EVIRT = 20 };
 enum { UID_Z = 30, UID_BN_IN = 31, UID_BN_OUT = 35, UID_BN_VIRT = 40 };
 /* dbn: its per-channel inputs (uids 31..34) and outputs (35..39), in order */
 enum { BN_MEAN, BN_INVSTD, BN_GAMMA, BN_BETA, BN_INS };
@@ -26,7 +26,7 @@ enum { BN_DGAMMA, BN_DBETA, BN_EQA, BN_EQB, BN_EQC, BN_OUTS };
 /* dbn: its pointwise operations, in order (z - mean, * invstd, * gamma, + beta, relu_bwd) */
 enum { BN_SUBMEAN, BN_INVSTD_MUL, BN_GAMMA_MUL, BN_BETA_ADD, BN_DRELU, BN_OPS };
 enum { PRO_MUL, PRO_ADD, PRO_RELU, PRO_OPS }; /* the prologue's pointwise operations, in order */
-enum { EPI_OPS = 4 };                         /* at most: scale, bias, residual, relu */
+enum { EPI_OPS = 5 };                         /* at most: scale, bias, residual, relu, out scale */
 enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 3 };  /* TUNE_CANDIDATES: rt_cudnn_tune_candidates's default */
 
 typedef struct DnnApi {
@@ -55,7 +55,7 @@ struct RtConvPlan {
   /* prologue only: scale, bias, the virtual results, pointwise descriptors and operations */
   cudnnBackendDescriptor_t scale, bias, virt[PRO_OPS], pw[PRO_OPS], pwop[PRO_OPS];
   /* epilogue only: its operands, the virtual results, pointwise descriptors and operations */
-  cudnnBackendDescriptor_t escale, ebias, eres, emask, evirt[EPI_OPS], epw[EPI_OPS], epop[EPI_OPS];
+  cudnnBackendDescriptor_t escale, ebias, eres, emask, eoscale, evirt[EPI_OPS], epw[EPI_OPS], epop[EPI_OPS];
   int nepi;
   /* dbn only: z, the per-channel tensors, the virtual results (bnvirt[0] is the convolution's), the
    * pointwise descriptors and operations, the BN_BWD_WEIGHTS operation */

@@ -216,8 +216,10 @@ static RtCudaStatus choose(RtCudnn *h, RtConvPlan *p, int mode, cudnnBackendDesc
             (RT_CU(cu, MemAlloc, (&io->sb, 2 * eb * (size_t)d->c), p->what, err, errlen) ||
              RT_CU(cu, MemsetD8Async, (io->sb, 0, 2 * eb * (size_t)d->c, h->stream), p->what, err, errlen))) ||
            ((d->epilogue & CG_EPI_AFFINE) &&
-            (RT_CU(cu, MemAlloc, (&io->esb, 2 * sizeof(float) * (size_t)d->k), p->what, err, errlen) ||
-             RT_CU(cu, MemsetD8Async, (io->esb, 0, 2 * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
+            (RT_CU(cu, MemAlloc, (&io->esb, (size_t)cg_conv_esb_floats(d) * sizeof(float) * (size_t)d->k), p->what, err,
+                   errlen) ||
+             RT_CU(cu, MemsetD8Async,
+                   (io->esb, 0, (size_t)cg_conv_esb_floats(d) * sizeof(float) * (size_t)d->k, h->stream), p->what, err,
                    errlen))) ||
            ((d->epilogue & CG_EPI_RESIDUAL) &&
             RT_CU(cu, MemAlloc,

@@ -379,7 +379,8 @@ static void take_desc(GpuConv *c, const CgConvDesc *want, const CgConvDesc *desc
   c->pro_fused = desc->prologue || !want->prologue;
   c->epi_fused = desc->epilogue || !want->epilogue;
   c->qout_fused = desc->ydtype == want->ydtype;
-  c->res_fused = desc->rdtype == want->rdtype && desc->rscale == want->rscale;
+  c->res_fused = desc->rdtype == want->rdtype && desc->rscale == want->rscale &&
+                 (desc->epilogue & CG_EPI_OUTSCALE) == (want->epilogue & CG_EPI_OUTSCALE);
 }
 
 /* Whether node i (its fused plan made from fused_desc) keeps that plan or
@@ -456,6 +457,8 @@ static RtCudaStatus plan_convs(RtGpu *x, size_t *ws_max, char *err, size_t errle
       cand[0] = cand[1] = cand[2] = *want;
       int copy = x->prog.kn[i].rin_bytes != 0; /* a residual an f16 copy can stand in for (RES_UNFUSED) */
       if (copy) cand[1].rdtype = cand[2].rdtype = IR_DT_F16, cand[1].rscale = cand[2].rscale = 0;
+      /* the out scale's form (cg_conv.h) has the residual as it is; the plans without it read the copy */
+      for (int f = 1; copy && f < 3; f++) cand[f].epilogue &= ~CG_EPI_OUTSCALE;
       if (want->ydtype == IR_DT_I8) cand[copy ? 2 : 1].ydtype = cand[2].ydtype = IR_DT_F16;
     }
     GpuConv *c = &x->conv[i];

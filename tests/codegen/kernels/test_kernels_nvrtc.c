@@ -32,6 +32,7 @@ static int linear_nodes[2][3]; /* [on cuDNN][linear, linear_bwd_data, linear_bwd
 static int fp8_grads;          /* FP8 data and weight gradients whose widening fp8_widened checked */
 static int requant_nodes;      /* requantized i8 results (pass requant) checked */
 static int residual_i8_nodes;  /* convolutions adding an i8 or a scaled residual (a copy first) checked */
+static int outscale_nodes;     /* of them, those with the out scale's form (CG_EPI_OUTSCALE) */
 static int sync_packs[2];      /* synchronized batch norm's PACK launches checked: statistics, backward */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
@@ -309,9 +310,17 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
                 strstr(k->source, "#define NETC_DQ_SCALED 1"),
             "%s node %d: %s copies the i8 residual, scaled, before the convolution", gname, i, L->name);
     }
-    CHECK(copies == 1 && (k->conv.rdtype == IR_DT_I8 || k->conv.rscale != 1.0f) && k->conv.rscale > 0 &&
+    /* a float residual into a requantized result: the plan with the out scale adds it as it is (rscale 1), the
+     * copy (scaled by 1/S) is for a plan without; qscale writes both forms of the epilogue's vectors */
+    int outscale = (k->conv.epilogue & CG_EPI_OUTSCALE) != 0;
+    CHECK(copies == 1 && (k->conv.rdtype == IR_DT_I8 || k->conv.rscale != 1.0f || outscale) && k->conv.rscale > 0 &&
               k->rin_offset >= k->scratch_bytes && (!k->qout_bytes || k->qout_offset >= k->rin_offset + k->rin_bytes),
           "%s node %d: one residual copy, past the rest and before the result's", gname, i);
+    CHECK(!outscale || (k->conv.rdtype != IR_DT_I8 && k->conv.rscale == 1.0f && k->conv.ydtype == IR_DT_I8 &&
+                        strstr(k->source, "#define NETC_QS_OUTSCALE 1") &&
+                        k->conv_esb.offset + (size_t)5 * k->conv.k * sizeof(float) <= k->scratch_bytes),
+          "%s node %d: the out scale's form: the float residual as it is, five vectors of K in esb", gname, i);
+    outscale_nodes += outscale;
     residual_i8_nodes++;
   }
   if (n->op == IR_OP_MAXPOOL_BN_RELU) {
@@ -473,11 +482,11 @@ int main(int argc, char **argv) {
         "pixel and %d by cells: want both",
         bn_win_nodes[0], bn_win_nodes[1]);
   printf("data gradients with the batch norm's backward: %d\n", dbn_nodes);
-  CHECK(fp8_grads > 0 && requant_nodes > 0 && residual_i8_nodes > 0,
-        "FP8 gradients widened: %d, requantized results: %d, i8 residuals: %d; want all", fp8_grads, requant_nodes,
-        residual_i8_nodes);
-  printf("FP8 gradients widened: %d; requantized i8 results: %d; i8 residuals: %d\n", fp8_grads, requant_nodes,
-         residual_i8_nodes);
+  CHECK(fp8_grads > 0 && requant_nodes > 0 && residual_i8_nodes > 0 && outscale_nodes > 0,
+        "FP8 gradients widened: %d, requantized results: %d, i8 residuals: %d (%d with the out scale); want all",
+        fp8_grads, requant_nodes, residual_i8_nodes, outscale_nodes);
+  printf("FP8 gradients widened: %d; requantized i8 results: %d; i8 residuals: %d (%d with the out scale)\n", fp8_grads,
+         requant_nodes, residual_i8_nodes, outscale_nodes);
   CHECK(sync_packs[0] > 0 && sync_packs[1] > 0, "synchronized batch norm's packs: %d statistics, %d backward",
         sync_packs[0], sync_packs[1]);
   printf("synchronized batch norm's packs: %d statistics, %d backward\n", sync_packs[0], sync_packs[1]);
