@@ -35,7 +35,9 @@
  * Without a GPU, only the checks that need none run (a graph planned for
  * another batch is refused with the batch it was planned for), then the
  * test exits 77.  `test_gpu_exec --precompile ROOT CACHE` compiles every
- * configuration's kernels for an H200 into CACHE without a GPU. */
+ * configuration's kernels for an H200 into CACHE without a GPU.
+ * $GPU_EXEC_ONLY=S runs only the configurations whose model path or --int8
+ * value contains S. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -504,10 +506,15 @@ int main(int argc, char **argv) {
   if (pre) return precompile(root);
   test_refusals(root);
   if (!gexec_have_gpu()) return check_nfail ? check_report() : 77;
-  test_oom(root);
-  for (int ci = 0; ci < NCONFIG; ci++) run_config(root, ci);
-  for (size_t ci = 0; ci < sizeof NAN_CASES / sizeof NAN_CASES[0]; ci++) test_nan(root, (int)ci);
+  /* $GPU_EXEC_ONLY=S: only the configurations whose model path or --int8 contains S (a short call) */
+  const char *only = getenv("GPU_EXEC_ONLY");
+  if (!only || !*only) test_oom(root);
+  for (int ci = 0; ci < NCONFIG; ci++)
+    if (!only || !*only || strstr(CONFIGS[ci].model, only) || (CONFIGS[ci].int8 && strstr(CONFIGS[ci].int8, only)))
+      run_config(root, ci);
+  for (size_t ci = 0; (!only || !*only) && ci < sizeof NAN_CASES / sizeof NAN_CASES[0]; ci++) test_nan(root, (int)ci);
   printf("\n%-22s %-9s prec  result\n", "model", "mode");
-  for (int ci = 0; ci < NCONFIG; ci++) printf("%s\n", table[ci]);
+  for (int ci = 0; ci < NCONFIG; ci++)
+    if (table[ci][0]) printf("%s\n", table[ci]);
   return check_report();
 }
