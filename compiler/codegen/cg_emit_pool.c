@@ -68,8 +68,8 @@ static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, in
   const int tiles[4][2] = {{8, 8}, {8, 4}, {4, 4}, {one[0], one[1]}};
   for (int i = 0; i < 4; i++) {
     int h = tiles[i][0], w = tiles[i][1];
-    size_t bytes = (size_t)((h - 1) * s[0] + k[0]) * (size_t)((w - 1) * s[1] + k[1]) * (size_t)C *
-                   ir_dtype_size(tx->dtype);
+    size_t bytes =
+        (size_t)((h - 1) * s[0] + k[0]) * (size_t)((w - 1) * s[1] + k[1]) * (size_t)C * ir_dtype_size(tx->dtype);
     if (bytes <= 48 * 1024 && h * w * cv % BLOCK == 0) {
       *toh = h, *tow = w;
       return 1;
