@@ -27,6 +27,18 @@ IrGraph *ir_graph_new(Arena *a, const char *name) {
   return g->name ? g : NULL;
 }
 
+int ir_sole_reader(const IrGraph *g, int v, int from, int *k) {
+  int r = -1;
+  for (int u = from + 1; u < g->nnode; u++)
+    for (int i = 0; i < g->node[u].nin; i++)
+      if (g->node[u].in[i] == v) {
+        if (r >= 0) return -1;
+        r = u;
+        if (k) *k = i;
+      }
+  return r;
+}
+
 IrGraph *ir_graph_rebuild(const IrGraph *g, int *map) {
   IrGraph *out = ir_graph_new(g->arena, g->name);
   if (!out) return NULL;

@@ -136,6 +136,10 @@ typedef struct IrGraph {
 IrGraph *ir_graph_new(Arena *a, const char *name); /* no nodes, no optimizer section */
 /* Deep copy (into the same arena). */
 IrGraph *ir_graph_clone(const IrGraph *g);
+/* The one node after `from` that reads value v, *k (may be NULL) the input
+ * it reads v as; -1 when no node or several read it, or one reads it
+ * twice.  Whether v is a graph output is the caller's to rule out. */
+int ir_sole_reader(const IrGraph *g, int v, int from, int *k);
 /* The start of a pass's rebuilt copy of g (in g's arena): g's name and
  * train settings and every value that is no activation (inputs,
  * parameters, state), in order; map[v] (g->nval entries) their new ids,

@@ -177,16 +177,7 @@ static int same_window(const IrNode *a, const IrNode *b) {
 /* The node after `from` that reads value v, when it is the only reader
  * and reads it once and v is no graph output; else -1. */
 static int sole_reader(const Pro *p, int v, int from) {
-  const IrGraph *g = p->g;
-  int r = -1;
-  if (p->is_out[v]) return -1;
-  for (int u = from + 1; u < g->nnode; u++)
-    for (int k = 0; k < g->node[u].nin; k++)
-      if (g->node[u].in[k] == v) {
-        if (r >= 0) return -1;
-        r = u;
-      }
-  return r;
+  return p->is_out[v] ? -1 : ir_sole_reader(p->g, v, from, NULL);
 }
 
 /* Max-pool backward b of the pool's inputs old (pool_inputs): its gradient's

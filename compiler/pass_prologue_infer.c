@@ -47,16 +47,8 @@ typedef struct Inf {
 /* The node after `from` that reads value v, when it is the only reader,
  * reads it once as input 0, and v is no graph output; else -1. */
 static int sole_reader(const Inf *p, int v, int from) {
-  const IrGraph *g = p->g;
-  int r = -1;
-  if (p->is_out[v]) return -1;
-  for (int u = from + 1; u < g->nnode; u++)
-    for (int k = 0; k < g->node[u].nin; k++)
-      if (g->node[u].in[k] == v) {
-        if (r >= 0 || k != 0) return -1;
-        r = u;
-      }
-  return r;
+  int k = -1, r = p->is_out[v] ? -1 : ir_sole_reader(p->g, v, from, &k);
+  return r >= 0 && k == 0 ? r : -1;
 }
 
 /* P = node n qualifies (above): its max pool, else -1. */
