@@ -25,6 +25,14 @@ IrGraph *exectest_model(Arena *a, const char *root, const char *rel) {
   return compile_file(a, &d, path, NULL);
 }
 
+IrGraph *exectest_compile(Arena *a, const char *root, const char *rel, PassCtx cx) {
+  IrGraph *g = exectest_model(a, root, rel);
+  Diag d;
+  diag_init(&d, stderr);
+  cx.d = &d, cx.out = stdout;
+  return g && !pipeline_run(&g, &cx) ? g : NULL;
+}
+
 RtCpu *exectest_new(const IrGraph *g, int64_t batch) {
   char err[512];
   RtCpu *x = NULL;

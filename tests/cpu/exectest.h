@@ -7,12 +7,16 @@
 #include <stdint.h>
 
 #include "ir.h"
+#include "pipeline.h"
 #include "rt_cpu.h"
 
 /* ir_read + ir_verify of text; NULL (after printing why) on any error. */
 IrGraph *exectest_read(Arena *a, const char *text);
 /* Parses and lowers ROOT/rel (a .net file); NULL on errors. */
 IrGraph *exectest_model(Arena *a, const char *root, const char *rel);
+/* exectest_model, then the passes as cx says (its diagnostics on stderr,
+ * its dumps on stdout: cx.d and cx.out are set here); NULL on errors. */
+IrGraph *exectest_compile(Arena *a, const char *root, const char *rel, PassCtx cx);
 /* rt_cpu_new, printing its message on failure. */
 RtCpu *exectest_new(const IrGraph *g, int64_t batch);
 /* rt_cpu_run, printing its message on failure; returns its status. */

@@ -26,20 +26,14 @@ enum { BATCH = 2, MAXOUT = BATCH * 16 };
 
 static IrGraph *compile(Arena *a, const char *root, int inference, const char *int8, const Int8Scales *scales,
                         int hoist) {
-  IrGraph *g = exectest_model(a, root, "models/resnet20.net");
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d,
-                .out = stdout,
-                .inference = inference,
-                .precision = IR_DT_F16,
-                .precision_set = 1,
-                .batch = BATCH,
-                .int8_layers = int8,
-                .int8_scales = scales,
-                .disabled = hoist ? 0 : pipeline_bit("hoist")};
-  if (!g || pipeline_run(&g, &cx)) return NULL;
-  return g;
+  return exectest_compile(a, root, "models/resnet20.net",
+                          (PassCtx){.inference = inference,
+                                    .precision = IR_DT_F16,
+                                    .precision_set = 1,
+                                    .batch = BATCH,
+                                    .int8_layers = int8,
+                                    .int8_scales = scales,
+                                    .disabled = hoist ? 0 : pipeline_bit("hoist")});
 }
 
 /* Casts and relayouts marked once; *of_param: those reading a parameter;

@@ -198,16 +198,9 @@ done:
 enum { TBATCH = 4, STEPS = 4 };
 
 static IrGraph *compile_model(Arena *a, const char *root, const char *model, int prologue) {
-  IrGraph *g = exectest_model(a, root, model);
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d,
-                .out = stdout,
-                .precision = IR_DT_F16,
-                .precision_set = 1,
-                .disabled = prologue ? 0 : pipeline_bit("prologue")};
-  if (!g || pipeline_run(&g, &cx)) return NULL;
-  return g;
+  return exectest_compile(
+      a, root, model,
+      (PassCtx){.precision = IR_DT_F16, .precision_set = 1, .disabled = prologue ? 0 : pipeline_bit("prologue")});
 }
 
 static int count_op(const IrGraph *g, IrOp op) {
@@ -274,11 +267,8 @@ done:
 static void check_resnet50(const char *root, IrDtype precision) {
   Arena a;
   arena_init(&a);
-  IrGraph *g = exectest_model(&a, root, "models/resnet50.net");
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d, .out = stdout, .precision = precision, .precision_set = 1};
-  CHECK(g && pipeline_run(&g, &cx) == 0, "resnet50 compiles (%s)", ir_dtype_name(precision));
+  IrGraph *g = exectest_compile(&a, root, "models/resnet50.net", (PassCtx){.precision = precision, .precision_set = 1});
+  CHECK(g != NULL, "resnet50 compiles (%s)", ir_dtype_name(precision));
   if (g) {
     int stats = 0, stats_pro = 0, train_pro = 0, wgrad_pro = 0, pool = 0, stem = 0, pool_win = 0, pool_bn_bwd = 0,
         bn_win = 0;
@@ -390,16 +380,9 @@ static const IrNode *node_named(const IrGraph *g, const char *name) {
 }
 
 static IrGraph *compile_smallcnn(Arena *a, const char *root, IrDtype precision, int prologue) {
-  IrGraph *g = exectest_model(a, root, "models/smallcnn.net");
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d,
-                .out = stdout,
-                .precision = precision,
-                .precision_set = 1,
-                .disabled = prologue ? 0 : pipeline_bit("prologue")};
-  if (!g || pipeline_run(&g, &cx)) return NULL;
-  return g;
+  return exectest_compile(
+      a, root, "models/smallcnn.net",
+      (PassCtx){.precision = precision, .precision_set = 1, .disabled = prologue ? 0 : pipeline_bit("prologue")});
 }
 
 /* smallcnn's f32 stem: with the pass, conv1's cast of z is gone and conv1
@@ -457,20 +440,14 @@ done:
 
 static IrGraph *compile_infer(Arena *a, const char *root, const char *model, IrDtype precision, const char *int8,
                               const Int8Scales *scales, int prologue) {
-  IrGraph *g = exectest_model(a, root, model);
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d,
-                .out = stdout,
-                .inference = 1,
-                .batch = TBATCH,
-                .precision = precision,
-                .precision_set = 1,
-                .int8_layers = int8,
-                .int8_scales = scales,
-                .disabled = prologue ? 0 : pipeline_bit("prologue")};
-  if (!g || pipeline_run(&g, &cx)) return NULL;
-  return g;
+  return exectest_compile(a, root, model,
+                          (PassCtx){.inference = 1,
+                                    .batch = TBATCH,
+                                    .precision = precision,
+                                    .precision_set = 1,
+                                    .int8_layers = int8,
+                                    .int8_scales = scales,
+                                    .disabled = prologue ? 0 : pipeline_bit("prologue")});
 }
 
 /* stem7's inference graph with and without the pass: with it conv1 is a

@@ -39,20 +39,14 @@ enum { NLAYERS = sizeof LAYERS / sizeof LAYERS[0] };
 
 static IrGraph *compile(Arena *a, const char *root, const char *model, IrDtype precision, int requant,
                         const Int8Scales *scales) {
-  IrGraph *g = exectest_model(a, root, model);
-  Diag d;
-  diag_init(&d, stderr);
-  PassCtx cx = {.d = &d,
-                .out = stdout,
-                .inference = 1,
-                .precision = precision,
-                .precision_set = 1,
-                .batch = BATCH,
-                .int8_layers = "all",
-                .int8_scales = scales,
-                .disabled = requant ? 0 : pipeline_bit("requant")};
-  if (!g || pipeline_run(&g, &cx)) return NULL;
-  return g;
+  return exectest_compile(a, root, model,
+                          (PassCtx){.inference = 1,
+                                    .precision = precision,
+                                    .precision_set = 1,
+                                    .batch = BATCH,
+                                    .int8_layers = "all",
+                                    .int8_scales = scales,
+                                    .disabled = requant ? 0 : pipeline_bit("requant")});
 }
 
 /* Convolutions writing a requantized i8 result, and casts reading one. */
