@@ -78,6 +78,20 @@ static int pool_tile(const Emit *e, const IrType *tx, int C, int V, int *toh, in
   return 0;
 }
 
+/* The end of a pool launch that recomputes relu(bn(z)) (maxpool_bn_relu
+ * and its inference form): one block per tile when pool_tile finds one,
+ * else the grid-stride kernel over y's vectors. */
+static int end_bn_pool(Emit *e, const IrType *tx, const IrType *ty, int C, int V) {
+  int toh, tow;
+  if (!pool_tile(e, tx, C, V, &toh, &tow))
+    return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
+  cg_emit_def(e, "NETC_POOL_TILE", "1");
+  cg_emit_def(e, "NETC_POOL_TOH", "%d", toh);
+  cg_emit_def(e, "NETC_POOL_TOW", "%d", tow);
+  int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
+  return cg_emit_end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
+}
+
 /* maxpool_bn_relu_infer (z, gamma, beta, mean, var) -> y: the running
  * statistics' coefficients (chan_finalize.cu's INFER, those conv2d_bn's
  * apply takes) into scratch, then the pool recomputing each element from
@@ -99,7 +113,7 @@ static int pool_bn_infer(Emit *e) {
       cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER"))
     return -1;
   CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), scratch(c.coef));
-  int C = (int)tz->dim[3], V = cg_emit_vec(tx.dtype, C), toh, tow;
+  int C = (int)tz->dim[3], V = cg_emit_vec(tx.dtype, C);
   if (cg_emit_vec(tz->dtype, C) < V) V = cg_emit_vec(tz->dtype, C);
   if (cg_emit_begin(e, "")) return -1;
   pool_defs(e, "NETC_POOL_MAX", &tx, ty, C, V);
@@ -111,13 +125,7 @@ static int pool_bn_infer(Emit *e) {
     cg_emit_def(e, "NETC_YCOUNT", "%lldLL", (long long)numel(e, ty));
   }
   CG_EMIT_ARGS(e, in(0), scratch(c.coef), out(0));
-  if (!pool_tile(e, &tx, C, V, &toh, &tow))
-    return cg_emit_end(e, "pool.cu", cg_emit_grid_1d(e, numel(e, ty) / V), 1, BLOCK, 1);
-  cg_emit_def(e, "NETC_POOL_TILE", "1");
-  cg_emit_def(e, "NETC_POOL_TOH", "%d", toh);
-  cg_emit_def(e, "NETC_POOL_TOW", "%d", tow);
-  int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
-  return cg_emit_end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
+  return end_bn_pool(e, &tx, ty, C, V);
 }
 
 int cg_emit_pool(Emit *e) {
@@ -158,14 +166,7 @@ int cg_emit_pool(Emit *e) {
     cg_emit_def(e, "NETC_POOL_WIN", "1");
     cg_emit_def(e, "NETC_TZ", "%s", cg_tmpl_ctype(tx->dtype));
     CG_EMIT_ARGS(e, in(0), in(1), in(2), in(3), in(4), out(0), out(1));
-    int toh, tow;
-    if (pool_tile(e, tx, C, V, &toh, &tow)) {
-      cg_emit_def(e, "NETC_POOL_TILE", "1");
-      cg_emit_def(e, "NETC_POOL_TOH", "%d", toh);
-      cg_emit_def(e, "NETC_POOL_TOW", "%d", tow);
-      int64_t tiles = dim(e, ty, 0) * ((ty->dim[1] + toh - 1) / toh) * ((ty->dim[2] + tow - 1) / tow);
-      return cg_emit_end(e, "pool.cu", (unsigned)tiles, 1, BLOCK, 1);
-    }
+    return end_bn_pool(e, tx, ty, C, V);
   } else {
     CG_EMIT_ARGS(e, in(0), out(0));
   }
