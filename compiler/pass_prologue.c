@@ -408,7 +408,7 @@ IrGraph *pass_prologue(IrGraph *g, PassCtx *cx) {
   for (int i = 0; i < g->noutput; i++) p.is_out[g->output[i]] = 1;
   for (int n = 0; n < g->nnode; n++)
     p.sbx_from[n] = p.pool_from[n] = p.bwd_of[n] = p.win[n] = p.bnb_of[n] = sb_of[n] = -1;
-  for (int v = 0; v < g->nval; v++) p.subst[v] = v, map[v] = -1;
+  for (int v = 0; v < g->nval; v++) p.subst[v] = v; /* map: ir_graph_rebuild fills it */
   int changed = 0;
   for (int n = 0; n < g->nnode; n++)
     if (qualifies(&p, n)) convert(&p, n), changed = 1;
