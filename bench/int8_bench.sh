@@ -109,3 +109,5 @@ for b in $batches; do
   printf "$row" "$b" "${f:--}" "${i:--}" "$(ratio "$i" "$f")" "$(torch_ips infer_fp16_cl "$b")" "$bc ${bv:--}" \
     "$(ratio "$f" "$bv")" "$(ratio "$i" "$bv")"
 done
+[ "$autotune" = 1 ] ||
+  echo "(AUTOTUNE=0: torch.compile max-autotune, PyTorch's fastest inference, was not run; the ratios are to eager)"
