@@ -2,7 +2,9 @@
  * and channels-last (NHWC, KRSC) order, with its channel dim padded with
  * zeros or cropped: runtime/rt_cpu_layout.c's relayout.
  *
- * Parameters: NETC_KERNEL_NAME; NETC_TX (storage type); the logical dims
+ * Parameters: NETC_KERNEL_NAME; NETC_TX (storage type), NETC_TY (the
+ * result's, default NETC_TX: a relayout that also casts, as the inference
+ * image's to f16 for an f16 first convolution); the logical dims
  * NETC_A (N or K), NETC_CIN, NETC_COUT, NETC_H, NETC_W (H/R, W/S);
  * NETC_IN_LAST, NETC_OUT_LAST (1: channels-last).
  * One thread per output element, in output order (writes coalesced, reads
@@ -22,22 +24,27 @@
 #endif
 
 typedef NETC_TX tx_t;
+#if defined(NETC_TY)
+typedef NETC_TY ty_t;
+#else
+typedef NETC_TX ty_t;
+#endif
 static constexpr long long A = NETC_A, CI = NETC_CIN, CO = NETC_COUT, H = NETC_H, W = NETC_W;
 
 typedef netc_idx<(A * (CI > CO ? CI : CO) * H * W <= 0xffffffffLL)>::t idx_t;
 
 extern "C" __global__ void __launch_bounds__(256)
-NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
+NETC_KERNEL_NAME(const tx_t *__restrict__ x, ty_t *__restrict__ y) {
 #if defined(NETC_PIXEL_VEC)
   static_assert(!NETC_IN_LAST && NETC_OUT_LAST, "relayout.cu: NETC_PIXEL_VEC moves channels-first to channels-last");
   const long long pixels = A * H * W, stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pixels; i += stride) {
     const idx_t p = (idx_t)i, hw = p % (idx_t)(H * W), a = p / (idx_t)(H * W);
-    netc_vec<tx_t, NETC_COUT> v;
+    netc_vec<ty_t, NETC_COUT> v;
 #pragma unroll
     for (int c = 0; c < NETC_COUT; c++)
-      v.v[c] = c < CI ? x[(a * (idx_t)CI + c) * (idx_t)(H * W) + hw] : netc_cv<tx_t>(0.0f);
-    netc_vst<tx_t, NETC_COUT>(y, i, v);
+      v.v[c] = netc_cv<ty_t>(c < CI ? netc_ld(x[(a * (idx_t)CI + c) * (idx_t)(H * W) + hw]) : 0.0f);
+    netc_vst<ty_t, NETC_COUT>(y, i, v);
   }
 #else
   const long long total = A * CO * H * W, stride = (long long)gridDim.x * blockDim.x;
@@ -53,7 +60,7 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ x, tx_t *__restrict__ y) {
       c = r % CO, a = r / CO;
     }
     const long long src = NETC_IN_LAST ? ((a * H + h) * W + w) * CI + c : ((a * CI + c) * H + h) * W + w;
-    y[i] = c < CI ? x[src] : netc_cv<tx_t>(0.0f);
+    y[i] = netc_cv<ty_t>(c < CI ? netc_ld(x[src]) : 0.0f);
   }
 #endif
 }

@@ -739,7 +739,9 @@ static int infer_conv2d_bwd_data_relu(Ctx *c, IrType *out) {
 /* --- layout and precision ---------------------------------------------------- */
 
 /* x -> the same tensor in layout `layout` (NCHW<->NHWC, KCRS<->KRSC) with the
- * channel dim padded with zeros, or cropped, to `c`. */
+ * channel dim padded with zeros, or cropped, to `c`; stored as y_dtype (a
+ * float dtype: the precision pass folds a cast of a relayout into it) when
+ * given. */
 static int infer_relayout(Ctx *c, IrType *out) {
   const IrType *x = in_type(c, 0);
   const IrAttr *la = ir_attr_find(c->n, "layout");
@@ -759,7 +761,10 @@ static int infer_relayout(Ctx *c, IrType *out) {
   int last = to == IR_LAYOUT_NHWC || to == IR_LAYOUT_KRSC;
   int64_t d[4] = {n, last ? h : ch, last ? w : h, last ? ch : w};
   *out = ir_type(x->dtype, (IrLayout)to, 4, d);
-  return 0;
+  const IrAttr *yd = ir_attr_find(c->n, "y_dtype");
+  if (yd && (yd->kind != IR_ATTR_DTYPE || !is_float((IrDtype)yd->i[0]) || !is_float(x->dtype)))
+    return fail(c, "a relayout's y_dtype must be f32, f16 or bf16, of a float tensor");
+  return y_dtype_attr(c, out);
 }
 
 static int infer_cast(Ctx *c, IrType *out) {

@@ -9,7 +9,7 @@
  * exist and are defined by an earlier node (or are inputs/params/state);
  * attribute keys exactly the op table's, in order, optionally followed by
  * `precision` (a dtype), `math`, (conv2d_bn_train; a quantized conv2d or
- * conv2d_bn) `y_dtype`,
+ * conv2d_bn; maxpool_bn_relu_infer; relayout) `y_dtype`,
  * (batchnorm_relu_bwd) `dz_dtype` and (conv2d_bwd_weight) `hold`; well-formed attribute values; output types equal
  * to what ir_infer() computes.  The optimizer section (IrGraph.opt_first,
  * -1 or 0..nnode): every node from opt_first on is an optimizer op, or an
@@ -262,7 +262,7 @@ static int check_attr_keys(Verifier *vf, const IrNode *n, const IrOpInfo *info, 
     i++;
   }
   int y_op = n->op == IR_OP_CONV2D_BN_TRAIN || n->op == IR_OP_CONV2D || n->op == IR_OP_CONV2D_BN ||
-             n->op == IR_OP_MAXPOOL_BN_RELU_INFER;
+             n->op == IR_OP_MAXPOOL_BN_RELU_INFER || n->op == IR_OP_RELAYOUT;
   if (ok && i < n->nattr && y_op && n->attr[i].key && strcmp(n->attr[i].key, "y_dtype") == 0) {
     i++; /* its value is ir_infer's to check, and y_scale's after it (an i8 y_dtype) */
     if (i < n->nattr && ir_node_rescales(n) && n->attr[i].key && strcmp(n->attr[i].key, "y_scale") == 0) i++;

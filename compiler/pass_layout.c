@@ -139,13 +139,25 @@ static int in_layout(Lay *l, int v, IrLayout layout, int64_t c, SrcLoc loc) {
   return add_version(l, v, id) ? -1 : id;
 }
 
-/* Channels a conv node computes over: C rounded up to its dtype's granule. */
+/* A stride-2 convolution wider than 2x2 on at most 4 channels (an image
+ * stem): the GPU folds a forward one 2x2 into 4C channels (s2d.cu), so 4
+ * channels become 16 in any dtype.  Used for inference graphs (an f16 stem
+ * is their default); a training graph's backward ops are not folded. */
+static int folds_2x2(const IrNode *node, int64_t C) {
+  const IrAttr *k = ir_attr_find(node, "k"), *s = ir_attr_find(node, "s"), *d = ir_attr_find(node, "d");
+  return C <= 4 && k && s && k->n == 2 && s->n == 2 && k->i[0] > 2 && k->i[1] > 2 && s->i[0] == 2 && s->i[1] == 2 &&
+         (!d || (d->n == 2 && d->i[0] == 1 && d->i[1] == 1));
+}
+
+/* Channels a conv node computes over: C rounded up to its dtype's granule
+ * (a folded stem's f16 or bf16: 4, folds_2x2). */
 static int64_t padded(Lay *l, int n, int64_t C) {
   const IrNode *node = &l->g->node[n];
   if (ir_attr_int(node, "groups", 1) != 1) return C;
   IrDtype dt = l->precision_on ? pass_precision_policy(l->g, n, l->cx) : IR_DT_F32;
+  int half = dt == IR_DT_F16 || dt == IR_DT_BF16;
   int64_t granule = dt == IR_DT_I8 || dt == IR_DT_F8E4M3 || dt == IR_DT_F8E5M2 ? 16
-                    : dt == IR_DT_F16 || dt == IR_DT_BF16                      ? 8
+                    : half && !(l->cx->inference && folds_2x2(node, C))        ? 8
                                                                                : 4;
   return (C + granule - 1) / granule * granule;
 }

@@ -5,7 +5,9 @@
  * dtype D is --precision, else the train section's `precision`, else f16.
  * Convolutions and the classifier (conv2d, conv2d_bn_train, conv2d_bn,
  * linear and their backward ops) compute in D, except a convolution fed by
- * a graph input (the first conv: f32, tiny and precision-sensitive); a
+ * a graph input (the first conv: f32, tiny and precision-sensitive; f16 in
+ * an inference graph whose D is f16, where TF32's products would round to
+ * f16's 10-bit mantissa anyway and f16 halves the stem's bytes); a
  * layer's `precision=` attribute overrides that, and --int8=NAME,... (or
  * precision=i8) puts a forward conv/linear in i8 (its backward ops then use
  * D).  Their activation and weight inputs are cast to that dtype; a weight
@@ -152,7 +154,7 @@ IrDtype pass_precision_policy(const IrGraph *g, int n, const PassCtx *cx) {
   int x = node->op == IR_OP_CONV2D_BWD_WEIGHT ? node->in[1] : node->in[0];
   if (is_conv(node->op) && node->op != IR_OP_CONV2D_BWD_DATA && node->op != IR_OP_CONV2D_BWD_DATA_RELU &&
       node->op != IR_OP_CONV2D_BWD_DATA_BN_RELU && from_input(g, x))
-    return IR_DT_F32;
+    return cx->inference && def == IR_DT_F16 ? IR_DT_F16 : IR_DT_F32;
   if (fwd && is_conv(node->op) && !p && int8_all(cx->int8_layers)) return IR_DT_I8;
   if (is_conv(node->op) && !p && int8_all(cx->fp8_layers)) return fwd ? IR_DT_F8E4M3 : IR_DT_F8E5M2;
   return def;
@@ -222,12 +224,31 @@ static const char *cast_name(Pr *p, int v, IrDtype to) {
   return base ? arena_printf(p->out->arena, "%s%s.%s", base, z, ir_dtype_name(to)) : NULL;
 }
 
+/* v is a float relayout's result read by one node of g only, and no graph
+ * output: a cast of it to another float dtype becomes the relayout's
+ * y_dtype (the inference image moved to NHWC and to f16 in one pass over
+ * it, for an f16 first convolution); its copy in out is retyped. */
+static int fold_into_relayout(Pr *p, int v, IrDtype to) {
+  const IrGraph *g = p->g;
+  int def = g->val[v].def, k;
+  if (def < 0 || g->node[def].op != IR_OP_RELAYOUT || !is_float(to) || ir_sole_reader(g, v, def, &k) < 0) return 0;
+  for (int i = 0; i < g->noutput; i++)
+    if (g->output[i] == v) return 0;
+  int copy = p->base[v], node = p->out->val[copy].def;
+  if (node < 0 || p->out->node[node].op != IR_OP_RELAYOUT) return 0;
+  if (!ir_attr_set_dtype(p->out, node, "y_dtype", to)) return oom(p);
+  p->out->val[copy].type.dtype = to;
+  return 1;
+}
+
 /* Value v of g in dtype `to` (the copy itself when it already is); the cast
  * is made once, at the first use, with that use's location. */
 static int in_dtype(Pr *p, int v, int to, SrcLoc loc) {
   if (to < 0 || dtype_of(p, v) == (IrDtype)to) return p->base[v];
   IrDtype from = dtype_of(p, v);
   if (!is_float(from) && from != IR_DT_I8) return p->base[v];
+  int folded = is_float(from) ? fold_into_relayout(p, v, (IrDtype)to) : 0;
+  if (folded) return folded < 0 ? -1 : p->base[v];
   int *slot = &p->ver[(size_t)v * IR_DT_COUNT + (size_t)to];
   if (*slot >= 0) return *slot;
   IrAttr *a = arena_alloc(p->out->arena, 2 * sizeof *a);

@@ -3,9 +3,11 @@
  * it reads each window, and never stored.
  *
  * An inference conv2d_bn P with relu=1, no residual and no prologue, whose
- * result y is f32 (ResNet's stem: an f32 convolution has no fused epilogue,
- * so the batch norm would run as a kernel of its own over y, which the
- * pool then reads again), no graph output, and read only by one maxpool M:
+ * result y is a float (ResNet's stem: an f32 convolution has no fused
+ * epilogue, so the batch norm would run as a kernel of its own over y,
+ * which the pool then reads again; an f16 one's convolution, without its
+ * epilogue, is folded 2x2 on the GPU), no graph output, and read only by
+ * one maxpool M:
  * P becomes conv2d(x, w) -> z, and M becomes maxpool_bn_relu_infer(z,
  * gamma, beta, running_mean, running_var) {k s p of M, eps of P}.  When M's
  * result is no graph output and its only reader is a cast to f16 or bf16
@@ -55,8 +57,9 @@ static int sole_reader(const Inf *p, int v, int from) {
 static int pool_reader(const Inf *p, int n) {
   const IrGraph *g = p->g;
   const IrNode *node = &g->node[n];
+  IrDtype dt = g->val[node->out[0]].type.dtype;
   if (node->op != IR_OP_CONV2D_BN || node->nin != 6 || ir_attr_int(node, "relu", 0) != 1 ||
-      g->val[node->out[0]].type.dtype != IR_DT_F32)
+      (dt != IR_DT_F32 && dt != IR_DT_F16 && dt != IR_DT_BF16))
     return -1;
   int m = sole_reader(p, node->out[0], n);
   return m >= 0 && g->node[m].op == IR_OP_MAXPOOL ? m : -1;

@@ -208,7 +208,8 @@ static int emit_conv_body(Emit *e) {
 /* --- a strided convolution on few channels, folded (s2d.cu) ------------------ */
 
 /* Whether node e's convolution runs folded: a stride-2 f32 convolution
- * on at most 4 channels (ResNet's stem) in training (conv2d_bn_train, or
+ * (f16 or bf16 too, but for a weight gradient: inference's f16 stem) into
+ * its own dtype on at most 4 channels (ResNet's stem) in training (conv2d_bn_train, or
  * conv2d_bn_stats when pass prologue left its normalizing to the max pool)
  * or a plain one (conv2d without a bias: inference's stem, whose batch
  * norm pass prologue gave to the max pool), ungrouped and undilated,
@@ -228,20 +229,22 @@ static int s2d_node(const Emit *e, CgConvDesc *d) {
     conv_geometry(e, in(1), out(0), in(0), d);
   else
     conv_geometry(e, in(0), in(1), out(0), d);
-  return d->dtype == IR_DT_F32 && arg_type(e, in(wgrad))->layout == IR_LAYOUT_NHWC && d->c <= 4 && d->stride[0] == 2 &&
-         d->stride[1] == 2 && d->dilation[0] == 1 && d->dilation[1] == 1 && d->r > 2 && d->s > 2 && d->groups == 1;
+  int dt_ok = d->dtype == IR_DT_F32 || (!wgrad && (d->dtype == IR_DT_F16 || d->dtype == IR_DT_BF16));
+  return dt_ok && d->ydtype == d->dtype && arg_type(e, in(wgrad))->layout == IR_LAYOUT_NHWC && d->c <= 4 &&
+         d->stride[0] == 2 && d->stride[1] == 2 && d->dilation[0] == 1 && d->dilation[1] == 1 && d->r > 2 && d->s > 2 &&
+         d->groups == 1;
 }
 
 /* One s2d.cu launch: `op` from `from` to `to` for an unfolded tensor
  * dims = {n, h, w, c} and its fold {hq, wq} (padding {ph, pw}); `count`
  * results.  Scratch offsets are placed by s2d_place. */
 static int s2d_launch(Emit *e, const char *stage, const char *op, const int dims[8], CgKArg from, CgKArg to,
-                      int64_t count) {
+                      int64_t count, IrDtype dt) {
   static const char *const names[] = {"NETC_N",  "NETC_H",  "NETC_W",  "NETC_C",
                                       "NETC_HQ", "NETC_WQ", "NETC_PH", "NETC_PW"};
   if (cg_emit_begin(e, stage)) return -1;
   cg_emit_def(e, op, "1");
-  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(IR_DT_F32));
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(dt));
   for (int i = 0; i < 8; i++) cg_emit_def(e, names[i], "%d", dims[i]);
   CG_EMIT_ARGS(e, from, to);
   return cg_emit_end(e, "s2d.cu", cg_emit_grid_1d(e, count), 1, BLOCK, 1);
@@ -268,12 +271,14 @@ static int s2d_place(Emit *e) {
   CgConvDesc *d = &k->conv;
   int xd[8], wd[8], fwd = d->kind == CG_CONV_FWD;
   s2d_dims(d, xd, wd);
-  size_t xq = align256(k->scratch_bytes), xq_bytes = (size_t)d->n * xd[4] * xd[5] * 4 * d->c * sizeof(float);
-  size_t wf = align256(xq + xq_bytes), wq_bytes = (size_t)d->k * wd[4] * wd[5] * 4 * d->c * sizeof(float);
+  size_t es = ir_dtype_size(d->dtype);
+  size_t xq = align256(k->scratch_bytes), xq_bytes = (size_t)d->n * xd[4] * xd[5] * 4 * d->c * es;
+  size_t wf = align256(xq + xq_bytes), wq_bytes = (size_t)d->k * wd[4] * wd[5] * 4 * d->c * es;
   CgKArg fx = {.kind = CG_KARG_SCRATCH, .offset = xq}, fw = {.kind = CG_KARG_SCRATCH, .offset = wf};
   k->launch[0].args[0] = k->conv_x, k->launch[0].args[1] = fx;
   if (fwd) k->launch[1].args[0] = k->conv_w, k->launch[1].args[1] = fw;
-  if (!fwd && s2d_launch(e, "s2d_dw", "NETC_S2D_DW", wd, fw, k->conv_w, (int64_t)d->k * d->r * d->s * d->c)) return -1;
+  if (!fwd && s2d_launch(e, "s2d_dw", "NETC_S2D_DW", wd, fw, k->conv_w, (int64_t)d->k * d->r * d->s * d->c, d->dtype))
+    return -1;
   need_scratch(e, wf + wq_bytes);
   k->conv_x = fx, k->conv_w = fw;
   d->c *= 4, d->h = xd[4], d->w = xd[5], d->r = wd[4], d->s = wd[5];
@@ -288,9 +293,9 @@ static int s2d_fold(Emit *e, const CgConvDesc *d) {
   s2d_dims(d, xd, wd);
   CgKArg none = {.kind = CG_KARG_SCRATCH};
   int v = d->c == 1 || d->c == 2 || d->c == 4 ? d->c : 1; /* s2d.cu's V */
-  if (s2d_launch(e, "s2d_x", "NETC_S2D_X", xd, none, none, (int64_t)d->n * xd[4] * xd[5] * 4 * d->c / v) ||
+  if (s2d_launch(e, "s2d_x", "NETC_S2D_X", xd, none, none, (int64_t)d->n * xd[4] * xd[5] * 4 * d->c / v, d->dtype) ||
       (e->n->op != IR_OP_CONV2D_BWD_WEIGHT &&
-       s2d_launch(e, "s2d_w", "NETC_S2D_W", wd, none, none, (int64_t)d->k * wd[4] * wd[5] * 4 * d->c / v)))
+       s2d_launch(e, "s2d_w", "NETC_S2D_W", wd, none, none, (int64_t)d->k * wd[4] * wd[5] * 4 * d->c / v, d->dtype)))
     return -1;
   for (int i = 0; i < e->k->nlaunch; i++) e->k->launch[i].before = 1;
   return 0;

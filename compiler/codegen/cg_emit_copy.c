@@ -126,8 +126,12 @@ int cg_emit_copy_relayout(Emit *e) {
     return cg_emit_fail(e, "relayout needs rank-4 tensors with named layouts");
   int in_last = tx->layout == IR_LAYOUT_NHWC || tx->layout == IR_LAYOUT_KRSC;
   int out_last = ty->layout == IR_LAYOUT_NHWC || ty->layout == IR_LAYOUT_KRSC;
+  if (tx->dtype != ty->dtype && (!cg_tmpl_is_float(tx->dtype) || !cg_tmpl_is_float(ty->dtype)))
+    return cg_emit_fail(e, "relayout from %s to %s has no GPU kernel", ir_dtype_name(tx->dtype),
+                        ir_dtype_name(ty->dtype));
   if (cg_emit_begin(e, "")) return -1;
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(tx->dtype));
+  if (ty->dtype != tx->dtype) cg_emit_def(e, "NETC_TY", "%s", cg_tmpl_ctype(ty->dtype));
   cg_emit_def(e, "NETC_A", "%lld", (long long)dim(e, tx, 0));
   cg_emit_def(e, "NETC_CIN", "%lld", (long long)tx->dim[in_last ? 3 : 1]);
   cg_emit_def(e, "NETC_COUT", "%lld", (long long)ty->dim[out_last ? 3 : 1]);

@@ -96,7 +96,6 @@ static int arg_value(const IrNode *n, const CgKArg *a) {
 static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
   const CgKNode *k = &x->prog.kn[i];
   const CgConvDesc *d = &k->conv;
-  const IrNode *n = &x->g->node[i];
   static const char *const KIND[] = {"fwd", "dgrad", "wgrad"};
   char stride[32] = "";
   if (d->stride[0] != 1 || d->stride[1] != 1) snprintf(stride, sizeof stride, " s%d", d->stride[0]);
@@ -110,11 +109,17 @@ static void describe_conv(const RtGpu *x, int i, RtGpuProfRec *r) {
            d->k, d->r, d->s, stride);
   int g = d->groups > 0 ? d->groups : 1;
   r->flops = 2.0 * d->n * d->ho * d->wo * d->k * (double)(d->c / g) * d->r * d->s;
-  const CgKArg *args[3] = {&k->conv_x, &k->conv_w, &k->conv_y};
-  for (int a = 0; a < 3; a++) {
-    int v = arg_value(n, args[a]);
-    if (v >= 0) r->bytes += value_bytes(x, v);
-  }
+  /* x, w and y as the convolution sees them (a folded stem's in scratch),
+   * plus the residual a fused epilogue reads and the mask a fused data
+   * gradient's relu reads */
+  double es = (double)ir_dtype_size(d->dtype), px = (double)d->n * d->h * d->w * d->c;
+  double py = (double)d->n * d->ho * d->wo * d->k;
+  r->bytes = px * es + (double)d->k * d->r * d->s * (d->c / g) * es +
+             py * (double)ir_dtype_size(d->kind == CG_CONV_FWD ? d->ydtype : d->dtype);
+  if (x->conv[i].epi_fused && d->kind == CG_CONV_FWD && (d->epilogue & CG_EPI_RESIDUAL))
+    r->bytes += py * (double)ir_dtype_size(d->rdtype);
+  if (x->conv[i].epi_fused && d->kind == CG_CONV_BWD_DATA && (d->epilogue & CG_EPI_DRELU))
+    r->bytes += px * es * ((d->epilogue & CG_EPI_RESIDUAL) ? 2 : 1);
 }
 
 /* 2*M*N*K of a linear node, from its input types (see emit_linear). */

@@ -95,6 +95,9 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
   CHECK(g != NULL, "%s compiles", what);
   if (!g) goto done;
   int casts = 0, convs = 0, low = 0, first = 0, fc = 0, stem = 0;
+  /* the stem: f32, but f16 in an f16 inference graph, where the image's and its filter's casts fold into
+   * their relayouts and the max pool's result needs none */
+  IrDtype stem_dt = inference && dt == IR_DT_F16 ? IR_DT_F16 : IR_DT_F32;
   for (int n = 0; n < g->nnode; n++) {
     const IrNode *node = &g->node[n];
     if (dt != IR_DT_F32) stem += check_stem(g, node, dt, what);
@@ -114,21 +117,21 @@ static void check_resnet50(const char *path, unsigned off, int inference, IrDtyp
     IrDtype x = g->val[node->in[0]].type.dtype, w = g->val[node->in[1]].type.dtype;
     int is_first = node->name && strncmp(node->name, "conv1", 5) == 0 && (!node->name[5] || node->name[5] == '.');
     if (is_first)
-      first += x == IR_DT_F32 && w == IR_DT_F32;
+      first += x == stem_dt && w == stem_dt;
     else
       low += x == dt && w == dt;
     if (!is_first && !(x == dt && w == dt))
       CHECK(0, "%s: %s computes in %s/%s", what, node->name, ir_dtype_name(x), ir_dtype_name(w));
   }
   int want_first = inference ? 1 : 2; /* conv1 and conv1.wgrad */
-  CHECK(first == want_first, "%s: conv1 in f32 (%d of %d ops)", what, first, want_first);
+  CHECK(first == want_first, "%s: conv1 in %s (%d of %d ops)", what, ir_dtype_name(stem_dt), first, want_first);
   CHECK(low == convs - want_first, "%s: %d of %d other convolution ops in %s", what, low, convs - want_first,
         ir_dtype_name(dt));
   CHECK(fc == (inference ? 1 : 3), "%s: fc and its backward in %s (%d)", what, ir_dtype_name(dt), fc);
   int fused_train = !inference && !(off & pipeline_bit("fuse"));
   CHECK(stem == (fused_train && dt != IR_DT_F32 ? 4 : 0), "%s: %d of the stem's fused nodes in their dtypes", what,
         stem);
-  int want = dt == IR_DT_F32 ? 0 : inference ? 55 : fused_train ? 56 : 57; /* fused: + conv1's z */
+  int want = dt == IR_DT_F32 ? 0 : inference ? 54 + (dt != IR_DT_F16) : fused_train ? 56 : 57; /* fused: + conv1's z */
   CHECK(casts == want, "%s: %d casts, the rules predict %d", what, casts, want);
   printf("%s: %d convolution ops, %d casts\n", what, convs, casts);
 done:
@@ -137,7 +140,7 @@ done:
 }
 
 /* --int8=all (the policy): every forward convolution but conv1 reads i8
- * input and weight, conv1 stays f32, the backward ops and fc stay in f16
+ * input and weight, conv1 stays f32 (f16 in inference), the backward ops and fc stay in f16
  * (fc in i8 only when listed too: "all,fc").  With list NULL, --precision
  * fp8: the same with f8e4m3 for i8, and the backward convolutions but
  * conv1's in FP8 too: an f8e5m2 gradient, f8e4m3 weights (data gradients)
@@ -167,8 +170,9 @@ static void check_int8_all(const char *path, unsigned off, int inference, const 
     if (node->op == IR_OP_LINEAR) {
       IrDtype want = fc_i8 ? IR_DT_I8 : IR_DT_F16;
       fc += x == want && w == want;
-    } else if (forward && strcmp(name, "conv1") == 0) {
-      stem += x == IR_DT_F32 && w == IR_DT_F32;
+    } else if (forward && strcmp(name, "conv1") == 0) { /* f32; in inference (D f16) f16 */
+      IrDtype stem_dt = inference ? IR_DT_F16 : IR_DT_F32;
+      stem += x == stem_dt && w == stem_dt;
     } else if (forward) {
       fwd++;
       i8 += x == low && w == low;
@@ -193,7 +197,7 @@ static void check_int8_all(const char *path, unsigned off, int inference, const 
           bwd);
   CHECK(fwd == 52 && i8 == 52, "%s: %d of %d forward convolutions but conv1 in %s (52 expected)", what, i8, fwd,
         ir_dtype_name(low));
-  CHECK(stem == 1, "%s: conv1 in f32", what);
+  CHECK(stem == 1, "%s: conv1 in %s", what, inference ? "f16" : "f32");
   CHECK(fc == 1, "%s: fc in %s", what, fc_i8 ? "i8" : "f16");
 done:
   diag_finish(&d);
