@@ -293,26 +293,14 @@ NETC_KERNEL_NAME(const tx_t *__restrict__ dy, tx_t *__restrict__ dx)
   const int oh0 = th * TOH, ow0 = tw * TOW, ih0 = oh0 * SH - PH, iw0 = ow0 * SW - PW;
   const int cv = threadIdx.x % CV; /* the same in every loop below: 256 % CV == 0 */
   const Bn bn = NETC_BN_LOAD(cv);
-  /* the fill: LOADS of a thread's vectors in flight at once, then normalized
-   * (one load at a time left the pool at 1.3 TB/s, latency-bound) */
-  constexpr int NT = TIH * TIW * CV, LOADS = 8;
-  for (int t0 = threadIdx.x; t0 < NT; t0 += 256 * LOADS) {
-    zvec_t v[LOADS];
-    bool in[LOADS];
+  for (int t = threadIdx.x; t < TIH * TIW * CV; t += 256) {
+    const int q = t / CV, ih = ih0 + q / TIW, iw = iw0 + q % TIW;
+    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+    const zvec_t v = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
+    vec_t a;
 #pragma unroll
-    for (int k = 0; k < LOADS; k++) {
-      const int t = t0 + k * 256, q = t / CV, ih = ih0 + q / TIW, iw = iw0 + q % TIW;
-      in[k] = t < NT && ih >= 0 && ih < H && iw >= 0 && iw < W;
-      if (in[k]) v[k] = netc_vld<tz_t, V>(x, pix(n, ih, iw) + cv);
-    }
-#pragma unroll
-    for (int k = 0; k < LOADS; k++) {
-      if (!in[k]) continue;
-      vec_t a;
-#pragma unroll
-      for (int j = 0; j < V; j++) a.v[j] = netc_cv<tx_t>(x_of(v[k], bn, j));
-      tile[t0 + k * 256] = a;
-    }
+    for (int j = 0; j < V; j++) a.v[j] = netc_cv<tx_t>(x_of(v, bn, j));
+    tile[t] = a;
   }
   __syncthreads();
   for (int t = threadIdx.x; t < TOH * TOW * CV; t += 256) {
