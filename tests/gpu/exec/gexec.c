@@ -9,10 +9,16 @@
 
 #include "compile.h"
 #include "int8_scales.h"
+#include "pipeline.h"
 #include "rt_ref.h"
 
 IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
                             IrDtype precision, const char *int8_layers) {
+  return gexec_compile_off(a, root, rel, batch, inference, precision, int8_layers, NULL);
+}
+
+IrGraph *gexec_compile_off(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision,
+                           const char *int8_layers, const char *off) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", root, rel);
   Diag d;
@@ -26,7 +32,8 @@ IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t
                 .precision = precision,
                 .precision_set = 1,
                 .batch = batch,
-                .int8_layers = calibrated ? "all" : int8_layers};
+                .int8_layers = calibrated ? "all" : int8_layers,
+                .disabled = off ? pipeline_bit(off) : 0};
   if (fp8) pass_precision_parse("fp8", &cx);
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (!g || !calibrated) return g;

@@ -19,6 +19,9 @@ IrGraph *gexec_compile(Arena *a, const char *root, const char *rel, int64_t batc
  * IR_DT_F8E4M3 is --precision fp8 (FP8 convolutions, f16 elsewhere). */
 IrGraph *gexec_compile_int8(Arena *a, const char *root, const char *rel, int64_t batch, int inference,
                             IrDtype precision, const char *int8_layers);
+/* The same with pass `off` turned off (NULL: none), as -fno-off. */
+IrGraph *gexec_compile_off(Arena *a, const char *root, const char *rel, int64_t batch, int inference, IrDtype precision,
+                           const char *int8_layers, const char *off);
 
 /* Host values of every input/param/state of g at batch: float for float
  * dtypes, int64 for integer ones, each rounded to its value's dtype.

@@ -65,52 +65,56 @@ typedef struct Config {
   /* the sync_bn code switch (NETC_SYNC_BN=1): every training batch norm's sums packed into f64 and finalized from
    * them, as a data-parallel run with synchronized batch norm has them (here one process: its own batch) */
   int sync_bn;
+  const char *off; /* a pass turned off (-fno-off), or NULL */
 } Config;
 
 static const Config CONFIGS[] = {
-    {"models/smallcnn.net", 0, IR_DT_F32, 0, NULL, 0, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 0, NULL, 0, 0},
-    {"models/smallcnn.net", 1, IR_DT_F32, 0, NULL, 0, 0},
-    {"models/smallcnn.net", 1, IR_DT_F16, 0, NULL, 0, 0},
-    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 0, NULL, 0, 0},
-    {"models/resnet20.net", 1, IR_DT_F32, 0, NULL, 0, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 0, NULL, 0, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 1, NULL, 0, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 0},
-    {"models/resnet20.net", 0, IR_DT_F16, 2, NULL, 0, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 2, NULL, 0, 0},
-    {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL, 0, 0},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL, 0, 0},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 0},
+    {"models/smallcnn.net", 0, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 1, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 1, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 1, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 2, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F16, 2, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F16, 2, NULL, 0, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 0, NULL},
     /* inference: the stem's batch norm applied by its max pool (maxpool_bn_relu_infer), the convolution folded */
-    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F32, 0, NULL, 0, 0},
-    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0},
-    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "all", 0, 0},
-    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "calibrated", 0, 0}, /* the pool writes i8 */
-    {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0, 0},
-    {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0, 0},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F32, 0, NULL, 0, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "all", 0, 0, NULL},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "calibrated", 0, 0, NULL}, /* the pool writes i8 */
+    /* without pass prologue: the stem's conv2d_bn folded with its epilogue, then a plain max pool */
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0, "prologue"},
+    {"tests/codegen/kernels/stem7.net", 1, IR_DT_F32, 0, NULL, 0, 0, "prologue"},
+    {"models/smallcnn.net", 1, IR_DT_F16, 1, "all", 0, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "all", 0, 0, NULL},
     /* calibrated steps: each block's conv1 writes i8 itself (pass requant) */
-    {"models/resnet20.net", 1, IR_DT_F16, 1, "calibrated", 0, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F32, 0, NULL, 1, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 0, NULL, 0, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 2, NULL, 0, 0},
-    {"tests/gpu/exec/resnext_tiny.net", 1, IR_DT_F16, 1, NULL, 0, 0},
+    {"models/resnet20.net", 1, IR_DT_F16, 1, "calibrated", 0, 0, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F32, 0, NULL, 1, 0, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 0, NULL, 0, 0, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 1, NULL, 0, 0, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", 0, IR_DT_F16, 2, NULL, 0, 0, NULL},
+    {"tests/gpu/exec/resnext_tiny.net", 1, IR_DT_F16, 1, NULL, 0, 0, NULL},
     /* FP8 (IR_DT_F8E4M3: --precision fp8): forward convolutions on cuDNN's FP8 engines, the gradients' as f32
      * convolutions of the FP8 operands' values; held to the model's own sensitivity to rounding */
-    {"models/resnet20.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0},
-    {"models/resnet20.net", 1, IR_DT_F8E4M3, 1, NULL, 0, 0},
-    {"models/smallcnn.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0},
+    {"models/resnet20.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0, NULL},
+    {"models/resnet20.net", 1, IR_DT_F8E4M3, 1, NULL, 0, 0, NULL},
+    {"models/smallcnn.net", 0, IR_DT_F8E4M3, 1, NULL, 0, 0, NULL},
     /* synchronized batch norm's kernels (one process): unfused statistics, GenStats, the stem's pool cells */
-    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 1},
-    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 1},
-    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 1},
+    {"models/resnet20.net", 0, IR_DT_F32, 0, NULL, 0, 1, NULL},
+    {"models/resnet20.net", 0, IR_DT_F16, 1, NULL, 0, 1, NULL},
+    {"tests/codegen/kernels/stem7.net", 0, IR_DT_F16, 0, NULL, 0, 1, NULL},
 };
 enum { NCONFIG = sizeof CONFIGS / sizeof CONFIGS[0] };
 
 static const char *cache_dir;
-static char table[NCONFIG][200];
+static char table[NCONFIG][256];
 
 /* Values a step changes and the test compares: the outputs, params, state. */
 static int compared(const IrGraph *g, int v) {
@@ -234,7 +238,10 @@ static void run_config(const char *root, int ci) {
                      : c->precision == IR_DT_F16    ? "fp16"
                                                     : "fp32";
   int narrow = c->precision != IR_DT_F32;
-  const char *mode = c->inference ? "inference" : "training";
+  char modebuf[48];
+  snprintf(modebuf, sizeof modebuf, "%s%s%s", c->inference ? "inference" : "training", c->off ? " -fno-" : "",
+           c->off ? c->off : "");
+  const char *mode = modebuf;
   /* a replay is held to the launched step's own run-to-run spread: reductions
    * with atomics and cuDNN's weight gradients are not bitwise deterministic
    * (resnet20 fp32: up to 1.05e-5 seen on the H200) */
@@ -242,7 +249,7 @@ static void run_config(const char *root, int ci) {
   snprintf(table[ci], sizeof table[ci], "%-22s %-9s %s  FAILED before the comparison", c->model, mode, prec);
   Arena arena;
   arena_init(&arena);
-  IrGraph *g = gexec_compile_int8(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8);
+  IrGraph *g = gexec_compile_off(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8, c->off);
   CHECK(g != NULL, "%s %s %s compiles", c->model, mode, prec);
   RtCpu *cpu = NULL, *cpun[NEAR] = {NULL};
   RtGpu *gpu = NULL;
@@ -487,7 +494,7 @@ static int precompile(const char *root) {
     const Config *c = &CONFIGS[ci];
     opts.sync_bn = c->sync_bn;
     d.opts = &opts;
-    IrGraph *g = gexec_compile_int8(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8);
+    IrGraph *g = gexec_compile_off(&arena, root, c->model, BATCH, c->inference, c->precision, c->int8, c->off);
     char err[8192] = "";
     if (!g || rt_gpu_precompile(g, BATCH, &d, cache_dir, err, sizeof err)) {
       fprintf(stderr, "%s: %s\n", c->model, err);
