@@ -106,6 +106,7 @@ static inline int conv_quant(const Emit *e) {
 static inline CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }
 static inline CgKArg out(int i) { return (CgKArg){CG_KARG_OUT, i, 0}; }
 static inline CgKArg scratch(size_t offset) { return (CgKArg){CG_KARG_SCRATCH, 0, offset}; }
+static inline CgKArg kept(size_t offset) { return (CgKArg){CG_KARG_KEPT, 0, offset}; }
 /* The type of an input or output argument. */
 static inline const IrType *arg_type(const Emit *e, CgKArg a) {
   return a.kind == CG_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);

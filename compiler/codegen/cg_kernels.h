@@ -35,6 +35,8 @@ typedef enum CgKArgKind {
   CG_KARG_IN,      /* the node's input `index` */
   CG_KARG_OUT,     /* the node's output `index` */
   CG_KARG_SCRATCH, /* `offset` bytes into the node's scratch (zeroed by a launch of the node when needed) */
+  CG_KARG_KEPT,    /* `offset` bytes into the node's kept memory (kept_bytes): its own, lasting from step to step,
+                    * written only by the node's `once` launches */
 } CgKArgKind;
 
 typedef struct CgKArg {
@@ -80,6 +82,11 @@ typedef struct CgKLaunch {
    * the sum_f64 doubles at its last argument over the ranks, in place
    * (0: none) */
   int sum_f64;
+  /* reads only parameters and state and writes only the node's kept
+   * memory (an inference batch norm's folded scale and bias): the executor
+   * runs it before a step when those were written (rt_gpu_prepare, as it
+   * runs pass hoist's `once` nodes), never in the step itself */
+  int once;
   int nargs;
   CgKArg args[CG_K_MAX_ARGS];
 } CgKLaunch;
@@ -102,6 +109,7 @@ typedef struct CgKNode {
   int nlaunch;
   CgKLaunch launch[CG_K_MAX_LAUNCH]; /* in order, after the convolution if any */
   size_t scratch_bytes;              /* device scratch the launches need (PROLOGUE's output excluded) */
+  size_t kept_bytes;                 /* the node's kept memory (CG_KARG_KEPT), 0 for none */
   size_t pro_offset, pro_bytes;      /* a PROLOGUE launch's output in scratch (offset >= scratch_bytes) */
   size_t qout_offset, qout_bytes;    /* a requantized result's f16 copy in scratch (QOUT_UNFUSED; likewise) */
   size_t rin_offset, rin_bytes;      /* an i8 residual's f16 copy in scratch (RES_UNFUSED; before qout's) */

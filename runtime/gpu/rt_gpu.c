@@ -153,6 +153,14 @@ static RtCudaStatus resolve_arg(RtGpu *x, int i, const CgKArg *a, CUdeviceptr *o
   const IrNode *n = &x->g->node[i];
   const char *nm = n->name ? n->name : "";
   const char *op = ir_op_info(n->op) ? ir_op_info(n->op)->name : "?";
+  if (a->kind == CG_KARG_KEPT) {
+    size_t have = x->prog.kn[i].kept_bytes;
+    if (a->offset >= have || !x->kept)
+      return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d (%s %s): kept offset %zu beyond its %zu bytes", i,
+                          op, nm, a->offset, have);
+    *out = x->kept + x->kept_at[i] + a->offset;
+    return RT_CUDA_OK;
+  }
   if (a->kind == CG_KARG_SCRATCH) {
     size_t have = node_scratch(x, i);
     if (a->offset >= have)
@@ -197,11 +205,34 @@ static int launch_runs(const CgKLaunch *l, const GpuConv *c) {
   }
 }
 
+/* Launch l of a node that runs in the step, given its plan, as one of the
+ * step's launches (in_step) or as one rt_gpu_prepare runs. */
+static int runs_in(const CgKLaunch *l, const GpuConv *c, int in_step) {
+  return launch_runs(l, c) && (l->once == 0) == (in_step != 0);
+}
+
+/* The function and arguments of launch j of node i into *L. */
+static RtCudaStatus prepare_launch(RtGpu *x, int i, int j, GpuLaunch *L, char *err, size_t errlen) {
+  L->l = &x->prog.kn[i].launch[j];
+  if (L->l->nargs < 0 || L->l->nargs > CG_K_MAX_ARGS)
+    return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
+  RtCudaStatus s = rt_gpu_prog_function(&x->prog, x->mod, i, j, &L->fn, err, errlen);
+  if (!s && L->l->smem > SMEM_DEFAULT)
+    s = RT_CU(x->api, FuncSetAttribute, (L->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)L->l->smem),
+              L->l->name, err, errlen);
+  for (int a = 0; !s && a < L->l->nargs; a++) {
+    s = resolve_arg(x, i, &L->l->args[a], &L->arg[a], err, errlen);
+    L->argp[a] = &L->arg[a];
+  }
+  return s;
+}
+
 /* Kernels from the module, argument blocks and convolution plans (made by
- * plan_convs) for every node. */
+ * plan_convs) for every node; the `once` launches of nodes in the step
+ * apart, in olaunch. */
 static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
   const IrGraph *g = x->g;
-  int total = 0;
+  int total = 0, nonce = 0;
   for (int i = 0; i < g->nnode; i++) {
     if (x->prog.kn[i].nlaunch < 0 || x->prog.kn[i].nlaunch > CG_K_MAX_LAUNCH)
       return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: node %d: %d launches", i, x->prog.kn[i].nlaunch);
@@ -209,13 +240,17 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     x->conv[i].pre = 0;
     for (int j = 0; j < x->prog.kn[i].nlaunch; j++) {
       const CgKLaunch *l = &x->prog.kn[i].launch[j];
-      total += launch_runs(l, &x->conv[i]);
-      x->conv[i].pre += l->before && launch_runs(l, &x->conv[i]);
+      int in_step = x->once[i] || runs_in(l, &x->conv[i], 1);
+      total += in_step;
+      nonce += !x->once[i] && runs_in(l, &x->conv[i], 0);
+      x->conv[i].pre += l->before && in_step;
     }
   }
   x->first[g->nnode] = total;
   x->launch = calloc((size_t)(total ? total : 1), sizeof *x->launch);
-  if (!x->launch) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  x->olaunch = calloc((size_t)(nonce ? nonce : 1), sizeof *x->olaunch);
+  if (!x->launch || !x->olaunch) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  x->nonce += nonce > 0;
   RtCudaStatus s = RT_CUDA_OK;
   for (int i = 0; !s && i < g->nnode; i++) {
     const CgKNode *k = &x->prog.kn[i];
@@ -240,21 +275,10 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
         break;
     }
     for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
-      if (!launch_runs(&k->launch[j], &x->conv[i])) continue;
-      GpuLaunch *L = &x->launch[at++];
-      L->l = &k->launch[j];
-      if (L->l->nargs < 0 || L->l->nargs > CG_K_MAX_ARGS)
-        return rt_cuda_fail(RT_CUDA_EARG, err, errlen, "rt_gpu: kernel %s: %d arguments", L->l->name, L->l->nargs);
-      if ((s = rt_gpu_prog_function(&x->prog, x->mod, i, j, &L->fn, err, errlen))) break;
-      if (L->l->smem > SMEM_DEFAULT &&
-          (s = RT_CU(x->api, FuncSetAttribute,
-                     (L->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)L->l->smem), L->l->name, err,
-                     errlen)))
-        break;
-      for (int a = 0; !s && a < L->l->nargs; a++) {
-        s = resolve_arg(x, i, &L->l->args[a], &L->arg[a], err, errlen);
-        L->argp[a] = &L->arg[a];
-      }
+      if (x->once[i] || runs_in(&k->launch[j], &x->conv[i], 1))
+        s = prepare_launch(x, i, j, &x->launch[at++], err, errlen);
+      else if (runs_in(&k->launch[j], &x->conv[i], 0))
+        s = prepare_launch(x, i, j, &x->olaunch[x->nolaunch++], err, errlen);
     }
   }
   return s;
@@ -520,6 +544,20 @@ static RtCudaStatus device_of(RtGpu *x, CgDevice *d, char *err, size_t errlen) {
   return RT_CUDA_OK;
 }
 
+/* Every node's kept memory (CgKNode.kept_bytes) in one allocation, before
+ * the workspace limit is worked out (it counts what is held). */
+static RtCudaStatus alloc_kept(RtGpu *x, char *err, size_t errlen) {
+  x->kept_at = calloc((size_t)x->g->nnode + 1, sizeof *x->kept_at);
+  if (!x->kept_at) return rt_cuda_fail(RT_CUDA_ENOMEM, err, errlen, "rt_gpu: out of host memory");
+  size_t total = 0;
+  for (int i = 0; i < x->g->nnode; i++) {
+    x->kept_at[i] = total;
+    total += align_up(x->prog.kn[i].kept_bytes);
+  }
+  x->kept_bytes = total;
+  return total ? dev_alloc(x, &x->kept, total, "batch-norm coefficients kept between steps", err, errlen) : RT_CUDA_OK;
+}
+
 /* The cuDNN workspace limit: the cudnn_workspace_mb option (0: none), else
  * WORKSPACE_CAP_MB (0: none).  The workspace is held as long as the
  * executor, so a cap trades speed for memory. */
@@ -691,7 +729,7 @@ static RtCudaStatus build(RtGpu *x, const RtGpuOpts *o, char *err, size_t errlen
     if (x->cache_dir[0] && (s = rt_cudnn_tune_cache(x->dnn, path, err, errlen))) return s;
   }
   size_t ws = 0, need[4] = {0, 0, 0, 0}; /* scratch and workspace of the main stream, then of the side stream */
-  if ((s = plan_convs(x, &ws, err, errlen))) return s;
+  if ((s = alloc_kept(x, err, errlen)) || (s = plan_convs(x, &ws, err, errlen))) return s;
   int branches = x->opts.branches != 0;
   for (int i = 0; i < g->nnode; i++) {
     GpuConv *c = &x->conv[i];
@@ -773,6 +811,7 @@ void rt_gpu_free(RtGpu *x) {
     if (x->arena) x->api->MemFree(x->arena);
     if (x->persist) x->api->MemFree(x->persist);
     if (x->scratch) x->api->MemFree(x->scratch);
+    if (x->kept) x->api->MemFree(x->kept);
   }
   rt_gpu_prog_unload(x->mod);
   cg_prog_free(&x->prog);
@@ -783,6 +822,8 @@ void rt_gpu_free(RtGpu *x) {
   free(x->first);
   free(x->once);
   free(x->launch);
+  free(x->olaunch);
+  free(x->kept_at);
   free(x->stage);
   free(x->fork_ev);
   free(x->done_ev);
@@ -798,10 +839,12 @@ int rt_gpu_find(const RtGpu *x, const char *name) {
 }
 
 int64_t rt_gpu_numel(const RtGpu *x, int v) { return x && v >= 0 && v < x->g->nval ? x->numel[v] : -1; }
-size_t rt_gpu_device_bytes(const RtGpu *x) { return x ? x->arena_bytes + x->persist_bytes + x->scratch_bytes : 0; }
+size_t rt_gpu_device_bytes(const RtGpu *x) {
+  return x ? x->arena_bytes + x->persist_bytes + x->kept_bytes + x->scratch_bytes : 0;
+}
 void rt_gpu_memory(const RtGpu *x, size_t *arena, size_t *persist, size_t *scratch) {
   if (arena) *arena = x ? x->arena_bytes : 0;
-  if (persist) *persist = x ? x->persist_bytes : 0;
+  if (persist) *persist = x ? x->persist_bytes + x->kept_bytes : 0;
   if (scratch) *scratch = x ? x->scratch_bytes : 0;
 }
 int rt_gpu_cache_hit(const RtGpu *x) { return x ? x->prog.cache_hit : 0; }
@@ -1090,6 +1133,14 @@ RtCudaStatus rt_gpu_prepare(RtGpu *x, char *err, size_t errlen) {
   if (!x->stale || !x->nonce || x->capturing) return s;
   for (int i = 0; !s && i < x->g->nnode; i++)
     if (x->once[i]) s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
+  for (int j = 0; !s && j < x->nolaunch; j++) {
+    const GpuLaunch *L = &x->olaunch[j];
+    const CgKLaunch *l = L->l;
+    s = RT_CU(x->api, LaunchKernel,
+              (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, x->stream,
+               (void **)L->argp, NULL),
+              l->name, err, errlen);
+  }
   if (!s) x->stale = 0;
   return s;
 }

@@ -58,6 +58,13 @@ struct RtGpu {
   /* nodes marked `once` (pass_hoist: casts of weights) run outside the step,
    * before the next one after a parameter or state was written */
   char *once; /* per node */
+  /* launches marked `once` (CgKLaunch.once: an inference batch norm's
+   * folding) of the other nodes: kept out of launch[] and run with the once
+   * nodes; they write their node's kept memory, kept + kept_at[node] */
+  GpuLaunch *olaunch;
+  int nolaunch;
+  CUdeviceptr kept;
+  size_t kept_bytes, *kept_at;
   int nonce, stale;
   /* the weight gradients' branch (NETC_BRANCHES): side nodes (GpuConv.side)
    * run on side_stream with their own scratch and workspace; per side node

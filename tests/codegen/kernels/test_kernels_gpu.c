@@ -39,6 +39,7 @@
 enum { BATCH = 32 };
 
 static char err[1 << 16];
+static size_t kept_at; /* offset of a node's kept memory (CG_KARG_KEPT) in the scratch allocation */
 
 typedef struct Gpu {
   RtCudaCtx *ctx;
@@ -367,9 +368,10 @@ static void run_node(Gpu *gp, RtCpu *x, const IrGraph *g, int i, const CgKNode *
     void *params[CG_K_MAX_ARGS];
     for (int a = 0; a < L->nargs; a++) {
       const CgKArg *A = &L->args[a];
-      ptr[a] = A->kind == CG_KARG_IN    ? dev[n->in[A->index]]
-               : A->kind == CG_KARG_OUT ? dev[n->out[A->index]]
-                                        : scratch + A->offset;
+      ptr[a] = A->kind == CG_KARG_IN     ? dev[n->in[A->index]]
+               : A->kind == CG_KARG_OUT  ? dev[n->out[A->index]]
+               : A->kind == CG_KARG_KEPT ? scratch + kept_at + A->offset
+                                         : scratch + A->offset;
       params[a] = &ptr[a];
     }
     if (RT_CU(gp->api, LaunchKernel,
@@ -425,7 +427,7 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
   CUdeviceptr *dev = calloc((size_t)g->nval, sizeof *dev), scratch = 0;
   if (!k || !fn || !dev) abort();
   char *all = NULL;
-  size_t len = 0, nscratch = 16;
+  size_t len = 0, nscratch = 16, nkept = 0;
   int ok = 1;
   for (int i = 0; i < g->nnode && ok; i++) {
     ok = cg_kernels_emit(g, i, BATCH, &gp->dev, &k[i], err, sizeof err) == 0;
@@ -438,7 +440,10 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
     len += add;
     if (k[i].scratch_bytes > nscratch) nscratch = k[i].scratch_bytes;
     if (k[i].pro_bytes && k[i].pro_offset + k[i].pro_bytes > nscratch) nscratch = k[i].pro_offset + k[i].pro_bytes;
+    if (k[i].kept_bytes > nkept) nkept = k[i].kept_bytes;
   }
+  kept_at = (nscratch + 255) & ~(size_t)255; /* a node's kept memory past the largest scratch */
+  nscratch = kept_at + nkept;
   CgNvrtcOut img = {0};
   RtCudaModule *mod = NULL;
   if (ok) {

@@ -34,6 +34,7 @@ static int requant_nodes;      /* requantized i8 results (pass requant) checked 
 static int residual_i8_nodes;  /* convolutions adding an i8 or a scaled residual (a copy first) checked */
 static int outscale_nodes;     /* of them, those with the out scale's form (CG_EPI_OUTSCALE) */
 static int sync_packs[2];      /* synchronized batch norm's PACK launches checked: statistics, backward */
+static int kept_nodes[2];      /* inference batch norms checked: finalize once into kept memory, in the step (i8) */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
   return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -190,7 +191,10 @@ static int contains(const char *hay, size_t n, const char *needle) {
 }
 
 static void check_arg(const IrNode *n, const CgKNode *k, const char *what, const CgKArg *a) {
-  if (a->kind == CG_KARG_IN)
+  if (a->kind == CG_KARG_KEPT)
+    CHECK(a->offset % 256 == 0 && a->offset < k->kept_bytes, "%s: kept offset %zu of %zu", what, a->offset,
+          k->kept_bytes);
+  else if (a->kind == CG_KARG_IN)
     CHECK(a->index >= 0 && a->index < n->nin, "%s: input %d of %d", what, a->index, n->nin);
   else if (a->kind == CG_KARG_OUT)
     CHECK(a->index >= 0 && a->index < n->nout, "%s: output %d of %d", what, a->index, n->nout);
@@ -232,6 +236,42 @@ static int fp8_widened(const IrGraph *g, int i, const CgKNode *k, const char *gn
 }
 
 /* Structure of node i's kernels; appends its source to *all. */
+/* A `once` launch (run when the weights change, not in the step) reads
+ * only parameters and state and writes only kept memory: an inference
+ * batch norm's finalize, whose coefficients the apply launch (and the
+ * epilogue's scale and bias the convolution) then read from there; kept
+ * memory is written by nothing else.  A quantized convolution's finalize,
+ * which its qscale multiplies in place each step, stays in the step. */
+static void check_once(const IrGraph *g, int i, const CgKNode *k, const char *gname) {
+  const IrNode *n = &g->node[i];
+  int once = 0, fin = 0, quant = k->has_conv && (k->conv.dtype == IR_DT_I8 || k->conv.dtype == IR_DT_F8E4M3);
+  for (int l = 0; l < k->nlaunch; l++) {
+    const CgKLaunch *L = &k->launch[l];
+    int writes_kept = 0, reads_step = 0;
+    for (int a = 0; a < L->nargs; a++) {
+      const CgKArg *A = &L->args[a];
+      writes_kept |= A->kind == CG_KARG_KEPT && a == L->nargs - 1;
+      reads_step |= A->kind == CG_KARG_SCRATCH || A->kind == CG_KARG_OUT ||
+                    (A->kind == CG_KARG_IN && !ir_value_is_weight(g, n->in[A->index]));
+    }
+    fin += strstr(L->name, "_finalize_") && (n->op == IR_OP_CONV2D_BN || n->op == IR_OP_BATCHNORM);
+    if (!L->once) {
+      CHECK(!writes_kept, "%s node %d: %s writes kept memory in the step", gname, i, L->name);
+      continue;
+    }
+    once++;
+    CHECK(writes_kept && !reads_step && strstr(L->name, "_finalize_"),
+          "%s node %d: once launch %s reads what the step writes, or writes outside kept memory", gname, i, L->name);
+  }
+  if (fin) {
+    CHECK(once == (quant ? 0 : 1) && (k->kept_bytes > 0) == !quant &&
+              (!(k->has_conv && (k->conv.epilogue & CG_EPI_AFFINE)) || (k->conv_esb.kind == CG_KARG_KEPT) == !quant),
+          "%s node %d: the inference batch norm's finalize %s (%d once launches, %zu kept bytes)", gname, i,
+          quant ? "in the step" : "once, into kept memory read by the epilogue", once, k->kept_bytes);
+    kept_nodes[quant] += 1;
+  }
+}
+
 static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, size_t *len, const char *gname) {
   const IrNode *n = &g->node[i];
   const char *op = ir_op_info(n->op)->name;
@@ -283,6 +323,7 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
     CHECK(L->nargs >= 1 && L->nargs <= CG_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
+  check_once(g, i, k, gname);
   check_sync(n, k, gname, i);
   if (n->op == IR_OP_CONV2D_BWD_DATA_BN_RELU && !kerntest_opts()->sync_bn) check_dbn(k, gname, i);
   if (ir_attr_find(n, "y_scale")) { /* pass requant: i8 written by the plan, or f16 in scratch and a cast launch */
@@ -490,6 +531,10 @@ int main(int argc, char **argv) {
   CHECK(sync_packs[0] > 0 && sync_packs[1] > 0, "synchronized batch norm's packs: %d statistics, %d backward",
         sync_packs[0], sync_packs[1]);
   printf("synchronized batch norm's packs: %d statistics, %d backward\n", sync_packs[0], sync_packs[1]);
+  CHECK(kept_nodes[0] > 0 && kept_nodes[1] > 0,
+        "inference batch norms: %d finalized once, %d in the step (i8); want both", kept_nodes[0], kept_nodes[1]);
+  printf("inference batch norms: %d finalized once into kept memory, %d in the step (i8)\n", kept_nodes[0],
+         kept_nodes[1]);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
           "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],
