@@ -107,6 +107,15 @@ static inline CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }
 static inline CgKArg out(int i) { return (CgKArg){CG_KARG_OUT, i, 0}; }
 static inline CgKArg scratch(size_t offset) { return (CgKArg){CG_KARG_SCRATCH, 0, offset}; }
 static inline CgKArg kept(size_t offset) { return (CgKArg){CG_KARG_KEPT, 0, offset}; }
+
+/* Inputs p..p+3 of node e (a batch norm's gamma, beta, running mean and
+ * variance) are all parameters or state: their finalize may be a `once`
+ * launch into kept memory (CgKLaunch.once). */
+static inline int cg_emit_bn_weights_only(const Emit *e, int p) {
+  int all = 1;
+  for (int i = p; i <= p + 3; i++) all &= ir_value_is_weight(e->g, e->n->in[i]);
+  return all;
+}
 /* The type of an input or output argument. */
 static inline const IrType *arg_type(const Emit *e, CgKArg a) {
   return a.kind == CG_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);

@@ -62,8 +62,7 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
   IrType t16 = *t; /* a requantized i8 result's channels, for the plan (its apply launch is never made) */
   if (t->dtype == IR_DT_I8) t16.dtype = IR_DT_F16, t = &t16;
   if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
-  int once = !(epi && conv_quant(e));
-  for (int i = p; i <= p + 3; i++) once &= ir_value_is_weight(e->g, e->n->in[i]);
+  int once = !(epi && conv_quant(e)) && cg_emit_bn_weights_only(e, p);
   size_t coef_at = once ? 0 : c.coef, esb_at = coef_at + align256((size_t)4 * c.C * sizeof(float));
   CgKArg coef = once ? kept(coef_at) : scratch(coef_at), esb = once ? kept(esb_at) : scratch(esb_at);
   c.sb = epi;

@@ -94,7 +94,8 @@ static int end_bn_pool(Emit *e, const IrType *tx, const IrType *ty, int C, int V
 
 /* maxpool_bn_relu_infer (z, gamma, beta, mean, var) -> y: the running
  * statistics' coefficients (chan_finalize.cu's INFER, those conv2d_bn's
- * apply takes) into scratch, then the pool recomputing each element from
+ * apply takes) into kept memory by a `once` launch (into scratch each step
+ * when they are not all weights), then the pool recomputing each element from
  * z by them (NETC_POOL_COEF) and rounding it to y's dtype (i8: the
  * maxima in z's dtype quantized by y_scale, NETC_POOL_Q8); tiled when the
  * tile fits.  The pool's defines describe x as z's shape in the dtype the
@@ -112,7 +113,11 @@ static int pool_bn_infer(Emit *e) {
   if (cg_emit_chan_plan(e, tz, &c) || cg_emit_check_f32(e, 1, 4, 1, 0) ||
       cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER"))
     return -1;
-  CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), scratch(c.coef));
+  int once = cg_emit_bn_weights_only(e, 1); /* then run when the weights change, into kept memory */
+  CgKArg coef = once ? kept(0) : scratch(c.coef);
+  CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), coef);
+  e->k->launch[e->k->nlaunch - 1].once = once;
+  if (once) e->k->kept_bytes = (size_t)4 * c.C * sizeof(float);
   int C = (int)tz->dim[3], V = cg_emit_vec(tx.dtype, C);
   if (cg_emit_vec(tz->dtype, C) < V) V = cg_emit_vec(tz->dtype, C);
   if (cg_emit_begin(e, "")) return -1;
@@ -124,7 +129,7 @@ static int pool_bn_infer(Emit *e) {
     cg_emit_def_float(e, "NETC_POOL_Q8", ir_attr_float(e->n, "y_scale", 0));
     cg_emit_def(e, "NETC_YCOUNT", "%lldLL", (long long)numel(e, ty));
   }
-  CG_EMIT_ARGS(e, in(0), scratch(c.coef), out(0));
+  CG_EMIT_ARGS(e, in(0), coef, out(0));
   return end_bn_pool(e, &tx, ty, C, V);
 }
 

@@ -254,7 +254,8 @@ static void check_once(const IrGraph *g, int i, const CgKNode *k, const char *gn
       reads_step |= A->kind == CG_KARG_SCRATCH || A->kind == CG_KARG_OUT ||
                     (A->kind == CG_KARG_IN && !ir_value_is_weight(g, n->in[A->index]));
     }
-    fin += strstr(L->name, "_finalize_") && (n->op == IR_OP_CONV2D_BN || n->op == IR_OP_BATCHNORM);
+    fin += strstr(L->name, "_finalize_") &&
+           (n->op == IR_OP_CONV2D_BN || n->op == IR_OP_BATCHNORM || n->op == IR_OP_MAXPOOL_BN_RELU_INFER);
     if (!L->once) {
       CHECK(!writes_kept, "%s node %d: %s writes kept memory in the step", gname, i, L->name);
       continue;
