@@ -8,7 +8,9 @@
  *   NETC_QS_SET  esb[k] = s_x * s_w[k]; esb[K + k] = bias[k] (NETC_QS_BIAS
  *                1: the node's bias input, of type NETC_TB), else 0
  *   NETC_QS_MUL  esb[k] *= s_x * s_w[k] (a folded batch norm's scale, which
- *                chan_finalize.cu wrote; its bias stays)
+ *                chan_finalize.cu wrote; its bias stays); with NETC_QS_FROM
+ *                the scale and bias read from `from` (the finalize's, kept
+ *                from step to step) rather than esb itself
  *   NETC_QS_OUT  (with either) y is i8 at that step S (pass requant): the
  *                scale and the bias divided by S, so the epilogue's result
  *                is y / S, which cuDNN (or a cast launch) rounds to i8; S
@@ -46,6 +48,9 @@ extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_QS_SET) && defined(NETC_QS_BIAS) && NETC_QS_BIAS
 NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
                  const NETC_TB *__restrict__ bias, float *__restrict__ esb NETC_Y_ARG)
+#elif defined(NETC_QS_FROM)
+NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
+                 const float *__restrict__ from, float *__restrict__ esb NETC_Y_ARG)
 #else
 NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restrict__ wq,
                  float *__restrict__ esb NETC_Y_ARG)
@@ -65,13 +70,18 @@ NETC_KERNEL_NAME(const signed char *__restrict__ xq, const signed char *__restri
   esb[K + k] = 0.0f;
 #endif
 #elif defined(NETC_QS_MUL)
+#if defined(NETC_QS_FROM)
+  const float scale = from[k], shift = from[K + k];
+#else
+  const float scale = esb[k], shift = esb[K + k];
+#endif
 #if defined(NETC_QS_OUTSCALE)
-  esb[2 * K + k] = esb[k] * s; /* the out scale's form: y = relu(acc * this + bias + residual) / S */
-  esb[3 * K + k] = esb[K + k];
+  esb[2 * K + k] = scale * s; /* the out scale's form: y = relu(acc * this + bias + residual) / S */
+  esb[3 * K + k] = shift;
   esb[4 * K + k] = 1.0f / out_step;
 #endif
-  esb[k] = esb[k] * s / out_step;
-  esb[K + k] /= out_step;
+  esb[k] = scale * s / out_step;
+  esb[K + k] = shift / out_step;
 #else
 #error "qscale.cu: define NETC_QS_SET or NETC_QS_MUL"
 #endif

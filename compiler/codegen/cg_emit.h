@@ -221,8 +221,9 @@ int cg_emit_conv(Emit *e);
  * it after the node's other launches before it (it is moved ahead of any
  * launch that runs later): op NETC_QS_SET (with the node's bias input `bias`, or -1)
  * writes the epilogue's scale and bias at scratch esb from x's and w's
- * scales, NETC_QS_MUL multiplies the scale there by them. */
-int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb);
+ * scales, NETC_QS_MUL multiplies the scale there by them (those at *from,
+ * a folded batch norm's kept scale and bias, when from is not NULL). */
+int cg_emit_qscale(Emit *e, const char *op, int bias, const CgKArg *from, size_t esb);
 
 /* cg_emit_pool.c: every pooling node */
 int cg_emit_pool(Emit *e);

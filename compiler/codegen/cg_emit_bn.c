@@ -51,20 +51,22 @@ static int quant_residual(Emit *e, int r) {
  * equivalent scale and bias (f32) for the convolution's epilogue, which an
  * quantized convolution's qscale launch then multiplies by its dequantization;
  * the affine runs only when cuDNN's plan has no epilogue.  The finalize
- * reads only parameters and state, so but for a quantized convolution (whose
- * qscale multiplies the scale and bias in place each step) it is a `once`
- * launch writing kept memory, coef at 0 and the scale and bias after it:
- * run when the weights change, not in the step (ResNet-50: 53 launches of
- * about 5 us each out of the f16 inference step). */
+ * reads only parameters and state, so it is a `once` launch writing kept
+ * memory, coef at 0 and the scale and bias after it: run when the weights
+ * change, not in the step (ResNet-50: 53 launches of about 5 us each out
+ * of the inference step).  A quantized convolution's qscale, which runs in
+ * the step (x's scale is the step's), reads them there and writes the
+ * epilogue's into scratch. */
 int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int relu) {
   CgEmitChan c;
   int epi = e->k->has_conv;
   IrType t16 = *t; /* a requantized i8 result's channels, for the plan (its apply launch is never made) */
   if (t->dtype == IR_DT_I8) t16.dtype = IR_DT_F16, t = &t16;
   if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
-  int once = !(epi && conv_quant(e)) && cg_emit_bn_weights_only(e, p);
+  int once = cg_emit_bn_weights_only(e, p);
   size_t coef_at = once ? 0 : c.coef, esb_at = coef_at + align256((size_t)4 * c.C * sizeof(float));
   CgKArg coef = once ? kept(coef_at) : scratch(coef_at), esb = once ? kept(esb_at) : scratch(esb_at);
+  size_t qesb_at = align256(c.coef + (size_t)4 * c.C * sizeof(float)); /* a quantized one's, from esb: scratch */
   c.sb = epi;
   if (cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
   e->k->launch[e->k->nlaunch - 1].once = once;
@@ -78,9 +80,15 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
     if (conv_quant(e) && r >= 0 && in_type(e, r)->dtype != IR_DT_I8 && ys && ys->f != 1.0)
       d->epilogue |= CG_EPI_OUTSCALE;
     CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), coef, esb);
-    if (!once) need_scratch(e, esb_at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
     e->k->launch[e->k->nlaunch - 1].before = 1;
-    if (conv_quant(e) && cg_emit_qscale(e, "NETC_QS_MUL", -1, esb_at)) return -1;
+    if (conv_quant(e)) {
+      if (!once) qesb_at = esb_at; /* multiplied in place */
+      need_scratch(e, qesb_at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
+      if (cg_emit_qscale(e, "NETC_QS_MUL", -1, once ? &esb : NULL, qesb_at)) return -1;
+      esb = scratch(qesb_at);
+    } else if (!once) {
+      need_scratch(e, esb_at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
+    }
     e->k->conv_esb = esb;
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
     if (conv_quant(e)) /* its plan always has the epilogue: no apply launch */

@@ -155,7 +155,7 @@ static int quant_epilogue(Emit *e, int bias) {
   need_scratch(e, esb + (size_t)2 * K * sizeof(float));
   e->k->conv.epilogue = CG_EPI_AFFINE;
   e->k->conv_esb = scratch(esb);
-  return cg_emit_qscale(e, "NETC_QS_SET", bias, esb);
+  return cg_emit_qscale(e, "NETC_QS_SET", bias, NULL, esb);
 }
 
 static int emit_conv_body(Emit *e) {

@@ -9,7 +9,7 @@
 
 #include "cg_tmpl.h"
 
-int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb) {
+int cg_emit_qscale(Emit *e, const char *op, int bias, const CgKArg *from, size_t esb) {
   const IrNode *n = e->n;
   int64_t xs = ir_value_scales(e->g, n->in[0], e->batch), ws = ir_value_scales(e->g, n->in[1], e->batch);
   if (!xs || !ws)
@@ -24,8 +24,12 @@ int cg_emit_qscale(Emit *e, const char *op, int bias, size_t esb) {
   cg_emit_def(e, "NETC_WCOUNT", "%lldLL", (long long)numel(e, in_type(e, 1)));
   cg_emit_def(e, "NETC_WSCALES", "%lldLL", (long long)ws);
   if (e->k->conv.epilogue & CG_EPI_OUTSCALE) cg_emit_def(e, "NETC_QS_OUTSCALE", "1");
-  CgKArg args[5] = {in(0), in(1)};
+  CgKArg args[6] = {in(0), in(1)};
   int nargs = 2;
+  if (from) {
+    cg_emit_def(e, "NETC_QS_FROM", "1");
+    args[nargs++] = *from;
+  }
   if (bias >= 0) {
     if (!cg_tmpl_is_float(in_type(e, bias)->dtype)) return cg_emit_fail(e, "bias is not a float tensor");
     cg_emit_def(e, "NETC_QS_BIAS", "1");

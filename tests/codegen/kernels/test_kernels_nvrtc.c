@@ -34,7 +34,7 @@ static int requant_nodes;      /* requantized i8 results (pass requant) checked 
 static int residual_i8_nodes;  /* convolutions adding an i8 or a scaled residual (a copy first) checked */
 static int outscale_nodes;     /* of them, those with the out scale's form (CG_EPI_OUTSCALE) */
 static int sync_packs[2];      /* synchronized batch norm's PACK launches checked: statistics, backward */
-static int kept_nodes[2];      /* inference batch norms checked: finalize once into kept memory, in the step (i8) */
+static int kept_nodes[2];      /* inference batch norms checked: finalized once, read by an epilogue, by an i8 qscale */
 
 static int arg_is(const CgKArg *a, CgKArgKind kind, int index) {
   return a->kind == kind && (kind == CG_KARG_SCRATCH ? a->offset == (size_t)index : a->index == index);
@@ -240,8 +240,9 @@ static int fp8_widened(const IrGraph *g, int i, const CgKNode *k, const char *gn
  * only parameters and state and writes only kept memory: an inference
  * batch norm's finalize, whose coefficients the apply launch (and the
  * epilogue's scale and bias the convolution) then read from there; kept
- * memory is written by nothing else.  A quantized convolution's finalize,
- * which its qscale multiplies in place each step, stays in the step. */
+ * memory is written by nothing else.  A quantized convolution's qscale
+ * reads the kept scale and bias in the step and writes the epilogue's into
+ * scratch (x's scale is the step's). */
 static void check_once(const IrGraph *g, int i, const CgKNode *k, const char *gname) {
   const IrNode *n = &g->node[i];
   int once = 0, fin = 0, quant = k->has_conv && (k->conv.dtype == IR_DT_I8 || k->conv.dtype == IR_DT_F8E4M3);
@@ -264,11 +265,17 @@ static void check_once(const IrGraph *g, int i, const CgKNode *k, const char *gn
     CHECK(writes_kept && !reads_step && strstr(L->name, "_finalize_"),
           "%s node %d: once launch %s reads what the step writes, or writes outside kept memory", gname, i, L->name);
   }
+  int qscale_from_kept = 0;
+  for (int l = 0; l < k->nlaunch; l++)
+    if (strstr(k->launch[l].name, "_qscale_") && !k->launch[l].once && k->launch[l].nargs >= 4)
+      qscale_from_kept += k->launch[l].args[2].kind == CG_KARG_KEPT && k->launch[l].args[3].kind == CG_KARG_SCRATCH;
   if (fin) {
-    CHECK(once == (quant ? 0 : 1) && (k->kept_bytes > 0) == !quant &&
-              (!(k->has_conv && (k->conv.epilogue & CG_EPI_AFFINE)) || (k->conv_esb.kind == CG_KARG_KEPT) == !quant),
-          "%s node %d: the inference batch norm's finalize %s (%d once launches, %zu kept bytes)", gname, i,
-          quant ? "in the step" : "once, into kept memory read by the epilogue", once, k->kept_bytes);
+    int epi = k->has_conv && (k->conv.epilogue & CG_EPI_AFFINE);
+    CHECK(once == 1 && k->kept_bytes > 0 && (!epi || k->conv_esb.kind == (quant ? CG_KARG_SCRATCH : CG_KARG_KEPT)) &&
+              qscale_from_kept == quant,
+          "%s node %d: the inference batch norm's finalize once into kept memory, read by %s (%d once launches, %zu "
+          "kept bytes)",
+          gname, i, quant ? "the qscale in the step" : "the epilogue", once, k->kept_bytes);
     kept_nodes[quant] += 1;
   }
 }
@@ -533,9 +540,11 @@ int main(int argc, char **argv) {
         sync_packs[0], sync_packs[1]);
   printf("synchronized batch norm's packs: %d statistics, %d backward\n", sync_packs[0], sync_packs[1]);
   CHECK(kept_nodes[0] > 0 && kept_nodes[1] > 0,
-        "inference batch norms: %d finalized once, %d in the step (i8); want both", kept_nodes[0], kept_nodes[1]);
-  printf("inference batch norms: %d finalized once into kept memory, %d in the step (i8)\n", kept_nodes[0],
-         kept_nodes[1]);
+        "inference batch norms finalized once: %d read by an epilogue or kernel, %d by an i8 qscale; want both",
+        kept_nodes[0], kept_nodes[1]);
+  printf(
+      "inference batch norms finalized once into kept memory: %d read by an epilogue or kernel, %d by an i8 qscale\n",
+      kept_nodes[0], kept_nodes[1]);
   for (int c = 0; c < 2; c++)
     CHECK(linear_nodes[c][0] > 0 && linear_nodes[c][1] > 0 && linear_nodes[c][2] > 0,
           "on %s: %d linear, %d linear_bwd_data, %d linear_bwd_weight", c ? "cuDNN" : "linear.cu", linear_nodes[c][0],
