@@ -205,10 +205,12 @@ static int launch_runs(const CgKLaunch *l, const GpuConv *c) {
   }
 }
 
-/* Launch l of a node that runs in the step, given its plan, as one of the
- * step's launches (in_step) or as one rt_gpu_prepare runs. */
-static int runs_in(const CgKLaunch *l, const GpuConv *c, int in_step) {
-  return launch_runs(l, c) && (l->once == 0) == (in_step != 0);
+/* Launch l of node i, given its plan, as one of the node's list (in_step:
+ * x->launch, which rt_gpu_prepare runs whole for a once node) or as one of
+ * olaunch (a once launch of a node in the step). */
+static int runs_in(const RtGpu *x, int i, const CgKLaunch *l, int in_step) {
+  if (!launch_runs(l, &x->conv[i])) return 0;
+  return x->once[i] ? in_step : (l->once == 0) == (in_step != 0);
 }
 
 /* The function and arguments of launch j of node i into *L. */
@@ -240,9 +242,9 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
     x->conv[i].pre = 0;
     for (int j = 0; j < x->prog.kn[i].nlaunch; j++) {
       const CgKLaunch *l = &x->prog.kn[i].launch[j];
-      int in_step = x->once[i] || runs_in(l, &x->conv[i], 1);
+      int in_step = runs_in(x, i, l, 1);
       total += in_step;
-      nonce += !x->once[i] && runs_in(l, &x->conv[i], 0);
+      nonce += runs_in(x, i, l, 0);
       x->conv[i].pre += l->before && in_step;
     }
   }
@@ -275,9 +277,9 @@ static RtCudaStatus prepare_nodes(RtGpu *x, char *err, size_t errlen) {
         break;
     }
     for (int j = 0, at = x->first[i]; !s && j < k->nlaunch; j++) {
-      if (x->once[i] || runs_in(&k->launch[j], &x->conv[i], 1))
+      if (runs_in(x, i, &k->launch[j], 1))
         s = prepare_launch(x, i, j, &x->launch[at++], err, errlen);
-      else if (runs_in(&k->launch[j], &x->conv[i], 0))
+      else if (runs_in(x, i, &k->launch[j], 0))
         s = prepare_launch(x, i, j, &x->olaunch[x->nolaunch++], err, errlen);
     }
   }
