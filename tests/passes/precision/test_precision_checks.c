@@ -19,6 +19,7 @@
  * and no cast keeps its dtype.
  * fp32 adds nothing.  Errors: --int8 naming no conv/linear layer, and
  * precision=i8 on an op that is neither. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +223,48 @@ static void check_error(const char *text, const char *int8, const char *want) {
   arena_free(&a);
 }
 
+/* The image's relayout to NHWC: in an f16 inference graph it writes f16
+ * itself (y_dtype, the cast folded in) and conv1 reads it; in training and
+ * in bf16 inference it stays f32.  The verifier refuses a relayout's
+ * y_dtype that is no float dtype. */
+static void check_image_relayout(const char *path, int inference, IrDtype dt) {
+  Arena a;
+  arena_init(&a);
+  Diag d;
+  diag_init(&d, stderr);
+  IrGraph *g = compile(&a, &d, path, 0, inference, dt, NULL);
+  char what[64];
+  snprintf(what, sizeof what, "resnet50 %s %s", inference ? "inference" : "training", ir_dtype_name(dt));
+  int r = -1, readers = 0, casts = 0;
+  for (int n = 0; g && n < g->nnode; n++)
+    if (g->node[n].name && strcmp(g->node[n].name, "image.nhwc") == 0) r = n;
+  CHECK(r >= 0 && g->node[r].op == IR_OP_RELAYOUT, "%s: the image's relayout", what);
+  if (r < 0) goto done;
+  int y = g->node[r].out[0], f16 = inference && dt == IR_DT_F16;
+  for (int n = 0; n < g->nnode; n++)
+    for (int i = 0; i < g->node[n].nin; i++)
+      if (g->node[n].in[i] == y) readers++, casts += g->node[n].op == IR_OP_CAST;
+  const IrAttr *yd = ir_attr_find(&g->node[r], "y_dtype");
+  CHECK(dt_of(g, y) == (f16 ? IR_DT_F16 : IR_DT_F32) && (yd != NULL) == f16 && casts == 0 && readers >= 1,
+        "%s: the image's relayout writes %s (y_dtype %s), read by %d nodes, %d of them casts", what,
+        ir_dtype_name(dt_of(g, y)), yd ? "set" : "absent", readers, casts);
+  if (!yd) goto done;
+  IrAttr bad = *yd;
+  bad.i[0] = IR_DT_I8;
+  g->node[r].attr[yd - g->node[r].attr] = bad;
+  char buf[4096] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  Diag dv;
+  diag_init(&dv, f);
+  int rc = f ? ir_verify(g, &dv, "test") : 0;
+  if (f) fclose(f);
+  CHECK(rc != 0 && strstr(buf, "a relayout's y_dtype must be f32, f16 or bf16"),
+        "%s: a relayout's y_dtype=i8 refused (got: %s)", what, buf);
+done:
+  diag_finish(&d);
+  arena_free(&a);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_precision_checks TEST_DIR MODELS_DIR\n");
@@ -233,6 +276,9 @@ int main(int argc, char **argv) {
     check_resnet50(path, pipeline_bit("fuse"), inference, IR_DT_F16);
     check_resnet50(path, 0, inference, IR_DT_F16);
   }
+  check_image_relayout(path, 1, IR_DT_F16);
+  check_image_relayout(path, 0, IR_DT_F16);
+  check_image_relayout(path, 1, IR_DT_BF16);
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_BF16);
   check_resnet50(path, 0, 0, IR_DT_BF16);
   check_resnet50(path, pipeline_bit("fuse"), 0, IR_DT_F32);
