@@ -62,7 +62,6 @@ static constexpr int V = NETC_V;
 static constexpr long long nvec = NETC_COUNT / NETC_V;
 #endif
 
-
 extern "C" __global__ void __launch_bounds__(256)
 #if defined(NETC_CAST)
 NETC_KERNEL_NAME(const tx_t *__restrict__ x, ty_t *__restrict__ y)

@@ -59,8 +59,6 @@ __device__ __forceinline__ double netc_warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-/* The larger of a and b, NaN when either is (fmaxf drops a NaN): a
- * maximum over a tensor with a NaN is NaN, as torch.max's is. */
 /* i8 quantization by step s: clamp(rint(f / s), -127, 127), the CPU
  * executor's arithmetic (rt_cpu_quantize; a NaN becomes -127); a zero (half
  * of a relu's output) skips the division, whose slow path a zero dividend
@@ -69,7 +67,8 @@ __device__ __forceinline__ signed char netc_q8(float f, float s) {
   if (f == 0.0f && s > 0.0f) return 0;
   return (signed char)fminf(127.0f, fmaxf(-127.0f, rintf(f / s)));
 }
-
+/* The larger of a and b, NaN when either is (fmaxf drops a NaN): a
+ * maximum over a tensor with a NaN is NaN, as torch.max's is. */
 __device__ __forceinline__ float netc_nanmax(float a, float b) { return a > b || a != a ? a : b; }
 __device__ __forceinline__ float netc_warp_max(float v) {
 #pragma unroll
