@@ -107,15 +107,6 @@ static inline CgKArg in(int i) { return (CgKArg){CG_KARG_IN, i, 0}; }
 static inline CgKArg out(int i) { return (CgKArg){CG_KARG_OUT, i, 0}; }
 static inline CgKArg scratch(size_t offset) { return (CgKArg){CG_KARG_SCRATCH, 0, offset}; }
 static inline CgKArg kept(size_t offset) { return (CgKArg){CG_KARG_KEPT, 0, offset}; }
-
-/* Inputs p..p+3 of node e (a batch norm's gamma, beta, running mean and
- * variance) are all parameters or state: their finalize may be a `once`
- * launch into kept memory (CgKLaunch.once). */
-static inline int cg_emit_bn_weights_only(const Emit *e, int p) {
-  int all = 1;
-  for (int i = p; i <= p + 3; i++) all &= ir_value_is_weight(e->g, e->n->in[i]);
-  return all;
-}
 /* The type of an input or output argument. */
 static inline const IrType *arg_type(const Emit *e, CgKArg a) {
   return a.kind == CG_KARG_IN ? in_type(e, a.index) : out_type(e, a.index);
@@ -186,6 +177,13 @@ int cg_emit_chan_plan(Emit *e, const IrType *t, CgEmitChan *c);
  * NETC_FIN_*, chan_apply.cu's NETC_APPLY_* (tb: the bias's C type). */
 int cg_emit_chan_reduce(Emit *e, const CgEmitChan *c, const char *op, int relu);
 int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op);
+/* The inference finalize (NETC_FIN_INFER) of plan c from the node's inputs
+ * p..p+3 (gamma, beta, running mean and variance) into *coef, with sb also
+ * the equivalent f32 scale and bias into *esb (4C floats past coef, 256-byte
+ * aligned): a `once` launch into the node's kept memory, coef at 0, when
+ * those inputs are all parameters or state (run when they change, not in
+ * the step); else into scratch each step, coef at c->coef. */
+int cg_emit_chan_finalize_infer(Emit *e, CgEmitChan *c, int p, int sb, CgKArg *coef, CgKArg *esb);
 /* Synchronized batch norm (the sync_bn code switch): chan_finalize.cu's
  * PACK (op NETC_FIN_PACK_STATS or NETC_FIN_PACK_BWD) of plan c's partial
  * sums into f64 sums at scratch offset cg_emit_chan_sync_at(c), which the

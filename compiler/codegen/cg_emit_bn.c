@@ -62,15 +62,11 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
   int epi = e->k->has_conv;
   IrType t16 = *t; /* a requantized i8 result's channels, for the plan (its apply launch is never made) */
   if (t->dtype == IR_DT_I8) t16.dtype = IR_DT_F16, t = &t16;
-  if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0)) return -1;
-  int once = cg_emit_bn_weights_only(e, p);
-  size_t coef_at = once ? 0 : c.coef, esb_at = coef_at + align256((size_t)4 * c.C * sizeof(float));
-  CgKArg coef = once ? kept(coef_at) : scratch(coef_at), esb = once ? kept(esb_at) : scratch(esb_at);
-  size_t qesb_at = align256(c.coef + (size_t)4 * c.C * sizeof(float)); /* a quantized one's, from esb: scratch */
-  c.sb = epi;
-  if (cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER")) return -1;
-  e->k->launch[e->k->nlaunch - 1].once = once;
-  if (once) e->k->kept_bytes = esb_at + (size_t)2 * c.C * sizeof(float);
+  CgKArg coef, esb;
+  if (cg_emit_chan_plan(e, t, &c) || cg_emit_check_f32(e, p, p + 3, 1, 0) ||
+      cg_emit_chan_finalize_infer(e, &c, p, epi, &coef, &esb))
+    return -1;
+  int once = coef.kind == CG_KARG_KEPT;
   if (epi) {
     CgConvDesc *d = &e->k->conv;
     int r = residual_in(e);
@@ -79,22 +75,19 @@ int cg_emit_bn_infer(Emit *e, const IrType *t, int p, CgKArg x, CgKArg y, int re
     /* an i8 result requantized by 1/S adding a float residual: divided last (cg_conv.h), the residual as it is */
     if (conv_quant(e) && r >= 0 && in_type(e, r)->dtype != IR_DT_I8 && ys && ys->f != 1.0)
       d->epilogue |= CG_EPI_OUTSCALE;
-    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), coef, esb);
     e->k->launch[e->k->nlaunch - 1].before = 1;
+    /* the epilogue's in scratch where the finalize would write them each step: multiplied in place, or from
+     * the kept ones */
+    size_t at = c.coef + align256((size_t)4 * c.C * sizeof(float));
+    if (!once || conv_quant(e)) need_scratch(e, at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
     if (conv_quant(e)) {
-      if (!once) qesb_at = esb_at; /* multiplied in place */
-      need_scratch(e, qesb_at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
-      if (cg_emit_qscale(e, "NETC_QS_MUL", -1, once ? &esb : NULL, qesb_at)) return -1;
-      esb = scratch(qesb_at);
-    } else if (!once) {
-      need_scratch(e, esb_at + (size_t)cg_conv_esb_floats(d) * c.C * sizeof(float));
+      if (cg_emit_qscale(e, "NETC_QS_MUL", -1, once ? &esb : NULL, at)) return -1;
+      esb = scratch(at);
     }
     e->k->conv_esb = esb;
     if (residual_in(e) >= 0) e->k->conv_res = in(residual_in(e));
     if (conv_quant(e)) /* its plan always has the epilogue: no apply launch */
       return residual_in(e) >= 0 ? quant_residual(e, residual_in(e)) : 0;
-  } else {
-    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), coef);
   }
   if (cg_emit_chan_apply(e, &c, "NETC_APPLY_AFFINE", relu, "float")) return -1;
   if (epi) last_when(e, CG_K_EPI_UNFUSED);

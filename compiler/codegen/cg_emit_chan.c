@@ -115,6 +115,23 @@ int cg_emit_chan_finalize(Emit *e, const CgEmitChan *c, const char *op) {
   return fin_end(e, c);
 }
 
+int cg_emit_chan_finalize_infer(Emit *e, CgEmitChan *c, int p, int sb, CgKArg *coef, CgKArg *esb) {
+  int once = 1;
+  for (int i = p; i <= p + 3; i++) once &= ir_value_is_weight(e->g, e->n->in[i]);
+  size_t coef_at = once ? 0 : c->coef, esb_at = coef_at + align256((size_t)4 * c->C * sizeof(float));
+  *coef = once ? kept(coef_at) : scratch(coef_at);
+  if (sb) *esb = once ? kept(esb_at) : scratch(esb_at);
+  c->sb = sb;
+  if (cg_emit_chan_finalize(e, c, "NETC_FIN_INFER")) return -1;
+  if (sb)
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), *coef, *esb);
+  else
+    CG_EMIT_ARGS(e, in(p), in(p + 1), in(p + 2), in(p + 3), *coef);
+  e->k->launch[e->k->nlaunch - 1].once = once;
+  if (once) e->k->kept_bytes = sb ? esb_at + (size_t)2 * c->C * sizeof(float) : (size_t)4 * c->C * sizeof(float);
+  return 0;
+}
+
 /* residual: NETC_APPLY_AFFINE adds a tensor shaped like x (the node's
  * residual input) before the relu. */
 int cg_emit_chan_apply(Emit *e, const CgEmitChan *c, const char *op, int relu, const char *tb) {

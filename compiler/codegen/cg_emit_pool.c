@@ -110,14 +110,10 @@ static int pool_bn_infer(Emit *e) {
   IrType tx = *tz; /* i8: the maxima in z's dtype, then quantized */
   if (!q8) tx.dtype = ty->dtype;
   CgEmitChan c;
+  CgKArg coef;
   if (cg_emit_chan_plan(e, tz, &c) || cg_emit_check_f32(e, 1, 4, 1, 0) ||
-      cg_emit_chan_finalize(e, &c, "NETC_FIN_INFER"))
+      cg_emit_chan_finalize_infer(e, &c, 1, 0, &coef, NULL))
     return -1;
-  int once = cg_emit_bn_weights_only(e, 1); /* then run when the weights change, into kept memory */
-  CgKArg coef = once ? kept(0) : scratch(c.coef);
-  CG_EMIT_ARGS(e, in(1), in(2), in(3), in(4), coef);
-  e->k->launch[e->k->nlaunch - 1].once = once;
-  if (once) e->k->kept_bytes = (size_t)4 * c.C * sizeof(float);
   int C = (int)tz->dim[3], V = cg_emit_vec(tx.dtype, C);
   if (cg_emit_vec(tz->dtype, C) < V) V = cg_emit_vec(tz->dtype, C);
   if (cg_emit_begin(e, "")) return -1;
