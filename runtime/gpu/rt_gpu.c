@@ -367,7 +367,8 @@ static RtCudaStatus time_fusion(RtGpu *x, int i, const CgConvDesc *desc, RtConvP
       ((e & CG_EPI_RESIDUAL) && (s = resolve_arg(x, i, &k->conv_res, &io.residual, err, errlen))) ||
       ((e & CG_EPI_DRELU) && (s = resolve_arg(x, i, &k->conv_mask, &io.mask, err, errlen))) ||
       ((e & CG_EPI_AFFINE) &&
-       (s = pick_grow(x, &b->esb, &b->esb_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
+       (s = pick_grow(x, &b->esb, &b->esb_bytes, (size_t)cg_conv_esb_floats(desc) * sizeof(float) * (size_t)desc->k,
+                      err, errlen))) ||
       (desc->genstats &&
        (s = pick_grow(x, &b->stats, &b->stats_bytes, 2 * sizeof(float) * (size_t)desc->k, err, errlen))) ||
       (ws && (s = pick_grow(x, &b->workspace, &b->workspace_bytes, ws, err, errlen))))
@@ -1004,6 +1005,15 @@ RtCudaStatus rt_gpu_read(RtGpu *x, int v, void *host, char *err, size_t errlen) 
   return rt_gpu_unpack(x, v, x->stage, host, err, errlen);
 }
 
+/* Launch L's kernel on stream st. */
+static RtCudaStatus launch_kernel(RtGpu *x, GpuLaunch *L, CUstream st, char *err, size_t errlen) {
+  const CgKLaunch *l = L->l;
+  return RT_CU(
+      x->api, LaunchKernel,
+      (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st, L->argp, NULL),
+      l->name, err, errlen);
+}
+
 /* Node i's convolution (j < 0) or its launch j, on stream st. */
 static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size_t errlen) {
   if (j < 0) {
@@ -1013,12 +1023,7 @@ static RtCudaStatus run_one(RtGpu *x, int i, int j, CUstream st, char *err, size
     return st == x->stream ? rt_cudnn_conv_exec(x->dnn, c->plan, &io, err, errlen)
                            : rt_cudnn_conv_exec_on(x->dnn, c->plan, &io, st, err, errlen);
   }
-  GpuLaunch *L = &x->launch[j];
-  const CgKLaunch *l = L->l;
-  return RT_CU(
-      x->api, LaunchKernel,
-      (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, st, L->argp, NULL),
-      l->name, err, errlen);
+  return launch_kernel(x, &x->launch[j], st, err, errlen);
 }
 
 /* run_one between events ev[2 * *k] and ev[2 * *k + 1] when ev is given. */
@@ -1135,14 +1140,7 @@ RtCudaStatus rt_gpu_prepare(RtGpu *x, char *err, size_t errlen) {
   if (!x->stale || !x->nonce || x->capturing) return s;
   for (int i = 0; !s && i < x->g->nnode; i++)
     if (x->once[i]) s = rt_gpu_launch_node(x, i, x->stream, NULL, NULL, err, errlen);
-  for (int j = 0; !s && j < x->nolaunch; j++) {
-    const GpuLaunch *L = &x->olaunch[j];
-    const CgKLaunch *l = L->l;
-    s = RT_CU(x->api, LaunchKernel,
-              (L->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, x->stream,
-               (void **)L->argp, NULL),
-              l->name, err, errlen);
-  }
+  for (int j = 0; !s && j < x->nolaunch; j++) s = launch_kernel(x, &x->olaunch[j], x->stream, err, errlen);
   if (!s) x->stale = 0;
   return s;
 }
