@@ -25,6 +25,10 @@ static const OptsInfo TABLE[] = {
      "training batch norms write their statistics' sums in f64 for a data-parallel run to add over the ranks "
      "(synchronized batch norm, netrun --sync-bn; no cuDNN DgradDreluBNBwdWeight)",
      F(sync_bn)},
+    {"stem_mma", "NETC_STEM_MMA", OPTS_BOOL, NULL, "1", 1,
+     "an f16 inference stem (4 channels, stride 2) folded and summed on tensor cores by stem_conv.cu in "
+     "one launch, not folded by s2d.cu for cuDNN",
+     F(stem_mma)},
     /* the GPU executor */
     {"cuda_graph", "NETC_CUDA_GRAPH", OPTS_BOOL, NULL, "1", 0,
      "the step captured once as a CUDA graph and replayed (0: launched node by node every step)", F(cuda_graph)},

@@ -4,7 +4,8 @@
  * description (cg_conv.h) and which of the node's tensors it reads and
  * writes, the launches around it -- bias, batch norm, masks, the
  * prologue's activation when cuDNN's plan cannot fuse them -- and the
- * folding of a strided few-channel convolution into a stride-1 one (s2d.cu). */
+ * folding of a strided few-channel convolution into a stride-1 one (s2d.cu
+ * before cuDNN, or stem_conv.cu's own tensor-core kernel for inference). */
 #include "cg_emit.h"
 
 #include <string.h>
@@ -304,6 +305,51 @@ static int s2d_fold(Emit *e, const CgConvDesc *d) {
   return 0;
 }
 
+/* --- an inference stem on tensor cores (stem_conv.cu) ------------------------ */
+
+enum { STEM_ROWS = 2, STEM_PS = 24, STEM_SMEM_MAX = 96 * 1024 }; /* stem_conv.cu's ROWS and PS */
+
+/* stem_conv.cu's dynamic shared memory for the folded convolution d (its
+ * unfolded description): the folded filter and one item's folded rows. */
+static size_t stem_smem(const CgConvDesc *d) {
+  int rq = (d->r + 1) / 2, sq = (d->s + 1) / 2, mt = (d->wo + 15) / 16;
+  return (size_t)2 * STEM_PS * ((size_t)rq * sq * d->k + (size_t)(STEM_ROWS + rq - 1) * (mt * 16 + sq - 1));
+}
+
+/* Whether node e, whose convolution s2d_node folds (d its unfolded
+ * description), runs on stem_conv.cu: a plain convolution (inference's
+ * stem once pass prologue gave its batch norm to the max pool; f16 when
+ * the default precision is, rule 3 of docs/passes/precision.md) on 4
+ * channels (pass layout pads an inference stem to 4) into as
+ * many output channels as a multiple of 16, a filter of at most 8x8, at
+ * most 32 warps a row, on sm_80 or later, within 96 KiB of shared memory
+ * (what every device since sm_80 lets a block opt into). */
+static int stem_mma_node(const Emit *e, const CgConvDesc *d) {
+  return e->opts->stem_mma && e->n->op == IR_OP_CONV2D && e->n->nin == 2 && d->dtype == IR_DT_F16 && d->c == 4 &&
+         d->k % 16 == 0 && d->r <= 8 && d->s <= 8 && d->wo <= 32 * 16 && e->dev->cc_major >= 8 &&
+         stem_smem(d) <= STEM_SMEM_MAX;
+}
+
+/* Node e's convolution as one stem_conv.cu launch from x and the filter
+ * as they are: two persistent blocks an SM, one warp per 16 output
+ * columns. */
+static int stem_mma(Emit *e, const CgConvDesc *d) {
+  static const char *const names[] = {"NETC_N", "NETC_H",  "NETC_W",  "NETC_K",  "NETC_R",
+                                      "NETC_S", "NETC_PH", "NETC_PW", "NETC_HO", "NETC_WO"};
+  const int v[] = {d->n, d->h, d->w, d->k, d->r, d->s, d->pad[0], d->pad[1], d->ho, d->wo};
+  int threads = 32 * ((d->wo + 15) / 16);
+  int64_t items = (int64_t)d->n * ((d->ho + STEM_ROWS - 1) / STEM_ROWS);
+  int64_t grid = 2 * (int64_t)(e->dev->sm_count > 0 ? e->dev->sm_count : 1);
+  if (cg_emit_begin(e, "mma")) return -1;
+  cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(d->dtype));
+  for (int i = 0; i < 10; i++) cg_emit_def(e, names[i], "%d", v[i]);
+  cg_emit_def(e, "NETC_THREADS", "%d", threads);
+  CG_EMIT_ARGS(e, in(0), in(1), out(0));
+  if (cg_emit_end(e, "stem_conv.cu", (unsigned)(items < grid ? items : grid), 1, (unsigned)threads, 1)) return -1;
+  e->k->launch[e->k->nlaunch - 1].smem = (unsigned)stem_smem(d);
+  return 0;
+}
+
 /* A node whose convolution has a prologue (input sbx: relu(x * scale +
  * bias) is what it convolves; x is input xi): cuDNN applies it on the fly
  * when it has an engine for that.  For when it has none, the node's first
@@ -325,6 +371,7 @@ int cg_emit_conv(Emit *e) {
   }
   CgConvDesc folded;
   int fold = sbx < 0 && s2d_node(e, &folded);
+  if (fold && stem_mma_node(e, &folded)) return stem_mma(e, &folded);
   if ((fold && s2d_fold(e, &folded)) || emit_conv_body(e) || (fold && s2d_place(e)) || fp8_widen(e) ||
       requant_fallback(e))
     return -1;

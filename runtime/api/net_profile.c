@@ -39,8 +39,9 @@ const char *net_profile_bound_name(NetProfBound b) {
   return (unsigned)b < sizeof NAMES / sizeof NAMES[0] ? NAMES[b] : "?";
 }
 
-/* A cuDNN convolution by its direction; a generated kernel by its node's op
- * (the kernels after a fused convolution are its batch norm or relu mask). */
+/* A cuDNN convolution by its direction, a generated one (`_mma_`) as a
+ * forward convolution; another generated kernel by its node's op (the
+ * kernels after a fused convolution are its batch norm or relu mask). */
 static NetProfKind kind_of(const char *op, const char *kernel) {
   static const struct {
     const char *prefix;
@@ -86,6 +87,7 @@ static NetProfKind kind_of(const char *op, const char *kernel) {
   };
   /* linear, linear_bwd_data, linear_bwd_weight, generated or on cuDNN (a 1x1 convolution) */
   if (strncmp(op, "linear", strlen("linear")) == 0) return NET_PROF_LINEAR;
+  if (strstr(kernel, "_mma_")) return NET_PROF_CONV_FWD; /* stem_conv.cu's generated convolution */
   for (size_t i = 0; i < sizeof CONV / sizeof CONV[0]; i++)
     if (strncmp(kernel, CONV[i].prefix, strlen(CONV[i].prefix)) == 0) return CONV[i].kind;
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)

@@ -147,6 +147,15 @@ static double run_bytes(const RtGpu *x, const CgMultiRun *run) {
   return b;
 }
 
+/* 2 * MACs of a generated stem convolution (stem_conv.cu's `_mma_`
+ * launch) as it computes them: y's pixels by the folded filter (4C
+ * channels, ceil(R/2) x ceil(S/2) taps), the count cuDNN's folded row has. */
+static double stem_mma_flops(const RtGpu *x, const IrNode *n) {
+  const IrType *tw = &x->g->val[n->in[1]].type;
+  return 2.0 * (double)x->numel[n->out[0]] * 4.0 * (double)tw->dim[3] * (double)((tw->dim[1] + 1) / 2) *
+         (double)((tw->dim[2] + 1) / 2);
+}
+
 static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
   const IrNode *n = &x->g->node[i];
   const CgKLaunch *l = x->launch[x->first[i] + j].l;
@@ -162,6 +171,7 @@ static void describe_launch(const RtGpu *x, int i, int j, RtGpuProfRec *r) {
     if (v >= 0 && !seen) r->bytes += value_bytes(x, v);
   }
   if (j == 0 && !x->conv[i].plan) r->flops = linear_flops(x, n); /* on cuDNN: describe_conv counts them */
+  if (strstr(l->name, "_mma_") && n->nin == 2 && n->nout == 1) r->flops = stem_mma_flops(x, n);
 }
 
 /* The records of every piece, in step order. */

@@ -26,6 +26,8 @@ static const KerntestGraph GRAPHS[] = {
     /* inference: the f16 stem folded, plain (its batch norm in the pool) and, without pass prologue, as conv2d_bn */
     {"stem7-infer", "tests/codegen/kernels/stem7.net", 1, NULL, IR_DT_F16, 0, 0},
     {"stem7-noprologue-infer", "tests/codegen/kernels/stem7.net", 1, "prologue", IR_DT_F16, 0, 0},
+    /* ResNet-50's stem geometry (64 channels) on stem_conv.cu, partial tiles of columns and rows */
+    {"stem64-infer", "tests/codegen/kernels/stem64.net", 1, NULL, IR_DT_F16, 0, 0},
     /* synchronized batch norm: every training batch norm's sums packed into f64 for the ranks, then finalized */
     {"resnet20-syncbn-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0, 1},
     {"stem7-syncbn-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0, 1},

@@ -22,6 +22,7 @@
 static char err[1 << 16];
 static int stem_mixed[2];      /* kerntest_stem_mixed nodes emitted: conv2d_bn_train, batchnorm_relu_bwd */
 static int folded[2];          /* convolutions run folded (s2d.cu): forward, weight gradient */
+static int stem_mmas;          /* inference stems on stem_conv.cu's tensor-core kernel */
 static int dbn_nodes;          /* conv2d_bwd_data_bn_relu nodes whose launches check_dbn checked */
 static int pool_bn_nodes;      /* maxpool_bn_relu_bwd nodes checked */
 static int pool_win_nodes;     /* maxpool_bwd_win nodes checked */
@@ -286,7 +287,17 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
   static CgKNode rest; /* large: not on the stack */
   const CgKNode *whole = k;
   if (fp8_widened(g, i, k, gname, &rest)) k = &rest;
-  int on_cudnn = is_conv(n->op) || (is_linear(n->op) && !linear_cu);
+  /* an inference stem on stem_conv.cu: one launch from x and w as they are into y, no cuDNN plan */
+  int mma = k->nlaunch == 1 && strstr(k->launch[0].name, "_mma_") != NULL;
+  if (mma) {
+    const CgKLaunch *L = &k->launch[0];
+    stem_mmas++;
+    CHECK(n->op == IR_OP_CONV2D && n->nin == 2 && L->nargs == 3 && arg_is(&L->args[0], CG_KARG_IN, 0) &&
+              arg_is(&L->args[1], CG_KARG_IN, 1) && arg_is(&L->args[2], CG_KARG_OUT, 0) && L->smem > 0 &&
+              L->smem <= 96 * 1024 && L->block[0] % 32 == 0 && k->scratch_bytes == 0 && !L->once,
+          "%s node %d (%s): the tensor-core stem's launch", gname, i, op);
+  }
+  int on_cudnn = (is_conv(n->op) && !mma) || (is_linear(n->op) && !linear_cu);
   CHECK(k->has_conv == on_cudnn, "%s node %d (%s): has_conv %d", gname, i, op, k->has_conv);
   if (k->has_conv) {
     check_arg(n, k, "conv x", &k->conv_x);
@@ -317,7 +328,8 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
               (wgrad ? k->nlaunch == 2 && strstr(k->launch[1].name, "_s2d_dw_") : k->launch[1].before != 0),
           "%s node %d (%s): folded convolution's launches", gname, i, op);
   }
-  CHECK(none && !fold ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op, k->nlaunch);
+  CHECK(none && !fold && !mma ? k->nlaunch == 0 : k->nlaunch > 0, "%s node %d (%s): %d launches", gname, i, op,
+        k->nlaunch);
   CHECK((whole->nlaunch > 0) == (whole->source != NULL), "%s node %d: source without launches or back", gname, i);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "k%d_%s", i, op);
@@ -327,7 +339,7 @@ static void check_node(const IrGraph *g, int i, const CgKNode *k, char **all, si
     CHECK(strncmp(L->name, prefix, strlen(prefix)) == 0, "%s: kernel %s is not named %s...", gname, L->name, prefix);
     CHECK(k->source && strstr(k->source, L->name), "%s: %s not in the node's source", gname, L->name);
     CHECK(L->grid[0] >= 1 && L->grid[1] >= 1 && L->grid[2] >= 1 && L->grid[1] < 65536, "%s: %s grid", gname, L->name);
-    CHECK(threads >= 1 && threads <= 1024 && L->smem == 0, "%s: %s block of %u", gname, L->name, threads);
+    CHECK(threads >= 1 && threads <= 1024 && (L->smem == 0 || mma), "%s: %s block of %u", gname, L->name, threads);
     CHECK(L->nargs >= 1 && L->nargs <= CG_K_MAX_ARGS, "%s: %s has %d args", gname, L->name, L->nargs);
     for (int a = 0; a < L->nargs; a++) check_arg(n, k, L->name, &L->args[a]);
   }
@@ -520,7 +532,9 @@ int main(int argc, char **argv) {
   printf("f32 stem with a narrow y: %d conv2d_bn_train, %d batchnorm_relu_bwd\n", stem_mixed[0], stem_mixed[1]);
   CHECK(folded[0] > 0 && folded[1] > 0, "no folded stem convolution: %d forward, %d weight gradient", folded[0],
         folded[1]);
-  printf("folded stem convolutions: %d forward, %d weight gradient\n", folded[0], folded[1]);
+  CHECK(stem_mmas > 0, "no inference stem on stem_conv.cu");
+  printf("folded stem convolutions: %d forward, %d weight gradient; %d on tensor cores (stem_conv.cu)\n", folded[0],
+         folded[1], stem_mmas);
   CHECK(dbn_nodes > 0, "no conv2d_bwd_data_bn_relu was emitted");
   CHECK(pool_bn_nodes > 0, "no maxpool_bn_relu_bwd was emitted");
   CHECK(pool_win_nodes > 0, "no maxpool_bwd_win was emitted");
