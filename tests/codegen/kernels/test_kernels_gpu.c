@@ -457,6 +457,12 @@ static void run_graph(Gpu *gp, IrGraph *g, const char *name) {
   for (int i = 0; i < g->nnode && ok; i++)
     for (int l = 0; l < k[i].nlaunch && ok; l++) {
       ok = rt_cuda_module_function(mod, k[i].launch[l].name, &fn[i * CG_K_MAX_LAUNCH + l], err, sizeof err) == 0;
+      /* more than the 48 KiB of dynamic shared memory a launch gets unasked (stem_conv.cu), as rt_gpu asks */
+      if (ok && k[i].launch[l].smem > 48 * 1024)
+        ok = RT_CU(gp->api, FuncSetAttribute,
+                   (fn[i * CG_K_MAX_LAUNCH + l], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    (int)k[i].launch[l].smem),
+                   k[i].launch[l].name, err, sizeof err) == RT_CUDA_OK;
       CHECK(ok, "%s", err);
     }
   for (int v = 0; v < g->nval && ok; v++) {
