@@ -25,9 +25,9 @@ static const OptsInfo TABLE[] = {
      "training batch norms write their statistics' sums in f64 for a data-parallel run to add over the ranks "
      "(synchronized batch norm, netrun --sync-bn; no cuDNN DgradDreluBNBwdWeight)",
      F(sync_bn)},
-    {"stem_mma", "NETC_STEM_MMA", OPTS_BOOL, NULL, "1", 1,
+    {"stem_mma", "NETC_STEM_MMA", OPTS_BOOL, NULL, "0", 1,
      "an f16 inference stem (4 channels, stride 2) folded and summed on tensor cores by stem_conv.cu in "
-     "one launch, not folded by s2d.cu for cuDNN",
+     "one launch, not folded by s2d.cu for cuDNN (off until it has run on a GPU)",
      F(stem_mma)},
     /* the GPU executor */
     {"cuda_graph", "NETC_CUDA_GRAPH", OPTS_BOOL, NULL, "1", 0,

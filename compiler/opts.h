@@ -32,7 +32,7 @@ typedef struct NetcOpts {
   int pool_tile;    /* max pool + batch norm + relu by shared-memory tiles */
   int linear_cudnn; /* linear layers on cuDNN as 1x1 convolutions (else linear.cu) */
   int sync_bn;      /* batch norm's statistics ready to be summed over data-parallel ranks (--sync-bn) */
-  int stem_mma;     /* an f16 inference stem on stem_conv.cu's tensor-core kernel, not s2d.cu + cuDNN */
+  int stem_mma;     /* an f16 inference stem on stem_conv.cu's tensor-core kernel, not s2d.cu + cuDNN (off) */
   /* the GPU executor */
   int cuda_graph;            /* the step captured once as a CUDA graph and replayed */
   int genstats;              /* batch-norm statistics from the convolution (cuDNN GenStats) */

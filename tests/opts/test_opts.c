@@ -48,14 +48,14 @@ int main(int argc, char **argv) {
 
   opts_default(&o);
   opts_code_key(&o, key, sizeof key);
-  CHECK(strcmp(key, "s2d=1 pbb=1 pool_tile=1 linear_cudnn=1 sync_bn=0 stem_mma=1") == 0, "code key: %s", key);
+  CHECK(strcmp(key, "s2d=1 pbb=1 pool_tile=1 linear_cudnn=1 sync_bn=0 stem_mma=0") == 0, "code key: %s", key);
   opts_set(&o, "cuda_graph", "0", NULL, 0);
   char key2[256];
   opts_code_key(&o, key2, sizeof key2);
   CHECK(strcmp(key, key2) == 0, "a runtime switch is not in the code key: %s", key2);
   opts_set(&o, "linear_cudnn", "0", NULL, 0);
   opts_code_key(&o, key2, sizeof key2);
-  CHECK(strcmp(key2, "s2d=1 pbb=1 pool_tile=1 linear_cudnn=0 sync_bn=0 stem_mma=1") == 0, "a code switch is: %s", key2);
+  CHECK(strcmp(key2, "s2d=1 pbb=1 pool_tile=1 linear_cudnn=0 sync_bn=0 stem_mma=0") == 0, "a code switch is: %s", key2);
 
   setenv("NETC_DBN", "0", 1);
   setenv("NETC_NVRTC_THREADS", "3", 1);

@@ -8,33 +8,33 @@
 #include "int8_scales.h"
 
 static const KerntestGraph GRAPHS[] = {
-    {"smallcnn-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 0, 0},
-    {"smallcnn-bf16-train", "models/smallcnn.net", 0, NULL, IR_DT_BF16, 0, 0},
-    {"smallcnn-infer", "models/smallcnn.net", 1, NULL, IR_DT_F16, 0, 0},
+    {"smallcnn-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 0, 0, 0},
+    {"smallcnn-bf16-train", "models/smallcnn.net", 0, NULL, IR_DT_BF16, 0, 0, 0},
+    {"smallcnn-infer", "models/smallcnn.net", 1, NULL, IR_DT_F16, 0, 0, 0},
     /* the linear ops (with a bias) on cuDNN in strict FP32 */
-    {"smallcnn-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 0, 0},
+    {"smallcnn-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 0, 0, 0},
     /* and on linear.cu, cuDNN's fallback */
-    {"smallcnn-linearcu-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 1, 0},
-    {"smallcnn-linearcu-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 1, 0},
-    {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, "fuse", IR_DT_BF16, 0, 0},
-    {"smallcnn-unfused-infer", "models/smallcnn.net", 1, "fuse", IR_DT_F16, 0, 0},
-    {"resnet20-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0, 0},
-    {"resnet20-infer", "models/resnet20.net", 1, NULL, IR_DT_F16, 0, 0},
-    {"stem7-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0, 0},
+    {"smallcnn-linearcu-train", "models/smallcnn.net", 0, NULL, IR_DT_F16, 1, 0, 0},
+    {"smallcnn-linearcu-f32-train", "models/smallcnn.net", 0, NULL, IR_DT_F32, 1, 0, 0},
+    {"smallcnn-unfused-bf16-train", "models/smallcnn.net", 0, "fuse", IR_DT_BF16, 0, 0, 0},
+    {"smallcnn-unfused-infer", "models/smallcnn.net", 1, "fuse", IR_DT_F16, 0, 0, 0},
+    {"resnet20-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0, 0, 0},
+    {"resnet20-infer", "models/resnet20.net", 1, NULL, IR_DT_F16, 0, 0, 0},
+    {"stem7-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0, 0, 0},
     /* the max pool's backward recomputing its winners (maxpool_bn_relu_bwd) */
-    {"stem7-noprologue-train", "tests/codegen/kernels/stem7.net", 0, "prologue", IR_DT_F16, 0, 0},
+    {"stem7-noprologue-train", "tests/codegen/kernels/stem7.net", 0, "prologue", IR_DT_F16, 0, 0, 0},
     /* inference: the f16 stem folded, plain (its batch norm in the pool) and, without pass prologue, as conv2d_bn */
-    {"stem7-infer", "tests/codegen/kernels/stem7.net", 1, NULL, IR_DT_F16, 0, 0},
-    {"stem7-noprologue-infer", "tests/codegen/kernels/stem7.net", 1, "prologue", IR_DT_F16, 0, 0},
+    {"stem7-infer", "tests/codegen/kernels/stem7.net", 1, NULL, IR_DT_F16, 0, 0, 0},
+    {"stem7-noprologue-infer", "tests/codegen/kernels/stem7.net", 1, "prologue", IR_DT_F16, 0, 0, 0},
     /* ResNet-50's stem geometry (64 channels) on stem_conv.cu, partial tiles of columns and rows */
-    {"stem64-infer", "tests/codegen/kernels/stem64.net", 1, NULL, IR_DT_F16, 0, 0},
+    {"stem64-infer", "tests/codegen/kernels/stem64.net", 1, NULL, IR_DT_F16, 0, 0, 1},
     /* synchronized batch norm: every training batch norm's sums packed into f64 for the ranks, then finalized */
-    {"resnet20-syncbn-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0, 1},
-    {"stem7-syncbn-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0, 1},
+    {"resnet20-syncbn-train", "models/resnet20.net", 0, NULL, IR_DT_F16, 0, 1, 0},
+    {"stem7-syncbn-train", "tests/codegen/kernels/stem7.net", 0, NULL, IR_DT_F16, 0, 1, 0},
     /* --precision fp8 (IR_DT_F8E4M3): FP8 forward convolutions, the gradients' widened operands */
-    {"resnet20-fp8-train", "models/resnet20.net", 0, NULL, IR_DT_F8E4M3, 0, 0},
+    {"resnet20-fp8-train", "models/resnet20.net", 0, NULL, IR_DT_F8E4M3, 0, 0, 0},
     /* --int8=all with every i8 layer's input at step 0.05 (IR_DT_I8): each block's conv1 requantized */
-    {"resnet20-int8cal-infer", "models/resnet20.net", 1, NULL, IR_DT_I8, 0, 0},
+    {"resnet20-int8cal-infer", "models/resnet20.net", 1, NULL, IR_DT_I8, 0, 0, 0},
 };
 
 const KerntestGraph *kerntest_graphs(int *n) {
@@ -67,6 +67,10 @@ IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg) {
     setenv("NETC_SYNC_BN", "1", 1);
   else
     unsetenv("NETC_SYNC_BN");
+  if (kg->stem_mma)
+    setenv("NETC_STEM_MMA", "1", 1);
+  else
+    unsetenv("NETC_STEM_MMA");
   opts_from_env(&kopts, NULL, 0);
   IrGraph *g = compile_file(a, &d, path, &cx);
   if (g && int8) /* again, with the steps of every i8 layer the first compile found */

@@ -17,13 +17,15 @@ typedef struct KerntestGraph {
                       * every i8 layer's input at a calibrated step (int8_scales_every) */
   int linear_cu;     /* the linear ops on linear.cu, not cuDNN ($NETC_LINEAR_CUDNN=0) */
   int sync_bn;       /* synchronized batch norm's kernels ($NETC_SYNC_BN=1) */
+  int stem_mma;      /* an f16 inference stem on stem_conv.cu, not s2d.cu + cuDNN ($NETC_STEM_MMA=1) */
 } KerntestGraph;
 
 /* The graphs every test walks; *n receives the count. */
 const KerntestGraph *kerntest_graphs(int *n);
 /* Compiles root/model with the variant's options (the memory plan at its
- * train batch) and sets $NETC_LINEAR_CUDNN and $NETC_SYNC_BN for the
- * emission that follows (linear_cu: "0", sync_bn: "1", else unset); NULL
+ * train batch) and sets $NETC_LINEAR_CUDNN, $NETC_SYNC_BN and
+ * $NETC_STEM_MMA for the emission that follows (linear_cu: "0", sync_bn,
+ * stem_mma: "1", else unset); NULL
  * after printing the diagnostics. */
 IrGraph *kerntest_compile(Arena *a, const char *root, const KerntestGraph *kg);
 /* A hand-written graph of what the models lack: f32 -> i8 (with a tail),

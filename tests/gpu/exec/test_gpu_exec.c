@@ -89,7 +89,8 @@ static const Config CONFIGS[] = {
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0, NULL},
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "all", 0, 0, NULL},
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 1, "calibrated", 0, 0, NULL}, /* the pool writes i8 */
-    /* ResNet-50's stem geometry on stem_conv.cu's tensor cores (partial tiles of columns and rows) */
+    /* ResNet-50's stem geometry (64 channels; partial tiles of columns and rows): s2d.cu + cuDNN, or with
+     * NETC_STEM_MMA=1 stem_conv.cu's tensor cores */
     {"tests/codegen/kernels/stem64.net", 1, IR_DT_F16, 0, NULL, 0, 0, NULL},
     /* without pass prologue: the stem's conv2d_bn folded with its epilogue, then a plain max pool */
     {"tests/codegen/kernels/stem7.net", 1, IR_DT_F16, 0, NULL, 0, 0, "prologue"},
