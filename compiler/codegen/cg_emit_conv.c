@@ -321,13 +321,17 @@ static size_t stem_smem(const CgConvDesc *d) {
  * stem once pass prologue gave its batch norm to the max pool; f16 when
  * the default precision is, rule 3 of docs/passes/precision.md) on 4
  * channels (pass layout pads an inference stem to 4) into as
- * many output channels as a multiple of 16, a filter of at most 8x8, at
- * most 32 warps a row, on sm_80 or later, within 96 KiB of shared memory
- * (what every device since sm_80 lets a block opt into). */
+ * many output channels as a multiple of 16 up to 64 (a thread holds 2K
+ * accumulators: 128 registers at K = 64, no spills under two blocks an
+ * SM), a filter of at most 8x8, at most 8 warps a row (WO <= 128: more
+ * threads would cut each one's registers below that), NHWC x and y and a
+ * KRSC filter, on sm_80 or later, within 96 KiB of shared memory (what
+ * every device since sm_80 lets a block opt into). */
 static int stem_mma_node(const Emit *e, const CgConvDesc *d) {
   return e->opts->stem_mma && e->n->op == IR_OP_CONV2D && e->n->nin == 2 && d->dtype == IR_DT_F16 && d->c == 4 &&
-         d->k % 16 == 0 && d->r <= 8 && d->s <= 8 && d->wo <= 32 * 16 && e->dev->cc_major >= 8 &&
-         stem_smem(d) <= STEM_SMEM_MAX;
+         d->k % 16 == 0 && d->k <= 64 && d->r <= 8 && d->s <= 8 && d->wo <= 8 * 16 && e->dev->cc_major >= 8 &&
+         stem_smem(d) <= STEM_SMEM_MAX && arg_type(e, in(1))->layout == IR_LAYOUT_KRSC &&
+         arg_type(e, in(0))->layout == IR_LAYOUT_NHWC && arg_type(e, out(0))->layout == IR_LAYOUT_NHWC;
 }
 
 /* Node e's convolution as one stem_conv.cu launch from x and the filter
