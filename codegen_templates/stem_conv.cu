@@ -23,13 +23,13 @@
  *
  * Parameters: NETC_KERNEL_NAME, NETC_TX (netc_f16), NETC_N, NETC_H, NETC_W, NETC_K (a
  * multiple of 16), NETC_R, NETC_S (at most 8), NETC_PH, NETC_PW, NETC_HO,
- * NETC_WO.  Launch: block NETC_THREADS = 32 * ceil(WO / 16), any grid (the
+ * NETC_WO, NETC_SMEM (the launch's dynamic shared memory).  Launch: block NETC_THREADS = 32 * ceil(WO / 16), any grid (the
  * emitter's: two blocks an SM), dynamic shared memory W_BYTES + X_BYTES
  * (below; the emitter's stem_smem computes the same sum).  sm_80 or later. */
 
 #if !defined(NETC_KERNEL_NAME) || !defined(NETC_TX) || !defined(NETC_N) || !defined(NETC_H) || !defined(NETC_W) || \
     !defined(NETC_K) || !defined(NETC_R) || !defined(NETC_S) || !defined(NETC_PH) || !defined(NETC_PW) ||          \
-    !defined(NETC_HO) || !defined(NETC_WO) || !defined(NETC_THREADS)
+    !defined(NETC_HO) || !defined(NETC_WO) || !defined(NETC_THREADS) || !defined(NETC_SMEM)
 #error "stem_conv.cu is a template: define NETC_KERNEL_NAME, NETC_TX, the geometry and NETC_THREADS"
 #endif
 
@@ -44,6 +44,7 @@ static constexpr int PS = 24;                                            /* halv
 static constexpr int NT = K / 8;                                         /* 8-channel n-tiles */
 static constexpr int HOB = (HO + ROWS - 1) / ROWS, ITEMS = N * HOB;
 static constexpr int W_BYTES = TAPS * K * PS * 2; /* then X_BYTES = TR * TC * PS * 2 of the tile */
+static_assert(W_BYTES + TR * TC * PS * 2 == NETC_SMEM, "stem_conv.cu: the emitter's stem_smem differs");
 static_assert(K % 16 == 0 && R <= 8 && S <= 8 && NETC_THREADS == MT * 32, "stem_conv.cu: unsupported geometry");
 static_assert(sizeof(tx_t) == 2, "stem_conv.cu: f16");
 

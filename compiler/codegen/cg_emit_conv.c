@@ -348,6 +348,7 @@ static int stem_mma(Emit *e, const CgConvDesc *d) {
   cg_emit_def(e, "NETC_TX", "%s", cg_tmpl_ctype(d->dtype));
   for (int i = 0; i < 10; i++) cg_emit_def(e, names[i], "%d", v[i]);
   cg_emit_def(e, "NETC_THREADS", "%d", threads);
+  cg_emit_def(e, "NETC_SMEM", "%zu", stem_smem(d)); /* the template asserts its own sum equals it */
   CG_EMIT_ARGS(e, in(0), in(1), out(0));
   if (cg_emit_end(e, "stem_conv.cu", (unsigned)(items < grid ? items : grid), 1, (unsigned)threads, 1)) return -1;
   e->k->launch[e->k->nlaunch - 1].smem = (unsigned)stem_smem(d);
